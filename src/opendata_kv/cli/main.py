@@ -1,0 +1,48 @@
+"""Entry point of `opendata-kv`: builds the parser from the command modules and maps errors
+to exit codes (0 ok, 1 bad input with one line on stderr, 2 usage)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from opendata_kv.cli.common import EXIT_BAD_INPUT, fail
+from opendata_kv.errors import OpendataKvError
+
+# Each module defines register(subparsers); the handler is stored as the `handler` default.
+COMMAND_MODULES: tuple[str, ...] = ()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser, one subcommand group per command module."""
+    parser = argparse.ArgumentParser(
+        prog="opendata-kv",
+        description="Inspect opendata_kv keys and SlateDB databases; TID, rkey, muid, URL keys.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module_name in COMMAND_MODULES:
+        module = importlib.import_module(module_name)
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; never lets a traceback reach the user for bad input."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        status: int = args.handler(args)
+    except OpendataKvError as exc:
+        return fail(str(exc))
+    except KeyboardInterrupt:
+        return fail("interrupted")
+    except BrokenPipeError:
+        sys.stderr.close()
+        return EXIT_BAD_INPUT
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

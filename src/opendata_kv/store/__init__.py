@@ -1,0 +1,1 @@
+"""The store layer: the only place that talks to slatedb."""

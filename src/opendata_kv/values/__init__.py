@@ -1,0 +1,1 @@
+"""Value codecs: msgpack per (record type, key version), chosen by the stored key's version."""
