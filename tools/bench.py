@@ -1,0 +1,35 @@
+"""Side-by-side benchmarks, printed as ratios measured in one run.
+
+    python tools/bench.py codec     our key codec vs fdb.tuple (pip install '.[bench]')
+    python tools/bench.py ids       TID generation, muid pack/parse rates
+    python tools/bench.py store     typed Store vs raw slatedb calls on the same data
+    python tools/bench.py all
+
+Each section lives in tools/bench_<section>.py and exposes run(quick: bool) -> None.
+Numbers are never asserted in tests; they are recorded in the README and issue notes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+
+SECTIONS = ("codec", "ids", "store")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("section", choices=(*SECTIONS, "all"))
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    for section in SECTIONS if args.section == "all" else (args.section,):
+        print(f"== {section}")
+        importlib.import_module(f"bench_{section}").run(args.quick)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
