@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from opendata_kv import errors
 from opendata_kv.errors import OpendataKvError
+from opendata_kv.keys import RecordType, Schema, fields
 
 if TYPE_CHECKING:
     from opendata_kv.store import Store, SyncStore

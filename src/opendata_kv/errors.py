@@ -20,7 +20,7 @@ class OpendataKvError(Exception):
 
 
 class InvalidInputError(OpendataKvError, ValueError):
-    """Input that can never be valid: malformed bytes, strings out of syntax, values out of range."""
+    """Input that can never be valid: malformed bytes, bad syntax, values out of range."""
 
 
 # --- identifiers -------------------------------------------------------------------------------
@@ -54,7 +54,7 @@ class KeyFormatError(InvalidInputError):
 
 
 class SchemaError(KeyFormatError):
-    """A RecordType or Schema definition that is inconsistent (duplicate names, bad nibbles, ...)."""
+    """An inconsistent RecordType or Schema definition (duplicate names, bad nibbles, ...)."""
 
 
 class KeyEncodeError(KeyFormatError):

@@ -1,0 +1,171 @@
+"""Schema: the RecordTypes that share one database, and decoding of any key by its prefix."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from opendata_kv.errors import SchemaError, UnknownRecordError, show_bytes
+from opendata_kv.keys.prefix import parse_prefix
+from opendata_kv.keys.record import Key, RecordType
+
+
+class Schema:
+    """A set of RecordTypes; (keyspace, version, record tag) identifies exactly one of them.
+
+    Several versions of one logical record (same name and record type, other version byte)
+    may be registered together: old keys keep decoding after a layout change.
+    """
+
+    __slots__ = ("_by_head", "_by_name", "_head_sizes", "_types")
+
+    def __init__(self, *record_types: RecordType | Iterable[RecordType]) -> None:
+        self._types: list[RecordType] = []
+        self._by_head: dict[bytes, RecordType] = {}
+        self._by_name: dict[str, dict[int, RecordType]] = {}
+        self._head_sizes: tuple[int, ...] = ()
+        for item in record_types:
+            for record_type in [item] if isinstance(item, RecordType) else item:
+                self.add(record_type)
+
+    def add(self, record_type: RecordType) -> RecordType:
+        """Register one RecordType; a second owner of the same prefix is a SchemaError."""
+        if not isinstance(record_type, RecordType):
+            raise SchemaError(f"Schema holds RecordTypes, got {record_type!r}")
+        other = self._by_head.get(record_type.head)
+        if other is not None:
+            raise SchemaError(
+                f"{record_type.name!r} and {other.name!r} share the prefix "
+                f"{show_bytes(record_type.head)} (keyspace, version {record_type.version}, "
+                f"record type {record_type.record_type}, reserved {record_type.reserved})"
+            )
+        versions = self._by_name.setdefault(record_type.name, {})
+        if record_type.version in versions:
+            raise SchemaError(
+                f"{record_type.name!r} version {record_type.version} is registered twice"
+            )
+        for existing in versions.values():
+            if (existing.record_type, existing.keyspace) != (
+                record_type.record_type,
+                record_type.keyspace,
+            ):
+                raise SchemaError(
+                    f"versions of {record_type.name!r} must share record type and keyspace: "
+                    f"{existing.record_type} vs {record_type.record_type}"
+                )
+        self._types.append(record_type)
+        self._by_head[record_type.head] = record_type
+        versions[record_type.version] = record_type
+        self._head_sizes = tuple(sorted({len(h) for h in self._by_head}, reverse=True))
+        return record_type
+
+    # --- lookup ---------------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[RecordType]:
+        return iter(self._types)
+
+    def __len__(self) -> int:
+        return len(self._types)
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._types
+
+    def __repr__(self) -> str:
+        return f"Schema({', '.join(f'{t.name}@v{t.version}' for t in self._types)})"
+
+    def names(self) -> list[str]:
+        """Logical record names, in registration order."""
+        return list(self._by_name)
+
+    def get(self, name: str, version: int | None = None) -> RecordType:
+        """The RecordType called `name` (its newest version unless `version` is given)."""
+        versions = self._by_name.get(name)
+        if not versions:
+            raise SchemaError(f"no record type named {name!r}; known: {self.names()}")
+        if version is None:
+            return versions[max(versions)]
+        try:
+            return versions[version]
+        except KeyError:
+            raise SchemaError(
+                f"{name!r} has no version {version}; registered: {sorted(versions)}"
+            ) from None
+
+    def versions(self, name: str) -> list[RecordType]:
+        """Every registered version of `name`, oldest first."""
+        versions = self._by_name.get(name)
+        if not versions:
+            raise SchemaError(f"no record type named {name!r}; known: {self.names()}")
+        return [versions[v] for v in sorted(versions)]
+
+    def select(
+        self, record_type: int | None = None, version: int | None = None
+    ) -> list[RecordType]:
+        """RecordTypes filtered by record type nibble and/or version byte."""
+        return [
+            t
+            for t in self._types
+            if (record_type is None or t.record_type == record_type)
+            and (version is None or t.version == version)
+        ]
+
+    # --- decoding -------------------------------------------------------------------------------
+
+    def record_type_of(self, key: bytes) -> RecordType:
+        """The RecordType whose prefix `key` starts with; UnknownRecordError naming the bytes."""
+        by_head = self._by_head
+        for size in self._head_sizes:
+            found = by_head.get(key[:size])
+            if found is not None:
+                return found
+        raise self._unknown(key)
+
+    def try_record_type_of(self, key: bytes) -> RecordType | None:
+        """Like record_type_of, but None for a key no RecordType owns."""
+        by_head = self._by_head
+        for size in self._head_sizes:
+            found = by_head.get(key[:size])
+            if found is not None:
+                return found
+        return None
+
+    def decode(self, key: bytes) -> Key:
+        """Decode any key of this schema into its RecordType's Key object."""
+        decoded: Key = self.record_type_of(key).decode(key)
+        return decoded
+
+    def _unknown(self, key: bytes) -> UnknownRecordError:
+        keyspaces = sorted({t.keyspace for t in self._types}, key=len) or [b""]
+        for keyspace in keyspaces:
+            if keyspace and not key.startswith(keyspace):
+                continue
+            try:
+                parts = parse_prefix(key, keyspace)
+            except Exception as exc:  # a KeyDecodeError: reserved or short prefix
+                return UnknownRecordError(str(exc))
+            k = len(keyspace)
+            return UnknownRecordError(
+                f"key {show_bytes(key)}: no record type registered for prefix "
+                f"{show_bytes(key[k : k + 2])} (version {parts.version}, record type "
+                f"{parts.record_type}, reserved {parts.reserved})"
+                + (f" in keyspace {show_bytes(keyspace)}" if keyspace else "")
+            )
+        return UnknownRecordError(
+            f"key {show_bytes(key)} starts with none of the keyspaces "
+            f"{[show_bytes(k) for k in keyspaces]}"
+        )
+
+    def describe(self) -> list[dict[str, Any]]:
+        """A JSON-friendly description of every RecordType (for tools and docs)."""
+        return [
+            {
+                "name": t.name,
+                "version": t.version,
+                "record_type": t.record_type,
+                "reserved": t.reserved,
+                "keyspace": t.keyspace.hex(),
+                "prefix": t.head.hex(),
+                "fields": [[n, f.kind] for n, f in t.fields],
+            }
+            for t in self._types
+        ]
