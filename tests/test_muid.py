@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import pickle
 import threading
 from datetime import datetime, timezone
@@ -172,7 +173,9 @@ def test_order_equals_byte_order(items: list[Muid]) -> None:
 @given(
     st.lists(
         st.tuples(
-            st.integers(0, (1 << 52) - 2), st.integers(0, (1 << 44) - 2), st.integers(0, (1 << 31) - 1)
+            st.integers(0, (1 << 52) - 2),
+            st.integers(0, (1 << 44) - 2),
+            st.integers(0, (1 << 31) - 1),
         ),
         min_size=2,
         max_size=30,
@@ -210,7 +213,7 @@ def test_immutable_hashable_picklable() -> None:
     with pytest.raises(AttributeError):
         m.timestamp = 5  # type: ignore[misc]
     with pytest.raises(AttributeError):
-        m._b = b"x"  # type: ignore[misc]
+        m._b = b"x"
     with pytest.raises(AttributeError):
         del m._b
     assert {m: "a"}[Muid(1, 2, 3)] == "a"
@@ -318,5 +321,5 @@ def test_generator_threads() -> None:
     for thread in threads:
         thread.join()
     for out in results:
-        assert all(a < b for a, b in zip(out, out[1:]))
+        assert all(a < b for a, b in itertools.pairwise(out))
     assert len({t for out in results for t in out}) == 80_000

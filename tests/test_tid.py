@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -309,6 +310,6 @@ def test_threads_never_repeat() -> None:
     everything: set[str] = set()
     for out in results:
         assert len(out) == per_thread
-        assert all(a < b for a, b in zip(out, out[1:])), "not strictly increasing in a thread"
+        assert all(a < b for a, b in itertools.pairwise(out)), "not strictly increasing in a thread"
         everything.update(out)
     assert len(everything) == threads_count * per_thread

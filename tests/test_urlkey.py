@@ -88,9 +88,7 @@ def test_fold_is_xor_not_mask(vectors: Path) -> None:
     h = urlkey.fnv1a64(data)
     masked = (h & urlkey.MASK_56) | (urlkey.url_key(row["neturl_string"]) & urlkey.CHECKSUM_MASK)
     assert masked != int(row["neturl_key_dec"])
-    assert urlkey.key_for_bytes(data, row["neturl_hostname"].encode()) == int(
-        row["neturl_key_dec"]
-    )
+    assert urlkey.key_for_bytes(data, row["neturl_hostname"].encode()) == int(row["neturl_key_dec"])
 
 
 # --- hashing -----------------------------------------------------------------------------------
