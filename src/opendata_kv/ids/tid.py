@@ -247,5 +247,11 @@ class TidGenerator:
         with self._lock:
             return (self._advance() << CLOCK_ID_BITS) | self._clock_id
 
+    def __iter__(self) -> TidGenerator:
+        return self
+
+    def __next__(self) -> str:
+        return self.next()
+
     def __repr__(self) -> str:
         return f"TidGenerator(clock_id={self._clock_id}, last_timestamp_us={self._last_ts})"
