@@ -18,8 +18,11 @@ collision and raises UrlCollisionError: a wrong page is never returned, and `sav
 
 Expiry. `ttl` on save sets the page's `expires_at` (scrape's TTL): `fetch` treats an expired
 page as absent (unless include_expired=True) and `expired()` lists them for a refetch or
-`purge_expired()`. `evict_after` is separate: SlateDB's own TTL, after which the records
-simply vanish from every read (and from expired()).
+`purge_expired()`. `evict_after` is separate: SlateDB's own TTL on both records, so the
+database drops them by itself. slatedb 0.17 drops expired entries only when compaction
+reaches them (reads still return them until then, and the two records may go at different
+times), so `evict_after` also caps `expires_at`: from that moment fetch treats the page as
+expired whether or not compaction has run. A missing page or id_map entry is a miss.
 """
 
 from __future__ import annotations
@@ -204,8 +207,9 @@ class PageStore:
         to it, atomically; returns the stored Page.
 
         ttl (seconds or timedelta; default `default_ttl`) sets `expires_at` = fetched_at +
-        ttl. evict_after sets SlateDB's TTL on both records. Raises UrlCollisionError,
-        writing nothing, when either key already holds another URL's record.
+        ttl. evict_after sets SlateDB's TTL on both records and caps `expires_at` at
+        fetched_at + evict_after. Raises UrlCollisionError, writing nothing, when either key
+        already holds another URL's record.
         """
         canonical_url = urlkey.normalize(canonical)
         requested_url = urlkey.clean_url(requested)
@@ -215,6 +219,9 @@ class PageStore:
         ttl = self.default_ttl if ttl is None else ttl
         expires = None if ttl is None else fetched + round(_seconds(ttl, "ttl") * 1_000_000)
         evict = None if evict_after is None else _seconds(evict_after, "evict_after")
+        if evict is not None:
+            evicted = fetched + round(evict * 1_000_000)
+            expires = evicted if expires is None else min(expires, evicted)
         # Refuse to clobber another URL's records (the reads raise UrlCollisionError).
         await self._page_at(page_key, canonical_url)
         await self._id_entry(id_key, requested_url)
@@ -233,19 +240,13 @@ class PageStore:
         return self._page(page_key, value)
 
     async def delete(self, url: str) -> bool:
-        """Remove a page (by requested or canonical URL) and the id_map entries naming it,
-        in one atomic batch. False when there was nothing to remove. Never removes another
-        URL's records: a collision raises UrlCollisionError."""
-        requested_url = urlkey.clean_url(url)
-        id_key = self.url_key(requested_url)
+        """Remove a page (by requested or canonical URL, found as `fetch` finds it) and the
+        id_map entries naming it, in one atomic batch. False when there was nothing to
+        remove. Never removes another URL's records: a collision raises UrlCollisionError."""
+        id_key, page_key, page = await self._locate(url)
         batch = Batch(self.store)
-        entry = await self._id_entry(id_key, requested_url)
-        if entry is not None:
+        if id_key is not None:
             batch.delete(self.page_id, (id_key,))
-            page_key, page_url = int(entry["key"]), str(entry["url"])
-        else:
-            page_key, page_url = self.url_key(url), urlkey.normalize(url)
-        page = await self._page_at(page_key, page_url)
         if page is not None:
             batch.delete(self.page, (page_key,))
             # The entry the page was saved with, if it still points at this page.
@@ -282,17 +283,32 @@ class PageStore:
 
     async def fetch(self, url: str, *, include_expired: bool = False) -> Page | None:
         """The page for `url`: through the id_map (url_key(clean_url(url))) first, else
-        directly under url_key(url). None when there is none, or it has expired (unless
-        include_expired). UrlCollisionError when a key holds another URL's record."""
-        requested_url = urlkey.clean_url(url)
-        entry = await self._id_entry(self.url_key(requested_url), requested_url)
-        if entry is not None:
-            page = await self._page_at(int(entry["key"]), str(entry["url"]))
-        else:
-            page = await self._page_at(self.url_key(url), urlkey.normalize(url))
+        directly under url_key(url), else under url_key(clean_url(url)). None when there is
+        none, or it has expired (unless include_expired). UrlCollisionError when a key holds
+        another URL's record."""
+        _, _, page = await self._locate(url)
         if page is None or (not include_expired and page.is_expired()):
             return None
         return page
+
+    async def _locate(self, url: str) -> tuple[int | None, int, Page | None]:
+        """(id_map key when `url` resolved through the id_map, page key, page or None)."""
+        requested_url = urlkey.clean_url(url)
+        id_key = self.url_key(requested_url)
+        entry = await self._id_entry(id_key, requested_url)
+        if entry is not None:
+            page_key = int(entry["key"])
+            return id_key, page_key, await self._page_at(page_key, str(entry["url"]))
+        normalized = urlkey.normalize(url)
+        first_key = self.url_key(url)
+        page = await self._page_at(first_key, normalized)
+        if page is None and requested_url != normalized:
+            # a canonical URL asked for with tracking parameters or a fragment
+            clean_key = self.url_key(requested_url)
+            page = await self._page_at(clean_key, requested_url)
+            if page is not None:
+                return None, clean_key, page
+        return None, first_key, page
 
     def expired(self, now: Instant | None = None, *, limit: int | None = None) -> Results[Page]:
         """Pages whose expires_at is at or before `now` (default: the current time), in key
