@@ -301,7 +301,6 @@ class RecordCollection:
         self,
         repo: str,
         collection: str,
-        *,
         reverse: bool = False,
         limit: int | None = None,
         cursor: str | None = None,
