@@ -1,0 +1,134 @@
+"""Crash test: SIGKILL a writer at random moments; nothing it acknowledged may be lost.
+
+Each round starts tests/crash_writer.py on the same database. The writer resumes after the
+last batch present and appends atomic batches, printing `ack <id>` only after Store.flush()
+returned. The round kills it with SIGKILL -- during start-up and WAL replay, at a random time
+while writing, or right after its k-th acknowledgement -- then reopens the database (as the
+writer on even rounds, as a read-only reader on odd ones) and checks that
+
+* every acknowledged batch is present, and every record of it decodes to exactly the value
+  its batch prescribes (no damaged or half-decoded values);
+* every batch present is complete (a batch is one atomic write: all of it or nothing);
+* the batches present are exactly 0..n-1 (no holes) and at most one past the last
+  acknowledgement (the one that was in flight when the kill came);
+* the next writer resumes exactly where the database ends.
+
+OPENDATA_KV_CRASH_ROUNDS overrides the number of rounds per backend (default 20) and
+OPENDATA_KV_CRASH_SEED fixes the random schedule (the seed is printed and named on failure).
+Marked slow: `pytest -m "not slow"` skips it locally; CI runs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+from typing import Any
+
+import crash_writer as cw
+import pytest
+from writer_process import WriterProcess
+
+from opendata_kv.store import Store
+
+pytestmark = pytest.mark.slow
+
+ROUNDS = int(os.environ.get("OPENDATA_KV_CRASH_ROUNDS", "20"))
+
+
+def _seed() -> int:
+    configured = os.environ.get("OPENDATA_KV_CRASH_SEED")
+    return int(configured) if configured else random.SystemRandom().randrange(1 << 32)
+
+
+async def _verify(url: str, as_reader: bool, env_settings: dict[str, Any]) -> cw.Check:
+    if as_reader:
+        opening = Store.open_reader(url, cw.SCHEMA, values=cw.VALUES)
+    else:
+        opening = Store.open(url, cw.SCHEMA, values=cw.VALUES, settings=env_settings)
+    async with opening as store:
+        return await cw.check_database(store)
+
+
+def crash_rounds(
+    url: str,
+    rounds: int,
+    *,
+    settings: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+    label: str,
+) -> dict[str, int]:
+    """Run `rounds` kill-and-verify rounds against `url`; returns the counts."""
+    seed = _seed()
+    rng = random.Random(seed)
+    where = f"[{label} seed={seed}]"
+    counts = {
+        "rounds": 0,
+        "acked_batches": 0,
+        "acked_records": 0,
+        "verified_records": 0,
+        "startup_kills": 0,
+        "timer_kills": 0,
+        "ack_kills": 0,
+        "unacked_survivors": 0,
+    }
+    expected_next = 0
+    acked_total: set[int] = set()
+    started = time.monotonic()
+    for round_no in range(rounds):
+        mode = rng.choices(["startup", "timer", "ack"], weights=[2, 5, 3])[0]
+        writer = WriterProcess(url, settings=settings, env=env)
+        try:
+            if mode == "startup":
+                # Anywhere from interpreter start-up through open and WAL replay.
+                time.sleep(rng.uniform(0.0, 0.5))
+            else:
+                opened = writer.wait_open()
+                assert opened == expected_next, (
+                    f"{where} round {round_no}: writer resumed at batch {opened}, "
+                    f"expected {expected_next}"
+                )
+                if mode == "timer":
+                    time.sleep(rng.uniform(0.0, 0.25))
+                else:
+                    writer.wait_acks(rng.randint(1, 40))
+        finally:
+            writer.kill()
+        counts[f"{mode}_kills"] += 1
+        if writer.opened_at is not None:
+            assert writer.opened_at == expected_next, f"{where} round {round_no}: resume point"
+        acked = writer.acked
+        assert acked == list(range(expected_next, expected_next + len(acked))), (
+            f"{where} round {round_no}: acknowledgements out of order: {acked[:5]}..."
+        )
+        check = asyncio.run(_verify(url, as_reader=round_no % 2 == 1, env_settings=settings or {}))
+        acked_total.update(acked)
+        missing = acked_total - check.batches
+        assert not missing, f"{where} round {round_no}: acknowledged batches lost: {missing}"
+        assert check.batches == set(range(check.next_batch)), (
+            f"{where} round {round_no}: holes in the batches present"
+        )
+        last_acked = max(acked_total, default=-1)
+        assert check.next_batch <= last_acked + 2, (
+            f"{where} round {round_no}: batches up to {check.next_batch - 1} present but the "
+            f"last acknowledged was {last_acked}"
+        )
+        counts["unacked_survivors"] += check.next_batch - 1 - last_acked
+        # The survivor (if any) is now part of the database: later rounds must keep it too.
+        acked_total.update(check.batches)
+        counts["rounds"] += 1
+        counts["acked_batches"] += len(acked)
+        counts["acked_records"] += sum(cw.records_per_batch(b) for b in acked)
+        counts["verified_records"] += check.records
+        expected_next = check.next_batch
+    counts["final_batches"] = expected_next
+    counts["seconds"] = round(time.monotonic() - started, 1)
+    print(f"\ncrash {label}: seed={seed} {counts}")
+    return counts
+
+
+def test_crash_local_directory(tmp_path: Any) -> None:
+    counts = crash_rounds(str(tmp_path / "db"), ROUNDS, label="local")
+    assert counts["rounds"] == ROUNDS
+    assert counts["acked_batches"] > 0
