@@ -30,7 +30,7 @@ import functools
 import hashlib
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,15 +120,13 @@ class Check:
         return max(self.batches) + 1 if self.batches else 0
 
 
-async def check_database(store: Any) -> Check:
-    """Read every record of `store` and check it, raising AssertionError on the first problem.
-
-    Every key must decode, every value must decode and equal what its batch prescribes, and
-    every batch that has any record must have all of them (a batch is one atomic write).
-    """
+def check_records(records: Iterable[Any]) -> Check:
+    """Check every record of a database (a scan_all), raising AssertionError on the first
+    problem: every key and value must decode, every value must equal what its batch
+    prescribes, and every batch with any record must have all of them (one atomic write)."""
     found: dict[int, int] = {}
-    records = 0
-    async for record in store.scan_all():
+    count = 0
+    for record in records:
         key = record.key
         rt = key.record_type
         batch = key.batch
@@ -143,12 +141,17 @@ async def check_database(store: Any) -> Check:
             want = expected_blob(batch)
         assert record.value == want, f"damaged record {key!r}: {record.value!r:.200}"
         found[batch] = found.get(batch, 0) + 1
-        records += 1
-    for batch, count in found.items():
-        assert count == records_per_batch(batch), (
-            f"batch {batch} is half-written: {count} of {records_per_batch(batch)} records"
+        count += 1
+    for batch, n in found.items():
+        assert n == records_per_batch(batch), (
+            f"batch {batch} is half-written: {n} of {records_per_batch(batch)} records"
         )
-    return Check(set(found), records)
+    return Check(set(found), count)
+
+
+async def check_database(store: Any) -> Check:
+    """check_records over every record of an async Store (writer or reader)."""
+    return check_records(await store.scan_all().to_list())
 
 
 async def _last_batch(store: Any) -> int | None:
