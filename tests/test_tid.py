@@ -225,6 +225,8 @@ def test_generator_basics() -> None:
     assert second > tid.decode(first)
     assert second & 1023 == 7
     assert 0 <= tid.TidGenerator().clock_id <= 1023
+    assert next(gen) < next(iter(gen))
+    assert "clock_id=7" in repr(gen)
 
 
 @pytest.mark.parametrize("bad", [-1, 1024, True, "3"])

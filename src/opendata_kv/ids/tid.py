@@ -105,8 +105,7 @@ def decode(s: str, *, allow_top_bit: bool = False) -> int:
     if n >= LIMIT and not allow_top_bit:
         raise TidError(
             f"TID {s!r}: first character {s[0]!r} sets the top bit of the 64-bit value; "
-            "TIDs keep it 0 (the string is syntactically valid, pass allow_top_bit=True to "
-            "accept it)"
+            "TIDs keep it 0 (the syntax allows it; decoding it needs allow_top_bit=True)"
         )
     return n
 
@@ -247,6 +246,12 @@ class TidGenerator:
         """The next TID as an integer (same sequence as next())."""
         with self._lock:
             return (self._advance() << CLOCK_ID_BITS) | self._clock_id
+
+    def __iter__(self) -> TidGenerator:
+        return self
+
+    def __next__(self) -> str:
+        return self.next()
 
     def __repr__(self) -> str:
         return f"TidGenerator(clock_id={self._clock_id}, last_timestamp_us={self._last_ts})"
