@@ -14,12 +14,14 @@ POST = RecordType("post", 1, [("repo", F.string), ("rkey", F.string)])
 POST_V2 = RecordType("post", 1, [("repo", F.string), ("rkey", F.string)], version=2)
 #: 0x01 0x20 | n (u64)
 LIKE = RecordType("like", 2, [("n", F.u64)])
+#: 0x03 0x20 | n (u64): like under a later key version, so --type 2 spans versions 1 and 3
+LIKE_V3 = RecordType("like", 2, [("n", F.u64)], version=3)
 #: 0x01 0x30 | id (muid) | blob (bytes) | score (f64)
 EVENT = RecordType("event", 3, [("id", F.muid), ("blob", F.bytes_), ("score", F.f64)])
-#: 0x01 0x40 | data: raw bytes values
+#: 0x01 0x40 | name (string); values are raw bytes
 BLOB = RecordType("blob", 4, [("name", F.string)])
 
-SCHEMA = Schema(POST, POST_V2, LIKE, EVENT, BLOB)
+SCHEMA = Schema(POST, POST_V2, LIKE, LIKE_V3, EVENT, BLOB)
 
 
 @dataclasses.dataclass

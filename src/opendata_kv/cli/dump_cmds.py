@@ -219,7 +219,8 @@ class Decoder:
         obj["value_size"] = len(data)
         errors = [e for e in (key_error, value_error) if e is not None]
         obj["error"] = "; ".join(errors) if errors else None
-        return Row(obj, key_error, value_error, short)
+        note = "" if prefix is not None else prefix_note(key, keyspace)
+        return Row(obj, key_error, value_error, short, note)
 
     def value(self, owner: RecordType | None, key: bytes, data: bytes) -> tuple[Any, str | None]:
         """(decoded value, None) or (None, why it does not decode)."""
@@ -231,6 +232,16 @@ class Decoder:
             return None, f"value: {exc}"
 
 
+def prefix_note(key: bytes, keyspace: bytes) -> str:
+    """A few words on why `key` has no valid record prefix (for the table)."""
+    k = len(keyspace)
+    if len(key) < k + 2:
+        return "too short"
+    if not key.startswith(keyspace):
+        return "not in keyspace"
+    return "version 0" if key[k] == 0 else "record type 0"
+
+
 @dataclass(frozen=True)
 class Row:
     """One dump row: its JSON object and, apart, why the key or the value did not decode."""
@@ -239,12 +250,15 @@ class Row:
     key_error: str | None
     value_error: str | None
     short_key_error: str | None = None
+    prefix_note: str = ""
 
     def reason(self, message: str) -> str:
         """`message` without the bytes the row already shows (key and value hex)."""
         key = show_bytes(bytes.fromhex(self.obj["key_hex"]))
         for noise in (f"key {key}: ", f"key {key} ", f"{key}: "):
             message = message.replace(noise, "")
+        if self.obj["record"]:  # the RECORD column names it already
+            message = message.removeprefix(f"value: {self.obj['record']} v{self.obj['version']} ")
         if "value_hex" in self.obj:
             data = show_bytes(bytes.fromhex(self.obj["value_hex"]))
             for noise in (f": {data}", f" in {data}"):
@@ -276,7 +290,7 @@ async def open_reader(db: str) -> Store:
         if not os.path.isdir(path):
             raise CliError(f"no database at {db}: {path} is not a directory")
     try:
-        store: Store = await Store.open_reader(db, Schema(), poll_interval=60.0)
+        store: Store = await Store.open_reader(db, Schema())
     except StoreDataError as exc:
         if _NO_DATABASE in str(exc):
             raise CliError(f"no SlateDB database at {db} (no manifest found)") from None
@@ -406,7 +420,7 @@ def run_dump(args: argparse.Namespace) -> int:
 
 
 async def _dump(args: argparse.Namespace, decoder: Decoder, walk: Walk) -> int:
-    table = None if args.json else DumpTable(sys.stdout, values=args.values)
+    table = None if args.json else DumpTable(sys.stdout, with_fields=decoder.schema is not None)
     printer: Callable[[list[Row]], None] = table.rows if table is not None else _json_rows
     total = failed = 0
     store = await open_reader(args.db)
@@ -474,7 +488,7 @@ def fit_key(cell: str, width: int) -> str:
 def record_cell(row: Row) -> str:
     obj = row.obj
     if obj["version"] is None:
-        return "?"
+        return f"! {row.prefix_note}"
     where = f"v{obj['version']} t{obj['record_type']}"
     if obj["reserved"]:
         where += f" r{obj['reserved']}"
@@ -505,41 +519,56 @@ def value_cell(row: Row) -> str:
     text = obj["value_hex"] or "(empty)"
     if row.value_error is not None:
         reason = row.reason(row.value_error).removeprefix("value: ").replace(": )", ")")
+        reason = reason.replace("not a msgpack value", "not msgpack")
         return f"{text}  ! {reason}"
     return text
 
 
+VALUE_WIDTH = 80
+
+
 @dataclass
 class DumpTable:
-    """The plain-text dump: aligned columns sized on the first batch, streamed after it."""
+    """The plain-text dump: aligned columns sized on the first batch, streamed after it.
+
+    Columns: KEY (prefix set apart, long keys shortened in the middle), RECORD (name, version,
+    type), FIELDS (only with a schema), VALUE. Long cells are cut with an ellipsis; --json
+    shows everything.
+    """
 
     out: TextIO
-    values: bool
+    with_fields: bool
     widths: list[int] | None = None
-    headers: tuple[str, ...] = ("KEY", "RECORD", "FIELDS", "VALUE")
-    caps: tuple[int, ...] = (34, 22, 60, 80)
 
     def rows(self, rows: list[Row]) -> None:
-        cells = [(key_cell(r), record_cell(r), fields_cell(r), value_cell(r)) for r in rows]
+        cells = [self._cells(r) for r in rows]
+        headers = self._cells(None)
         if self.widths is None:
+            caps = (34, 22, 60, VALUE_WIDTH) if self.with_fields else (34, 22, VALUE_WIDTH)
             self.widths = [
                 min(cap, max([len(h)] + [len(c[i]) for c in cells]))
-                for i, (h, cap) in enumerate(zip(self.headers, self.caps, strict=True))
+                for i, (h, cap) in enumerate(zip(headers, caps, strict=True))
             ]
-            self._line(self.headers)
+            self._line(headers)
         for c in cells:
             self._line(c)
 
+    def _cells(self, row: Row | None) -> tuple[str, ...]:
+        if row is None:
+            return ("KEY", "RECORD", "FIELDS", "VALUE") if self.with_fields else (
+                "KEY", "RECORD", "VALUE"
+            )
+        if self.with_fields:
+            return key_cell(row), record_cell(row), fields_cell(row), value_cell(row)
+        return key_cell(row), record_cell(row), value_cell(row)
+
     def _line(self, cells: tuple[str, ...]) -> None:
         assert self.widths is not None
-        key, record, fields, value = cells
         w = self.widths
-        parts = [
-            f"{fit_key(key, w[0]):<{w[0]}}",
-            f"{cut(record, w[1]):<{w[1]}}",
-            f"{cut(fields, w[2]):<{w[2]}}",
-            cut(value, self.caps[3]),
-        ]
+        parts = [f"{fit_key(cells[0], w[0]):<{w[0]}}"]
+        middle = zip(cells[1:-1], w[1:-1], strict=True)
+        parts += [f"{cut(c, width):<{width}}" for c, width in middle]
+        parts.append(cut(cells[-1], VALUE_WIDTH))  # the last column is not padded
         self.out.write("  ".join(parts).rstrip() + "\n")
 
     def footer(self, total: int, failed: int) -> None:
