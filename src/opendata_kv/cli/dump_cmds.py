@@ -544,7 +544,7 @@ class DumpTable:
         cells = [self._cells(r) for r in rows]
         headers = self._cells(None)
         if self.widths is None:
-            caps = (34, 22, 60, VALUE_WIDTH) if self.with_fields else (34, 22, VALUE_WIDTH)
+            caps = (34, 30, 60, VALUE_WIDTH) if self.with_fields else (34, 30, VALUE_WIDTH)
             self.widths = [
                 min(cap, max([len(h)] + [len(c[i]) for c in cells]))
                 for i, (h, cap) in enumerate(zip(headers, caps, strict=True))
