@@ -27,3 +27,9 @@ def vectors_dir() -> Path:
 @pytest.fixture(scope="session")
 def vectors() -> Path:
     return vectors_dir()
+
+
+@pytest.fixture(params=["memory", "local"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database location: an in-process memory store, or a temporary directory."""
+    return "memory://test" if request.param == "memory" else str(tmp_path / "db")

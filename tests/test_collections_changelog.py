@@ -3,13 +3,12 @@ time-range scans, -1 sentinels, and scan order equal to Muid order."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from aio import run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -29,18 +28,6 @@ T0 = 1_700_000_000_000_000  # µs
 MED = 0x1ABCDEF0123
 MAX44 = (1 << 44) - 1
 MAX52 = (1 << 52) - 1
-
-
-def run(coro: Awaitable[T]) -> T:
-    async def main() -> T:
-        return await coro
-
-    return asyncio.run(main())
-
-
-@pytest.fixture(params=["memory", "local"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return "memory://changes" if request.param == "memory" else str(tmp_path / "db")
 
 
 def stepping_clock(start_us: int = T0, step_us: int = 1000) -> Callable[[], int]:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 import datetime
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from aio import run
 
 from opendata_kv import Store
 from opendata_kv.collections import PAGES, PageStore, default_schema, default_values
@@ -23,18 +23,6 @@ NOW = datetime.datetime.now(UTC)
 
 REQUESTED = "https://Example.com/blog/post?utm_source=feed&b=2&a=1#comments"
 CANONICAL = "https://example.com/blog/the-post"
-
-
-def run(coro: Awaitable[T]) -> T:
-    async def main() -> T:
-        return await coro
-
-    return asyncio.run(main())
-
-
-@pytest.fixture(params=["memory", "local"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return "memory://pages" if request.param == "memory" else str(tmp_path / "db")
 
 
 def with_pages(db_url: str, body: Callable[[PageStore], Awaitable[None]], **kw: Any) -> None:

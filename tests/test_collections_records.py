@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from aio import run
 
 from opendata_kv import RecordType, Schema, Store, fields
 from opendata_kv.collections import (
@@ -39,18 +40,6 @@ LIKE = "app.bsky.feed.like"
 PROFILE = "app.bsky.actor.profile"
 
 KEY_TYPES = {**BSKY_KEY_TYPES, "com.example.byNsid": "nsid", "com.example.anything": "any"}
-
-
-def run(coro: Awaitable[T]) -> T:
-    async def main() -> T:
-        return await coro
-
-    return asyncio.run(main())
-
-
-@pytest.fixture(params=["memory", "local"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return "memory://records" if request.param == "memory" else str(tmp_path / "db")
 
 
 Body = Callable[[RecordCollection], Awaitable[None]]

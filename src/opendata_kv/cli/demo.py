@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from opendata_kv.cli.common import EXIT_OK, CliError, add_json_flag, emit_json
+from opendata_kv.cli.common import EXIT_OK, CliError, add_json_flag, emit_json, jsonable
 from opendata_kv.collections import (
     BSKY_KEY_TYPES,
     ChangeLog,
@@ -205,23 +205,6 @@ async def _write_and_read(directory: Path, schema: Schema) -> list[Record]:
 
 
 # --- output --------------------------------------------------------------------------------------
-
-
-def jsonable(value: Any) -> Any:
-    """`value` with Muids, datetimes and bytes turned into JSON-friendly forms."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, Muid):
-        return str(value)
-    if isinstance(value, datetime.datetime):
-        return value.isoformat()
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return {"hex": bytes(value).hex()}
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    return repr(value)
 
 
 def _key_of(record: Record) -> Key:
