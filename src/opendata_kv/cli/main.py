@@ -33,8 +33,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _tolerate_undecodable_stdio() -> None:
+    """Bytes on stdin that are not UTF-8 are bad input like any other line: read them with
+    surrogateescape and echo them back the same way, as Python already does under the C
+    locale, instead of dying with UnicodeDecodeError under a strict UTF-8 locale."""
+    for stream in (sys.stdin, sys.stdout):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", None) == "strict":
+            reconfigure(errors="surrogateescape")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; never lets a traceback reach the user for bad input."""
+    _tolerate_undecodable_stdio()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
