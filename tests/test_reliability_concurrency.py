@@ -19,9 +19,12 @@ import asyncio
 import hashlib
 import random
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
+from hang_guard import hang_guard
 
 from opendata_kv import RecordType, Schema
 from opendata_kv import fields as F
@@ -31,6 +34,12 @@ LOG = RecordType("log", 1, [("writer", F.u16), ("seq", F.u32)])
 CELL = RecordType("cell", 2, [("slot", F.u8)])
 SCHEMA = Schema(LOG, CELL)
 SLOTS = 5
+
+
+@pytest.fixture(autouse=True)
+def _hang_guard() -> Iterator[None]:
+    with hang_guard(180):
+        yield
 
 
 def make_value(writer: int, seq: int, where: str) -> dict[str, Any]:
