@@ -119,7 +119,7 @@ class _Unsigned(Field):
         return self._struct.pack(self.to_raw(value))
 
     def to_raw(self, value: Any) -> int:
-        if not isinstance(value, int):
+        if not isinstance(value, int) or isinstance(value, bool):
             raise KeyEncodeError(f"{self.kind} needs an int, got {_type_name(value)} {value!r}")
         if not 0 <= value <= self._max:
             raise KeyEncodeError(f"{self.kind} value {value} is outside 0..{self._max}")
@@ -149,7 +149,7 @@ class _Signed(Field):
         self._bias = 1 << (8 * width - 1)
 
     def to_raw(self, value: Any) -> int:
-        if not isinstance(value, int):
+        if not isinstance(value, int) or isinstance(value, bool):
             raise KeyEncodeError(f"{self.kind} needs an int, got {_type_name(value)} {value!r}")
         if not -self._bias <= value < self._bias:
             raise KeyEncodeError(
@@ -180,7 +180,7 @@ class _U128(Field):
         super().__init__("u128", width=16)
 
     def encode(self, value: Any) -> bytes:
-        if not isinstance(value, int):
+        if not isinstance(value, int) or isinstance(value, bool):
             raise KeyEncodeError(f"u128 needs an int, got {_type_name(value)} {value!r}")
         if not 0 <= value < 1 << 128:
             raise KeyEncodeError(f"u128 value {value} is outside 0..2**128-1")
@@ -212,6 +212,9 @@ class _F64(Field):
             bits: int = self._Q.unpack(self._D.pack(value))[0]
         except (OverflowError, struct.error) as exc:
             raise KeyEncodeError(f"f64 cannot hold {value!r}: {exc}") from None
+        if not isinstance(value, float) and value != float(value):
+            # An int that would round: the key would decode to another number.
+            raise KeyEncodeError(f"f64 cannot hold the int {value} exactly")
         return bits ^ 0xFFFFFFFFFFFFFFFF if bits >> 63 else bits | 0x8000000000000000
 
     def from_raw(self, raw: int) -> float:
@@ -453,7 +456,7 @@ class _VarUInt(Field):
         self._limit = limit
 
     def encode(self, value: Any) -> bytes:
-        if not isinstance(value, int):
+        if not isinstance(value, int) or isinstance(value, bool):
             raise KeyEncodeError(f"{self.kind} needs an int, got {_type_name(value)} {value!r}")
         if not 0 <= value < self._limit:
             raise KeyEncodeError(f"{self.kind} value {value} is outside 0..{self._limit - 1}")

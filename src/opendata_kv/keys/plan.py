@@ -67,10 +67,12 @@ def compile_plan(
         "_Key": key_class,
         "_fallback": fallback,
         "_errors": errors,
+        "_bool": bool,
     }
     names = [f"v{i}" for i in range(len(fields))]
     enc_lines: list[str] = []
     enc_parts: list[str] = []
+    bool_guards: list[str] = []
     dec_lines = [
         "    if key.__class__ is not bytes or not key.startswith(_head): raise _Bad",
         "    k = key",
@@ -90,6 +92,8 @@ def compile_plan(
             args = []
             for i in group:
                 if fields[i].raw_identity:
+                    # struct.pack takes True as 1; the codecs reject bools, so must this path.
+                    bool_guards.append(f"{names[i]}.__class__ is _bool")
                     args.append(names[i])
                 else:
                     ns[f"_to{i}"], ns[f"_from{i}"] = fields[i].to_raw, fields[i].from_raw
@@ -140,6 +144,8 @@ def compile_plan(
         enc_parts.append(f"_enc{i}({v})")
         dec_lines.append(f"    {v}, p = _dec{i}(k, {pos()})")
         at = None
+    if bool_guards:
+        enc_lines.insert(0, f"    if {' or '.join(bool_guards)}: raise _Bad")
     body = "".join(part + ", " for part in enc_parts)
     enc_lines.append(f"    return _head + b''.join(({body}))")
     enc_src = f"def encode({', '.join(names)}):\n" + "\n".join(enc_lines) + "\n"
