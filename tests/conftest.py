@@ -27,3 +27,20 @@ def vectors_dir() -> Path:
 @pytest.fixture(scope="session")
 def vectors() -> Path:
     return vectors_dir()
+
+
+# --- hypothesis profiles ----------------------------------------------------------------------
+# "ci" (the default) keeps the property suites to seconds; OPENDATA_KV_FUZZ=long runs many more
+# examples for a soak before a release. No deadline: the machine is shared and timings jitter.
+try:
+    from hypothesis import HealthCheck, settings
+except ImportError:  # hypothesis is a test extra; tests that need it fail on their own import
+    pass
+else:
+    settings.register_profile(
+        "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    )
+    settings.register_profile(
+        "long", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    )
+    settings.load_profile(os.environ.get("OPENDATA_KV_FUZZ", "ci"))

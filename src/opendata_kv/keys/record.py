@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from opendata_kv.errors import KeyDecodeError, KeyEncodeError, SchemaError, show_bytes
 from opendata_kv.keys.fields import Field
 from opendata_kv.keys.plan import PlanMismatch, compile_plan
-from opendata_kv.keys.prefix import RecordPrefix, build_prefix, prefix_successor
+from opendata_kv.keys.prefix import RecordPrefix, as_key_bytes, build_prefix, prefix_successor
 
 # Exceptions a fast path may hit on bad input; the slow path then names the field.
 _FAST_PATH_ERRORS = (
@@ -289,7 +289,7 @@ class RecordType:
 
     def decode_by_field(self, key: object) -> tuple[Any, ...]:
         """Decode codec by codec: the reference path, whose errors name field, offset, bytes."""
-        key = key if isinstance(key, bytes) else _to_bytes(key)
+        key = key if isinstance(key, bytes) else as_key_bytes(key)
         where = f"{self.name} key {show_bytes(key)}"
         if not key.startswith(self.head):
             raise KeyDecodeError(
@@ -312,12 +312,6 @@ class RecordType:
                 f"last field at offset {pos}"
             )
         return tuple(out)
-
-
-def _to_bytes(key: object) -> bytes:
-    if isinstance(key, (bytearray, memoryview)):
-        return bytes(key)
-    raise KeyDecodeError(f"a key must be bytes, got {type(key).__name__}")
 
 
 class _Missing:

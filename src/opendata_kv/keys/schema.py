@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from opendata_kv.errors import SchemaError, UnknownRecordError, show_bytes
-from opendata_kv.keys.prefix import parse_prefix
+from opendata_kv.errors import KeyDecodeError, SchemaError, UnknownRecordError, show_bytes
+from opendata_kv.keys.prefix import as_key_bytes, parse_prefix
 from opendata_kv.keys.record import Key, RecordType
 
 
@@ -113,6 +113,8 @@ class Schema:
 
     def record_type_of(self, key: bytes) -> RecordType:
         """The RecordType whose prefix `key` starts with; UnknownRecordError naming the bytes."""
+        if key.__class__ is not bytes:
+            key = as_key_bytes(key)
         by_head = self._by_head
         for size in self._head_sizes:
             found = by_head.get(key[:size])
@@ -122,6 +124,8 @@ class Schema:
 
     def try_record_type_of(self, key: bytes) -> RecordType | None:
         """Like record_type_of, but None for a key no RecordType owns."""
+        if key.__class__ is not bytes:
+            key = as_key_bytes(key)
         by_head = self._by_head
         for size in self._head_sizes:
             found = by_head.get(key[:size])
@@ -130,7 +134,13 @@ class Schema:
         return None
 
     def decode(self, key: bytes) -> Key:
-        """Decode any key of this schema into its RecordType's Key object."""
+        """Decode any key of this schema into its RecordType's Key object.
+
+        bytearray and memoryview are accepted; anything else that is not bytes is a
+        KeyDecodeError, as is a key whose prefix no RecordType owns (UnknownRecordError).
+        """
+        if key.__class__ is not bytes:
+            key = as_key_bytes(key)
         decoded: Key = self.record_type_of(key).decode(key)
         return decoded
 
@@ -141,7 +151,7 @@ class Schema:
                 continue
             try:
                 parts = parse_prefix(key, keyspace)
-            except Exception as exc:  # a KeyDecodeError: reserved or short prefix
+            except KeyDecodeError as exc:  # reserved or short prefix
                 return UnknownRecordError(str(exc))
             k = len(keyspace)
             return UnknownRecordError(
