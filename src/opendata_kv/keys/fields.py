@@ -63,6 +63,11 @@ class Field:
     def __hash__(self) -> int:
         return hash((type(self), self.kind))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The public codecs are singletons: pickle them by name (their struct.Struct members
+        # cannot be pickled anyway), so a RecordType and its keys survive pickling.
+        return (_codec, (self.kind,))
+
     def encode(self, value: Any) -> bytes:
         """The order-preserving encoding of `value`; KeyEncodeError if it does not fit."""
         raise NotImplementedError
@@ -269,6 +274,9 @@ class Fixed(Field):
             raise SchemaError(f"fixed() needs a positive byte count, got {size!r}")
         super().__init__(f"fixed({size})", width=size)
         self.size = size
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Fixed, (self.size,))
 
     def encode(self, value: Any) -> bytes:
         if not isinstance(value, (bytes, bytearray, memoryview)):
@@ -538,6 +546,9 @@ class Desc(Field):
     def __hash__(self) -> int:
         return hash((Desc, self.inner))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Desc, (self.inner,))
+
     def encode(self, value: Any) -> bytes:
         return invert(self.inner.encode(value))
 
@@ -579,6 +590,23 @@ trailing_string: Field = _TrailingStr("trailing_string")
 trailing_bytes: Field = _TrailingBytes("trailing_bytes")
 var_u32: Field = _VarUInt("var_u32", 3, 4, 1 << 32)
 var_u64: Field = _VarUInt("var_u64", 4, 8, 1 << 64)
+
+
+_SINGLETONS: dict[str, Field] = {
+    c.kind: c
+    for c in (
+        u8, u16, u32, u64, u128, i32, i64, f64, boolean, string, bytes_,
+        trailing_string, trailing_bytes, var_u32, var_u64,
+    )
+}
+
+
+def _codec(kind: str) -> Field:
+    """The public codec called `kind` (the unpickling side of Field.__reduce__)."""
+    try:
+        return _SINGLETONS[kind]
+    except KeyError:
+        raise SchemaError(f"no field codec named {kind!r}") from None
 
 
 def fixed(size: int) -> Field:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import operator
 import re
 import struct
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -32,12 +33,15 @@ class Key(tuple):  # type: ignore[type-arg]
     """Base of every RecordType's key class: an immutable, hashable tuple of field values.
 
     Fields are also attributes (`key.rkey`); `key.record_type` is the RecordType that owns it.
-    Two keys are equal only if they belong to the same RecordType and hold equal values.
+    Two keys are equal only if they belong to the same RecordType (the same definition: name,
+    prefix and fields) and hold equal values; a key is never equal to a plain tuple.
     """
 
     __slots__ = ()
     record_type: ClassVar[RecordType]
     _fields: ClassVar[tuple[str, ...]] = ()
+    _identity: ClassVar[tuple[Any, ...]] = ()
+    _identity_hash: ClassVar[int] = 0
 
     if TYPE_CHECKING:
 
@@ -61,13 +65,17 @@ class Key(tuple):  # type: ignore[type-arg]
         return self.record_type.key(**values)
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and tuple.__eq__(self, other)
+        if other.__class__ is self.__class__ or (
+            isinstance(other, Key) and other._identity == self._identity
+        ):
+            return tuple.__eq__(self, other)
+        return False
 
     def __ne__(self, other: object) -> bool:
         return not self == other
 
     def __hash__(self) -> int:
-        return hash((type(self), tuple.__hash__(self)))
+        return hash((self._identity_hash, tuple.__hash__(self)))
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{n}={v!r}" for n, v in zip(self._fields, self, strict=True))
@@ -79,6 +87,29 @@ class Key(tuple):  # type: ignore[type-arg]
 
 def _rebuild_key(record_type: RecordType, values: tuple[Any, ...]) -> Key:
     return record_type.key(*values)
+
+
+# Every RecordType by definition, so that unpickling a key (or a RecordType) reuses the live
+# RecordType instead of compiling a new one per object. The first one built wins.
+_INTERNED: weakref.WeakValueDictionary[tuple[Any, ...], RecordType] = (
+    weakref.WeakValueDictionary()
+)
+
+
+def _rebuild_record_type(
+    name: str,
+    record_type: int,
+    fields: tuple[tuple[str, Field], ...],
+    version: int,
+    reserved: int,
+    keyspace: bytes,
+) -> RecordType:
+    found = _INTERNED.get((name, version, record_type, reserved, keyspace, tuple(fields)))
+    if found is not None:
+        return found
+    return RecordType(
+        name, record_type, fields, version=version, reserved=reserved, keyspace=keyspace
+    )
 
 
 def _class_name(name: str) -> str:
@@ -98,8 +129,10 @@ class RecordType:
 
     __slots__ = (
         "Key",
+        "__weakref__",
         "_encode",
         "_fields",
+        "_identity",
         "_index",
         "decode",
         "fields",
@@ -134,6 +167,8 @@ class RecordType:
         self.fields: tuple[tuple[str, Field], ...] = pairs
         self._fields = tuple(f for _, f in pairs)
         self._index = {n: i for i, (n, _) in enumerate(pairs)}
+        #: what makes two RecordTypes the same: equal definitions give equal keys
+        self._identity = (name, version, record_type, reserved, keyspace, pairs)
         self.Key: type[Key] = self._key_class()
         #: decode(key: bytes) -> Key: the compiled decoder; on bad input it re-walks the key
         #: codec by codec and raises a KeyDecodeError naming the field, offset and bytes.
@@ -141,6 +176,7 @@ class RecordType:
         self._encode, self.decode = compile_plan(
             self.head, self._fields, self.Key, self._decode_fallback, _FAST_PATH_ERRORS
         )
+        _INTERNED.setdefault(self._identity, self)
 
     def _check_fields(self, pairs: tuple[tuple[str, Field], ...]) -> None:
         seen: set[str] = set()
@@ -168,6 +204,8 @@ class RecordType:
             "__slots__": (),
             "record_type": self,
             "_fields": tuple(n for n, _ in self.fields),
+            "_identity": self._identity,
+            "_identity_hash": hash(self._identity),
             "__doc__": f"Key of record type {self.name!r} (version {self.version}).",
         }
         for i, (field_name, field) in enumerate(self.fields):
@@ -184,6 +222,18 @@ class RecordType:
     @property
     def field_names(self) -> tuple[str, ...]:
         return self.Key._fields
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RecordType) and other._identity == self._identity
+
+    def __hash__(self) -> int:
+        return hash(self._identity)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _rebuild_record_type,
+            (self.name, self.record_type, self.fields, self.version, self.reserved, self.keyspace),
+        )
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{n}={f!r}" for n, f in self.fields)
@@ -239,10 +289,14 @@ class RecordType:
             raise KeyEncodeError(f"{self.name}: field {field_name!r}: {exc}") from None
 
     def key(self, *values: Any, **named: Any) -> Key:
-        """A validated Key object (the values are checked by encoding them)."""
-        values = self._values(values, named)
-        self.encode(*values)
-        return tuple.__new__(self.Key, values)
+        """A validated Key object, exactly as decoding its bytes would give it.
+
+        The values go through encode and decode, so the key holds canonical types (bytes for
+        a bytearray or memoryview, float for an int given to f64) and stays hashable.
+        """
+        if named:
+            values = self._values(values, named)
+        return self.decode(self.encode(*values))
 
     def prefix(self, *values: Any, partial: Any = None) -> bytes:
         """Bytes shared by every key whose leading fields equal `values`.
