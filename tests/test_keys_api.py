@@ -216,6 +216,48 @@ def test_decode_errors_name_field_offset_and_bytes() -> None:
         LIKE.decode(raw.hex())  # type: ignore[arg-type]
 
 
+class Index:
+    """An integer type that is not an int but says it is one (like numpy.uint64)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __index__(self) -> int:
+        return self.n
+
+
+def test_integer_likes_agree_on_both_paths() -> None:
+    import enum
+
+    class Kind(enum.IntEnum):
+        POST = 3
+
+    rt = RecordType("ints", 1, [("a", fields.u8), ("b", fields.i64), ("c", fields.var_u64)])
+    want = rt.encode(3, 3, 3)
+    for value in (Index(3), Kind.POST):
+        args = (value, value, value)
+        assert rt.encode(*args) == rt.encode_by_field(args) == want
+        assert rt.key(*args) == rt.decode(want) and type(rt.key(*args).a) is int
+    for bad in (Index(256), Index(-1)):
+        with pytest.raises(KeyEncodeError, match="'a'"):
+            rt.encode(bad, 0, 0)
+
+
+def test_bytes_fields_take_the_bytes_of_a_buffer() -> None:
+    """`0 in array("H", [256])` is False although its bytes hold 0x00: the encoder must still
+    escape that byte (the compiled path hands such input to the reference path)."""
+    import array
+
+    rt = RecordType("b", 1, [("b", fields.bytes_), ("n", fields.u8)])
+    wide = array.array("H", [256, 2])
+    for value in (memoryview(wide), bytearray(wide.tobytes())):
+        key = rt.encode(value, 1)
+        assert key == rt.encode_by_field((value, 1)) == rt.encode(wide.tobytes(), 1)
+        assert rt.decode(key).b == wide.tobytes()
+    with pytest.raises(KeyEncodeError, match="'b'"):
+        rt.encode(wide, 1)
+
+
 # --- layout definitions ------------------------------------------------------------------------
 
 

@@ -8,6 +8,7 @@ run of them into one precompiled `struct.Struct`.
 
 from __future__ import annotations
 
+import operator
 import struct
 from typing import Any
 
@@ -23,6 +24,19 @@ def invert(data: bytes) -> bytes:
 
 def _type_name(value: object) -> str:
     return type(value).__name__
+
+
+def _as_int(kind: str, value: Any) -> int:
+    """An int, or an integer type that says it is one through __index__ (numpy ints); never
+    a bool (a bool in an int field is a bug, and struct.pack would take it as 0 or 1)."""
+    if value.__class__ is int:
+        return value
+    if isinstance(value, bool):
+        raise KeyEncodeError(f"{kind} needs an int, got bool {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise KeyEncodeError(f"{kind} needs an int, got {_type_name(value)} {value!r}") from None
 
 
 class Field:
@@ -124,11 +138,10 @@ class _Unsigned(Field):
         return self._struct.pack(self.to_raw(value))
 
     def to_raw(self, value: Any) -> int:
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise KeyEncodeError(f"{self.kind} needs an int, got {_type_name(value)} {value!r}")
-        if not 0 <= value <= self._max:
-            raise KeyEncodeError(f"{self.kind} value {value} is outside 0..{self._max}")
-        return value
+        n = _as_int(self.kind, value)
+        if not 0 <= n <= self._max:
+            raise KeyEncodeError(f"{self.kind} value {n} is outside 0..{self._max}")
+        return n
 
     def from_raw(self, raw: int) -> int:
         return raw
@@ -154,13 +167,12 @@ class _Signed(Field):
         self._bias = 1 << (8 * width - 1)
 
     def to_raw(self, value: Any) -> int:
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise KeyEncodeError(f"{self.kind} needs an int, got {_type_name(value)} {value!r}")
-        if not -self._bias <= value < self._bias:
+        n = _as_int(self.kind, value)
+        if not -self._bias <= n < self._bias:
             raise KeyEncodeError(
-                f"{self.kind} value {value} is outside {-self._bias}..{self._bias - 1}"
+                f"{self.kind} value {n} is outside {-self._bias}..{self._bias - 1}"
             )
-        return value + self._bias
+        return n + self._bias
 
     def from_raw(self, raw: int) -> int:
         return raw - self._bias
@@ -185,11 +197,10 @@ class _U128(Field):
         super().__init__("u128", width=16)
 
     def encode(self, value: Any) -> bytes:
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise KeyEncodeError(f"u128 needs an int, got {_type_name(value)} {value!r}")
-        if not 0 <= value < 1 << 128:
-            raise KeyEncodeError(f"u128 value {value} is outside 0..2**128-1")
-        return value.to_bytes(16, "big")
+        n = _as_int("u128", value)
+        if not 0 <= n < 1 << 128:
+            raise KeyEncodeError(f"u128 value {n} is outside 0..2**128-1")
+        return n.to_bytes(16, "big")
 
     def decode(self, data: bytes, pos: int = 0) -> tuple[int, int]:
         if len(data) - pos < 16:
@@ -464,15 +475,14 @@ class _VarUInt(Field):
         self._limit = limit
 
     def encode(self, value: Any) -> bytes:
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise KeyEncodeError(f"{self.kind} needs an int, got {_type_name(value)} {value!r}")
-        if not 0 <= value < self._limit:
-            raise KeyEncodeError(f"{self.kind} value {value} is outside 0..{self._limit - 1}")
+        n = _as_int(self.kind, value)
+        if not 0 <= n < self._limit:
+            raise KeyEncodeError(f"{self.kind} value {n} is outside 0..{self._limit - 1}")
         low_bits = 8 - self._code_bits
         extra = 0
-        while value >> (low_bits + 8 * extra):
+        while n >> (low_bits + 8 * extra):
             extra += 1
-        return ((extra << (low_bits + 8 * extra)) | value).to_bytes(extra + 1, "big")
+        return ((extra << (low_bits + 8 * extra)) | n).to_bytes(extra + 1, "big")
 
     def _extra(self, first: int, pos: int) -> int:
         extra = first >> (8 - self._code_bits)

@@ -117,11 +117,16 @@ def compile_plan(
         if _family(first) == "terminated":
             for i in group:
                 # `0 in b` scans in C; most values need no escaping at all.
-                raw = f"{names[i]}.encode()" if type(fields[i]) is _TerminatedStr else names[i]
-                enc_lines += [
-                    f"    b{i} = {raw}",
-                    f"    if 0 in b{i} or 1 in b{i}: b{i} = _escape(b{i})",
-                ]
+                if type(fields[i]) is _TerminatedStr:
+                    enc_lines.append(f"    b{i} = {names[i]}.encode()")
+                else:
+                    # Only exact bytes here: `0 in` on an array or a memoryview of wider
+                    # items tests items, not bytes, and would let a raw 0x00 through.
+                    enc_lines += [
+                        f"    if {names[i]}.__class__ is not bytes: raise _Bad",
+                        f"    b{i} = {names[i]}",
+                    ]
+                enc_lines.append(f"    if 0 in b{i} or 1 in b{i}: b{i} = _escape(b{i})")
                 enc_parts += [f"b{i}", 'b"\\x00"']
             # One C-level split finds every terminator of the run; the rest becomes the buffer,
             # so the offsets that follow are constants again.
