@@ -18,6 +18,7 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import assume, given, settings
@@ -384,6 +385,37 @@ def test_key_round_trip_and_paths_agree(data: st.DataObject) -> None:
     assert decoded.encode() == key
     via_schema = Schema(rt).decode(key)
     assert type(via_schema) is rt.Key and same(tuple(via_schema), tuple(values))
+
+
+@given(data=st.data())
+@scaled(0.5)
+def test_compiled_paths_take_valid_input(data: st.DataObject) -> None:
+    """Valid keys never fall back to the reference paths: the compiled code really runs (a
+    fast path that always fell back would pass every other test, only slowly)."""
+    fallbacks: list[str] = []
+    reference_decode = RecordType._decode_fallback
+    reference_encode = RecordType.encode_by_field
+
+    def counted_decode(self: RecordType, key: object) -> Any:
+        fallbacks.append("decode")
+        return reference_decode(self, key)
+
+    def counted_encode(self: RecordType, values: Sequence[Any]) -> bytes:
+        fallbacks.append("encode")
+        return reference_encode(self, values)
+
+    with (
+        mock.patch.object(RecordType, "_decode_fallback", counted_decode),
+        mock.patch.object(RecordType, "encode_by_field", counted_encode),
+    ):
+        rt, specs = data.draw(layouts(), "layout")  # compiled while patched
+        values = data.draw(values_for(specs), "values")
+        key = rt.encode(*values)
+        assert same(tuple(rt.decode(key)), tuple(values))
+        assert fallbacks == []
+        with pytest.raises(KeyDecodeError):  # and invalid input does fall back
+            rt.decode(key + b"\x00" if not specs or not specs[-1].trailing else key[:1])
+        assert fallbacks == ["decode"]
 
 
 @given(data=st.data())

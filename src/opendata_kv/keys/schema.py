@@ -150,8 +150,13 @@ class Schema:
         """
         if key.__class__ is not bytes:
             key = as_key_bytes(key)
-        decoded: Key = self.record_type_of(key).decode(key)
-        return decoded
+        by_head = self._by_head
+        for size in self._head_sizes:  # inlined record_type_of: this is the hot path of scans
+            found = by_head.get(key[:size])
+            if found is not None:
+                decoded: Key = found.decode(key)
+                return decoded
+        raise self._unknown(key)
 
     def _unknown(self, key: bytes) -> UnknownRecordError:
         keyspaces = sorted({t.keyspace for t in self._types}, key=len, reverse=True) or [b""]
