@@ -258,6 +258,32 @@ def test_bytes_fields_take_the_bytes_of_a_buffer() -> None:
         rt.encode(wide, 1)
 
 
+def test_varints_decode_only_the_shortest_form() -> None:
+    """One number, one key: longer forms, overflowing values and unknown length codes fail."""
+    for codec, raw in (
+        (fields.var_u64, b"\x10\x05"),  # 5 in two bytes
+        (fields.var_u64, b"\x20\x00\xff"),  # 255 in three bytes
+        (fields.var_u64, b"\x8f" + b"\xff" * 8),  # 68 value bits: above 2**64 - 1
+        (fields.var_u64, b"\x90" + bytes(9)),  # length code 9
+        (fields.var_u32, b"\x20\x1f"),  # 31 in two bytes
+        (fields.var_u32, b"\x81\x00\x00\x00\x00"),  # 2**32
+        (fields.var_u32, b"\xa0" + bytes(5)),  # length code 5
+        (fields.var_u32, b"\x40\x20"),  # truncated
+    ):
+        with pytest.raises(KeyDecodeError):
+            codec.decode_all(raw)
+        with pytest.raises(KeyDecodeError):
+            fields.desc(codec).decode_all(fields.invert(raw))
+
+
+def test_desc_string_ends_at_ff() -> None:
+    d = fields.desc(fields.string)
+    assert d.encode("a\x00") == fields.invert(b"a\x01\x01\x00") == b"\x9e\xfe\xfe\xff"
+    assert d.decode(d.encode("ab") + b"\xff\x00", 0) == ("ab", 3)
+    with pytest.raises(KeyDecodeError):
+        d.decode_all(b"\x9e\x9d")  # no terminator
+
+
 # --- layout definitions ------------------------------------------------------------------------
 
 
