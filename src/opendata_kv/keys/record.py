@@ -4,6 +4,7 @@ decode plan, and the immutable Key objects it decodes to."""
 from __future__ import annotations
 
 import operator
+import os
 import re
 import struct
 import weakref
@@ -33,15 +34,13 @@ class Key(tuple):  # type: ignore[type-arg]
     """Base of every RecordType's key class: an immutable, hashable tuple of field values.
 
     Fields are also attributes (`key.rkey`); `key.record_type` is the RecordType that owns it.
-    Two keys are equal only if they belong to the same RecordType (the same definition: name,
-    prefix and fields) and hold equal values; a key is never equal to a plain tuple.
+    Two keys are equal only if they belong to the same RecordType object and hold equal values;
+    a key is never equal to a plain tuple, nor to a key of a look-alike RecordType.
     """
 
     __slots__ = ()
     record_type: ClassVar[RecordType]
     _fields: ClassVar[tuple[str, ...]] = ()
-    _identity: ClassVar[tuple[Any, ...]] = ()
-    _identity_hash: ClassVar[int] = 0
 
     if TYPE_CHECKING:
 
@@ -65,17 +64,13 @@ class Key(tuple):  # type: ignore[type-arg]
         return self.record_type.key(**values)
 
     def __eq__(self, other: object) -> bool:
-        if other.__class__ is self.__class__ or (
-            isinstance(other, Key) and other._identity == self._identity
-        ):
-            return tuple.__eq__(self, other)
-        return False
+        return other.__class__ is self.__class__ and tuple.__eq__(self, other)
 
     def __ne__(self, other: object) -> bool:
         return not self == other
 
     def __hash__(self) -> int:
-        return hash((self._identity_hash, tuple.__hash__(self)))
+        return hash((self.__class__, tuple.__hash__(self)))
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{n}={v!r}" for n, v in zip(self._fields, self, strict=True))
@@ -89,26 +84,24 @@ def _rebuild_key(record_type: RecordType, values: tuple[Any, ...]) -> Key:
     return record_type.key(*values)
 
 
-# Every RecordType by definition, so that unpickling a key (or a RecordType) reuses the live
-# RecordType instead of compiling a new one per object. The first one built wins.
-_INTERNED: weakref.WeakValueDictionary[tuple[Any, ...], RecordType] = (
+# RecordTypes compare by identity (a look-alike built elsewhere is another layout), so
+# unpickling must find the very object that was pickled. Each RecordType gets a random token;
+# in the process that made it (or a fork of it) the token finds it again. Elsewhere the
+# definition finds the first live RecordType built from it (typically the module-level one
+# of the program's schema), and only when there is none is a new one compiled.
+_BY_TOKEN: weakref.WeakValueDictionary[bytes, RecordType] = weakref.WeakValueDictionary()
+_BY_DEFINITION: weakref.WeakValueDictionary[tuple[Any, ...], RecordType] = (
     weakref.WeakValueDictionary()
 )
 
 
-def _rebuild_record_type(
-    name: str,
-    record_type: int,
-    fields: tuple[tuple[str, Field], ...],
-    version: int,
-    reserved: int,
-    keyspace: bytes,
-) -> RecordType:
-    found = _INTERNED.get((name, version, record_type, reserved, keyspace, tuple(fields)))
+def _rebuild_record_type(token: bytes, definition: tuple[Any, ...]) -> RecordType:
+    found = _BY_TOKEN.get(token) or _BY_DEFINITION.get(definition)
     if found is not None:
         return found
+    name, version, record_type, reserved, keyspace, pairs = definition
     return RecordType(
-        name, record_type, fields, version=version, reserved=reserved, keyspace=keyspace
+        name, record_type, pairs, version=version, reserved=reserved, keyspace=keyspace
     )
 
 
@@ -130,10 +123,11 @@ class RecordType:
     __slots__ = (
         "Key",
         "__weakref__",
+        "_definition",
         "_encode",
         "_fields",
-        "_identity",
         "_index",
+        "_token",
         "decode",
         "fields",
         "head",
@@ -167,8 +161,8 @@ class RecordType:
         self.fields: tuple[tuple[str, Field], ...] = pairs
         self._fields = tuple(f for _, f in pairs)
         self._index = {n: i for i, (n, _) in enumerate(pairs)}
-        #: what makes two RecordTypes the same: equal definitions give equal keys
-        self._identity = (name, version, record_type, reserved, keyspace, pairs)
+        self._definition = (name, version, record_type, reserved, keyspace, pairs)
+        self._token = os.urandom(16)
         self.Key: type[Key] = self._key_class()
         #: decode(key: bytes) -> Key: the compiled decoder; on bad input it re-walks the key
         #: codec by codec and raises a KeyDecodeError naming the field, offset and bytes.
@@ -176,7 +170,8 @@ class RecordType:
         self._encode, self.decode = compile_plan(
             self.head, self._fields, self.Key, self._decode_fallback, _FAST_PATH_ERRORS
         )
-        _INTERNED.setdefault(self._identity, self)
+        _BY_TOKEN[self._token] = self
+        _BY_DEFINITION.setdefault(self._definition, self)
 
     def _check_fields(self, pairs: tuple[tuple[str, Field], ...]) -> None:
         seen: set[str] = set()
@@ -204,8 +199,6 @@ class RecordType:
             "__slots__": (),
             "record_type": self,
             "_fields": tuple(n for n, _ in self.fields),
-            "_identity": self._identity,
-            "_identity_hash": hash(self._identity),
             "__doc__": f"Key of record type {self.name!r} (version {self.version}).",
         }
         for i, (field_name, field) in enumerate(self.fields):
@@ -223,17 +216,8 @@ class RecordType:
     def field_names(self) -> tuple[str, ...]:
         return self.Key._fields
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, RecordType) and other._identity == self._identity
-
-    def __hash__(self) -> int:
-        return hash(self._identity)
-
     def __reduce__(self) -> tuple[Any, ...]:
-        return (
-            _rebuild_record_type,
-            (self.name, self.record_type, self.fields, self.version, self.reserved, self.keyspace),
-        )
+        return (_rebuild_record_type, (self._token, self._definition))
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{n}={f!r}" for n, f in self.fields)
