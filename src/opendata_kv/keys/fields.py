@@ -77,10 +77,20 @@ class Field:
     def __hash__(self) -> int:
         return hash((type(self), self.kind))
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        # The public codecs are singletons: pickle them by name (their struct.Struct members
-        # cannot be pickled anyway), so a RecordType and its keys survive pickling.
-        return (_codec, (self.kind,))
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # A codec that is a module-level name of this module (u8, string, ...) pickles as that
+        # name and unpickles as the same object (its struct.Struct could not be pickled
+        # anyway); others (fixed(n), desc(f), parametrised codecs) pickle their slots.
+        name = _public_name(self)
+        if name is not None:
+            return (_codec, (name,))
+        state: dict[str, Any] = {}
+        for klass in type(self).__mro__:
+            slots = klass.__dict__.get("__slots__", ())
+            for slot in (slots,) if isinstance(slots, str) else slots:
+                if hasattr(self, slot):
+                    state[slot] = getattr(self, slot)
+        return (_restore_codec, (type(self), state))
 
     def encode(self, value: Any) -> bytes:
         """The order-preserving encoding of `value`; KeyEncodeError if it does not fit."""
@@ -285,9 +295,6 @@ class Fixed(Field):
             raise SchemaError(f"fixed() needs a positive byte count, got {size!r}")
         super().__init__(f"fixed({size})", width=size)
         self.size = size
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (Fixed, (self.size,))
 
     def encode(self, value: Any) -> bytes:
         if not isinstance(value, (bytes, bytearray, memoryview)):
@@ -556,8 +563,6 @@ class Desc(Field):
     def __hash__(self) -> int:
         return hash((Desc, self.inner))
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (Desc, (self.inner,))
 
     def encode(self, value: Any) -> bytes:
         return invert(self.inner.encode(value))
@@ -602,21 +607,27 @@ var_u32: Field = _VarUInt("var_u32", 3, 4, 1 << 32)
 var_u64: Field = _VarUInt("var_u64", 4, 8, 1 << 64)
 
 
-_SINGLETONS: dict[str, Field] = {
-    c.kind: c
-    for c in (
-        u8, u16, u32, u64, u128, i32, i64, f64, boolean, string, bytes_,
-        trailing_string, trailing_bytes, var_u32, var_u64,
-    )
-}
+def _public_name(codec: Field) -> str | None:
+    """The name under which `codec` itself is a global of this module, if any."""
+    for name, value in globals().items():
+        if value is codec and not name.startswith("_"):
+            return name
+    return None
 
 
-def _codec(kind: str) -> Field:
-    """The public codec called `kind` (the unpickling side of Field.__reduce__)."""
-    try:
-        return _SINGLETONS[kind]
-    except KeyError:
-        raise SchemaError(f"no field codec named {kind!r}") from None
+def _restore_codec(cls: type[Field], state: dict[str, Any]) -> Field:
+    codec = object.__new__(cls)
+    for slot, value in state.items():
+        object.__setattr__(codec, slot, value)
+    return codec
+
+
+def _codec(name: str) -> Field:
+    """The codec called `name` in this module (the unpickling side of Field.__reduce_ex__)."""
+    codec = globals().get(name)
+    if not isinstance(codec, Field) or name.startswith("_"):
+        raise SchemaError(f"no field codec named {name!r}")
+    return codec
 
 
 def fixed(size: int) -> Field:
