@@ -29,18 +29,25 @@ def vectors() -> Path:
     return vectors_dir()
 
 
+@pytest.fixture(params=["memory", "local"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database location: an in-process memory store, or a temporary directory."""
+    return "memory://test" if request.param == "memory" else str(tmp_path / "db")
+
+
 # --- hypothesis profiles ----------------------------------------------------------------------
-# "ci" (the default) keeps the property suites to seconds; OPENDATA_KV_FUZZ=long runs many more
-# examples for a soak before a release. No deadline: the machine is shared and timings jitter.
+# "ci" (the default) keeps hypothesis's usual 100 examples, so property suites take seconds;
+# OPENDATA_KV_FUZZ=long runs 20x more for a soak before a release. Tests may scale these
+# (test_keys_properties does). No deadline: the machine is shared and timings jitter.
 try:
     from hypothesis import HealthCheck, settings
 except ImportError:  # hypothesis is a test extra; tests that need it fail on their own import
     pass
 else:
     settings.register_profile(
-        "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+        "ci", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]
     )
     settings.register_profile(
-        "long", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+        "long", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
     )
     settings.load_profile(os.environ.get("OPENDATA_KV_FUZZ", "ci"))

@@ -284,7 +284,7 @@ def cmp(a: Any, b: Any) -> int:
 
 @pytest.mark.parametrize("name", [s.name for s in ALL])
 @given(data=st.data())
-@scaled(0.5)
+@scaled(1.0)
 def test_codec_round_trip(name: str, data: st.DataObject) -> None:
     spec = BY_NAME[name]
     value = data.draw(spec.values, "value")
@@ -303,7 +303,7 @@ def test_codec_round_trip(name: str, data: st.DataObject) -> None:
 
 @pytest.mark.parametrize("name", [s.name for s in ALL])
 @given(data=st.data())
-@scaled(0.5)
+@scaled(1.0)
 def test_codec_order(name: str, data: st.DataObject) -> None:
     """Bytes compare as the values do (reversed for desc); equal bytes iff equal values."""
     spec = BY_NAME[name]
@@ -315,7 +315,7 @@ def test_codec_order(name: str, data: st.DataObject) -> None:
 
 @pytest.mark.parametrize("name", [s.name for s in ALL])
 @given(data=st.data())
-@scaled(0.25)
+@scaled(0.5)
 def test_codec_sorting(name: str, data: st.DataObject) -> None:
     spec = BY_NAME[name]
     values = data.draw(st.lists(spec.values, max_size=12), "values")
@@ -325,7 +325,7 @@ def test_codec_sorting(name: str, data: st.DataObject) -> None:
 
 @pytest.mark.parametrize("name", [s.name for s in INNER])
 @given(data=st.data())
-@scaled(0.5)
+@scaled(1.0)
 def test_codec_prefix_free(name: str, data: st.DataObject) -> None:
     """No encoding is a proper prefix of another, so a field ends where its bytes say."""
     spec = BY_NAME[name]
@@ -339,7 +339,7 @@ def test_codec_prefix_free(name: str, data: st.DataObject) -> None:
 
 @pytest.mark.parametrize("name", [s.name for s in ALL])
 @given(raw=st.binary(max_size=20))
-@scaled(0.5)
+@scaled(1.0)
 def test_codec_decode_is_canonical(name: str, raw: bytes) -> None:
     """Any bytes either fail with KeyDecodeError or decode to a value encoding to those bytes."""
     spec = BY_NAME[name]
@@ -362,7 +362,7 @@ def test_codec_rejects_bad_values(name: str) -> None:
 
 @pytest.mark.parametrize("name", [s.name for s in ALL if s.sliceable])
 @given(data=st.data())
-@scaled(0.5)
+@scaled(1.0)
 def test_codec_partial_is_a_prefix(name: str, data: st.DataObject) -> None:
     spec = BY_NAME[name]
     value = data.draw(spec.values, "value")
@@ -430,7 +430,7 @@ def sort_key(specs: Sequence[Spec], values: Sequence[Any]) -> tuple[Any, ...]:
 
 
 @given(data=st.data())
-@scaled(1.0)
+@scaled(2.0)
 def test_key_round_trip_and_paths_agree(data: st.DataObject) -> None:
     rt, specs = data.draw(layouts(), "layout")
     values = data.draw(values_for(specs), "values")
@@ -450,7 +450,7 @@ def test_key_round_trip_and_paths_agree(data: st.DataObject) -> None:
 
 
 @given(data=st.data())
-@scaled(0.5)
+@scaled(1.0)
 def test_compiled_paths_take_valid_input(data: st.DataObject) -> None:
     """Valid keys never fall back to the reference paths: the compiled code really runs (a
     fast path that always fell back would pass every other test, only slowly)."""
@@ -481,7 +481,7 @@ def test_compiled_paths_take_valid_input(data: st.DataObject) -> None:
 
 
 @given(data=st.data())
-@scaled(1.0)
+@scaled(2.0)
 def test_key_order_is_tuple_order(data: st.DataObject) -> None:
     rt, specs = data.draw(layouts(), "layout")
     rows = data.draw(st.lists(values_for(specs), min_size=2, max_size=6), "rows")
@@ -497,7 +497,7 @@ def test_key_order_is_tuple_order(data: st.DataObject) -> None:
 
 
 @given(data=st.data())
-@scaled(1.0)
+@scaled(2.0)
 def test_prefixes_and_ranges(data: st.DataObject) -> None:
     rt, specs = data.draw(layouts(), "layout")
     values = data.draw(values_for(specs), "values")
@@ -572,7 +572,7 @@ def _schema_for(rt: RecordType) -> Schema:
 
 
 @given(data=st.data())
-@scaled(1.0)
+@scaled(2.0)
 def test_malformed_keys_raise_only_key_decode_error(data: st.DataObject) -> None:
     rt, specs = data.draw(layouts(), "layout")
     schema = _schema_for(rt)
@@ -596,7 +596,7 @@ def test_malformed_keys_raise_only_key_decode_error(data: st.DataObject) -> None
 
 
 @given(data=st.data())
-@scaled(0.5)
+@scaled(1.0)
 def test_bytes_like_and_non_bytes_input(data: st.DataObject) -> None:
     rt, specs = data.draw(layouts(), "layout")
     schema = _schema_for(rt)
@@ -614,7 +614,7 @@ def test_bytes_like_and_non_bytes_input(data: st.DataObject) -> None:
 
 
 @given(data=st.data())
-@scaled(0.5)
+@scaled(1.0)
 def test_bad_values_name_the_field(data: st.DataObject) -> None:
     rt, specs = data.draw(layouts(), "layout")
     assume(specs)

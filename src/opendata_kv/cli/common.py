@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import base64
+import binascii
+import dataclasses
+import datetime
+import importlib
 import json
+import math
+import os
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from opendata_kv.errors import OpendataKvError
+from opendata_kv.keys import RecordType, Schema
+from opendata_kv.values import Values
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 1
@@ -85,3 +94,165 @@ def run_each(
         if not ok(result):
             status = EXIT_BAD_INPUT
     return status
+
+
+# --- shared helpers for the key and database commands ------------------------------------------
+
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+
+
+def parse_hex(text: str, what: str = "key") -> bytes:
+    """Bytes from hex written by a person: `0x` optional, any case, whitespace anywhere.
+
+    `0110 6469`, `0x01106469` and `0X0110_6469` are the same bytes; `_` and `:` separators
+    are allowed too. Anything else is a CliError that names the offending character.
+    """
+    body = text.strip()
+    skipped = len(text) - len(text.lstrip())
+    if body[:2] in ("0x", "0X"):
+        body = body[2:]
+        skipped += 2
+    digits = []
+    for pos, char in enumerate(body):
+        if char in _HEX_DIGITS:
+            digits.append(char)
+        elif not (char.isspace() or char in "_:"):
+            raise CliError(
+                f"bad hex {what} {text!r}: {char!r} at position {pos + skipped} "
+                "is not a hex digit"
+            )
+    if not digits:
+        raise CliError(f"bad hex {what} {text!r}: no hex digits")
+    if len(digits) % 2:
+        raise CliError(
+            f"bad hex {what} {text!r}: odd number of hex digits ({len(digits)}); "
+            "every byte needs two"
+        )
+    return bytes.fromhex("".join(digits))
+
+
+def parse_base64(text: str, what: str = "key") -> bytes:
+    """Bytes from standard or URL-safe base64, padding optional, whitespace ignored."""
+    body = "".join(text.split())
+    if not body:
+        raise CliError(f"bad base64 {what} {text!r}: empty")
+    if "-" in body or "_" in body:
+        body = body.replace("-", "+").replace("_", "/")
+    body = body.rstrip("=")
+    body += "=" * (-len(body) % 4)
+    try:
+        return base64.b64decode(body, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise CliError(f"bad base64 {what} {text!r}: {exc}") from None
+
+
+def jsonable(obj: Any) -> Any:
+    """A JSON-friendly copy of a decoded key field or value.
+
+    bytes -> hex string; non-finite floats -> "nan"/"inf"/"-inf"; dataclasses -> objects;
+    datetimes -> ISO 8601; tuples/sets -> lists; map keys -> strings; anything else (Muid,
+    enums, ...) -> its str().
+    """
+    if obj is None or isinstance(obj, (bool, int, str)):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else repr(obj)
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return bytes(obj).hex()
+    if isinstance(obj, Mapping):
+        return {_json_key(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, (set, frozenset)):
+        return sorted((jsonable(v) for v in obj), key=repr)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (datetime.datetime, datetime.date, datetime.time)):
+        return obj.isoformat()
+    return str(obj)
+
+
+def _json_key(key: Any) -> str:
+    if isinstance(key, str):
+        return key
+    value = jsonable(key)
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def aligned(pairs: Iterable[tuple[str, str]], indent: str = "") -> str:
+    """`label: value` lines with the values lined up in one column."""
+    rows = list(pairs)
+    width = max((len(label) for label, _ in rows), default=0) + 1
+    return "\n".join(f"{indent}{label + ':':<{width}} {value}".rstrip() for label, value in rows)
+
+
+@dataclasses.dataclass(frozen=True)
+class SchemaSpec:
+    """What `--schema module:attr` named: the Schema, and its Values when it carried some."""
+
+    spec: str
+    schema: Schema
+    values: Values | None
+
+
+def load_schema(spec: str) -> SchemaSpec:
+    """Import `module:attr` (attr may be dotted) and find the Schema it names.
+
+    The attribute may be a Schema, a Values (its schema and codecs), an object with a
+    `.schema` (and optionally `.values`), a RecordType or a list of them, or a callable with
+    no arguments returning any of those. The current directory is importable, as with
+    `python -m`. Every failure is a CliError naming the spec, never a traceback.
+    """
+    module_name, sep, attr_path = spec.partition(":")
+    if not sep or not module_name or not attr_path:
+        raise CliError(f"--schema wants module:attr (e.g. myapp.schema:SCHEMA), got {spec!r}")
+    cwd = os.getcwd()
+    if "" not in sys.path and cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise CliError(f"--schema {spec}: cannot import module {module_name!r}: {exc}") from None
+    except Exception as exc:  # the module itself raised while importing
+        raise CliError(
+            f"--schema {spec}: importing module {module_name!r} failed: "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
+    walked = module_name
+    for part in attr_path.split("."):
+        if not hasattr(obj, part):
+            raise CliError(f"--schema {spec}: {walked!r} has no attribute {part!r}")
+        obj = getattr(obj, part)
+        walked = f"{walked}.{part}" if ":" in walked else f"{walked}:{part}"
+    found = _as_schema(obj)
+    if found is None and callable(obj):
+        try:
+            obj = obj()
+        except Exception as exc:
+            raise CliError(
+                f"--schema {spec}: calling it failed: {type(exc).__name__}: {exc}"
+            ) from None
+        found = _as_schema(obj)
+    if found is None:
+        raise CliError(
+            f"--schema {spec} is a {type(obj).__name__}, not a Schema (give a Schema, a Values, "
+            "an object with a .schema, RecordTypes, or a callable returning one)"
+        )
+    schema, values = found
+    return SchemaSpec(spec, schema, values)
+
+
+def _as_schema(obj: Any) -> tuple[Schema, Values | None] | None:
+    if isinstance(obj, Schema):
+        return obj, None
+    if isinstance(obj, Values):
+        return obj.schema, obj
+    if isinstance(obj, RecordType):
+        return Schema(obj), None
+    if isinstance(obj, (list, tuple)) and obj and all(isinstance(t, RecordType) for t in obj):
+        return Schema(obj), None
+    inner = getattr(obj, "schema", None)
+    if isinstance(inner, Schema):
+        values = getattr(obj, "values", None)
+        return inner, values if isinstance(values, Values) and values.schema is inner else None
+    return None

@@ -12,7 +12,12 @@ from opendata_kv.cli.common import EXIT_BAD_INPUT, fail
 from opendata_kv.errors import OpendataKvError
 
 # Each module defines register(subparsers); the handler is stored as the `handler` default.
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = (
+    "opendata_kv.cli.ids_cmds",
+    "opendata_kv.cli.inspect_cmds",
+    "opendata_kv.cli.dump_cmds",
+    "opendata_kv.cli.demo",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -640,6 +640,9 @@ def desc(field: Field) -> Field:
     return Desc(field)
 
 
+# Identifier fields live in their own module; they are part of this namespace.
+from opendata_kv.keys.idfields import muid, rkey, tid, url_key  # noqa: E402
+
 __all__ = [
     "Desc",
     "Field",
@@ -653,7 +656,10 @@ __all__ = [
     "i32",
     "i64",
     "invert",
+    "muid",
+    "rkey",
     "string",
+    "tid",
     "trailing_bytes",
     "trailing_string",
     "u8",
@@ -662,6 +668,7 @@ __all__ = [
     "u64",
     "u128",
     "unescape",
+    "url_key",
     "var_u32",
     "var_u64",
 ]

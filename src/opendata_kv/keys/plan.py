@@ -27,7 +27,8 @@ DecodeFn = Callable[[bytes], Any]
 def _family(field: Field) -> str:
     if field.struct_code is not None:
         return "struct"
-    if isinstance(field, (_TerminatedStr, _TerminatedBytes)):
+    # Exact types: a validating subclass (e.g. rkey) must go through its own decode.
+    if type(field) in (_TerminatedStr, _TerminatedBytes):
         return "terminated"
     return "codec"
 

@@ -1,1 +1,40 @@
-"""Value codecs: msgpack per (record type, key version), chosen by the stored key's version."""
+"""Value codecs: msgpack per (record type, key version), chosen by the stored key's version.
+
+Never imports slatedb.
+"""
+
+from opendata_kv.values.codecs import (
+    DataclassCodec,
+    MsgpackCodec,
+    RawCodec,
+    ValueCodec,
+    as_codec,
+    msgpack_codec,
+    pack,
+    raw,
+    unpack,
+)
+from opendata_kv.values.registry import (
+    UNKNOWN_POLICIES,
+    UnknownPolicy,
+    Values,
+    VersionCodec,
+    check_policy,
+)
+
+__all__ = [
+    "UNKNOWN_POLICIES",
+    "DataclassCodec",
+    "MsgpackCodec",
+    "RawCodec",
+    "UnknownPolicy",
+    "ValueCodec",
+    "Values",
+    "VersionCodec",
+    "as_codec",
+    "check_policy",
+    "msgpack_codec",
+    "pack",
+    "raw",
+    "unpack",
+]

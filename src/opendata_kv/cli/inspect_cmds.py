@@ -1,0 +1,164 @@
+"""`opendata-kv key inspect`: what a key's bytes mean.
+
+    opendata-kv key inspect 0110646964...            prefix, version, record type, rest as hex
+    opendata-kv key inspect KEY --schema app:SCHEMA  + record name and decoded fields
+    opendata-kv key inspect - < keys.txt             one JSON line per key
+
+Works on the key alone: never opens a database (and never loads slatedb).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from opendata_kv.cli.common import (
+    CliError,
+    Result,
+    SchemaSpec,
+    add_json_flag,
+    aligned,
+    jsonable,
+    load_schema,
+    parse_base64,
+    parse_hex,
+    run_each,
+)
+from opendata_kv.keys import Schema, parse_prefix
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `key inspect`."""
+    key = subparsers.add_parser(
+        "key",
+        help="inspect record keys",
+        description="Work with opendata_kv record keys.",
+    )
+    actions = key.add_subparsers(dest="key_command", metavar="ACTION", required=True)
+    inspect = actions.add_parser(
+        "inspect",
+        help="decode a key: prefix, version, record type, fields",
+        description=(
+            "Decode a record key. Without --schema: the 2-byte prefix (version, record type, "
+            "reserved bits) and the rest as hex. With --schema: also the record name and its "
+            "decoded fields (rest_hex is then \"\"). KEY is hex (0x optional, any case, spaces "
+            "allowed, may be split over several arguments) or base64 with --base64; `-` reads "
+            "one key per stdin line and prints one JSON line each."
+        ),
+    )
+    inspect.add_argument("key", nargs="+", metavar="KEY", help="the key, or - for stdin")
+    inspect.add_argument("--base64", action="store_true", help="KEY is base64, not hex")
+    inspect.add_argument(
+        "--schema",
+        metavar="MODULE:ATTR",
+        help="decode with this Schema (or Values, or a callable returning one)",
+    )
+    inspect.add_argument(
+        "--keyspace",
+        metavar="HEX",
+        help="bytes in front of the version byte (default: none, or the schema's keyspace)",
+    )
+    add_json_flag(inspect)
+    inspect.set_defaults(handler=run_inspect)
+
+
+def run_inspect(args: argparse.Namespace) -> int:
+    spec = load_schema(args.schema) if args.schema else None
+    keyspace = parse_hex(args.keyspace, "keyspace") if args.keyspace else None
+    inspector = KeyInspector(spec, keyspace, base64=args.base64)
+    values = ["-"] if args.key == ["-"] else [" ".join(args.key)]
+    if "-" in args.key and values != ["-"]:
+        raise CliError("`-` (read keys from stdin) must be the only KEY argument")
+    return run_each(values, inspector.inspect, inspector.as_text, as_json=args.json)
+
+
+class KeyInspector:
+    """Decodes one key given as text into the `key inspect` result."""
+
+    def __init__(self, spec: SchemaSpec | None, keyspace: bytes | None, *, base64: bool) -> None:
+        self.schema: Schema | None = spec.schema if spec else None
+        self.keyspace = keyspace
+        self.base64 = base64
+
+    def inspect(self, text: str) -> Result:
+        key = parse_base64(text) if self.base64 else parse_hex(text)
+        return describe_key(key, self.schema, self.keyspace)
+
+    def as_text(self, result: Result) -> str:
+        pairs = [("key", result["key_hex"])]
+        if result["keyspace_hex"]:
+            pairs.append(("keyspace", result["keyspace_hex"]))
+        pairs += [
+            ("prefix", result["prefix_hex"]),
+            ("version", str(result["version"])),
+            ("record type", str(result["record_type"])),
+            ("reserved", str(result["reserved"])),
+        ]
+        if self.schema is not None:
+            pairs.append(("record", result["record"]))
+            record_type = self.schema.get(result["record"], result["version"])
+            kinds = dict(record_type.fields)
+            for name, value in (result["fields"] or {}).items():
+                pairs.append((f"  {name}", f"{show_value(value)}  ({kinds[name].kind})"))
+        rest = result["rest_hex"]
+        if self.schema is not None:
+            pairs.append(("rest", "(none: every byte decoded)"))
+        else:
+            pairs.append(("rest", f"{rest}  ({len(rest) // 2} bytes)" if rest else "(empty)"))
+        return aligned(pairs)
+
+
+def describe_key(key: bytes, schema: Schema | None, keyspace: bytes | None) -> dict[str, Any]:
+    """The JSON result for one key (see the module docstring); KeyDecodeError when it is bad.
+
+    With a schema the whole key must decode: an unknown prefix, a truncated field or extra
+    bytes after the last field are errors, and `rest_hex` is "" (nothing left undecoded).
+    Without one, only the prefix is decoded and `rest_hex` holds every byte after it.
+    """
+    owner = schema.try_record_type_of(key) if schema is not None else None
+    if owner is not None and keyspace is not None and owner.keyspace != keyspace:
+        raise CliError(
+            f"key {key.hex()} belongs to {owner.name!r} in keyspace "
+            f"{owner.keyspace.hex() or '(none)'}, not in --keyspace {keyspace.hex() or '(none)'}"
+        )
+    if keyspace is None:
+        keyspace = owner.keyspace if owner is not None else guess_keyspace(schema, key)
+    prefix = parse_prefix(key, keyspace)  # short keys, reserved version / record type
+    head = len(keyspace) + 2
+    record: str | None = None
+    fields: dict[str, Any] | None = None
+    rest = key[head:]
+    if schema is not None:
+        # record_type_of raises UnknownRecordError naming the prefix when no one owns it
+        record_type = owner if owner is not None else schema.record_type_of(key)
+        decoded = record_type.decode(key)
+        record = record_type.name
+        fields = {name: jsonable(value) for name, value in decoded.asdict().items()}
+        rest = b""
+    return {
+        "key_hex": key.hex(),
+        "keyspace_hex": keyspace.hex(),
+        "prefix_hex": key[:head].hex(),
+        "version": prefix.version,
+        "record_type": prefix.record_type,
+        "reserved": prefix.reserved,
+        "record": record,
+        "fields": fields,
+        "rest_hex": rest.hex(),
+    }
+
+
+def guess_keyspace(schema: Schema | None, key: bytes) -> bytes:
+    """The longest keyspace of `schema` that `key` starts with; b"" when there is none."""
+    if schema is None:
+        return b""
+    candidates = [t.keyspace for t in schema if t.keyspace and key.startswith(t.keyspace)]
+    return max(candidates, key=len, default=b"")
+
+
+def show_value(value: Any) -> str:
+    """A JSON-friendly field value for text output: plain when unambiguous, else JSON."""
+    if isinstance(value, str) and value and value == value.strip() and value.isprintable():
+        return value
+    return json.dumps(value, ensure_ascii=False)

@@ -1,0 +1,137 @@
+"""What the collections share: layouts (their RecordTypes), store checks, time helpers, and a
+small async result iterator."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import AsyncIterator, Awaitable, Iterable
+from typing import Generic, TypeVar
+
+from opendata_kv.errors import InvalidInputError, SchemaError
+from opendata_kv.keys import Key, RecordType, Schema
+from opendata_kv.store import Record, Store
+from opendata_kv.values import MsgpackCodec, Values
+
+T = TypeVar("T")
+
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_ONE_US = datetime.timedelta(microseconds=1)
+
+Instant = int | datetime.datetime
+
+
+class Layout:
+    """The RecordTypes one collection stores, ready to be added to a Schema.
+
+    A collection never builds its own Schema: add `layout.record_types` to yours (next to your
+    own record types) and open the Store with it; the collection checks on construction that
+    every one of its RecordTypes is in the store's schema. Change the record type nibbles or
+    give a keyspace when the defaults clash with your own types.
+    """
+
+    #: what the collection is, for error messages
+    kind = "collection"
+    #: RecordTypes whose values the collection builds itself: they need the msgpack codec
+    _owned_values: tuple[RecordType, ...] = ()
+
+    @property
+    def record_types(self) -> tuple[RecordType, ...]:
+        """Every RecordType of this layout (add them all to your Schema)."""
+        raise NotImplementedError
+
+    def register(self, values: Values) -> Values:
+        """Register the value codecs the collection relies on (msgpack) in `values`.
+
+        Only needed when your Values has a default codec other than msgpack.
+        """
+        for record_type in self._owned_values:
+            values.register(record_type, MsgpackCodec())
+        return values
+
+    def check(self, store: Store) -> None:
+        """SchemaError unless `store` can hold this layout's records."""
+        schema = store.schema
+        missing = [t.name for t in self.record_types if t not in schema]
+        if missing:
+            raise SchemaError(
+                f"{self.kind}: the store's schema lacks the record types {missing}; build it "
+                "with the layout's RecordTypes, e.g. Schema(*your_types, "
+                "*layout.record_types), or use opendata_kv.collections.default_schema()"
+            )
+        for record_type in self._owned_values:
+            codec = store.values.plan(record_type).codec
+            if not isinstance(codec, MsgpackCodec):
+                raise SchemaError(
+                    f"{self.kind}: record type {record_type.name!r} needs the msgpack value "
+                    f"codec, but the store's Values gives it {codec.name!r}; call "
+                    "layout.register(values) before opening the store"
+                )
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{t.name}=0x{t.record_type:X}" for t in self.record_types)
+        return f"{type(self).__name__}({inner})"
+
+
+def combined_schema(layouts: Iterable[Layout], *extra: RecordType) -> Schema:
+    """One Schema holding `extra` (your own record types) and every layout's record types."""
+    schema = Schema(*extra)
+    for layout in layouts:
+        for record_type in layout.record_types:
+            schema.add(record_type)
+    return schema
+
+
+def key_of(record: Record) -> Key:
+    """The decoded key of a scanned record (scans of one RecordType always decode it)."""
+    key = record.key
+    assert not isinstance(key, bytes), "a typed scan yielded a raw key"
+    return key
+
+
+def to_micros(value: Instant, what: str) -> int:
+    """Microseconds since the Unix epoch of an int (µs) or an aware datetime."""
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise InvalidInputError(f"{what} {value.isoformat()!r} is naive: give it a time zone")
+        return (value - EPOCH) // _ONE_US
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInputError(
+            f"{what} must be microseconds (int) or an aware datetime, got {type(value).__name__}"
+        )
+    return value
+
+
+def from_micros(micros: int) -> datetime.datetime:
+    """The aware UTC datetime of a microsecond timestamp."""
+    return EPOCH + datetime.timedelta(microseconds=micros)
+
+
+def now_micros() -> int:
+    """The current time in microseconds since the Unix epoch."""
+    return (datetime.datetime.now(datetime.timezone.utc) - EPOCH) // _ONE_US
+
+
+def check_limit(limit: int | None) -> int | None:
+    """None or a positive int, else InvalidInputError."""
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidInputError(f"limit must be a positive int or None, got {limit!r}")
+    return limit
+
+
+class Results(Generic[T]):
+    """`async for item in results`, or `await results.to_list()`: one pass over a query."""
+
+    def __init__(self, source: AsyncIterator[T]) -> None:
+        self._source = source
+
+    def __aiter__(self) -> Results[T]:
+        return self
+
+    def __anext__(self) -> Awaitable[T]:
+        return self._source.__anext__()
+
+    async def to_list(self) -> list[T]:
+        """Every remaining item."""
+        return [item async for item in self._source]

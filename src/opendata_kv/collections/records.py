@@ -1,0 +1,384 @@
+"""AT Protocol repository records: (repo DID, collection NSID, record key) -> record value.
+
+Key layout (record type 0xA by default, version 1; see rfcs/0007-collections.md):
+
+    [keyspace][0x01][0xA0] repo:string  collection:rkey(nsid)  rkey:rkey
+                           "did:plc:x\\0"  "app.bsky.feed.post\\0"  "3kabc...\\0"
+
+Every record of one repo sits under one prefix, every record of one collection under a longer
+one, and record keys sort as strings: TID record keys (13 base32-sortable characters) sort by
+time, so `list(..., reverse=True)` is newest first.
+
+    schema = Schema(*my_types, *RECORDS.record_types)       # or collections.default_schema()
+    async with Store.open(path, schema) as store:
+        repo = RecordCollection(store, key_types=BSKY_KEY_TYPES)
+        rec = await repo.create("did:plc:abc", "app.bsky.feed.post", {"text": "hi"})
+        page = await repo.list("did:plc:abc", "app.bsky.feed.post", reverse=True, limit=50)
+        more = await repo.list(..., cursor=page.cursor)
+
+Each collection NSID has a Lexicon record key type (`tid`, `nsid`, `literal:<value>`, `any`),
+from `key_types` or `default_key_type`; create, put and delete refuse keys of the wrong type.
+`create` never overwrites: it reads and writes in one serializable transaction, so of two
+concurrent creates of one key exactly one succeeds and the other raises RecordExistsError.
+"""
+
+from __future__ import annotations
+
+import builtins
+import re
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from opendata_kv.collections._common import Layout, Results, check_limit, key_of
+from opendata_kv.errors import (
+    IdError,
+    InvalidInputError,
+    RecordExistsError,
+    TransactionConflictError,
+)
+from opendata_kv.ids import nsid as nsid_ids
+from opendata_kv.ids import rkey as rkey_ids
+from opendata_kv.ids.rkey import KeyType
+from opendata_kv.ids.tid import TidGenerator
+from opendata_kv.keys import RecordType, fields, prefix_successor
+from opendata_kv.store import Store
+from opendata_kv.store.scan import Record
+
+#: Default record type nibble of AT Protocol records.
+RECORD_TYPE = 0xA
+
+#: Lexicon record key types of common Bluesky collections (pass as key_types=...).
+BSKY_KEY_TYPES: Mapping[str, str] = {
+    "app.bsky.actor.profile": "literal:self",
+    "app.bsky.feed.generator": "any",
+    "app.bsky.feed.like": "tid",
+    "app.bsky.feed.post": "tid",
+    "app.bsky.feed.repost": "tid",
+    "app.bsky.feed.threadgate": "tid",
+    "app.bsky.graph.block": "tid",
+    "app.bsky.graph.follow": "tid",
+    "app.bsky.graph.list": "tid",
+    "app.bsky.graph.listitem": "tid",
+}
+
+_DID = re.compile(r"did:[a-z]+:[A-Za-z0-9._:%-]*[A-Za-z0-9._-]")
+_DID_MAX = 2048
+
+
+class TidSource(Protocol):
+    """Anything that hands out TID strings (a TidGenerator, or a fake in tests)."""
+
+    def next(self) -> str: ...
+
+
+def check_did(repo: object) -> str:
+    """`repo` if it is a syntactically valid DID (AT Protocol rules), else IdError."""
+    if not isinstance(repo, str):
+        raise IdError(f"repo must be a DID string, got {type(repo).__name__}")
+    if len(repo) > _DID_MAX or _DID.fullmatch(repo) is None:
+        shown = repr(repo) if len(repo) <= 80 else f"{repo[:64]!r}... ({len(repo)} characters)"
+        raise IdError(
+            f"repo {shown} is not a DID (did:<method>:<identifier>, at most {_DID_MAX} characters)"
+        )
+    return repo
+
+
+def check_nsid(collection: object) -> str:
+    """`collection` if it is a syntactically valid NSID, else IdError."""
+    reason = nsid_ids.explain(collection)
+    if reason is not None:
+        raise IdError(f"collection: {reason}")
+    assert isinstance(collection, str)
+    return collection
+
+
+class RecordsLayout(Layout):
+    """The one RecordType of AT Protocol records: (repo, collection, rkey)."""
+
+    kind = "RecordCollection"
+
+    def __init__(
+        self,
+        record_type: int = RECORD_TYPE,
+        *,
+        version: int = 1,
+        keyspace: bytes = b"",
+        name: str = "atproto_record",
+    ) -> None:
+        self.record = RecordType(
+            name,
+            record_type,
+            [
+                ("repo", fields.string),
+                ("collection", fields.rkey("nsid")),
+                ("rkey", fields.rkey("any")),
+            ],
+            version=version,
+            keyspace=keyspace,
+        )
+
+    @property
+    def record_types(self) -> tuple[RecordType, ...]:
+        return (self.record,)
+
+
+#: The default layout (record type 0xA, version 1, no keyspace).
+RECORDS = RecordsLayout()
+
+
+@dataclass(frozen=True)
+class RepoRecord:
+    """One stored record and where it lives."""
+
+    repo: str
+    collection: str
+    rkey: str
+    value: Any
+
+    @property
+    def uri(self) -> str:
+        """`at://repo/collection/rkey`."""
+        return f"at://{self.repo}/{self.collection}/{self.rkey}"
+
+
+@dataclass(frozen=True)
+class RecordList:
+    """One page of `RecordCollection.list`: the records and the cursor of the next page.
+
+    `cursor` is the record key of the last record returned when more records follow, None
+    when the listing is complete. Pass it back as `cursor=` (with the same `reverse`).
+    """
+
+    records: list[RepoRecord]
+    cursor: str | None
+
+    def __iter__(self) -> Iterator[RepoRecord]:
+        return iter(self.records)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+
+class RecordCollection:
+    """AT Protocol repository records in a Store (see the module docstring).
+
+    key_types: collection NSID -> Lexicon record key type ("tid", "nsid", "literal:self",
+        "any"); collections not in it get `default_key_type`.
+    tids: where `create` gets TID record keys (a TidGenerator with a random clock id unless
+        given; one per process, or one clock id per writer, keeps TIDs unique).
+    max_attempts: how often `create` runs its transaction before it gives up on conflicts.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        key_types: Mapping[str, str | KeyType] | None = None,
+        default_key_type: str | KeyType = "any",
+        tids: TidSource | None = None,
+        max_attempts: int = 8,
+        layout: RecordsLayout = RECORDS,
+    ) -> None:
+        layout.check(store)
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise InvalidInputError(f"max_attempts must be a positive int, got {max_attempts!r}")
+        self.store = store
+        self.layout = layout
+        self.record = layout.record
+        self.default_key_type = KeyType.parse(default_key_type)
+        self.key_types: dict[str, KeyType] = {
+            check_nsid(nsid): KeyType.parse(key_type)
+            for nsid, key_type in (key_types or {}).items()
+        }
+        self.tids: TidSource = tids if tids is not None else TidGenerator()
+        self.max_attempts = max_attempts
+
+    def __repr__(self) -> str:
+        return f"<RecordCollection on {self.store.where} {self.layout!r}>"
+
+    # --- key checks -----------------------------------------------------------------------------
+
+    def key_type(self, collection: str) -> KeyType:
+        """The Lexicon record key type enforced for `collection`."""
+        return self.key_types.get(collection, self.default_key_type)
+
+    def _check_write(self, repo: str, collection: str, rkey: str) -> None:
+        check_did(repo)
+        check_nsid(collection)
+        rkey_ids.validate(rkey, self.key_type(collection))
+
+    @staticmethod
+    def _check_value(collection: str, value: Any) -> None:
+        if isinstance(value, Mapping):
+            declared = value.get("$type")
+            if declared is not None and declared != collection:
+                raise InvalidInputError(
+                    f"record $type {declared!r} does not match its collection {collection!r}"
+                )
+
+    def _record(self, record: Record) -> RepoRecord:
+        key = key_of(record)
+        return RepoRecord(key.repo, key.collection, key.rkey, record.value)
+
+    # --- writes ---------------------------------------------------------------------------------
+
+    async def create(
+        self, repo: str, collection: str, value: Any, *, rkey: str | None = None
+    ) -> RepoRecord:
+        """Store a new record and return it; never overwrites.
+
+        The record key is `rkey` if given, the literal for a `literal:<value>` collection,
+        else a fresh TID (`nsid` collections need an explicit rkey). The existence check and
+        the write run in one serializable transaction: if the key holds a record (even one
+        written concurrently) this raises RecordExistsError and writes nothing. A transaction
+        conflict is retried, with a fresh TID when the key was generated, up to
+        `max_attempts` runs; then the last TransactionConflictError is raised.
+        """
+        check_did(repo)
+        check_nsid(collection)
+        self._check_value(collection, value)
+        key_type = self.key_type(collection)
+        generated = False
+        if rkey is None:
+            if key_type.kind == "literal":
+                assert key_type.value is not None
+                rkey = key_type.value
+            elif key_type.kind in ("tid", "any"):
+                generated = True
+            else:
+                raise InvalidInputError(
+                    f"collection {collection!r} has record key type {key_type}: create needs "
+                    "an explicit rkey"
+                )
+        conflict: TransactionConflictError | None = None
+        for _attempt in range(self.max_attempts):
+            key = self.tids.next() if generated else rkey
+            assert key is not None
+            rkey_ids.validate(key, key_type)
+            fields_ = (repo, collection, key)
+            try:
+                async with self.store.transaction("serializable") as tx:
+                    if await tx.exists(self.record, fields_):
+                        raise RecordExistsError(
+                            f"at://{repo}/{collection}/{key} already exists; create never "
+                            "overwrites (use put to replace a record)"
+                        )
+                    await tx.put(self.record, fields_, value)
+            except TransactionConflictError as exc:
+                conflict = exc
+                continue
+            return RepoRecord(repo, collection, key, value)
+        assert conflict is not None
+        raise TransactionConflictError(
+            f"create in at://{repo}/{collection} gave up after {self.max_attempts} conflicting "
+            f"attempts: {conflict}"
+        ) from conflict
+
+    async def put(self, repo: str, collection: str, rkey: str, value: Any) -> RepoRecord:
+        """Store `value` under the key, replacing any record there (putRecord)."""
+        self._check_write(repo, collection, rkey)
+        self._check_value(collection, value)
+        await self.store.put(self.record, (repo, collection, rkey), value)
+        return RepoRecord(repo, collection, rkey, value)
+
+    async def delete(self, repo: str, collection: str, rkey: str) -> None:
+        """Remove the record (no error when there is none). The key type is enforced here too."""
+        self._check_write(repo, collection, rkey)
+        await self.store.delete(self.record, (repo, collection, rkey))
+
+    # --- reads ----------------------------------------------------------------------------------
+
+    async def get(self, repo: str, collection: str, rkey: str, default: Any = None) -> Any:
+        """The record value, or `default` when there is none."""
+        return await self.store.get(self.record, (repo, collection, rkey), default=default)
+
+    async def exists(self, repo: str, collection: str, rkey: str) -> bool:
+        """True when the record exists."""
+        return await self.store.exists(self.record, (repo, collection, rkey))
+
+    async def list(
+        self,
+        repo: str,
+        collection: str,
+        reverse: bool = False,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> RecordList:
+        """Records of one collection in record key order (reverse: descending; for TID keys,
+        newest first), at most `limit`, starting after `cursor` (a record key from a previous
+        page; with reverse, records before it)."""
+        limit = check_limit(limit)
+        after = None
+        if cursor is not None:
+            try:
+                rkey_ids.validate(cursor)
+            except IdError as exc:
+                raise type(exc)(f"cursor: {exc}") from None
+            after = self.record.encode(repo, collection, cursor)
+        scan = self.store.scan(
+            self.record,
+            repo,
+            collection,
+            reverse=reverse,
+            limit=None if limit is None else limit + 1,
+            after=after,
+        )
+        rows = await scan.to_list()
+        more = limit is not None and len(rows) > limit
+        records = [self._record(r) for r in (rows[:limit] if more else rows)]
+        return RecordList(records, records[-1].rkey if more else None)
+
+    def scan(
+        self, repo: str | None = None, collection: str | None = None, *, reverse: bool = False
+    ) -> Results[RepoRecord]:
+        """Stream records: all of them, one repo's, or one collection's, in key order."""
+        if repo is None and collection is not None:
+            raise InvalidInputError("scan: a collection needs its repo")
+        leading = tuple(v for v in (repo, collection) if v is not None)
+        rows = self.store.scan(self.record, *leading, reverse=reverse)
+
+        async def records() -> AsyncIterator[RepoRecord]:
+            async for row in rows:
+                yield self._record(row)
+
+        return Results(records())
+
+    async def collections(self, repo: str) -> builtins.list[str]:
+        """The distinct collection NSIDs holding records of `repo`, sorted.
+
+        One short seek per collection: after finding a collection, the next scan starts at
+        the successor of that collection's prefix, skipping its records.
+        """
+        start: bytes | None = self.record.prefix(repo)
+        found: builtins.list[str] = []
+        while start is not None:
+            rows = await self.store.scan(self.record, repo, start=start, limit=1).to_list()
+            if not rows:
+                break
+            key = key_of(rows[0])
+            found.append(key.collection)
+            start = prefix_successor(self.record.prefix(repo, key.collection))
+        return found
+
+    async def repos(self) -> builtins.list[str]:
+        """The distinct repo DIDs holding records, sorted (one seek per repo)."""
+        start: bytes | None = self.record.prefix()
+        found: builtins.list[str] = []
+        while start is not None:
+            rows = await self.store.scan(self.record, start=start, limit=1).to_list()
+            if not rows:
+                break
+            key = key_of(rows[0])
+            found.append(key.repo)
+            start = prefix_successor(self.record.prefix(key.repo))
+        return found
+
+    async def count(self, repo: str, collection: str | None = None) -> int:
+        """How many records `repo` holds (in one collection, or in all)."""
+        leading = (repo,) if collection is None else (repo, collection)
+        scan = self.store.scan(self.record, *leading, batch_size=4096)
+        total = 0
+        while chunk := await scan.next_chunk():
+            total += len(chunk)
+        return total

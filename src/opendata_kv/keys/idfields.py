@@ -1,0 +1,151 @@
+"""Key fields for the identifiers in opendata_kv.ids: tid, muid, url_key and rkey(key_type).
+
+    tid       8-byte big-endian integer (sorts like the 13-char string); takes a TID string or
+              int, decodes to the string
+    muid      the 16 packed bytes; takes and decodes to a Muid
+    url_key   8-byte big-endian int63 (bit 63 must be 0)
+    rkey      a terminated string validated as an AT Protocol record key of a Lexicon key type
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from opendata_kv.errors import IdError, KeyDecodeError, KeyEncodeError, SchemaError, show_bytes
+from opendata_kv.ids import rkey as rkey_ids
+from opendata_kv.ids import tid as tid_ids
+from opendata_kv.ids.muid import Muid
+from opendata_kv.keys.fields import Field, _TerminatedStr
+
+_U64 = struct.Struct(">Q")
+_TOP_BIT = 1 << 63
+
+
+class _Int63(Field):
+    """An 8-byte big-endian integer whose top bit must be 0 (TIDs, URL keys)."""
+
+    __slots__ = ()
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind, width=8, struct_code="Q")
+
+    def _check(self, raw: int) -> int:
+        if raw >= _TOP_BIT:
+            raise KeyDecodeError(f"{self.kind}: 0x{raw:016x} has the top bit set")
+        return raw
+
+    def decode(self, data: bytes, pos: int = 0) -> tuple[Any, int]:
+        if len(data) - pos < 8:
+            raise self._short(data, pos, 8)
+        return self.from_raw(self._check(_U64.unpack_from(data, pos)[0])), pos + 8
+
+    def encode(self, value: Any) -> bytes:
+        return _U64.pack(self.to_raw(value))
+
+    def end(self, data: bytes, pos: int, inverted: bool) -> int:
+        return pos + 8
+
+
+class _Tid(_Int63):
+    __slots__ = ()
+
+    def to_raw(self, value: Any) -> int:
+        if isinstance(value, str):
+            try:
+                return tid_ids.decode(value)
+            except IdError as exc:
+                raise KeyEncodeError(f"tid: {exc}") from None
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _TOP_BIT:
+            return value
+        raise KeyEncodeError(f"tid needs a TID string or an int in 0..2**63-1, got {value!r}")
+
+    def from_raw(self, raw: int) -> str:
+        return tid_ids.encode(self._check(raw))
+
+
+class _UrlKey(_Int63):
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__("url_key")
+
+    def to_raw(self, value: Any) -> int:
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _TOP_BIT:
+            return value
+        raise KeyEncodeError(f"url_key needs an int in 0..2**63-1, got {value!r}")
+
+    def from_raw(self, raw: int) -> int:
+        return self._check(raw)
+
+
+class _Muid(Field):
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__("muid", width=16)
+
+    def encode(self, value: Any) -> bytes:
+        if isinstance(value, Muid):
+            return bytes(value)
+        if isinstance(value, str):
+            try:
+                return bytes(Muid.parse(value))
+            except IdError as exc:
+                raise KeyEncodeError(f"muid: {exc}") from None
+        raise KeyEncodeError(f"muid needs a Muid (or its string), got {value!r}")
+
+    def decode(self, data: bytes, pos: int = 0) -> tuple[Muid, int]:
+        end = pos + 16
+        if end > len(data):
+            raise self._short(data, pos, 16)
+        return Muid.from_bytes(data[pos:end]), end
+
+    def end(self, data: bytes, pos: int, inverted: bool) -> int:
+        return pos + 16
+
+
+class _Rkey(_TerminatedStr):
+    """A terminated string that must be a record key of the given Lexicon key type."""
+
+    __slots__ = ("key_type",)
+
+    def __init__(self, key_type: str) -> None:
+        try:
+            self.key_type = rkey_ids.KeyType.parse(key_type)
+        except IdError as exc:
+            raise SchemaError(f"rkey field: {exc}") from None
+        super().__init__(f"rkey({key_type})" if key_type != "any" else "rkey")
+
+    def _raw(self, value: Any) -> bytes:
+        try:
+            rkey_ids.validate(value, self.key_type)
+        except IdError as exc:
+            raise KeyEncodeError(f"{self.kind}: {exc}") from None
+        return super()._raw(value)
+
+    def encode_partial(self, value: Any) -> bytes:
+        # A partial rkey need not be a whole valid one ("3k" for every TID starting so), but
+        # it may only hold characters a record key can hold.
+        if not isinstance(value, str) or (value and not rkey_ids.is_valid(value + "x")):
+            raise KeyEncodeError(f"{self.kind}: {value!r} cannot start a record key")
+        return super()._raw(value)
+
+    def _value(self, raw: bytes, data: bytes, pos: int) -> str:
+        text: str = super()._value(raw, data, pos)
+        if not rkey_ids.is_valid_for(text, self.key_type):
+            raise KeyDecodeError(
+                f"{self.kind}: {text!r} at offset {pos} is not a valid record key "
+                f"({show_bytes(raw)})"
+            )
+        return text
+
+
+tid: Field = _Tid("tid")
+url_key: Field = _UrlKey()
+muid: Field = _Muid()
+
+
+def rkey(key_type: str = "any") -> Field:
+    """A record-key field of a Lexicon key type: "any", "tid", "nsid" or "literal:<value>"."""
+    return _Rkey(key_type)

@@ -1,0 +1,275 @@
+"""Scans: async iterators over decoded records, built on the binding's next_batch.
+
+A scan walks one or more key ranges (one per record-type version) in order, decodes each key
+with the RecordType that owns the range and each value with that version's codec, and keeps
+a cursor (the last raw key yielded) from which a later scan can resume.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from slatedb.uniffi import (
+    DurabilityLevel,
+    Error,
+    IterationOrder,
+    KeyRange,
+    ScanOptions,
+)
+
+from opendata_kv.errors import ValueDecodeError
+from opendata_kv.keys import Key, RecordType, Schema
+from opendata_kv.store.failures import translate
+from opendata_kv.values import UnknownPolicy, Values
+
+
+class Record(NamedTuple):
+    """One stored record: the decoded key, the decoded value, and the raw key bytes.
+
+    For a key no RecordType owns, read with on_unknown="raw", `key` and `value` are the raw
+    bytes.
+    """
+
+    key: Key | bytes
+    value: Any
+    raw_key: bytes
+
+
+@dataclass(frozen=True)
+class KeySpan:
+    """One contiguous key range to walk; `record_type` None means dispatch per key by schema."""
+
+    record_type: RecordType | None
+    start: bytes | None
+    end: bytes | None
+
+
+def scan_options(reverse: bool) -> Any:
+    """ScanOptions that see the writer's own unflushed writes, in the asked order."""
+    return ScanOptions(
+        durability_filter=DurabilityLevel.MEMORY,
+        dirty=False,
+        read_ahead_bytes=1,
+        cache_blocks=True,
+        max_fetch_tasks=1,
+        order=IterationOrder.DESCENDING if reverse else IterationOrder.ASCENDING,
+    )
+
+
+_OPTIONS = {False: scan_options(False), True: scan_options(True)}
+
+
+def clamp(
+    span: KeySpan, start: bytes | None, end: bytes | None
+) -> tuple[bytes | None, bytes | None]:
+    """Intersect a span with optional [start, end) bounds."""
+    lo = span.start if start is None or (span.start is not None and span.start > start) else start
+    if end is None:
+        hi = span.end
+    elif span.end is None:
+        hi = end
+    else:
+        hi = min(span.end, end)
+    return lo, hi
+
+
+class Scan:
+    """`async for record in scan`: records in key order (reverse: descending).
+
+    `cursor` is the raw key of the last record yielded; pass it as `after=` to resume.
+    """
+
+    def __init__(
+        self,
+        source: Any,
+        spans: list[KeySpan],
+        *,
+        schema: Schema,
+        values: Values,
+        reverse: bool = False,
+        limit: int | None = None,
+        after: bytes | None = None,
+        start: bytes | None = None,
+        end: bytes | None = None,
+        on_unknown: UnknownPolicy = "raise",
+        batch_size: int = 1024,
+        upgrade: bool = True,
+        where: str = "scan",
+    ) -> None:
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit must be >= 0, got {limit}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self._source = source
+        self._spans = list(reversed(spans)) if reverse else list(spans)
+        self._schema = schema
+        self._values = values
+        self._reverse = reverse
+        self._remaining = limit
+        self._after = after
+        self._start = start
+        self._end = end
+        self._on_unknown = on_unknown
+        self._max_batch = batch_size
+        self._batch = min(64, batch_size)
+        self._upgrade = upgrade
+        self._where = where
+        self._span_index = 0
+        self._iterator: Any = None
+        self._decode_rows: Callable[[list[Any]], list[Record]] | None = None
+        self._buffer: list[Record] = []
+        self._pos = 0
+        #: raw key of the last record yielded (None before the first)
+        self.cursor: bytes | None = after
+
+    def __aiter__(self) -> Scan:
+        return self
+
+    async def __anext__(self) -> Record:
+        pos = self._pos
+        if pos >= len(self._buffer):
+            if not await self._fill():
+                raise StopAsyncIteration
+            pos = 0
+        record = self._buffer[pos]
+        self._pos = pos + 1
+        self.cursor = record.raw_key
+        return record
+
+    async def next_chunk(self, size: int | None = None) -> list[Record]:
+        """Up to `size` records (the rest of the current batch by default); [] at the end."""
+        if self._pos >= len(self._buffer) and not await self._fill():
+            return []
+        end = len(self._buffer) if size is None else min(len(self._buffer), self._pos + size)
+        chunk = self._buffer[self._pos : end]
+        self._pos = end
+        if chunk:
+            self.cursor = chunk[-1].raw_key
+        return chunk
+
+    async def to_list(self) -> list[Record]:
+        """Every remaining record."""
+        out: list[Record] = []
+        while chunk := await self.next_chunk():
+            out += chunk
+        return out
+
+    async def _open_next_span(self) -> bool:
+        while self._span_index < len(self._spans):
+            span = self._spans[self._span_index]
+            self._span_index += 1
+            lo, hi = clamp(span, self._start, self._end)
+            lo_inclusive = True
+            after = self._after
+            if after is not None:
+                if not self._reverse and (lo is None or after >= lo):
+                    lo, lo_inclusive = after, False
+                if self._reverse and (hi is None or after < hi):
+                    hi = after
+            if lo is not None and hi is not None and lo >= hi:
+                continue
+            key_range = KeyRange(
+                start=lo, start_inclusive=lo_inclusive, end=hi, end_inclusive=False
+            )
+            try:
+                self._iterator = await self._source.scan_with_options(
+                    key_range, _OPTIONS[self._reverse]
+                )
+            except Error as exc:
+                raise translate(exc, self._where) from exc
+            self._decode_rows = self._row_decoder(span.record_type)
+            return True
+        return False
+
+    async def _fill(self) -> bool:
+        """Load the next non-empty batch into the buffer; False at the end."""
+        while True:
+            if self._remaining is not None and self._remaining <= 0:
+                return False
+            if self._iterator is None and not await self._open_next_span():
+                return False
+            want = self._batch
+            if self._remaining is not None:
+                want = min(want, self._remaining)
+            try:
+                rows = await self._iterator.next_batch(want)
+            except Error as exc:
+                raise translate(exc, self._where) from exc
+            self._batch = min(self._batch * 2, self._max_batch)
+            if not rows:
+                self._iterator = None
+                continue
+            assert self._decode_rows is not None
+            records = self._decode_rows(rows)
+            if self._remaining is not None:
+                self._remaining -= len(records)
+            if records:
+                self._buffer, self._pos = records, 0
+                return True
+
+    def _row_decoder(self, record_type: RecordType | None) -> Callable[[list[Any]], list[Record]]:
+        """A function decoding a batch of KeyValue rows, compiled once per span."""
+        if record_type is None:
+            return self._decode_dispatch
+        decode_key = record_type.decode
+        plan = self._values.plan(record_type)
+        decode_value = plan.codec.decode
+        upgrade = plan.upgrade if self._upgrade else None
+        values = self._values
+        new = tuple.__new__
+
+        def decode(rows: list[Any]) -> list[Record]:
+            try:
+                if upgrade is None:
+                    return [
+                        new(Record, (decode_key(kv.key), decode_value(kv.value), kv.key))
+                        for kv in rows
+                    ]
+                return [
+                    new(Record, (decode_key(kv.key), upgrade(decode_value(kv.value)), kv.key))
+                    for kv in rows
+                ]
+            except ValueDecodeError:
+                pass
+            except Exception:
+                if upgrade is None:
+                    raise
+            # Re-decode one by one so the error names the key (and the failing upgrade).
+            return [
+                new(
+                    Record,
+                    (
+                        decode_key(kv.key),
+                        values.decode(record_type, kv.key, kv.value, upgrade=self._upgrade),
+                        kv.key,
+                    ),
+                )
+                for kv in rows
+            ]
+
+        return decode
+
+    def _decode_dispatch(self, rows: list[Any]) -> list[Record]:
+        """Decode rows of a mixed range: each key's prefix picks its RecordType."""
+        out: list[Record] = []
+        schema, values = self._schema, self._values
+        for kv in rows:
+            key = kv.key
+            record_type = schema.try_record_type_of(key)
+            if record_type is None:
+                if self._on_unknown == "skip":
+                    continue
+                if self._on_unknown == "raw":
+                    out.append(Record(key, kv.value, key))
+                    continue
+                raise values.unknown(key)
+            out.append(
+                Record(
+                    record_type.decode(key),
+                    values.decode(record_type, key, kv.value, upgrade=self._upgrade),
+                    key,
+                )
+            )
+        return out

@@ -1,0 +1,454 @@
+"""Store: an async, typed view of one SlateDB database (writer or read-only reader).
+
+    async with Store.open("./data", schema) as store:
+        await store.put(post, ("did:plc:x", "3k2a"), {"text": "hi"})
+        await store.flush()                      # durable: survives a crash from here on
+        async for record in store.scan("post", "did:plc:x"):
+            ...
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from slatedb.uniffi import (
+    DbBuilder,
+    DbReaderBuilder,
+    Error,
+    IsolationLevel,
+    ReaderOptions,
+    Settings,
+    WriteBatch,
+    WriteOptions,
+)
+
+from opendata_kv.errors import ReadOnlyError, StoreClosedError
+from opendata_kv.keys import Schema
+from opendata_kv.store import ffi_patch
+from opendata_kv.store.failures import call, translate
+from opendata_kv.store.location import Location, parse_location
+from opendata_kv.store.views import (
+    Fields,
+    ReadView,
+    Target,
+    key_bytes,
+    put_args,
+    put_options,
+)
+from opendata_kv.values import Values
+
+_WRITE_OPTIONS = WriteOptions()
+_ISOLATION = {
+    "snapshot": IsolationLevel.SNAPSHOT,
+    "serializable": IsolationLevel.SERIALIZABLE_SNAPSHOT,
+}
+
+
+def _settings(settings: Mapping[str, Any] | None) -> Any:
+    """slatedb Settings: defaults, overridden key by key (values as JSON-able Python)."""
+    result = Settings.default()
+    for name, value in (settings or {}).items():
+        try:
+            result.set(name, json.dumps(value))
+        except Error as exc:
+            raise translate(exc, f"setting {name}={value!r}") from exc
+    return result
+
+
+class Store(ReadView):
+    """A typed SlateDB database. Open with `Store.open(...)` (writer) or
+    `Store.open_reader(...)` (read-only; never fences the writer)."""
+
+    def __init__(
+        self, db: Any, location: Location, schema: Schema, values: Values, readonly: bool
+    ) -> None:
+        self._source = db
+        self.location = location
+        self.schema = schema
+        self.values = values
+        self.readonly = readonly
+        self.where = str(location)
+        self._closed = False
+
+    # --- opening --------------------------------------------------------------------------------
+
+    @staticmethod
+    def open(
+        url: str | os.PathLike[str],
+        schema: Schema,
+        *,
+        values: Values | None = None,
+        settings: Mapping[str, Any] | None = None,
+        speedup: bool = True,
+    ) -> _Opening:
+        """Open (or create) the database as its writer: `async with Store.open(...) as s` or
+        `s = await Store.open(...)`. A second writer on the same database fences this one.
+
+        `settings`: slatedb Settings keys (e.g. {"flush_interval": "50ms"}).
+        `speedup`: install the binding byte-copy speed-up (see ffi_patch).
+        """
+        return _Opening(_open_writer(url, schema, values, settings, speedup))
+
+    @staticmethod
+    def open_reader(
+        url: str | os.PathLike[str],
+        schema: Schema,
+        *,
+        values: Values | None = None,
+        poll_interval: float = 1.0,
+        speedup: bool = True,
+    ) -> _Opening:
+        """Open read-only through DbReaderBuilder: sees flushed data (refreshed every
+        `poll_interval` seconds) and never fences the writer."""
+        return _Opening(_open_reader(url, schema, values, poll_interval, speedup))
+
+    async def close(self) -> None:
+        """Shut the database down (flushing what the writer buffered). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._source.shutdown()
+        except Error as exc:
+            if not isinstance(exc, Error.Closed):
+                raise translate(exc, f"close of {self.where}") from exc
+
+    async def __aenter__(self) -> Store:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        kind = "reader" if self.readonly else "writer"
+        return f"<Store {kind} {self.where} {self.schema!r}>"
+
+    # --- writes ---------------------------------------------------------------------------------
+
+    def _writable(self) -> Any:
+        if self.readonly:
+            raise ReadOnlyError(f"{self.where} is open read-only; writes need Store.open()")
+        if self._closed:
+            raise StoreClosedError(f"{self.where} is closed")
+        return self._source
+
+    async def put(
+        self,
+        target: Target,
+        fields: Fields = None,
+        value: Any = None,
+        *,
+        ttl: float | datetime.timedelta | None = None,
+    ) -> None:
+        """Store `value` under the key: `put(rt, fields, value)` or `put(key_obj, value)`.
+
+        Returns once SlateDB accepted the write; it is durable after `flush()`.
+        """
+        db = self._writable()
+        fields, value = put_args(target, fields, value)
+        record_type, key = key_bytes(target, fields)
+        data = self.values.encode(record_type, value, key)
+        options = put_options(ttl)
+        try:
+            if options is None:
+                await db.put(key, data)
+            else:
+                await db.put_with_options(key, data, options, _WRITE_OPTIONS)
+        except Error as exc:
+            raise translate(exc, f"put on {self.where}") from exc
+
+    async def delete(self, target: Target, fields: Fields = None) -> None:
+        """Remove the record under the key (no error when there is none)."""
+        db = self._writable()
+        _, key = key_bytes(target, fields)
+        try:
+            await db.delete(key)
+        except Error as exc:
+            raise translate(exc, f"delete on {self.where}") from exc
+
+    async def put_raw(self, key: bytes, data: bytes) -> None:
+        """Store raw bytes under a raw key (tools and migrations)."""
+        try:
+            await self._writable().put(key, data)
+        except Error as exc:
+            raise translate(exc, f"put on {self.where}") from exc
+
+    async def flush(self) -> None:
+        """Make every write accepted so far durable in the object store.
+
+        Explicitly flushing the WAL takes ~1 ms on a local directory, where awaiting a write's
+        durability waits for the next background flush tick (~100 ms by default).
+        """
+        try:
+            await self._writable().flush()
+        except Error as exc:
+            raise translate(exc, f"flush of {self.where}") from exc
+
+    def batch(self, *, durable: bool = False) -> _BatchContext:
+        """`async with store.batch() as b: b.put(...)`: one atomic write on exit (none if empty,
+        none if the block raised). `durable=True` flushes after the write."""
+        return _BatchContext(self, durable)
+
+    async def write(self, batch: Batch, *, durable: bool = False) -> None:
+        """Apply a Batch atomically (an empty batch sends nothing)."""
+        db = self._writable()
+        if batch:
+            try:
+                await db.write(batch.write_batch())
+            except Error as exc:
+                raise translate(exc, f"batch write on {self.where}") from exc
+        if durable:
+            await self.flush()
+
+    @asynccontextmanager
+    async def transaction(
+        self, isolation: str = "serializable", *, durable: bool = False
+    ) -> AsyncIterator[Transaction]:
+        """`async with store.transaction() as tx:` reads see one snapshot; writes commit on exit,
+        or roll back if the block raises. A conflicting concurrent write makes the commit raise
+        TransactionConflictError (retry the block). isolation: "serializable" or "snapshot"."""
+        db = self._writable()
+        level = _ISOLATION.get(isolation)
+        if level is None:
+            raise ValueError(f"isolation must be one of {sorted(_ISOLATION)}, got {isolation!r}")
+        txn = await call(db.begin(level), f"begin transaction on {self.where}")
+        tx = Transaction(txn, self)
+        try:
+            yield tx
+        except BaseException:
+            await tx.rollback()
+            raise
+        await tx.commit()
+        if durable:
+            await self.flush()
+
+    @asynccontextmanager
+    async def snapshot(self) -> AsyncIterator[Snapshot]:
+        """`async with store.snapshot() as snap:` a consistent point-in-time read view."""
+        if self._closed:
+            raise StoreClosedError(f"{self.where} is closed")
+        if self.readonly:
+            raise ReadOnlyError(f"{self.where}: snapshots need the writer (Store.open)")
+        snap = await call(self._source.snapshot(), f"snapshot of {self.where}")
+        yield Snapshot(snap, self)
+
+    async def migrate(
+        self,
+        name: str,
+        *,
+        batch_size: int = 500,
+        progress: Callable[[int], None] | None = None,
+        durable: bool = True,
+    ) -> int:
+        """Rewrite every record of `name` stored under an older key version as the newest
+        version (key and value upgraded), in atomic batches of `batch_size` old records.
+        Returns how many records moved; `progress(total_so_far)` is called after each batch."""
+        current = self.schema.get(name)
+        moved = 0
+        for old in self.schema.versions(name):
+            if old is current:
+                continue
+            while True:
+                records = await self.scan(old, limit=batch_size).to_list()
+                if not records:
+                    break
+                batch = Batch(self)
+                for record in records:
+                    assert not isinstance(record.key, bytes)
+                    new_key = self.values.upgraded_key(record.key)
+                    batch.put_raw(new_key, self.values.encode(current, record.value, new_key))
+                    batch.delete_raw(record.raw_key)
+                await self.write(batch, durable=durable)
+                moved += len(records)
+                if progress is not None:
+                    progress(moved)
+        return moved
+
+
+class _Opening:
+    """What Store.open returns: await it, or use it as an async context manager."""
+
+    def __init__(self, opening: Awaitable[Store]) -> None:
+        self._opening = opening
+        self._store: Store | None = None
+
+    def __await__(self) -> Generator[Any, None, Store]:
+        return self._opening.__await__()
+
+    async def __aenter__(self) -> Store:
+        self._store = await self._opening
+        return self._store
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._store is not None:
+            await self._store.close()
+
+
+async def _open_writer(
+    url: str | os.PathLike[str],
+    schema: Schema,
+    values: Values | None,
+    settings: Mapping[str, Any] | None,
+    speedup: bool,
+) -> Store:
+    if speedup:
+        ffi_patch.install()
+    location = parse_location(url)
+    builder = DbBuilder(location.path, location.object_store())
+    builder.with_settings(_settings(settings))
+    db = await call(builder.build(), f"open {location}")
+    return Store(db, location, schema, values or Values(schema), readonly=False)
+
+
+async def _open_reader(
+    url: str | os.PathLike[str],
+    schema: Schema,
+    values: Values | None,
+    poll_interval: float,
+    speedup: bool,
+) -> Store:
+    if speedup:
+        ffi_patch.install()
+    location = parse_location(url)
+    builder = DbReaderBuilder(location.path, location.object_store())
+    builder.with_options(
+        ReaderOptions(
+            manifest_poll_interval_ms=max(1, round(poll_interval * 1000)),
+            checkpoint_lifetime_ms=max(1000, round(poll_interval * 10_000)),
+            max_memtable_bytes=64 << 20,
+            skip_wal_replay=False,
+        )
+    )
+    reader = await call(builder.build(), f"open reader on {location}")
+    return Store(reader, location, schema, values or Values(schema), readonly=True)
+
+
+# --- batches, transactions, snapshots ------------------------------------------------------------
+
+
+class Batch:
+    """Writes collected in memory and applied atomically by Store.write (or on block exit)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._batch: Any = None
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __bool__(self) -> bool:
+        return self._count > 0
+
+    def _wb(self) -> Any:
+        if self._batch is None:
+            self._batch = WriteBatch()
+        return self._batch
+
+    def put(
+        self,
+        target: Target,
+        fields: Fields = None,
+        value: Any = None,
+        *,
+        ttl: float | datetime.timedelta | None = None,
+    ) -> None:
+        """Queue a typed put."""
+        fields, value = put_args(target, fields, value)
+        record_type, key = key_bytes(target, fields)
+        data = self._store.values.encode(record_type, value, key)
+        options = put_options(ttl)
+        try:
+            if options is None:
+                self._wb().put(key, data)
+            else:
+                self._wb().put_with_options(key, data, options)
+        except Error as exc:
+            raise translate(exc, f"batch put on {self._store.where}") from exc
+        self._count += 1
+
+    def delete(self, target: Target, fields: Fields = None) -> None:
+        """Queue a typed delete."""
+        _, key = key_bytes(target, fields)
+        self.delete_raw(key)
+
+    def put_raw(self, key: bytes, data: bytes) -> None:
+        try:
+            self._wb().put(key, data)
+        except Error as exc:
+            raise translate(exc, f"batch put on {self._store.where}") from exc
+        self._count += 1
+
+    def delete_raw(self, key: bytes) -> None:
+        try:
+            self._wb().delete(key)
+        except Error as exc:
+            raise translate(exc, f"batch delete on {self._store.where}") from exc
+        self._count += 1
+
+    def write_batch(self) -> Any:
+        """The slatedb WriteBatch (only built once something was queued)."""
+        return self._wb()
+
+
+@dataclass
+class _BatchContext:
+    store: Store
+    durable: bool
+    batch: Batch | None = None
+
+    async def __aenter__(self) -> Batch:
+        self.store._writable()
+        self.batch = Batch(self.store)
+        return self.batch
+
+    async def __aexit__(self, exc_type: object, *rest: object) -> None:
+        if exc_type is None and self.batch is not None:
+            await self.store.write(self.batch, durable=self.durable)
+
+
+class Transaction(ReadView):
+    """Reads and writes inside one SlateDB transaction (see Store.transaction)."""
+
+    def __init__(self, txn: Any, store: Store) -> None:
+        self._source = txn
+        self.schema = store.schema
+        self.values = store.values
+        self.where = f"transaction on {store.where}"
+        self._done = False
+
+    async def put(self, target: Target, fields: Fields = None, value: Any = None) -> None:
+        fields, value = put_args(target, fields, value)
+        record_type, key = key_bytes(target, fields)
+        data = self.values.encode(record_type, value, key)
+        await call(self._source.put(key, data), f"put in {self.where}")
+
+    async def delete(self, target: Target, fields: Fields = None) -> None:
+        _, key = key_bytes(target, fields)
+        await call(self._source.delete(key), f"delete in {self.where}")
+
+    async def commit(self) -> None:
+        if not self._done:
+            self._done = True
+            await call(self._source.commit(), f"commit of {self.where}")
+
+    async def rollback(self) -> None:
+        if not self._done:
+            self._done = True
+            await call(self._source.rollback(), f"rollback of {self.where}")
+
+
+class Snapshot(ReadView):
+    """A consistent, read-only, point-in-time view (see Store.snapshot)."""
+
+    def __init__(self, snap: Any, store: Store) -> None:
+        self._source = snap
+        self.schema = store.schema
+        self.values = store.values
+        self.where = f"snapshot of {store.where}"

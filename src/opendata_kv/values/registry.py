@@ -1,0 +1,142 @@
+"""Values: the value codec of every (record type, key version) in a Schema.
+
+A stored record is decoded with the codec of the RecordType its key prefix names (so records
+written under v1 keep decoding after v2 exists) and, when that is not the newest version of
+the record, passed through the version's upgrade function to today's model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from opendata_kv.errors import (
+    SchemaError,
+    UnknownVersionError,
+    ValueDecodeError,
+    ValueEncodeError,
+    show_bytes,
+)
+from opendata_kv.keys import Key, RecordType, Schema
+from opendata_kv.values.codecs import ValueCodec, as_codec
+
+UnknownPolicy = Literal["raise", "skip", "raw"]
+UNKNOWN_POLICIES: tuple[UnknownPolicy, ...] = ("raise", "skip", "raw")
+
+Upgrade = Callable[[Any], Any]
+KeyUpgrade = Callable[[Key], Sequence[Any]]
+
+
+@dataclass(frozen=True)
+class VersionCodec:
+    """How one RecordType's values are stored, and how they reach the newest version."""
+
+    record_type: RecordType
+    codec: ValueCodec[Any]
+    #: old value -> value in the newest version's model (None: already current, or same model)
+    upgrade: Upgrade | None = None
+    #: old key -> field values of the newest version's key (None: the same field values)
+    upgrade_key: KeyUpgrade | None = None
+
+
+class Values:
+    """Value codecs for every RecordType of a schema; msgpack unless registered otherwise."""
+
+    __slots__ = ("_plans", "default", "schema")
+
+    def __init__(self, schema: Schema, default: Any = None) -> None:
+        self.schema = schema
+        self.default: ValueCodec[Any] = as_codec(default)
+        self._plans: dict[bytes, VersionCodec] = {}
+
+    def register(
+        self,
+        record_type: RecordType,
+        codec: Any = None,
+        *,
+        upgrade: Upgrade | None = None,
+        upgrade_key: KeyUpgrade | None = None,
+    ) -> Values:
+        """Set the codec of one RecordType version (a codec, dataclass, bytes or dict)."""
+        if record_type not in self.schema:
+            raise SchemaError(f"{record_type.name!r} v{record_type.version} is not in the schema")
+        self._plans[record_type.head] = VersionCodec(
+            record_type, as_codec(codec) if codec is not None else self.default,
+            upgrade, upgrade_key,
+        )
+        return self
+
+    def plan(self, record_type: RecordType) -> VersionCodec:
+        """The registered VersionCodec, or the default codec with no upgrade."""
+        found = self._plans.get(record_type.head)
+        if found is None:
+            found = VersionCodec(record_type, self.default)
+            self._plans[record_type.head] = found
+        return found
+
+    def current(self, record_type: RecordType) -> RecordType:
+        """The newest registered version of the same logical record."""
+        return self.schema.get(record_type.name)
+
+    def is_current(self, record_type: RecordType) -> bool:
+        return self.current(record_type) is record_type
+
+    def encode(self, record_type: RecordType, value: Any, key: bytes | None = None) -> bytes:
+        """Value bytes for a record of `record_type`; errors name the record (and key)."""
+        try:
+            return self.plan(record_type).codec.encode(value)
+        except ValueEncodeError as exc:
+            where = f" key {show_bytes(key)}" if key is not None else ""
+            raise ValueEncodeError(
+                f"{record_type.name} v{record_type.version}{where}: {exc}"
+            ) from None
+
+    def decode(
+        self, record_type: RecordType, key: bytes, data: bytes, *, upgrade: bool = True
+    ) -> Any:
+        """The value stored under `key`, upgraded to the newest model unless upgrade=False.
+
+        Raises ValueDecodeError naming the key when the bytes do not decode (or upgrade).
+        """
+        plan = self.plan(record_type)
+        try:
+            value = plan.codec.decode(data)
+        except ValueDecodeError as exc:
+            raise ValueDecodeError(
+                f"{record_type.name} v{record_type.version} key {show_bytes(key)}: value "
+                f"does not decode with {plan.codec.name}: {exc}"
+            ) from None
+        if upgrade and plan.upgrade is not None:
+            try:
+                value = plan.upgrade(value)
+            except Exception as exc:
+                raise ValueDecodeError(
+                    f"{record_type.name} v{record_type.version} key {show_bytes(key)}: "
+                    f"upgrade to the current version failed: {type(exc).__name__}: {exc}"
+                ) from exc
+        return value
+
+    def unknown(self, key: bytes) -> UnknownVersionError:
+        """The error for a stored key whose prefix no RecordType in the schema owns."""
+        try:
+            self.schema.record_type_of(key)
+        except Exception as exc:
+            return UnknownVersionError(f"no value codec for {exc}")
+        return UnknownVersionError(f"no value codec for key {show_bytes(key)}")
+
+    def upgraded_key(self, key: Key) -> bytes:
+        """The newest version's key bytes for an old key (for migrations)."""
+        old = key.record_type
+        target = self.current(old)
+        plan = self.plan(old)
+        values = plan.upgrade_key(key) if plan.upgrade_key is not None else tuple(key)
+        return target.encode(*values)
+
+
+def check_policy(policy: object) -> UnknownPolicy:
+    """Validate an unknown-version policy name."""
+    for known in UNKNOWN_POLICIES:
+        if policy == known:
+            return known
+    raise ValueError(f"on_unknown must be one of {UNKNOWN_POLICIES}, got {policy!r}")

@@ -1,0 +1,280 @@
+"""The memmove speed-up for slatedb's UniFFI byte copy: same bytes, guarded, revertible."""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import dataclasses
+import importlib.metadata
+import inspect
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from opendata_kv.store import ffi_patch
+
+binding: Any = pytest.importorskip("slatedb.uniffi._slatedb_uniffi.slatedb")
+Builder: Any = binding._UniffiRustBufferBuilder
+ORIGINAL_WRITE = Builder.__dict__["write"]
+ORIGINAL_PACK_INTO = Builder.__dict__["_pack_into"]
+
+
+@pytest.fixture(autouse=True)
+def pristine(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every test starts and ends with the original binding and a fresh patch state."""
+    monkeypatch.delenv(ffi_patch.ENV_DISABLE, raising=False)
+    ffi_patch.uninstall()
+    monkeypatch.setattr(ffi_patch, "_self_check_failure", None)
+    yield
+    ffi_patch.uninstall()
+    monkeypatch.undo()  # put back what a test swapped into the binding, then check it is pristine
+    assert Builder.__dict__["write"] is ORIGINAL_WRITE
+    assert Builder.__dict__["_pack_into"] is ORIGINAL_PACK_INTO
+
+
+def assert_unpatched() -> None:
+    assert Builder.__dict__["write"] is ORIGINAL_WRITE
+    assert Builder.__dict__["_pack_into"] is ORIGINAL_PACK_INTO
+
+
+# --- what gets lowered: a sequence of byte strings and integers, as the converters write them ----
+
+PACKS = {
+    "i8": (1, ">b", st.integers(-(2**7), 2**7 - 1)),
+    "u8": (1, ">B", st.integers(0, 2**8 - 1)),
+    "i16": (2, ">h", st.integers(-(2**15), 2**15 - 1)),
+    "u32": (4, ">I", st.integers(0, 2**32 - 1)),
+    "i32": (4, ">i", st.integers(-(2**31), 2**31 - 1)),
+    "i64": (8, ">q", st.integers(-(2**63), 2**63 - 1)),
+    "u64": (8, ">Q", st.integers(0, 2**64 - 1)),
+    "f64": (8, ">d", st.floats(allow_nan=False)),
+    "size_t": (ctypes.sizeof(ctypes.c_size_t), "@N", st.integers(0, 2**32 - 1)),
+}
+
+byte_items = st.binary(max_size=3000).flatmap(
+    lambda raw: st.sampled_from(
+        [("bytes", raw), ("bytearray", bytearray(raw)), ("memoryview", memoryview(raw))]
+    )
+)
+int_items = st.sampled_from(sorted(PACKS)).flatmap(
+    lambda name: PACKS[name][2].map(lambda value: (name, value))
+)
+items = st.lists(st.one_of(byte_items, int_items), max_size=12)
+
+
+def lower(sequence: list[tuple[str, Any]], write: Any, pack_into: Any) -> bytes:
+    """Lower `sequence` through a real Rust buffer with the given methods; return its bytes."""
+    builder = Builder()
+    for kind, value in sequence:
+        if kind in PACKS:
+            size, fmt, _ = PACKS[kind]
+            pack_into(builder, size, fmt, value)
+        else:
+            write(builder, value)
+    rbuf = builder.finalize()
+    try:
+        return bytes(rbuf.data[0 : rbuf.len])
+    finally:
+        rbuf.free()
+
+
+@settings(deadline=None, max_examples=150)
+@given(items)
+def test_patched_builder_writes_the_same_bytes_as_the_original(
+    sequence: list[tuple[str, Any]],
+) -> None:
+    assert ffi_patch.install(db_check=False)
+    patched = lower(sequence, Builder.__dict__["write"], Builder.__dict__["_pack_into"])
+    original = lower(sequence, ORIGINAL_WRITE, ORIGINAL_PACK_INTO)
+    assert patched == original
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.binary(max_size=20000))
+def test_bytes_converter_lowers_identically_and_reads_back(value: bytes) -> None:
+    converter = binding._UniffiFfiConverterBytes
+
+    def lowered() -> bytes:
+        rbuf = converter.lower(value)
+        try:
+            return bytes(rbuf.data[0 : rbuf.len])
+        finally:
+            rbuf.free()
+
+    original = lowered()
+    assert ffi_patch.install(db_check=False)
+    assert lowered() == original == struct.pack(">i", len(value)) + value
+    assert converter.lift(converter.lower(value)) == value
+
+
+def test_buffer_growth_follows_reserve() -> None:
+    """A write larger than the spare capacity grows the buffer through the binding's reserve."""
+    assert ffi_patch.install(db_check=False)
+    builder = Builder()
+    first = builder.rbuf.capacity
+    builder.write(b"\xab" * (first + 1000))
+    builder.write_u8(7)
+    rbuf = builder.finalize()
+    try:
+        assert rbuf.capacity >= first + 1001
+        assert rbuf.len == first + 1001
+        assert rbuf.data[0 : rbuf.len] == b"\xab" * (first + 1000) + b"\x07"
+    finally:
+        rbuf.free()
+
+
+# --- guards ------------------------------------------------------------------------------------
+
+
+def test_install_applies_once_and_uninstall_restores() -> None:
+    assert ffi_patch.install(db_check=False)
+    first = ffi_patch.status()
+    assert first.applied and first.slatedb_version == importlib.metadata.version("slatedb")
+    assert str(first).startswith("applied")
+    patched_write = Builder.__dict__["write"]
+    assert patched_write is not ORIGINAL_WRITE
+    assert ffi_patch.install() is True  # idempotent: nothing re-applied
+    assert Builder.__dict__["write"] is patched_write
+    assert ffi_patch.uninstall() is True
+    assert_unpatched()
+    assert ffi_patch.status().applied is False and ffi_patch.status().reason == "uninstalled"
+    assert ffi_patch.uninstall() is False
+
+
+def test_status_is_a_frozen_dataclass() -> None:
+    ffi_patch.install(db_check=False)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ffi_patch.status().applied = False  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("value", ["1", "true", "YES"])
+def test_environment_variable_disables_it(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv(ffi_patch.ENV_DISABLE, value)
+    assert ffi_patch.install() is False
+    assert ffi_patch.ENV_DISABLE in ffi_patch.status().reason
+    assert str(ffi_patch.status()).startswith("skipped")
+    assert_unpatched()
+    monkeypatch.setenv(ffi_patch.ENV_DISABLE, "0")
+    assert ffi_patch.install(db_check=False) is True  # a skip is not final: it looks again
+
+
+@pytest.mark.parametrize("version", ["0.18.0", "1.0.0", "0.16.3", "garbage"])
+def test_unknown_slatedb_version_is_skipped(monkeypatch: pytest.MonkeyPatch, version: str) -> None:
+    real = importlib.metadata.version
+    monkeypatch.setattr(
+        importlib.metadata, "version", lambda name: version if name == "slatedb" else real(name)
+    )
+    assert ffi_patch.install() is False
+    assert f"unknown slatedb version {version}" in ffi_patch.status().reason
+    assert_unpatched()
+
+
+def test_patch_release_of_the_series_is_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.metadata.version
+    monkeypatch.setattr(
+        importlib.metadata, "version", lambda name: "0.17.9" if name == "slatedb" else real(name)
+    )
+    assert ffi_patch.install(db_check=False) is True
+
+
+def test_binding_that_already_uses_memmove_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    def write(self: Any, value: Any) -> None:  # what uniffi 0.32 generates, roughly
+        with self._reserve(len(value)):
+            ctypes.memmove(
+                ctypes.addressof(self.rbuf.data.contents) + self.rbuf.len, bytes(value), len(value)
+            )
+
+    monkeypatch.setattr(Builder, "write", write)
+    assert ffi_patch.install() is False
+    assert "already copies with memmove" in ffi_patch.status().reason
+    assert Builder.__dict__["write"] is write
+
+
+def test_changed_byte_loop_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    def _pack_into(self: Any, size: int, format: str, value: Any) -> None:
+        with self._reserve(size):
+            for i, byte in enumerate(struct.pack(format, value)):  # same loop, other text
+                self.rbuf.data[self.rbuf.len + i] = byte
+
+    monkeypatch.setattr(Builder, "_pack_into", _pack_into)
+    assert ffi_patch.install() is False
+    assert "_pack_into differs from the known 0.17 byte loop" in ffi_patch.status().reason
+    assert Builder.__dict__["_pack_into"] is _pack_into
+    assert Builder.__dict__["write"] is ORIGINAL_WRITE
+
+
+def test_missing_source_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_source(obj: object) -> str:
+        raise OSError("could not get source code")
+
+    monkeypatch.setattr(inspect, "getsource", no_source)
+    assert ffi_patch.install() is False
+    assert "source of _UniffiRustBufferBuilder.write unavailable" in ffi_patch.status().reason
+    assert_unpatched()
+
+
+def test_failed_self_check_restores_the_originals(monkeypatch: pytest.MonkeyPatch) -> None:
+    make_fast = ffi_patch._make_fast_methods
+
+    def broken(binding_module: Any) -> tuple[Any, Any]:
+        write, pack_into = make_fast(binding_module)
+
+        def lossy_write(self: Any, value: Any) -> None:
+            write(self, bytes(value)[:-1] if len(value) > 1000 else value)
+
+        return lossy_write, pack_into
+
+    monkeypatch.setattr(ffi_patch, "_make_fast_methods", broken)
+    assert ffi_patch.install() is False
+    reason = ffi_patch.status().reason
+    assert reason.startswith("self-check failed, originals restored")
+    assert_unpatched()
+    monkeypatch.setattr(ffi_patch, "_make_fast_methods", make_fast)
+    assert ffi_patch.install() is False  # a failed self-check is final for the process
+    assert ffi_patch.status().reason == reason
+
+
+# --- the real thing ------------------------------------------------------------------------------
+
+
+def test_round_trip_through_a_memory_db() -> None:
+    values = [
+        b"",
+        b"\x00",
+        b"\xff",
+        b"\x00\xff" * 3,
+        bytes(range(256)) * 40,
+        b"v" * 10240,
+        b"w" * 65536,
+    ]
+
+    async def main() -> None:
+        assert ffi_patch.install()  # from inside a running loop: the Db self-check runs aside
+        assert "memory Db round trip" in ffi_patch.status().reason
+        db = await binding.DbBuilder(
+            "ffi-patch-test", binding.ObjectStore.resolve("memory:///")
+        ).build()
+        try:
+            batch = binding.WriteBatch()
+            for index, value in enumerate(values):
+                await db.put(b"p" + bytes([index]) + value[:3], value)
+                batch.put(b"b" + bytes([index]) + value[:3], value)
+            await db.write(batch)
+            for index, value in enumerate(values):
+                assert await db.get(b"p" + bytes([index]) + value[:3]) == value
+            everything = binding.KeyRange(
+                start=b"b", start_inclusive=True, end=b"c", end_inclusive=False
+            )
+            rows = await (await db.scan(everything)).next_batch(100)
+            assert [row.value for row in rows] == values
+            assert [row.key for row in rows] == [
+                b"b" + bytes([i]) + v[:3] for i, v in enumerate(values)
+            ]
+        finally:
+            await db.shutdown()
+
+    asyncio.run(main())
