@@ -8,6 +8,7 @@ run of them into one precompiled `struct.Struct`.
 
 from __future__ import annotations
 
+import operator
 import struct
 from typing import Any
 
@@ -23,6 +24,19 @@ def invert(data: bytes) -> bytes:
 
 def _type_name(value: object) -> str:
     return type(value).__name__
+
+
+def _as_int(kind: str, value: Any) -> int:
+    """An int, or an integer type that says it is one through __index__ (numpy ints); never
+    a bool (a bool in an int field is a bug, and struct.pack would take it as 0 or 1)."""
+    if value.__class__ is int:
+        return value
+    if isinstance(value, bool):
+        raise KeyEncodeError(f"{kind} needs an int, got bool {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise KeyEncodeError(f"{kind} needs an int, got {_type_name(value)} {value!r}") from None
 
 
 class Field:
@@ -62,6 +76,21 @@ class Field:
 
     def __hash__(self) -> int:
         return hash((type(self), self.kind))
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # A codec that is a module-level name of this module (u8, string, ...) pickles as that
+        # name and unpickles as the same object (its struct.Struct could not be pickled
+        # anyway); others (fixed(n), desc(f), parametrised codecs) pickle their slots.
+        name = _public_name(self)
+        if name is not None:
+            return (_codec, (name,))
+        state: dict[str, Any] = {}
+        for klass in type(self).__mro__:
+            slots = klass.__dict__.get("__slots__", ())
+            for slot in (slots,) if isinstance(slots, str) else slots:
+                if hasattr(self, slot):
+                    state[slot] = getattr(self, slot)
+        return (_restore_codec, (type(self), state))
 
     def encode(self, value: Any) -> bytes:
         """The order-preserving encoding of `value`; KeyEncodeError if it does not fit."""
@@ -119,11 +148,10 @@ class _Unsigned(Field):
         return self._struct.pack(self.to_raw(value))
 
     def to_raw(self, value: Any) -> int:
-        if not isinstance(value, int):
-            raise KeyEncodeError(f"{self.kind} needs an int, got {_type_name(value)} {value!r}")
-        if not 0 <= value <= self._max:
-            raise KeyEncodeError(f"{self.kind} value {value} is outside 0..{self._max}")
-        return value
+        n = _as_int(self.kind, value)
+        if not 0 <= n <= self._max:
+            raise KeyEncodeError(f"{self.kind} value {n} is outside 0..{self._max}")
+        return n
 
     def from_raw(self, raw: int) -> int:
         return raw
@@ -149,13 +177,12 @@ class _Signed(Field):
         self._bias = 1 << (8 * width - 1)
 
     def to_raw(self, value: Any) -> int:
-        if not isinstance(value, int):
-            raise KeyEncodeError(f"{self.kind} needs an int, got {_type_name(value)} {value!r}")
-        if not -self._bias <= value < self._bias:
+        n = _as_int(self.kind, value)
+        if not -self._bias <= n < self._bias:
             raise KeyEncodeError(
-                f"{self.kind} value {value} is outside {-self._bias}..{self._bias - 1}"
+                f"{self.kind} value {n} is outside {-self._bias}..{self._bias - 1}"
             )
-        return value + self._bias
+        return n + self._bias
 
     def from_raw(self, raw: int) -> int:
         return raw - self._bias
@@ -180,11 +207,10 @@ class _U128(Field):
         super().__init__("u128", width=16)
 
     def encode(self, value: Any) -> bytes:
-        if not isinstance(value, int):
-            raise KeyEncodeError(f"u128 needs an int, got {_type_name(value)} {value!r}")
-        if not 0 <= value < 1 << 128:
-            raise KeyEncodeError(f"u128 value {value} is outside 0..2**128-1")
-        return value.to_bytes(16, "big")
+        n = _as_int("u128", value)
+        if not 0 <= n < 1 << 128:
+            raise KeyEncodeError(f"u128 value {n} is outside 0..2**128-1")
+        return n.to_bytes(16, "big")
 
     def decode(self, data: bytes, pos: int = 0) -> tuple[int, int]:
         if len(data) - pos < 16:
@@ -212,6 +238,9 @@ class _F64(Field):
             bits: int = self._Q.unpack(self._D.pack(value))[0]
         except (OverflowError, struct.error) as exc:
             raise KeyEncodeError(f"f64 cannot hold {value!r}: {exc}") from None
+        if not isinstance(value, float) and value != float(value):
+            # An int that would round: the key would decode to another number.
+            raise KeyEncodeError(f"f64 cannot hold the int {value} exactly")
         return bits ^ 0xFFFFFFFFFFFFFFFF if bits >> 63 else bits | 0x8000000000000000
 
     def from_raw(self, raw: int) -> float:
@@ -453,15 +482,14 @@ class _VarUInt(Field):
         self._limit = limit
 
     def encode(self, value: Any) -> bytes:
-        if not isinstance(value, int):
-            raise KeyEncodeError(f"{self.kind} needs an int, got {_type_name(value)} {value!r}")
-        if not 0 <= value < self._limit:
-            raise KeyEncodeError(f"{self.kind} value {value} is outside 0..{self._limit - 1}")
+        n = _as_int(self.kind, value)
+        if not 0 <= n < self._limit:
+            raise KeyEncodeError(f"{self.kind} value {n} is outside 0..{self._limit - 1}")
         low_bits = 8 - self._code_bits
         extra = 0
-        while value >> (low_bits + 8 * extra):
+        while n >> (low_bits + 8 * extra):
             extra += 1
-        return ((extra << (low_bits + 8 * extra)) | value).to_bytes(extra + 1, "big")
+        return ((extra << (low_bits + 8 * extra)) | n).to_bytes(extra + 1, "big")
 
     def _extra(self, first: int, pos: int) -> int:
         extra = first >> (8 - self._code_bits)
@@ -535,6 +563,7 @@ class Desc(Field):
     def __hash__(self) -> int:
         return hash((Desc, self.inner))
 
+
     def encode(self, value: Any) -> bytes:
         return invert(self.inner.encode(value))
 
@@ -576,6 +605,29 @@ trailing_string: Field = _TrailingStr("trailing_string")
 trailing_bytes: Field = _TrailingBytes("trailing_bytes")
 var_u32: Field = _VarUInt("var_u32", 3, 4, 1 << 32)
 var_u64: Field = _VarUInt("var_u64", 4, 8, 1 << 64)
+
+
+def _public_name(codec: Field) -> str | None:
+    """The name under which `codec` itself is a global of this module, if any."""
+    for name, value in globals().items():
+        if value is codec and not name.startswith("_"):
+            return name
+    return None
+
+
+def _restore_codec(cls: type[Field], state: dict[str, Any]) -> Field:
+    codec = object.__new__(cls)
+    for slot, value in state.items():
+        object.__setattr__(codec, slot, value)
+    return codec
+
+
+def _codec(name: str) -> Field:
+    """The codec called `name` in this module (the unpickling side of Field.__reduce_ex__)."""
+    codec = globals().get(name)
+    if not isinstance(codec, Field) or name.startswith("_"):
+        raise SchemaError(f"no field codec named {name!r}")
+    return codec
 
 
 def fixed(size: int) -> Field:

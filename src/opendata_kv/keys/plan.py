@@ -46,6 +46,50 @@ def _runs(fields: Sequence[Field]) -> list[list[int]]:
     return groups
 
 
+def _anchor(fields: Sequence[Field], groups: list[list[int]]) -> tuple[int | None, int]:
+    """(index of the last terminated run, total width after it) when every field after that
+    run has a fixed width, else (None, 0). Such a run is read up to `len - width`, and the
+    fields behind it at offsets counted from the end: no remainder buffer, no length check."""
+    for g in range(len(groups) - 1, -1, -1):
+        if _family(fields[groups[g][0]]) == "terminated":
+            after = [fields[i] for grp in groups[g + 1 :] for i in grp]
+            if all(f.width is not None for f in after):
+                return g, sum(f.width or 0 for f in after)
+            return None, 0
+    return None, 0
+
+
+def _anchored_run(
+    fields: Sequence[Field], group: list[int], names: list[str], start: str, tail: int
+) -> list[str]:
+    """Decode lines for the anchor run: its bytes are exactly k[start:len-tail] and must split
+    into len(group) terminated parts. Without an escape byte (the usual case) a run of strings
+    is decoded as one UTF-8 text and split on NUL: a 0x00 byte is never inside a multi-byte
+    UTF-8 sequence, so this equals splitting first and decoding each part."""
+    run = f"k[{start}:-{tail}]" if tail else f"k[{start}:]"
+    targets = "".join(f"{names[i]}, " for i in group) + "e"
+    strings = [type(fields[i]) is _TerminatedStr for i in group]
+    lines = [f"    r = {run}", "    if 1 in r:", f"        {targets} = r.split(b'\\x00')"]
+    for i, is_str in zip(group, strings, strict=True):
+        v = names[i]
+        lines += [f"        {v} = _unescape({v})", f"        if {v} is None: raise _Bad"]
+        if is_str:
+            lines.append(f"        {v} = {v}.decode()")
+    lines.append("    else:")
+    if all(strings):
+        lines.append(f"        {targets} = r.decode().split('\\x00')")
+    else:
+        lines.append(f"        {targets} = r.split(b'\\x00')")
+        lines += [
+            f"        {names[i]} = {names[i]}.decode()"
+            for i, is_str in zip(group, strings, strict=True)
+            if is_str
+        ]
+    # The run must end with its last terminator: nothing between it and the tail fields.
+    lines.append("    if e: raise _Bad")
+    return lines
+
+
 def compile_plan(
     head: bytes,
     fields: Sequence[Field],
@@ -64,25 +108,29 @@ def compile_plan(
         "_escape": escape,
         "_unescape": unescape,
         "_Bad": PlanMismatch,
-        "_new": tuple.__new__,
         "_Key": key_class,
         "_fallback": fallback,
         "_errors": errors,
+        "_bool": bool,
     }
     names = [f"v{i}" for i in range(len(fields))]
     enc_lines: list[str] = []
     enc_parts: list[str] = []
+    bool_guards: list[str] = []
     dec_lines = [
-        "    if key.__class__ is not bytes or not key.startswith(_head): raise _Bad",
+        f"    if key.__class__ is not bytes or key[:{len(head)}] != _head: raise _Bad",
         "    k = key",
     ]
     # While every field so far had a fixed width, offsets are constants in the generated code.
+    # Once the anchor run (below) is read, offsets are negative: counted from the end.
     at: int | None = len(head)
+    groups = _runs(fields)
+    anchor, tail = _anchor(fields, groups)
 
     def pos() -> str:
         return "p" if at is None else str(at)
 
-    for group in _runs(fields):
+    for g, group in enumerate(groups):
         first = fields[group[0]]
         if first.struct_code is not None:
             j = group[0]
@@ -91,6 +139,8 @@ def compile_plan(
             args = []
             for i in group:
                 if fields[i].raw_identity:
+                    # struct.pack takes True as 1; the codecs reject bools, so must this path.
+                    bool_guards.append(f"{names[i]}.__class__ is _bool")
                     args.append(names[i])
                 else:
                     ns[f"_to{i}"], ns[f"_from{i}"] = fields[i].to_raw, fields[i].from_raw
@@ -114,12 +164,21 @@ def compile_plan(
         if _family(first) == "terminated":
             for i in group:
                 # `0 in b` scans in C; most values need no escaping at all.
-                raw = f"{names[i]}.encode()" if type(fields[i]) is _TerminatedStr else names[i]
-                enc_lines += [
-                    f"    b{i} = {raw}",
-                    f"    if 0 in b{i} or 1 in b{i}: b{i} = _escape(b{i})",
-                ]
+                if type(fields[i]) is _TerminatedStr:
+                    enc_lines.append(f"    b{i} = {names[i]}.encode()")
+                else:
+                    # Only exact bytes here: `0 in` on an array or a memoryview of wider
+                    # items tests items, not bytes, and would let a raw 0x00 through.
+                    enc_lines += [
+                        f"    if {names[i]}.__class__ is not bytes: raise _Bad",
+                        f"    b{i} = {names[i]}",
+                    ]
+                enc_lines.append(f"    if 0 in b{i} or 1 in b{i}: b{i} = _escape(b{i})")
                 enc_parts += [f"b{i}", 'b"\\x00"']
+            if g == anchor:
+                dec_lines += _anchored_run(fields, group, names, pos(), tail)
+                at = -tail
+                continue
             # One C-level split finds every terminator of the run; the rest becomes the buffer,
             # so the offsets that follow are constants again.
             targets = "".join(f"{names[i]}, " for i in group)
@@ -139,13 +198,22 @@ def compile_plan(
         field, v = fields[i], names[i]
         ns[f"_enc{i}"], ns[f"_dec{i}"] = field.encode, field.decode
         enc_parts.append(f"_enc{i}({v})")
+        if at is not None and at < 0:  # a fixed-width codec inside the tail
+            dec_lines.append(f"    {v}, _ = _dec{i}(k, len(k) - {-at})")
+            at += field.width or 0
+            continue
         dec_lines.append(f"    {v}, p = _dec{i}(k, {pos()})")
         at = None
+    if bool_guards:
+        enc_lines.insert(0, f"    if {' or '.join(bool_guards)}: raise _Bad")
     body = "".join(part + ", " for part in enc_parts)
     enc_lines.append(f"    return _head + b''.join(({body}))")
     enc_src = f"def encode({', '.join(names)}):\n" + "\n".join(enc_lines) + "\n"
     values = "".join(n + ", " for n in names)
-    dec_lines += [f"    if {pos()} != len(k): raise _Bad", f"    return _new(_Key, ({values}))"]
+    if anchor is None:
+        dec_lines.append(f"    if {pos()} != len(k): raise _Bad")
+    # Key((...)) goes through tuple's own constructor: ~30 ns less than tuple.__new__(Key, ...)
+    dec_lines.append(f"    return _Key(({values}))")
     dec_src = (
         "def decode(key):\n  try:\n"
         + "\n".join("  " + line for line in dec_lines)

@@ -43,6 +43,8 @@ def build_prefix(version: int, record_type: int, reserved: int = 0, keyspace: by
 
 def parse_prefix(key: bytes, keyspace: bytes = b"") -> RecordPrefix:
     """Decode the prefix after `keyspace`; reserved values and short keys are KeyDecodeErrors."""
+    if key.__class__ is not bytes:
+        key = as_key_bytes(key)
     k = len(keyspace)
     if len(key) < k + 2:
         raise KeyDecodeError(
@@ -61,6 +63,18 @@ def parse_prefix(key: bytes, keyspace: bytes = b"") -> RecordPrefix:
             "record type 0x0"
         )
     return RecordPrefix(version, tag >> 4, tag & 0xF)
+
+
+def as_key_bytes(key: object) -> bytes:
+    """`key` as bytes: bytes as is, bytearray and memoryview copied, anything else rejected."""
+    if isinstance(key, bytes):
+        return key
+    if isinstance(key, (bytearray, memoryview)):
+        try:
+            return bytes(key)
+        except (TypeError, ValueError) as exc:  # e.g. a memoryview of a non-byte format
+            raise KeyDecodeError(f"a key must be bytes: {exc}") from None
+    raise KeyDecodeError(f"a key must be bytes, got {type(key).__name__}")
 
 
 def prefix_successor(prefix: bytes) -> bytes | None:

@@ -4,15 +4,17 @@ decode plan, and the immutable Key objects it decodes to."""
 from __future__ import annotations
 
 import operator
+import os
 import re
 import struct
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from opendata_kv.errors import KeyDecodeError, KeyEncodeError, SchemaError, show_bytes
 from opendata_kv.keys.fields import Field
 from opendata_kv.keys.plan import PlanMismatch, compile_plan
-from opendata_kv.keys.prefix import RecordPrefix, build_prefix, prefix_successor
+from opendata_kv.keys.prefix import RecordPrefix, as_key_bytes, build_prefix, prefix_successor
 
 # Exceptions a fast path may hit on bad input; the slow path then names the field.
 _FAST_PATH_ERRORS = (
@@ -32,7 +34,8 @@ class Key(tuple):  # type: ignore[type-arg]
     """Base of every RecordType's key class: an immutable, hashable tuple of field values.
 
     Fields are also attributes (`key.rkey`); `key.record_type` is the RecordType that owns it.
-    Two keys are equal only if they belong to the same RecordType and hold equal values.
+    Two keys are equal only if they belong to the same RecordType object and hold equal values;
+    a key is never equal to a plain tuple, nor to a key of a look-alike RecordType.
     """
 
     __slots__ = ()
@@ -61,13 +64,13 @@ class Key(tuple):  # type: ignore[type-arg]
         return self.record_type.key(**values)
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and tuple.__eq__(self, other)
+        return other.__class__ is self.__class__ and tuple.__eq__(self, other)
 
     def __ne__(self, other: object) -> bool:
         return not self == other
 
     def __hash__(self) -> int:
-        return hash((type(self), tuple.__hash__(self)))
+        return hash((self.__class__, tuple.__hash__(self)))
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{n}={v!r}" for n, v in zip(self._fields, self, strict=True))
@@ -79,6 +82,27 @@ class Key(tuple):  # type: ignore[type-arg]
 
 def _rebuild_key(record_type: RecordType, values: tuple[Any, ...]) -> Key:
     return record_type.key(*values)
+
+
+# RecordTypes compare by identity (a look-alike built elsewhere is another layout), so
+# unpickling must find the very object that was pickled. Each RecordType gets a random token;
+# in the process that made it (or a fork of it) the token finds it again. Elsewhere the
+# definition finds the first live RecordType built from it (typically the module-level one
+# of the program's schema), and only when there is none is a new one compiled.
+_BY_TOKEN: weakref.WeakValueDictionary[bytes, RecordType] = weakref.WeakValueDictionary()
+_BY_DEFINITION: weakref.WeakValueDictionary[tuple[Any, ...], RecordType] = (
+    weakref.WeakValueDictionary()
+)
+
+
+def _rebuild_record_type(token: bytes, definition: tuple[Any, ...]) -> RecordType:
+    found = _BY_TOKEN.get(token) or _BY_DEFINITION.get(definition)
+    if found is not None:
+        return found
+    name, version, record_type, reserved, keyspace, pairs = definition
+    return RecordType(
+        name, record_type, pairs, version=version, reserved=reserved, keyspace=keyspace
+    )
 
 
 def _class_name(name: str) -> str:
@@ -98,9 +122,12 @@ class RecordType:
 
     __slots__ = (
         "Key",
+        "__weakref__",
+        "_definition",
         "_encode",
         "_fields",
         "_index",
+        "_token",
         "decode",
         "fields",
         "head",
@@ -134,6 +161,8 @@ class RecordType:
         self.fields: tuple[tuple[str, Field], ...] = pairs
         self._fields = tuple(f for _, f in pairs)
         self._index = {n: i for i, (n, _) in enumerate(pairs)}
+        self._definition = (name, version, record_type, reserved, keyspace, pairs)
+        self._token = os.urandom(16)
         self.Key: type[Key] = self._key_class()
         #: decode(key: bytes) -> Key: the compiled decoder; on bad input it re-walks the key
         #: codec by codec and raises a KeyDecodeError naming the field, offset and bytes.
@@ -141,6 +170,8 @@ class RecordType:
         self._encode, self.decode = compile_plan(
             self.head, self._fields, self.Key, self._decode_fallback, _FAST_PATH_ERRORS
         )
+        _BY_TOKEN[self._token] = self
+        _BY_DEFINITION.setdefault(self._definition, self)
 
     def _check_fields(self, pairs: tuple[tuple[str, Field], ...]) -> None:
         seen: set[str] = set()
@@ -184,6 +215,9 @@ class RecordType:
     @property
     def field_names(self) -> tuple[str, ...]:
         return self.Key._fields
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_record_type, (self._token, self._definition))
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{n}={f!r}" for n, f in self.fields)
@@ -239,10 +273,14 @@ class RecordType:
             raise KeyEncodeError(f"{self.name}: field {field_name!r}: {exc}") from None
 
     def key(self, *values: Any, **named: Any) -> Key:
-        """A validated Key object (the values are checked by encoding them)."""
-        values = self._values(values, named)
-        self.encode(*values)
-        return tuple.__new__(self.Key, values)
+        """A validated Key object, exactly as decoding its bytes would give it.
+
+        The values go through encode and decode, so the key holds canonical types (bytes for
+        a bytearray or memoryview, float for an int given to f64) and stays hashable.
+        """
+        if named:
+            values = self._values(values, named)
+        return self.decode(self.encode(*values))
 
     def prefix(self, *values: Any, partial: Any = None) -> bytes:
         """Bytes shared by every key whose leading fields equal `values`.
@@ -289,7 +327,7 @@ class RecordType:
 
     def decode_by_field(self, key: object) -> tuple[Any, ...]:
         """Decode codec by codec: the reference path, whose errors name field, offset, bytes."""
-        key = key if isinstance(key, bytes) else _to_bytes(key)
+        key = key if isinstance(key, bytes) else as_key_bytes(key)
         where = f"{self.name} key {show_bytes(key)}"
         if not key.startswith(self.head):
             raise KeyDecodeError(
@@ -312,12 +350,6 @@ class RecordType:
                 f"last field at offset {pos}"
             )
         return tuple(out)
-
-
-def _to_bytes(key: object) -> bytes:
-    if isinstance(key, (bytearray, memoryview)):
-        return bytes(key)
-    raise KeyDecodeError(f"a key must be bytes, got {type(key).__name__}")
 
 
 class _Missing:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from opendata_kv.errors import SchemaError, UnknownRecordError, show_bytes
-from opendata_kv.keys.prefix import parse_prefix
+from opendata_kv.errors import KeyDecodeError, SchemaError, UnknownRecordError, show_bytes
+from opendata_kv.keys.prefix import as_key_bytes, parse_prefix
 from opendata_kv.keys.record import Key, RecordType
 
 
@@ -39,7 +39,16 @@ class Schema:
                 f"{show_bytes(record_type.head)} (keyspace, version {record_type.version}, "
                 f"record type {record_type.record_type}, reserved {record_type.reserved})"
             )
-        versions = self._by_name.setdefault(record_type.name, {})
+        for head, owner in self._by_head.items():
+            if head.startswith(record_type.head) or record_type.head.startswith(head):
+                # One prefix inside the other: some keys would match both layouts, and a scan
+                # of the shorter one would return keys of the longer.
+                raise SchemaError(
+                    f"{record_type.name!r} has the prefix {show_bytes(record_type.head)} and "
+                    f"{owner.name!r} has {show_bytes(head)}: one starts with the other, so "
+                    "keys would be ambiguous (check the keyspaces)"
+                )
+        versions = self._by_name.get(record_type.name, {})
         if record_type.version in versions:
             raise SchemaError(
                 f"{record_type.name!r} version {record_type.version} is registered twice"
@@ -55,7 +64,7 @@ class Schema:
                 )
         self._types.append(record_type)
         self._by_head[record_type.head] = record_type
-        versions[record_type.version] = record_type
+        self._by_name.setdefault(record_type.name, {})[record_type.version] = record_type
         self._head_sizes = tuple(sorted({len(h) for h in self._by_head}, reverse=True))
         return record_type
 
@@ -113,6 +122,8 @@ class Schema:
 
     def record_type_of(self, key: bytes) -> RecordType:
         """The RecordType whose prefix `key` starts with; UnknownRecordError naming the bytes."""
+        if key.__class__ is not bytes:
+            key = as_key_bytes(key)
         by_head = self._by_head
         for size in self._head_sizes:
             found = by_head.get(key[:size])
@@ -122,6 +133,8 @@ class Schema:
 
     def try_record_type_of(self, key: bytes) -> RecordType | None:
         """Like record_type_of, but None for a key no RecordType owns."""
+        if key.__class__ is not bytes:
+            key = as_key_bytes(key)
         by_head = self._by_head
         for size in self._head_sizes:
             found = by_head.get(key[:size])
@@ -130,19 +143,37 @@ class Schema:
         return None
 
     def decode(self, key: bytes) -> Key:
-        """Decode any key of this schema into its RecordType's Key object."""
-        decoded: Key = self.record_type_of(key).decode(key)
-        return decoded
+        """Decode any key of this schema into its RecordType's Key object.
+
+        bytearray and memoryview are accepted; anything else that is not bytes is a
+        KeyDecodeError, as is a key whose prefix no RecordType owns (UnknownRecordError).
+        """
+        if key.__class__ is not bytes:
+            key = as_key_bytes(key)
+        by_head = self._by_head
+        for size in self._head_sizes:  # inlined record_type_of: this is the hot path of scans
+            found = by_head.get(key[:size])
+            if found is not None:
+                decoded: Key = found.decode(key)
+                return decoded
+        raise self._unknown(key)
 
     def _unknown(self, key: bytes) -> UnknownRecordError:
-        keyspaces = sorted({t.keyspace for t in self._types}, key=len) or [b""]
-        for keyspace in keyspaces:
-            if keyspace and not key.startswith(keyspace):
-                continue
+        keyspaces = sorted({t.keyspace for t in self._types}, key=len, reverse=True) or [b""]
+        candidates = [k for k in keyspaces if key.startswith(k)]
+        if not candidates:
+            return UnknownRecordError(
+                f"key {show_bytes(key)} starts with none of the keyspaces "
+                f"{[show_bytes(k) for k in keyspaces]}"
+            )
+        # The longest keyspace the key starts with is the likeliest reading of its prefix.
+        first_error: KeyDecodeError | None = None
+        for keyspace in candidates:
             try:
                 parts = parse_prefix(key, keyspace)
-            except Exception as exc:  # a KeyDecodeError: reserved or short prefix
-                return UnknownRecordError(str(exc))
+            except KeyDecodeError as exc:  # reserved or short prefix
+                first_error = first_error or exc
+                continue
             k = len(keyspace)
             return UnknownRecordError(
                 f"key {show_bytes(key)}: no record type registered for prefix "
@@ -150,10 +181,7 @@ class Schema:
                 f"{parts.record_type}, reserved {parts.reserved})"
                 + (f" in keyspace {show_bytes(keyspace)}" if keyspace else "")
             )
-        return UnknownRecordError(
-            f"key {show_bytes(key)} starts with none of the keyspaces "
-            f"{[show_bytes(k) for k in keyspaces]}"
-        )
+        return UnknownRecordError(str(first_error))
 
     def describe(self) -> list[dict[str, Any]]:
         """A JSON-friendly description of every RecordType (for tools and docs)."""

@@ -1,0 +1,151 @@
+"""Key codec: a compiled RecordType vs FoundationDB's tuple layer, on the same five values.
+
+    python tools/bench.py codec [--quick]
+
+The key is (kind u8, repo string, collection string, seq u64, tid u64), as an AT Protocol
+record index would store it. Both codecs run on the same rows, interleaved: every round times
+each operation once, in a rotating order, so drift in machine load (the box is shared) hits
+both sides alike. Reported: the median per-op time of each side, and the median over rounds
+of fdb/ours (the ratio within one round is the figure that counts; absolute times vary).
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+try:
+    from opendata_kv.keys import RecordType, Schema, fields
+except ImportError:  # run from a checkout without installing: use ../src
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+    from opendata_kv.keys import RecordType, Schema, fields
+
+BENCH = RecordType(
+    "bench",
+    1,
+    [
+        ("kind", fields.u8),
+        ("repo", fields.string),
+        ("collection", fields.string),
+        ("seq", fields.u64),
+        ("tid", fields.u64),
+    ],
+)
+COLLECTIONS = (
+    "app.bsky.feed.post",
+    "app.bsky.feed.like",
+    "app.bsky.graph.follow",
+    "app.bsky.feed.repost",
+)
+B32 = "234567abcdefghijklmnopqrstuvwxyz"
+
+
+def make_rows(count: int, seed: int = 7) -> list[tuple[Any, ...]]:
+    """Realistic rows: did:plc ids (8 + 24 chars), NSIDs, a sequence, TID-shaped integers."""
+    rng = random.Random(seed)
+    repos = ["did:plc:" + "".join(rng.choice(B32) for _ in range(24)) for _ in range(64)]
+    now_us = 1_750_000_000_000_000
+    rows = []
+    for seq in range(count):
+        tid = (now_us + seq * 1_000 + rng.randrange(1_000)) << 10 | rng.randrange(1024)
+        rows.append((1, rng.choice(repos), rng.choice(COLLECTIONS), 10_000_000 + seq, tid))
+    return rows
+
+
+def _loop_encode(encode: Callable[..., bytes], rows: Sequence[tuple[Any, ...]]) -> None:
+    for row in rows:
+        encode(*row)
+
+
+def _loop_pack(pack: Callable[[tuple[Any, ...]], bytes], rows: Sequence[tuple[Any, ...]]) -> None:
+    for row in rows:
+        pack(row)
+
+
+def _loop_decode(decode: Callable[[bytes], Any], keys: Sequence[bytes]) -> None:
+    for key in keys:
+        decode(key)
+
+
+def _time(fn: Callable[[], None], ops: int, repeat: int) -> float:
+    """Best of `repeat` runs of fn, in microseconds per operation."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter_ns()
+        fn()
+        best = min(best, time.perf_counter_ns() - start)
+    return best / ops / 1000.0
+
+
+def run(quick: bool) -> None:
+    try:
+        import fdb.tuple as fdb_tuple
+    except ImportError:
+        print(
+            "codec: the 'foundationdb' package is not installed, so there is nothing to compare "
+            "with.\n       Install the bench extra: pip install 'opendata-kv[bench]'"
+        )
+        return
+
+    count, rounds, repeat = (500, 5, 3) if quick else (2000, 15, 5)
+    rows = make_rows(count)
+    ours = [BENCH.encode(*row) for row in rows]
+    theirs = [fdb_tuple.pack(row) for row in rows]
+    # Both sides must really do the work they are timed on.
+    for row, key, packed in zip(rows, ours, theirs, strict=True):
+        assert tuple(BENCH.decode(key)) == row and fdb_tuple.unpack(packed) == row
+    schema = Schema(BENCH)
+
+    cases: dict[str, Callable[[], None]] = {
+        "ours encode": lambda: _loop_encode(BENCH.encode, rows),
+        "fdb  pack": lambda: _loop_pack(fdb_tuple.pack, rows),
+        "ours decode": lambda: _loop_decode(BENCH.decode, ours),
+        "fdb  unpack": lambda: _loop_decode(fdb_tuple.unpack, theirs),
+        "ours Schema.decode": lambda: _loop_decode(schema.decode, ours),
+    }
+    names = list(cases)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for fn in cases.values():  # warm up
+        fn()
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for r in range(rounds):
+            shift = r % len(names)
+            for name in names[shift:] + names[:shift]:
+                samples[name].append(_time(cases[name], count, repeat))
+    finally:
+        if was_enabled:
+            gc.enable()
+
+    print(
+        f"5-field key (u8, string, string, u64, u64), {count} rows, {rounds} interleaved rounds, "
+        f"best of {repeat} per round; key size ours {sum(map(len, ours)) / count:.1f} B, "
+        f"fdb {sum(map(len, theirs)) / count:.1f} B"
+    )
+    for name in names:
+        values = samples[name]
+        print(
+            f"  {name:<20} {statistics.median(values):7.3f} us/op  "
+            f"(min {min(values):.3f}, max {max(values):.3f})"
+        )
+    for label, mine, other in (
+        ("encode", "ours encode", "fdb  pack"),
+        ("decode", "ours decode", "fdb  unpack"),
+    ):
+        per_round = [t / o for o, t in zip(samples[mine], samples[other], strict=True)]
+        print(
+            f"  {label}: fdb/ours = {statistics.median(per_round):.2f}x "
+            f"(median of per-round ratios; range {min(per_round):.2f}-{max(per_round):.2f})"
+        )
+
+
+if __name__ == "__main__":
+    run("--quick" in sys.argv)
