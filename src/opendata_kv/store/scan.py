@@ -7,6 +7,7 @@ a cursor (the last raw key yielded) from which a later scan can resume.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -61,6 +62,19 @@ def scan_options(reverse: bool) -> Any:
 _OPTIONS = {False: scan_options(False), True: scan_options(True)}
 
 
+def live_rows(rows: list[Any]) -> list[Any]:
+    """`rows` without those whose TTL has passed (slatedb 0.17 returns them until a flush or
+    compaction drops them; see ReadView)."""
+    now = time.time_ns() // 1_000_000
+    for kv in rows:
+        expire = kv.expire_ts
+        if expire is not None and expire <= now:
+            break
+    else:
+        return rows
+    return [kv for kv in rows if kv.expire_ts is None or kv.expire_ts > now]
+
+
 def clamp(
     span: KeySpan, start: bytes | None, end: bytes | None
 ) -> tuple[bytes | None, bytes | None]:
@@ -96,6 +110,7 @@ class Scan:
         on_unknown: UnknownPolicy = "raise",
         batch_size: int = 1024,
         upgrade: bool = True,
+        check_expiry: bool = True,
         where: str = "scan",
     ) -> None:
         if limit is not None and limit < 0:
@@ -115,6 +130,7 @@ class Scan:
         self._max_batch = batch_size
         self._batch = min(64, batch_size)
         self._upgrade = upgrade
+        self._check_expiry = check_expiry
         self._where = where
         self._span_index = 0
         self._iterator: Any = None
@@ -201,6 +217,8 @@ class Scan:
             if not rows:
                 self._iterator = None
                 continue
+            if self._check_expiry:
+                rows = live_rows(rows)
             assert self._decode_rows is not None
             records = self._decode_rows(rows)
             if self._remaining is not None:

@@ -66,13 +66,20 @@ class Store(ReadView):
     `Store.open_reader(...)` (read-only; never fences the writer)."""
 
     def __init__(
-        self, db: Any, location: Location, schema: Schema, values: Values, readonly: bool
+        self,
+        db: Any,
+        location: Location,
+        schema: Schema,
+        values: Values,
+        readonly: bool,
+        check_expiry: bool = True,
     ) -> None:
         self._source = db
         self.location = location
         self.schema = schema
         self.values = values
         self.readonly = readonly
+        self.check_expiry = check_expiry
         self.where = str(location)
         self._closed = False
 
@@ -85,15 +92,25 @@ class Store(ReadView):
         *,
         values: Values | None = None,
         settings: Mapping[str, Any] | None = None,
+        object_store_options: Mapping[str, str] | None = None,
+        check_expiry: bool = True,
         speedup: bool = True,
     ) -> _Opening:
         """Open (or create) the database as its writer: `async with Store.open(...) as s` or
         `s = await Store.open(...)`. A second writer on the same database fences this one.
 
         `settings`: slatedb Settings keys (e.g. {"flush_interval": "50ms"}).
+        `object_store_options`: object_store config entries for s3:// (see location.py),
+            applied over the AWS_* environment variables.
+        `check_expiry`: hide records whose TTL has passed (reads fetch each row's expiry);
+            False skips that check for stores that never write a TTL (put(ttl=) then fails).
         `speedup`: install the binding byte-copy speed-up (see ffi_patch).
         """
-        return _Opening(_open_writer(url, schema, values, settings, speedup))
+        return _Opening(
+            _open_writer(
+                url, schema, values, settings, object_store_options, check_expiry, speedup
+            )
+        )
 
     @staticmethod
     def open_reader(
@@ -102,11 +119,17 @@ class Store(ReadView):
         *,
         values: Values | None = None,
         poll_interval: float = 1.0,
+        object_store_options: Mapping[str, str] | None = None,
+        check_expiry: bool = True,
         speedup: bool = True,
     ) -> _Opening:
         """Open read-only through DbReaderBuilder: sees flushed data (refreshed every
-        `poll_interval` seconds) and never fences the writer."""
-        return _Opening(_open_reader(url, schema, values, poll_interval, speedup))
+        `poll_interval` seconds) and never fences the writer. Options as for Store.open."""
+        return _Opening(
+            _open_reader(
+                url, schema, values, poll_interval, object_store_options, check_expiry, speedup
+            )
+        )
 
     async def close(self) -> None:
         """Shut the database down (flushing what the writer buffered). Idempotent."""
@@ -154,7 +177,7 @@ class Store(ReadView):
         fields, value = put_args(target, fields, value)
         record_type, key = key_bytes(target, fields)
         data = self.values.encode(record_type, value, key)
-        options = put_options(ttl)
+        options = put_options(ttl, self.check_expiry)
         try:
             if options is None:
                 await db.put(key, data)
@@ -295,15 +318,19 @@ async def _open_writer(
     schema: Schema,
     values: Values | None,
     settings: Mapping[str, Any] | None,
+    object_store_options: Mapping[str, str] | None,
+    check_expiry: bool,
     speedup: bool,
 ) -> Store:
     if speedup:
         ffi_patch.install()
     location = parse_location(url)
-    builder = DbBuilder(location.path, location.object_store())
+    builder = DbBuilder(location.path, location.object_store(object_store_options))
     builder.with_settings(_settings(settings))
     db = await call(builder.build(), f"open {location}")
-    return Store(db, location, schema, values or Values(schema), readonly=False)
+    return Store(
+        db, location, schema, values or Values(schema), readonly=False, check_expiry=check_expiry
+    )
 
 
 async def _open_reader(
@@ -311,12 +338,14 @@ async def _open_reader(
     schema: Schema,
     values: Values | None,
     poll_interval: float,
+    object_store_options: Mapping[str, str] | None,
+    check_expiry: bool,
     speedup: bool,
 ) -> Store:
     if speedup:
         ffi_patch.install()
     location = parse_location(url)
-    builder = DbReaderBuilder(location.path, location.object_store())
+    builder = DbReaderBuilder(location.path, location.object_store(object_store_options))
     builder.with_options(
         ReaderOptions(
             manifest_poll_interval_ms=max(1, round(poll_interval * 1000)),
@@ -326,7 +355,9 @@ async def _open_reader(
         )
     )
     reader = await call(builder.build(), f"open reader on {location}")
-    return Store(reader, location, schema, values or Values(schema), readonly=True)
+    return Store(
+        reader, location, schema, values or Values(schema), readonly=True, check_expiry=check_expiry
+    )
 
 
 # --- batches, transactions, snapshots ------------------------------------------------------------
@@ -363,7 +394,7 @@ class Batch:
         fields, value = put_args(target, fields, value)
         record_type, key = key_bytes(target, fields)
         data = self._store.values.encode(record_type, value, key)
-        options = put_options(ttl)
+        options = put_options(ttl, self._store.check_expiry)
         try:
             if options is None:
                 self._wb().put(key, data)
@@ -420,6 +451,7 @@ class Transaction(ReadView):
         self._source = txn
         self.schema = store.schema
         self.values = store.values
+        self.check_expiry = store.check_expiry
         self.where = f"transaction on {store.where}"
         self._done = False
 
@@ -451,4 +483,5 @@ class Snapshot(ReadView):
         self._source = snap
         self.schema = store.schema
         self.values = store.values
+        self.check_expiry = store.check_expiry
         self.where = f"snapshot of {store.where}"
