@@ -35,7 +35,7 @@ def key_bytes(target: Target, fields: Fields) -> tuple[RecordType, bytes]:
             raise KeyEncodeError(f"{target.name}: field values are missing")
         if isinstance(fields, Mapping):
             return target, target.encode(**fields)
-        if isinstance(fields, (str, bytes)):
+        if isinstance(fields, (str, bytes, bytearray)) or not isinstance(fields, Sequence):
             raise KeyEncodeError(
                 f"{target.name}: fields must be a tuple or mapping, got {type(fields).__name__}"
                 f" {fields!r} (a one-field key is ({fields!r},))"
