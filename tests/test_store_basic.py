@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from storekit import SCHEMA, VALUES, Post, aio, blob, eventually, like, post1, post2
 from slatedb.uniffi import Db
+from storekit import SCHEMA, VALUES, Post, aio, blob, eventually, like, post2
 
 from opendata_kv import Store
 from opendata_kv.errors import (

@@ -81,27 +81,30 @@ async def test_second_writer_fences_the_first(store_url: str) -> None:
     try:
         await first.put(like, (1,), "from first")
         await first.flush()
-        async with Store.open_reader(store_url, SCHEMA, poll_interval=0.1) as reader:
-            async with Store.open(store_url, SCHEMA) as second:
-                assert await second.get(like, (1,)) == "from first"
-                with pytest.raises(FencedError) as info:
-                    await first.put(like, (2,), "lost")
-                    await first.flush()
-                message = str(info.value)
-                assert "another writer opened" in message
-                assert store_url in message
-                await second.put(like, (3,), "from second")
-                await second.flush()
+        async with (
+            Store.open_reader(store_url, SCHEMA, poll_interval=0.1) as reader,
+            Store.open(store_url, SCHEMA) as second,
+        ):
+            assert await second.get(like, (1,)) == "from first"
+            # the fenced writer's put is only accepted in memory; its flush fails
+            with pytest.raises(FencedError) as info:
+                await first.put(like, (2,), "lost")
+                await first.flush()
+            message = str(info.value)
+            assert "another writer opened" in message
+            assert store_url in message
+            await second.put(like, (3,), "from second")
+            await second.flush()
 
-                async def sees_second() -> bool:
-                    return await reader.get(like, (3,)) == "from second"
+            async def sees_second() -> bool:
+                return await reader.get(like, (3,)) == "from second"
 
-                await eventually(sees_second, timeout=10)
-                assert await reader.get(like, (1,)) == "from first"
-                # the fenced writer stays fenced
-                with pytest.raises(FencedError):
-                    await first.put(like, (4,), "still lost")
-                    await first.flush()
+            await eventually(sees_second, timeout=10)
+            assert await reader.get(like, (1,)) == "from first"
+            # the fenced writer stays fenced
+            with pytest.raises(FencedError):
+                async with first.batch() as batch:
+                    batch.put(like, (4,), "still lost")
     finally:
         await first.close()  # closing a fenced store is quiet
     async with Store.open(store_url, SCHEMA) as store:
@@ -139,7 +142,7 @@ def test_sync_store_from_eight_threads(tmp_path: object) -> None:
                         start = rng.randrange(0, 2000)
                         for record in store.scan(like, limit=15, after=like.encode(start)):
                             assert record.value == value_of(record.key.n)
-            except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            except BaseException as exc:
                 errors.append(exc)
 
         threads = [threading.Thread(target=work, args=(t,)) for t in range(threads_n)]
