@@ -3,9 +3,12 @@ unknown-version policies, upgrades, and migration of v1 records to v2."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+from typing import Any
 
 import pytest
+from slatedb.uniffi import Db
 from storekit import SCHEMA, VALUES, Post, aio, blob, like, make_values, post1, post2
 
 from opendata_kv import RecordType, Schema, Store
@@ -135,6 +138,41 @@ async def test_migrate_moves_v1_records_to_v2(store_url: str) -> None:
         # nothing left to do
         assert await store.migrate("post", progress=progress.append) == 0
         assert progress == [10, 20, 25]
+
+
+@aio
+async def test_migrate_keeps_ttls_and_walks_each_version_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    scans = 0
+    original = Db.scan_with_options
+
+    async def counting(db: Any, key_range: Any, options: Any) -> Any:
+        nonlocal scans
+        scans += 1
+        return await original(db, key_range, options)
+
+    monkeypatch.setattr(Db, "scan_with_options", counting)
+    async with Store.open("memory://migrate-ttl", SCHEMA, values=VALUES) as store:
+        for n in range(40):
+            ttl = 3600 if n % 2 else None
+            await store.put(post1, ("did:t", f"{n:03}"), {"t": str(n)}, ttl=ttl)
+        await store.put(post1, ("did:t", "dying"), {"t": "short"}, ttl=0.05)
+        kv = await store._source.get_key_value(post1.encode("did:t", "001"))
+        await asyncio.sleep(0.1)  # "dying" expires before the migration
+        progress: list[int] = []
+        assert await store.migrate("post", batch_size=7, progress=progress.append) == 40
+        assert progress == [7, 14, 21, 28, 35, 40]
+        # one iterator for the moving pass, one for the pass that finds nothing left
+        assert scans == 2
+        moved = await store._source.get_key_value(post2.encode("did:t", "001"))
+        assert moved.expire_ts == kv.expire_ts  # the same absolute expiry
+        unexpiring = await store._source.get_key_value(post2.encode("did:t", "002"))
+        assert unexpiring.expire_ts is None
+        assert await store.get(post2, ("did:t", "dying")) is None
+        assert await store._source.get(post1.encode("did:t", "dying")) is None  # deleted
+        assert await store.scan(post1).to_list() == []
+        assert len(await store.scan(post2).to_list()) == 40
 
 
 @aio

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -22,17 +23,21 @@ from slatedb.uniffi import (
     DbReaderBuilder,
     Error,
     IsolationLevel,
+    KeyRange,
+    PutOptions,
     ReaderOptions,
     Settings,
+    Ttl,
     WriteBatch,
     WriteOptions,
 )
 
 from opendata_kv.errors import ReadOnlyError, StoreClosedError
-from opendata_kv.keys import Schema
+from opendata_kv.keys import RecordType, Schema
 from opendata_kv.store import ffi_patch
 from opendata_kv.store.failures import call, translate
 from opendata_kv.store.location import Location, parse_location
+from opendata_kv.store.scan import scan_options
 from opendata_kv.store.views import (
     Fields,
     ReadView,
@@ -270,28 +275,76 @@ class Store(ReadView):
         durable: bool = True,
     ) -> int:
         """Rewrite every record of `name` stored under an older key version as the newest
-        version (key and value upgraded), in atomic batches of `batch_size` old records.
-        Returns how many records moved; `progress(total_so_far)` is called after each batch."""
+        version (key and value upgraded, remaining TTL kept), in atomic batches of
+        `batch_size` old records: each batch puts the new records and deletes the old ones,
+        so a record is never lost or doubled, whenever the migration stops.
+        Returns how many records moved; `progress(total_so_far)` is called after each batch.
+
+        Each older version is walked with one iterator per pass (never rescanning the
+        tombstones of records already moved); passes repeat until one finds nothing, which
+        also catches old-version records written by others during the migration.
+        """
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        db = self._writable()
         current = self.schema.get(name)
         moved = 0
         for old in self.schema.versions(name):
             if old is current:
                 continue
             while True:
-                records = await self.scan(old, limit=batch_size).to_list()
-                if not records:
+                count = await self._migrate_pass(
+                    db, old, current, batch_size, moved, progress, durable
+                )
+                if not count:
                     break
-                batch = Batch(self)
-                for record in records:
-                    assert not isinstance(record.key, bytes)
-                    new_key = self.values.upgraded_key(record.key)
-                    batch.put_raw(new_key, self.values.encode(current, record.value, new_key))
-                    batch.delete_raw(record.raw_key)
-                await self.write(batch, durable=durable)
-                moved += len(records)
-                if progress is not None:
-                    progress(moved)
+                moved += count
         return moved
+
+    async def _migrate_pass(
+        self,
+        db: Any,
+        old: RecordType,
+        current: RecordType,
+        batch_size: int,
+        before: int,
+        progress: Callable[[int], None] | None,
+        durable: bool,
+    ) -> int:
+        """One walk over `old`'s key range; the number of live records moved."""
+        where = f"migrate of {old.name} v{old.version} on {self.where}"
+        lo, hi = old.range()
+        key_range = KeyRange(start=lo, start_inclusive=True, end=hi, end_inclusive=False)
+        # The iterator reads at the sequence number of its creation: the batches this pass
+        # writes (new records, tombstones of old ones) do not show up in it.
+        iterator = await call(db.scan_with_options(key_range, scan_options(False)), where)
+        values = self.values
+        moved = 0
+        now = time.time_ns() // 1_000_000
+        while True:
+            try:
+                rows = await iterator.next_batch(batch_size)
+            except Error as exc:
+                raise translate(exc, where) from exc
+            if not rows:
+                return moved
+            batch = Batch(self)
+            live = 0
+            for kv in rows:
+                key, expire = kv.key, kv.expire_ts
+                if expire is not None and expire <= now:
+                    batch.delete_raw(key)  # expired: logically gone, nothing to move
+                    continue
+                value = values.decode(old, key, kv.value)  # upgraded to today's model
+                new_key = values.upgraded_key(old.decode(key))
+                batch.put_raw(new_key, values.encode(current, value, new_key), expire_at=expire)
+                batch.delete_raw(key)
+                live += 1
+            await self.write(batch, durable=durable)
+            if live:
+                moved += live
+                if progress is not None:
+                    progress(before + moved)
 
 
 class _Opening:
@@ -409,9 +462,14 @@ class Batch:
         _, key = key_bytes(target, fields)
         self.delete_raw(key)
 
-    def put_raw(self, key: bytes, data: bytes) -> None:
+    def put_raw(self, key: bytes, data: bytes, *, expire_at: int | None = None) -> None:
+        """Queue raw bytes under a raw key; `expire_at`: absolute expiry, Unix ms."""
         try:
-            self._wb().put(key, data)
+            if expire_at is None:
+                self._wb().put(key, data)
+            else:
+                options = PutOptions(ttl=Ttl.EXPIRE_AT_MILLIS(expire_at))
+                self._wb().put_with_options(key, data, options)
         except Error as exc:
             raise translate(exc, f"batch put on {self._store.where}") from exc
         self._count += 1
