@@ -180,11 +180,17 @@ async def test_ttl_expires_from_get_and_scan(store_url: str) -> None:
         await store.put(like, (3,), "long", ttl=datetime.timedelta(hours=1))
         async with store.batch() as batch:
             batch.put(like, (4,), "batched short", ttl=0.3)
+        async with store.transaction() as tx:
+            await tx.put(like, (5,), "transaction short", ttl=0.3)
         assert await store.get(like, (1,)) == "short"
-        assert [r.key.n async for r in store.scan(like)] == [1, 2, 3, 4]
+        assert [r.key.n async for r in store.scan(like)] == [1, 2, 3, 4, 5]
 
         async def gone() -> bool:
-            return await store.get(like, (1,)) is None and not await store.exists(like, (4,))
+            return (
+                await store.get(like, (1,)) is None
+                and not await store.exists(like, (4,))
+                and await store.get_raw(like.encode(5)) is None
+            )
 
         waited = await eventually(gone, timeout=2.0, interval=0.02)
         assert waited < 1.0
@@ -265,6 +271,13 @@ async def test_batch_is_one_atomic_write(store_url: str, monkeypatch: pytest.Mon
         # durable=True flushes
         async with store.batch(durable=True) as batch:
             batch.put(like, (102,), "durable")
+        assert spy.calls == 2
+
+        # a Batch is applied once
+        with pytest.raises(StoreError, match="already written"):
+            batch.put(like, (103,), "too late")
+        with pytest.raises(StoreError, match="already written"):
+            await store.write(batch)
         assert spy.calls == 2
 
 

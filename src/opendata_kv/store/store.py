@@ -32,7 +32,7 @@ from slatedb.uniffi import (
     WriteOptions,
 )
 
-from opendata_kv.errors import ReadOnlyError, StoreClosedError
+from opendata_kv.errors import ReadOnlyError, StoreClosedError, StoreError
 from opendata_kv.keys import RecordType, Schema
 from opendata_kv.store import ffi_patch
 from opendata_kv.store.failures import call, translate
@@ -423,6 +423,7 @@ class Batch:
         self._store = store
         self._batch: Any = None
         self._count = 0
+        self._written = False
 
     def __len__(self) -> int:
         return self._count
@@ -431,6 +432,11 @@ class Batch:
         return self._count > 0
 
     def _wb(self) -> Any:
+        if self._written:
+            raise StoreError(
+                f"this batch was already written to {self._store.where}; "
+                "a Batch is applied once: start a new one"
+            )
         if self._batch is None:
             self._batch = WriteBatch()
         return self._batch
@@ -482,8 +488,11 @@ class Batch:
         self._count += 1
 
     def write_batch(self) -> Any:
-        """The slatedb WriteBatch (only built once something was queued)."""
-        return self._wb()
+        """The slatedb WriteBatch (only built once something was queued); handing it out for
+        a write consumes it (slatedb takes ownership), so the Batch cannot be written twice."""
+        batch = self._wb()
+        self._written = True
+        return batch
 
 
 @dataclass
@@ -513,11 +522,23 @@ class Transaction(ReadView):
         self.where = f"transaction on {store.where}"
         self._done = False
 
-    async def put(self, target: Target, fields: Fields = None, value: Any = None) -> None:
+    async def put(
+        self,
+        target: Target,
+        fields: Fields = None,
+        value: Any = None,
+        *,
+        ttl: float | datetime.timedelta | None = None,
+    ) -> None:
+        """Queue a typed put in the transaction (visible to its own reads at once)."""
         fields, value = put_args(target, fields, value)
         record_type, key = key_bytes(target, fields)
         data = self.values.encode(record_type, value, key)
-        await call(self._source.put(key, data), f"put in {self.where}")
+        options = put_options(ttl, self.check_expiry)
+        if options is None:
+            await call(self._source.put(key, data), f"put in {self.where}")
+        else:
+            await call(self._source.put_with_options(key, data, options), f"put in {self.where}")
 
     async def delete(self, target: Target, fields: Fields = None) -> None:
         _, key = key_bytes(target, fields)
