@@ -17,11 +17,16 @@ which goes first) so background flushes and compactions hit both alike; the best
 rounds is reported, with the ratio of the medians beside it. Ratios
 are typed/raw time (below 1: typed is faster); for scans also the typed/raw row rate.
 Numbers are printed, never asserted.
+
+Last, the latency of one put when accepted, with flush(), and with await_durable(), on a
+local directory and, when OPENDATA_KV_BENCH_S3=s3://bucket/prefix is set (with the AWS_*
+variables of location.py), on that S3 endpoint too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import statistics
 import tempfile
@@ -35,6 +40,7 @@ from slatedb.uniffi import DbBuilder, KeyRange, ObjectStore, WriteBatch
 from opendata_kv import RecordType, Schema, Store
 from opendata_kv import fields as F
 from opendata_kv.store import ffi_patch
+from opendata_kv.store.location import parse_location
 from opendata_kv.values import Values, pack
 
 REC = RecordType("bench", 1, [("id", F.u64)])
@@ -230,6 +236,31 @@ async def _bench_scan(root: Path, count: int, rounds: int) -> None:
         _report("scan", count, typed_times, raw_times)
 
 
+async def _bench_durability(label: str, url: str, count: int) -> None:
+    """Latency of one 100 B put: accepted, + flush(), + await_durable() (raw binding)."""
+    location = parse_location(url)
+    db = await DbBuilder(location.path, location.object_store()).build()
+    results = []
+    try:
+        for mode in ("put", "put+flush", "put+await_durable"):
+            times = []
+            for i in range(count):
+                start = time.perf_counter()
+                handle = await db.put(b"durability-%06d" % i, b"v" * 100)
+                if mode == "put+flush":
+                    await db.flush()
+                elif mode == "put+await_durable":
+                    await handle.await_durable()
+                times.append(time.perf_counter() - start)
+            results.append(
+                f"{mode} {statistics.median(times) * 1e3:.2f} ms "
+                f"({min(times) * 1e3:.2f}-{max(times) * 1e3:.2f})"
+            )
+    finally:
+        await db.shutdown()
+    print(f"durability {label}: median (min-max) of {count}: " + "; ".join(results), flush=True)
+
+
 async def _main(quick: bool) -> None:
     puts, gets, scans = (2000, 500, 10_000) if quick else (20_000, 5000, 100_000)
     rounds = 2 if quick else 4
@@ -248,6 +279,11 @@ async def _main(quick: bool) -> None:
         await _bench_put(root, 4096, puts, put_rounds)
         await _bench_get(root, gets, rounds)
         await _bench_scan(root, scans, rounds)
+        durability = 10 if quick else 30
+        await _bench_durability("local directory", str(root / "durability"), durability)
+        s3 = os.environ.get("OPENDATA_KV_BENCH_S3")
+        if s3:  # e.g. s3://bucket/bench with AWS_* pointing at a moto_server on 127.0.0.1
+            await _bench_durability(s3, f"{s3.rstrip('/')}/{os.getpid()}", durability)
 
 
 def run(quick: bool) -> None:
