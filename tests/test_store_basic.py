@@ -22,6 +22,7 @@ from opendata_kv.errors import (
     ReadOnlyError,
     StoreClosedError,
     StoreError,
+    StoreUnavailableError,
     TransactionConflictError,
     ValueEncodeError,
 )
@@ -97,6 +98,19 @@ async def test_s3_explicit_options_override_environment(s3_url: str) -> None:
         await Store.open(s3_url, SCHEMA, object_store_options={"no_such_option": "1"})
     with pytest.raises(InvalidInputError):
         await Store.open("memory://x", SCHEMA, object_store_options={"region": "x"})
+
+
+@aio
+async def test_s3_missing_bucket_fails_when_retries_are_bounded(s3_env: object) -> None:
+    # slatedb would retry forever by default; a bounded retry count turns that into an error
+    for opening in (
+        Store.open("s3://no-such-bucket/db", SCHEMA, object_store_max_retries=1),
+        Store.open_reader("s3://no-such-bucket/db", SCHEMA, object_store_max_retries=1),
+    ):
+        with pytest.raises(StoreUnavailableError, match="no-such-bucket"):
+            await asyncio.wait_for(opening.__aenter__(), timeout=30)
+    with pytest.raises(ValueError, match="object_store_max_retries"):
+        Store.open("memory://x", SCHEMA, object_store_max_retries=-1)
 
 
 # --- typed put / get / delete / exists ----------------------------------------------------------

@@ -28,6 +28,12 @@ is opened:
 Requests are path-style (``endpoint/bucket/key``) unless AWS_VIRTUAL_HOSTED_STYLE_REQUEST is
 true, which suits MinIO, moto and most S3-compatible servers.
 
+Failures: slatedb retries failed object-store calls forever unless told otherwise, so
+opening a bucket that does not exist, or an endpoint that is down, waits indefinitely. Pass
+``object_store_max_retries=N`` to Store.open / Store.open_reader to get a
+StoreUnavailableError instead (measured against moto: a missing bucket fails in ~0.5 s, a
+closed port after object_store's own backoff, ~12 s).
+
 ``object_store_options`` (a mapping of object_store config keys such as ``endpoint``,
 ``region``, ``access_key_id``, ``allow_http``, ``virtual_hosted_style_request``) is applied
 last and overrides the environment. The DB lives under ``prefix`` inside the bucket

@@ -55,6 +55,12 @@ _ISOLATION = {
 }
 
 
+def _retries(value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"object_store_max_retries must be an int >= 0, got {value!r}")
+    return value
+
+
 def _settings(settings: Mapping[str, Any] | None) -> Any:
     """slatedb Settings: defaults, overridden key by key (values as JSON-able Python)."""
     result = Settings.default()
@@ -98,6 +104,7 @@ class Store(ReadView):
         values: Values | None = None,
         settings: Mapping[str, Any] | None = None,
         object_store_options: Mapping[str, str] | None = None,
+        object_store_max_retries: int | None = None,
         check_expiry: bool = True,
         speedup: bool = True,
     ) -> _Opening:
@@ -107,13 +114,20 @@ class Store(ReadView):
         `settings`: slatedb Settings keys (e.g. {"flush_interval": "50ms"}).
         `object_store_options`: object_store config entries for s3:// (see location.py),
             applied over the AWS_* environment variables.
+        `object_store_max_retries`: slatedb retries failed object-store calls forever by
+            default, so opening a missing bucket or an endpoint that is down waits forever;
+            a number makes such calls fail (StoreUnavailableError) after that many retries.
+            The same limit then applies to the writer's background flushes.
         `check_expiry`: hide records whose TTL has passed (reads fetch each row's expiry);
             False skips that check for stores that never write a TTL (put(ttl=) then fails).
         `speedup`: install the binding byte-copy speed-up (see ffi_patch).
         """
+        merged = dict(settings or {})
+        if object_store_max_retries is not None:
+            merged["object_store_max_retries"] = _retries(object_store_max_retries)
         return _Opening(
             _open_writer(
-                url, schema, values, settings, object_store_options, check_expiry, speedup
+                url, schema, values, merged, object_store_options, check_expiry, speedup
             )
         )
 
@@ -125,14 +139,23 @@ class Store(ReadView):
         values: Values | None = None,
         poll_interval: float = 1.0,
         object_store_options: Mapping[str, str] | None = None,
+        object_store_max_retries: int | None = None,
         check_expiry: bool = True,
         speedup: bool = True,
     ) -> _Opening:
         """Open read-only through DbReaderBuilder: sees flushed data (refreshed every
         `poll_interval` seconds) and never fences the writer. Options as for Store.open."""
+        retries = None if object_store_max_retries is None else _retries(object_store_max_retries)
         return _Opening(
             _open_reader(
-                url, schema, values, poll_interval, object_store_options, check_expiry, speedup
+                url,
+                schema,
+                values,
+                poll_interval,
+                object_store_options,
+                retries,
+                check_expiry,
+                speedup,
             )
         )
 
@@ -392,6 +415,7 @@ async def _open_reader(
     values: Values | None,
     poll_interval: float,
     object_store_options: Mapping[str, str] | None,
+    object_store_max_retries: int | None,
     check_expiry: bool,
     speedup: bool,
 ) -> Store:
@@ -405,6 +429,7 @@ async def _open_reader(
             checkpoint_lifetime_ms=max(1000, round(poll_interval * 10_000)),
             max_memtable_bytes=64 << 20,
             skip_wal_replay=False,
+            object_store_max_retries=object_store_max_retries,
         )
     )
     reader = await call(builder.build(), f"open reader on {location}")
