@@ -253,12 +253,18 @@ async def _bench_durability(label: str, url: str, count: int) -> None:
                     await handle.await_durable()
                 times.append(time.perf_counter() - start)
             results.append(
-                f"{mode} {statistics.median(times) * 1e3:.2f} ms "
+                f"{mode} {statistics.median(times) * 1e3:.2f} "
                 f"({min(times) * 1e3:.2f}-{max(times) * 1e3:.2f})"
             )
     finally:
         await db.shutdown()
-    print(f"durability {label}: median (min-max) of {count}: " + "; ".join(results), flush=True)
+    status = getattr(ffi_patch, "status", None)
+    active = bool(getattr(status(), "applied", False)) if status is not None else False
+    speedup = f"ffi speed-up {'on' if active else 'off'}"
+    print(
+        f"durability {label} ({speedup}): median (min-max) ms of {count}: " + "; ".join(results),
+        flush=True,
+    )
 
 
 async def _main(quick: bool) -> None:
