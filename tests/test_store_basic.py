@@ -21,6 +21,7 @@ from opendata_kv.errors import (
     KeyEncodeError,
     ReadOnlyError,
     StoreClosedError,
+    StoreDataError,
     StoreError,
     StoreUnavailableError,
     TransactionConflictError,
@@ -367,6 +368,13 @@ async def test_snapshot_does_not_see_later_writes(store_url: str) -> None:
 
 
 # --- readers ------------------------------------------------------------------------------------
+
+
+@aio
+async def test_reader_of_a_missing_database_says_so(tmp_path: Path) -> None:
+    for url in ("memory://nothing", str(tmp_path / "nothing")):
+        with pytest.raises(StoreDataError, match="no database here"):
+            await Store.open_reader(url, SCHEMA)
 
 
 @pytest.mark.parametrize("store_url", ["local", "s3"], indirect=True)

@@ -32,7 +32,7 @@ from slatedb.uniffi import (
     WriteOptions,
 )
 
-from opendata_kv.errors import ReadOnlyError, StoreClosedError, StoreError
+from opendata_kv.errors import ReadOnlyError, StoreClosedError, StoreDataError, StoreError
 from opendata_kv.keys import RecordType, Schema
 from opendata_kv.store import ffi_patch
 from opendata_kv.store.failures import call, translate
@@ -432,7 +432,17 @@ async def _open_reader(
             object_store_max_retries=object_store_max_retries,
         )
     )
-    reader = await call(builder.build(), f"open reader on {location}")
+    try:
+        reader = await builder.build()
+    except Error as exc:
+        message = getattr(exc, "message", None) or str(exc)
+        if isinstance(exc, Error.Data) and "failed to find latest" in message:
+            # what a reader gets where no writer ever created the database
+            raise StoreDataError(
+                f"open reader on {location}: there is no database here (no manifest); "
+                f"a writer must create it first with Store.open [{message}]"
+            ) from exc
+        raise translate(exc, f"open reader on {location}") from exc
     return Store(
         reader, location, schema, values or Values(schema), readonly=True, check_expiry=check_expiry
     )
