@@ -70,7 +70,9 @@ class MotoServer:
         server.stop()                    # idempotent; also run at interpreter exit
 
     Reliability tests can use pause/resume to simulate an unresponsive endpoint and
-    stop/start for a refused connection.
+    stop/start for a refused connection; they should use the `private_moto` fixture (a
+    server of their own) rather than the session's shared `moto_server`. slatedb retries
+    object-store failures forever unless a store is opened with object_store_max_retries.
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int | None = None) -> None:
@@ -205,14 +207,35 @@ def moto_server() -> Iterator[MotoServer]:
         server.stop()
 
 
+def _point_aws_env_at(server: MotoServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_ENDPOINT", "AWS_DEFAULT_REGION", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in server.env().items():
+        monkeypatch.setenv(name, value)
+
+
 @pytest.fixture
 def s3_env(moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch) -> MotoServer:
     """The AWS_* variables pointing at the session's moto server, for one test."""
-    for name in ("AWS_ENDPOINT", "AWS_DEFAULT_REGION", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in moto_server.env().items():
-        monkeypatch.setenv(name, value)
+    _point_aws_env_at(moto_server, monkeypatch)
     return moto_server
+
+
+@pytest.fixture
+def private_moto(monkeypatch: pytest.MonkeyPatch) -> Iterator[MotoServer]:
+    """A moto server of this test's own (its own process and port, the test bucket created,
+    AWS_* set), for tests that stop, pause or restart the server without disturbing the
+    shared one. Stopped at the end of the test whatever state it was left in."""
+    server = MotoServer()
+    _MOTO_SERVERS.append(server)
+    server.start()
+    try:
+        server.create_bucket(S3_BUCKET)
+        _point_aws_env_at(server, monkeypatch)
+        yield server
+    finally:
+        server.stop()
+        _MOTO_SERVERS.remove(server)
 
 
 @pytest.fixture

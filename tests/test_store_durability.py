@@ -3,6 +3,7 @@ fencing it, a second writer fences the first, and SyncStore under many threads."
 
 from __future__ import annotations
 
+import asyncio
 import random
 import threading
 
@@ -155,3 +156,29 @@ def test_sync_store_from_eight_threads(tmp_path: object) -> None:
         everything = store.scan(like).to_list()
         assert all(r.value == value_of(r.key.n) for r in everything)
         assert len(everything) >= 50
+
+
+@aio
+async def test_private_moto_survives_a_pause_and_loses_state_on_restart(
+    private_moto: object,
+) -> None:
+    from conftest import S3_BUCKET, MotoServer
+
+    assert isinstance(private_moto, MotoServer)
+    url = f"s3://{S3_BUCKET}/private"
+    async with Store.open(url, SCHEMA) as store:
+        await store.put(like, (1,), "before")
+        await store.flush()
+        private_moto.pause()
+        await store.put(like, (2,), "while paused")  # accepted in memory
+        flushing = asyncio.ensure_future(store.flush())
+        await asyncio.sleep(0.3)
+        assert not flushing.done()  # the WAL write waits for the endpoint
+        private_moto.resume()
+        await asyncio.wait_for(flushing, timeout=30)
+        assert await store.get(like, (2,)) == "while paused"
+    port = private_moto.port
+    private_moto.restart()
+    assert private_moto.port == port
+    assert private_moto.running
+    assert private_moto.client().list_buckets()["Buckets"] == []  # moto keeps state in memory
