@@ -3,8 +3,20 @@ a missing folder fails the tests that need it instead of skipping them."""
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,3 +63,234 @@ else:
         "long", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
     )
     settings.load_profile(os.environ.get("OPENDATA_KV_FUZZ", "ci"))
+
+
+# --- S3: a moto_server on 127.0.0.1 -------------------------------------------------------------
+
+S3_BUCKET = "opendata-kv-test"
+S3_ACCESS_KEY = "testing"
+S3_SECRET_KEY = "testing"
+S3_REGION = "us-east-1"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class MotoServer:
+    """A moto S3 server in a subprocess on 127.0.0.1, for tests.
+
+        server = MotoServer()            # a free port, fixed for the life of the object
+        server.start()                   # returns once the server answers HTTP
+        server.create_bucket("b")
+        server.env()                     # AWS_* variables that point opendata_kv / boto3 at it
+        server.pause(); server.resume()  # SIGSTOP / SIGCONT: requests hang, state is kept
+        server.restart()                 # stop + start on the same port (moto keeps its state
+                                         # in memory: buckets and objects are gone afterwards)
+        server.stop()                    # idempotent; also run at interpreter exit
+
+    Reliability tests can use pause/resume to simulate an unresponsive endpoint and
+    stop/start for a refused connection; they should use the `private_moto` fixture (a
+    server of their own) rather than the session's shared `moto_server`. slatedb retries
+    object-store failures forever unless a store is opened with object_store_max_retries.
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int | None = None) -> None:
+        self.host = host
+        self.port = port or free_port(host)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"moto-{self.port}.log"
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def env(self) -> dict[str, str]:
+        """The AWS_* variables for this server (static test credentials, plain http)."""
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_REGION": S3_REGION,
+            "AWS_ACCESS_KEY_ID": S3_ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": S3_SECRET_KEY,
+            "AWS_ALLOW_HTTP": "true",
+        }
+
+    def start(self, timeout: float = 30.0) -> MotoServer:
+        if self.running:
+            return self
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(self.port)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: stop() takes every child
+            )
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"moto_server exited with {self.process.returncode} on port {self.port}; "
+                    f"see {self.log_path}"
+                )
+            if self._answers():
+                return self
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"moto_server did not answer on {self.endpoint} in {timeout}s")
+            time.sleep(0.05)
+
+    def _answers(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1):
+                return True
+        except urllib.error.HTTPError:
+            return True  # an HTTP answer of any status: the server is up
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGCONT)  # a paused server cannot handle SIGTERM
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+
+    def restart(self, timeout: float = 30.0) -> MotoServer:
+        self.stop()
+        return self.start(timeout)
+
+    def pause(self) -> None:
+        assert self.process is not None, "moto_server is not running"
+        os.killpg(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None, "moto_server is not running"
+        os.killpg(self.process.pid, signal.SIGCONT)
+
+    def client(self) -> Any:
+        """A boto3 S3 client for this server."""
+        import boto3
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name=S3_REGION,
+            aws_access_key_id=S3_ACCESS_KEY,
+            aws_secret_access_key=S3_SECRET_KEY,
+        )
+
+    def create_bucket(self, name: str = S3_BUCKET) -> str:
+        client = self.client()
+        existing = {b["Name"] for b in client.list_buckets().get("Buckets", [])}
+        if name not in existing:
+            client.create_bucket(Bucket=name)
+        return name
+
+    def __enter__(self) -> MotoServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+_MOTO_SERVERS: list[MotoServer] = []
+
+
+@atexit.register
+def _stop_moto_servers() -> None:
+    for server in _MOTO_SERVERS:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[MotoServer]:
+    """One moto S3 server for the session, with the test bucket created."""
+    server = MotoServer()
+    _MOTO_SERVERS.append(server)
+    server.start()
+    try:
+        server.create_bucket(S3_BUCKET)
+        yield server
+    finally:
+        server.stop()
+
+
+def _point_aws_env_at(server: MotoServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_ENDPOINT", "AWS_DEFAULT_REGION", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in server.env().items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.fixture
+def s3_env(moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch) -> MotoServer:
+    """The AWS_* variables pointing at the session's moto server, for one test."""
+    _point_aws_env_at(moto_server, monkeypatch)
+    return moto_server
+
+
+@pytest.fixture
+def private_moto(monkeypatch: pytest.MonkeyPatch) -> Iterator[MotoServer]:
+    """A moto server of this test's own (its own process and port, the test bucket created,
+    AWS_* set), for tests that stop, pause or restart the server without disturbing the
+    shared one. Stopped at the end of the test whatever state it was left in."""
+    server = MotoServer()
+    _MOTO_SERVERS.append(server)
+    server.start()
+    try:
+        server.create_bucket(S3_BUCKET)
+        _point_aws_env_at(server, monkeypatch)
+        yield server
+    finally:
+        server.stop()
+        _MOTO_SERVERS.remove(server)
+
+
+@pytest.fixture
+def s3_url(s3_env: MotoServer) -> str:
+    """A fresh s3://bucket/prefix on the moto server (AWS_* variables set for the test)."""
+    return f"s3://{S3_BUCKET}/t/{uuid.uuid4().hex[:12]}"
+
+
+# --- database locations for store tests ---------------------------------------------------------
+
+#: every kind of location Store.open accepts; tests narrow it with
+#: @pytest.mark.parametrize("store_url", [...], indirect=True)
+STORE_BACKENDS = ("memory", "local", "relative", "file_url", "s3")
+
+
+@pytest.fixture(params=STORE_BACKENDS)
+def store_url(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> str:
+    """A fresh, empty database location of the parametrized kind."""
+    kind = request.param
+    if kind == "memory":
+        return f"memory://{uuid.uuid4().hex[:8]}"
+    if kind == "local":
+        return str(tmp_path / "db")
+    if kind == "relative":
+        monkeypatch.chdir(tmp_path)
+        return "rel/db"
+    if kind == "file_url":
+        return (tmp_path / "db").as_uri()
+    if kind == "s3":
+        url: str = request.getfixturevalue("s3_url")
+        return url
+    raise ValueError(f"unknown store backend {kind!r}")

@@ -21,6 +21,10 @@ binding: Any = pytest.importorskip("slatedb.uniffi._slatedb_uniffi.slatedb")
 Builder: Any = binding._UniffiRustBufferBuilder
 ORIGINAL_WRITE = Builder.__dict__["write"]
 ORIGINAL_PACK_INTO = Builder.__dict__["_pack_into"]
+Rows: Any = binding._UniffiFfiConverterSequenceTypeKeyValue
+ORIGINAL_ROWS_READ = Rows.__dict__["read"]
+Row: Any = binding._UniffiFfiConverterTypeKeyValue
+ORIGINAL_ROW_READ = Row.__dict__["read"]
 
 
 @pytest.fixture(autouse=True)
@@ -32,13 +36,14 @@ def pristine(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
     ffi_patch.uninstall()
     monkeypatch.undo()  # put back what a test swapped into the binding, then check it is pristine
-    assert Builder.__dict__["write"] is ORIGINAL_WRITE
-    assert Builder.__dict__["_pack_into"] is ORIGINAL_PACK_INTO
+    assert_unpatched()
 
 
 def assert_unpatched() -> None:
     assert Builder.__dict__["write"] is ORIGINAL_WRITE
     assert Builder.__dict__["_pack_into"] is ORIGINAL_PACK_INTO
+    assert Rows.__dict__["read"] is ORIGINAL_ROWS_READ
+    assert Row.__dict__["read"] is ORIGINAL_ROW_READ
 
 
 # --- what gets lowered: a sequence of byte strings and integers, as the converters write them ----
@@ -236,6 +241,85 @@ def test_failed_self_check_restores_the_originals(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(ffi_patch, "_make_fast_methods", make_fast)
     assert ffi_patch.install() is False  # a failed self-check is final for the process
     assert ffi_patch.status().reason == reason
+
+
+# --- the read side: next_batch rows -----------------------------------------------------------
+
+key_values = st.lists(
+    st.builds(
+        lambda key, value, seq, create_ts, expire_ts: binding.KeyValue(
+            key=key, value=value, seq=seq, create_ts=create_ts, expire_ts=expire_ts
+        ),
+        st.binary(max_size=64),
+        st.binary(max_size=2000),
+        st.integers(0, 2**64 - 1),
+        st.integers(-(2**63), 2**63 - 1),
+        st.none() | st.integers(-(2**63), 2**63 - 1),
+    ),
+    max_size=40,
+)
+
+
+def read_rows(raw: bytes) -> Any:
+    """Read a list of KeyValue rows from raw buffer bytes with the currently installed reader."""
+    buffer = binding._UniffiRustBuffer.alloc(len(raw))
+    ctypes.memmove(ctypes.addressof(buffer.data.contents), raw, len(raw))
+    buffer.len = len(raw)
+    try:
+        with buffer.read_with_stream() as stream:
+            return Rows.read(stream)
+    finally:
+        buffer.free()
+
+
+@settings(max_examples=60)
+@given(rows=key_values)
+def test_fast_row_reader_reads_what_the_generated_reader_reads(rows: list[Any]) -> None:
+    lowered = Rows.lower(rows)
+    raw = lowered.data[0 : lowered.len]
+    lowered.free()
+    expected = read_rows(raw)
+    assert ffi_patch.install(db_check=False)
+    assert read_rows(raw) == expected == rows
+
+
+@settings(max_examples=60)
+@given(rows=key_values.filter(bool), cut=st.integers(1, 40), flag=st.integers(2, 255))
+def test_fast_row_reader_rejects_truncated_and_malformed_buffers(
+    rows: list[Any], cut: int, flag: int
+) -> None:
+    lowered = Rows.lower(rows)
+    raw = lowered.data[0 : lowered.len]
+    lowered.free()
+    assert ffi_patch.install(db_check=False)
+    with pytest.raises(binding.InternalError):
+        read_rows(raw[: max(0, len(raw) - cut)])
+    first = rows[0]
+    flag_at = 4 + 4 + len(first.key) + 4 + len(first.value) + 16
+    with pytest.raises(binding.InternalError):
+        read_rows(raw[:flag_at] + bytes([flag]) + raw[flag_at + 1 :])
+
+
+@settings(max_examples=30)
+@given(rows=key_values)
+def test_fast_single_row_reader_lifts_optional_rows(rows: list[Any]) -> None:
+    optional = binding._UniffiFfiConverterOptionalTypeKeyValue
+    assert ffi_patch.install(db_check=False)
+    for row in [None, *rows]:
+        assert optional.lift(optional.lower(row)) == row
+
+
+def test_broken_row_reader_fails_the_self_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    make_readers = ffi_patch._make_row_readers
+
+    def broken(binding_module: Any) -> Any:
+        read_rows, read_row = make_readers(binding_module)
+        return (lambda cls, buf: read_rows(cls, buf)[::-1]), read_row
+
+    monkeypatch.setattr(ffi_patch, "_make_row_readers", broken)
+    assert ffi_patch.install() is False
+    assert ffi_patch.status().reason.startswith("self-check failed, originals restored")
+    assert_unpatched()
 
 
 # --- the real thing ------------------------------------------------------------------------------

@@ -65,9 +65,26 @@ KNOWN_SOURCE_SHA256: Final[dict[str, str]] = {
     "_UniffiRustBufferBuilder._reserve": (
         "0a73554cdb4ad970875e6c39020ccbcbb4727ab734b81af257f32231f4ae0fc7"
     ),
+    # The read side: a list of KeyValue rows (next_batch) is lifted field by field through the
+    # stream; the fast reader below reproduces exactly this layout.
+    "_UniffiFfiConverterSequenceTypeKeyValue.read": (
+        "6125e95ad543e3f500bf71027e4583827afaeaadce1cbe0577b63932cd60031a"
+    ),
+    "_UniffiFfiConverterTypeKeyValue.read": (
+        "7c1b17c9ace7640917952c171df2670705ab5eed69cd1d88df414ab0065e09ac"
+    ),
+    "_UniffiFfiConverterBytes.read": (
+        "606412813fe150a765607f1a5dc6348459749873114d6ea1e8bd94b918d0b01e"
+    ),
+    "_UniffiFfiConverterOptionalInt64.read": (
+        "33fb67696c6907bcee51e6c5ea3031e1e5f0ffcc87eb4a64182683beb6775b82"
+    ),
+    "KeyValue.__init__": "be7a9f44214e489cd2bb36492028264fc80c322e04f43230bce32dc2ad41a40c",
 }
 
 _PATCHED_METHODS: Final = ("write", "_pack_into")
+_ROWS_CONVERTER: Final = "_UniffiFfiConverterSequenceTypeKeyValue"
+_ROW_CONVERTER: Final = "_UniffiFfiConverterTypeKeyValue"
 
 
 @dataclass(frozen=True)
@@ -86,7 +103,7 @@ class PatchStatus:
 
 _lock = threading.Lock()
 _status = PatchStatus(False, "install() not called yet")
-_patched: tuple[Any, dict[str, Any]] | None = None  # (builder class, its original methods)
+_patched: list[tuple[Any, str, Any]] | None = None  # (class, attribute, original) per patch
 _self_check_failure: str | None = None
 
 
@@ -166,10 +183,12 @@ def _binding_mismatch(binding: ModuleType) -> str | None:
     if not callable(getattr(rust_buffer, "reserve", None)):
         return "binding has no _UniffiRustBuffer.reserve"
     for qualname, expected in KNOWN_SOURCE_SHA256.items():
-        attr = qualname.split(".", 1)[1]
-        function = builder.__dict__.get(attr)
+        owner_name, attr = qualname.split(".", 1)
+        owner = getattr(binding, owner_name, None)
+        function = owner.__dict__.get(attr) if isinstance(owner, type) else None
         if function is None:
             return f"binding has no {qualname}"
+        function = getattr(function, "__func__", function)  # classmethod / staticmethod
         try:
             actual = source_fingerprint(function)
         except (OSError, TypeError) as exc:
@@ -213,7 +232,11 @@ def _try_install(db_check: bool) -> PatchStatus:
         _restore()
         raise
     checks = "buffer + memory Db round trip" if db_check else "buffer round trip"
-    return PatchStatus(True, f"memmove byte copy active; self-check passed ({checks})", version)
+    return PatchStatus(
+        True,
+        f"memmove byte copy and struct row reader active; self-check passed ({checks})",
+        version,
+    )
 
 
 # --- the patch ---------------------------------------------------------------------------------
@@ -270,23 +293,111 @@ def _make_fast_methods(binding: ModuleType) -> tuple[Callable[..., None], Callab
     return write, _pack_into
 
 
+def _make_row_readers(
+    binding: ModuleType,
+) -> tuple[Callable[[Any, Any], list[Any]], Callable[[Any], Any]]:
+    """Readers for a list of KeyValue rows (next_batch) and for one row (get_key_value).
+
+    Row layout, as the generated converters read it: i32-length key bytes, i32-length value
+    bytes, u64 seq, i64 create_ts, u8 flag (0 none, 1 some) + i64 expire_ts; a list is an i32
+    count then rows. The generated code makes several Python calls per field; these slice one
+    bytes copy of the buffer with precompiled structs, checking lengths against the end as
+    strictly.
+    """
+    key_value = binding.KeyValue
+    internal_error = binding.InternalError
+    i32 = struct.Struct(">i").unpack_from
+    tail = struct.Struct(">QqB").unpack_from
+    i64 = struct.Struct(">q").unpack_from
+    new = object.__new__
+
+    def parse_row(data: bytes, pos: int, size: int) -> tuple[Any, int]:
+        (n,) = i32(data, pos)
+        pos += 4
+        if n < 0 or pos + n > size:
+            raise internal_error("byte string length past the end of the rust buffer")
+        key = data[pos : pos + n]
+        pos += n
+        (n,) = i32(data, pos)
+        pos += 4
+        if n < 0 or pos + n > size:
+            raise internal_error("byte string length past the end of the rust buffer")
+        value = data[pos : pos + n]
+        pos += n
+        seq, create_ts, flag = tail(data, pos)
+        pos += 17
+        if flag == 0:
+            expire_ts = None
+        elif flag == 1:
+            (expire_ts,) = i64(data, pos)
+            pos += 8
+        else:
+            raise internal_error("Unexpected flag byte for optional type")
+        row = new(key_value)
+        row.__dict__ = {
+            "key": key,
+            "value": value,
+            "seq": seq,
+            "create_ts": create_ts,
+            "expire_ts": expire_ts,
+        }
+        return row, pos
+
+    def read_rows(cls: Any, buf: Any) -> list[Any]:
+        start, end = buf.offset, buf.len
+        data: bytes = buf.data[start:end]
+        size = end - start
+        rows: list[Any] = []
+        append = rows.append
+        try:
+            (count,) = i32(data, 0)
+            if count < 0:
+                raise internal_error("Unexpected negative sequence length")
+            pos = 4
+            for _ in range(count):
+                row, pos = parse_row(data, pos, size)
+                append(row)
+        except struct.error:
+            raise internal_error("read past end of rust buffer") from None
+        buf.offset = start + pos
+        return rows
+
+    def read_row(buf: Any) -> Any:
+        start, end = buf.offset, buf.len
+        try:
+            row, pos = parse_row(buf.data[start:end], 0, end - start)
+        except struct.error:
+            raise internal_error("read past end of rust buffer") from None
+        buf.offset = start + pos
+        return row
+
+    read_rows.__qualname__ = f"{_ROWS_CONVERTER}.read"
+    read_row.__qualname__ = f"{_ROW_CONVERTER}.read"
+    read_rows.__opendata_kv_ffi_patch__ = True  # type: ignore[attr-defined]
+    read_row.__opendata_kv_ffi_patch__ = True  # type: ignore[attr-defined]
+    return read_rows, read_row
+
+
 def _apply(binding: ModuleType) -> None:
     global _patched
     builder = binding._UniffiRustBufferBuilder
-    originals = {name: builder.__dict__[name] for name in _PATCHED_METHODS}
-    fast = dict(zip(_PATCHED_METHODS, _make_fast_methods(binding), strict=True))
-    _patched = (builder, originals)
-    for name, method in fast.items():
-        setattr(builder, name, method)
+    read_rows, read_row = _make_row_readers(binding)
+    replacements: list[tuple[Any, str, Any]] = [
+        *zip([builder] * 2, _PATCHED_METHODS, _make_fast_methods(binding), strict=True),
+        (getattr(binding, _ROWS_CONVERTER), "read", classmethod(read_rows)),
+        (getattr(binding, _ROW_CONVERTER), "read", staticmethod(read_row)),
+    ]
+    _patched = [(owner, name, owner.__dict__[name]) for owner, name, _ in replacements]
+    for owner, name, method in replacements:
+        setattr(owner, name, method)
 
 
 def _restore() -> None:
     global _patched
     if _patched is None:
         return
-    builder, originals = _patched
-    for name, method in originals.items():
-        setattr(builder, name, method)
+    for owner, name, original in _patched:
+        setattr(owner, name, original)
     _patched = None
 
 
@@ -366,8 +477,41 @@ def _self_check(binding: ModuleType, db_check: bool) -> None:
     converter = binding._UniffiFfiConverterBytes
     if converter.lift(converter.lower(samples[-2])) != samples[-2]:
         raise AssertionError("bytes converter lower/lift round trip failed")
+    _check_rows_reader(binding, samples)
     if db_check:
         _run_isolated(_db_round_trip(binding))
+
+
+def _check_rows_reader(binding: ModuleType, samples: tuple[bytes, ...]) -> None:
+    """The fast row reader must return what the generated reader returns, to the byte."""
+    rows_converter = getattr(binding, _ROWS_CONVERTER)
+    original = next(o for owner, name, o in _patched or () if owner is rows_converter)
+    key_value = binding.KeyValue
+    for count in (0, 1, len(samples)):
+        rows = [
+            key_value(
+                key=samples[(i + 3) % len(samples)][:40],
+                value=samples[i],
+                seq=(1 << 64) - 1 - i,
+                create_ts=-i * 1_000_003,
+                expire_ts=None if i % 2 else (-1) ** i * (1 << 62) + i,
+            )
+            for i in range(count)
+        ]
+        lowered = rows_converter.lower(rows)  # written by the (patched) builder
+        try:
+            with lowered.read_with_stream() as stream:
+                fast = rows_converter.read(stream)
+            with lowered.read_with_stream() as stream:
+                slow = original.__func__(rows_converter, stream)
+        finally:
+            lowered.free()
+        if fast != slow or fast != rows:
+            raise AssertionError(f"fast row reader disagrees with the generated one ({count} rows)")
+    optional = binding._UniffiFfiConverterOptionalTypeKeyValue
+    for row in (None, *rows[:3]):
+        if optional.lift(optional.lower(row)) != row:
+            raise AssertionError("fast single-row reader disagrees with the row written")
 
 
 def _run_isolated(coroutine: Any) -> None:

@@ -7,6 +7,7 @@ a cursor (the last raw key yielded) from which a later scan can resume.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -19,10 +20,9 @@ from slatedb.uniffi import (
     ScanOptions,
 )
 
-from opendata_kv.errors import ValueDecodeError
 from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.store.failures import translate
-from opendata_kv.values import UnknownPolicy, Values
+from opendata_kv.values import RawCodec, UnknownPolicy, Values
 
 
 class Record(NamedTuple):
@@ -61,6 +61,19 @@ def scan_options(reverse: bool) -> Any:
 _OPTIONS = {False: scan_options(False), True: scan_options(True)}
 
 
+def live_rows(rows: list[Any]) -> list[Any]:
+    """`rows` without those whose TTL has passed (slatedb 0.17 returns them until a flush or
+    compaction drops them; see ReadView)."""
+    now = time.time_ns() // 1_000_000
+    for kv in rows:
+        expire = kv.expire_ts
+        if expire is not None and expire <= now:
+            break
+    else:
+        return rows
+    return [kv for kv in rows if kv.expire_ts is None or kv.expire_ts > now]
+
+
 def clamp(
     span: KeySpan, start: bytes | None, end: bytes | None
 ) -> tuple[bytes | None, bytes | None]:
@@ -96,6 +109,7 @@ class Scan:
         on_unknown: UnknownPolicy = "raise",
         batch_size: int = 1024,
         upgrade: bool = True,
+        check_expiry: bool = True,
         where: str = "scan",
     ) -> None:
         if limit is not None and limit < 0:
@@ -115,28 +129,38 @@ class Scan:
         self._max_batch = batch_size
         self._batch = min(64, batch_size)
         self._upgrade = upgrade
+        self._check_expiry = check_expiry
         self._where = where
         self._span_index = 0
         self._iterator: Any = None
         self._decode_rows: Callable[[list[Any]], list[Record]] | None = None
         self._buffer: list[Record] = []
         self._pos = 0
-        #: raw key of the last record yielded (None before the first)
-        self.cursor: bytes | None = after
+        self._cursor: bytes | None = after
+
+    @property
+    def cursor(self) -> bytes | None:
+        """Raw key of the last record yielded (`after` before the first): pass it as `after=`
+        to a new scan to resume exactly there."""
+        pos = self._pos
+        if pos:
+            raw_key: bytes = self._buffer[pos - 1].raw_key
+            return raw_key
+        return self._cursor
 
     def __aiter__(self) -> Scan:
         return self
 
     async def __anext__(self) -> Record:
+        # the per-row hot path: no attribute writes besides the position
         pos = self._pos
-        if pos >= len(self._buffer):
+        buffer = self._buffer
+        if pos >= len(buffer):
             if not await self._fill():
                 raise StopAsyncIteration
-            pos = 0
-        record = self._buffer[pos]
+            buffer, pos = self._buffer, 0
         self._pos = pos + 1
-        self.cursor = record.raw_key
-        return record
+        return buffer[pos]
 
     async def next_chunk(self, size: int | None = None) -> list[Record]:
         """Up to `size` records (the rest of the current batch by default); [] at the end."""
@@ -145,8 +169,6 @@ class Scan:
         end = len(self._buffer) if size is None else min(len(self._buffer), self._pos + size)
         chunk = self._buffer[self._pos : end]
         self._pos = end
-        if chunk:
-            self.cursor = chunk[-1].raw_key
         return chunk
 
     async def to_list(self) -> list[Record]:
@@ -201,48 +223,62 @@ class Scan:
             if not rows:
                 self._iterator = None
                 continue
+            if self._check_expiry:
+                rows = live_rows(rows)
             assert self._decode_rows is not None
             records = self._decode_rows(rows)
             if self._remaining is not None:
                 self._remaining -= len(records)
             if records:
+                if self._pos:
+                    self._cursor = self._buffer[self._pos - 1].raw_key
                 self._buffer, self._pos = records, 0
                 return True
 
     def _row_decoder(self, record_type: RecordType | None) -> Callable[[list[Any]], list[Record]]:
-        """A function decoding a batch of KeyValue rows, compiled once per span."""
+        """A function decoding a batch of KeyValue rows, compiled once per span.
+
+        The fast path decodes the whole batch in one comprehension, using the codec's
+        `fast_decode` when it has one (it may raise anything on bad bytes). On any failure the
+        batch is decoded again row by row through Values.decode, whose error names the key and
+        the failing codec or upgrade; nothing comes back half-decoded.
+        """
         if record_type is None:
             return self._decode_dispatch
         decode_key = record_type.decode
         plan = self._values.plan(record_type)
-        decode_value = plan.codec.decode
+        codec = plan.codec
         upgrade = plan.upgrade if self._upgrade else None
         values = self._values
         new = tuple.__new__
+        want_upgrade = self._upgrade
+        decode_value: Callable[[bytes], Any] = getattr(codec, "fast_decode", None) or codec.decode
+        raw_values = isinstance(codec, RawCodec)
 
-        def decode(rows: list[Any]) -> list[Record]:
-            try:
-                if upgrade is None:
-                    return [
-                        new(Record, (decode_key(kv.key), decode_value(kv.value), kv.key))
-                        for kv in rows
-                    ]
+        def fast(rows: list[Any]) -> list[Record]:
+            if upgrade is not None:
                 return [
                     new(Record, (decode_key(kv.key), upgrade(decode_value(kv.value)), kv.key))
                     for kv in rows
                 ]
-            except ValueDecodeError:
-                pass
+            if raw_values:
+                return [new(Record, (decode_key(kv.key), kv.value, kv.key)) for kv in rows]
+            return [
+                new(Record, (decode_key(kv.key), decode_value(kv.value), kv.key)) for kv in rows
+            ]
+
+        def decode(rows: list[Any]) -> list[Record]:
+            try:
+                return fast(rows)
             except Exception:
-                if upgrade is None:
-                    raise
+                pass
             # Re-decode one by one so the error names the key (and the failing upgrade).
             return [
                 new(
                     Record,
                     (
                         decode_key(kv.key),
-                        values.decode(record_type, kv.key, kv.value, upgrade=self._upgrade),
+                        values.decode(record_type, kv.key, kv.value, upgrade=want_upgrade),
                         kv.key,
                     ),
                 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -22,17 +23,21 @@ from slatedb.uniffi import (
     DbReaderBuilder,
     Error,
     IsolationLevel,
+    KeyRange,
+    PutOptions,
     ReaderOptions,
     Settings,
+    Ttl,
     WriteBatch,
     WriteOptions,
 )
 
-from opendata_kv.errors import ReadOnlyError, StoreClosedError
-from opendata_kv.keys import Schema
+from opendata_kv.errors import ReadOnlyError, StoreClosedError, StoreDataError, StoreError
+from opendata_kv.keys import RecordType, Schema
 from opendata_kv.store import ffi_patch
 from opendata_kv.store.failures import call, translate
 from opendata_kv.store.location import Location, parse_location
+from opendata_kv.store.scan import scan_options
 from opendata_kv.store.views import (
     Fields,
     ReadView,
@@ -48,6 +53,12 @@ _ISOLATION = {
     "snapshot": IsolationLevel.SNAPSHOT,
     "serializable": IsolationLevel.SERIALIZABLE_SNAPSHOT,
 }
+
+
+def _retries(value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"object_store_max_retries must be an int >= 0, got {value!r}")
+    return value
 
 
 def _settings(settings: Mapping[str, Any] | None) -> Any:
@@ -66,13 +77,20 @@ class Store(ReadView):
     `Store.open_reader(...)` (read-only; never fences the writer)."""
 
     def __init__(
-        self, db: Any, location: Location, schema: Schema, values: Values, readonly: bool
+        self,
+        db: Any,
+        location: Location,
+        schema: Schema,
+        values: Values,
+        readonly: bool,
+        check_expiry: bool = True,
     ) -> None:
         self._source = db
         self.location = location
         self.schema = schema
         self.values = values
         self.readonly = readonly
+        self.check_expiry = check_expiry
         self.where = str(location)
         self._closed = False
 
@@ -85,15 +103,33 @@ class Store(ReadView):
         *,
         values: Values | None = None,
         settings: Mapping[str, Any] | None = None,
+        object_store_options: Mapping[str, str] | None = None,
+        object_store_max_retries: int | None = None,
+        check_expiry: bool = True,
         speedup: bool = True,
     ) -> _Opening:
         """Open (or create) the database as its writer: `async with Store.open(...) as s` or
         `s = await Store.open(...)`. A second writer on the same database fences this one.
 
         `settings`: slatedb Settings keys (e.g. {"flush_interval": "50ms"}).
+        `object_store_options`: object_store config entries for s3:// (see location.py),
+            applied over the AWS_* environment variables.
+        `object_store_max_retries`: slatedb retries failed object-store calls forever by
+            default, so opening a missing bucket or an endpoint that is down waits forever;
+            a number makes such calls fail (StoreUnavailableError) after that many retries.
+            The same limit then applies to the writer's background flushes.
+        `check_expiry`: hide records whose TTL has passed (reads fetch each row's expiry);
+            False skips that check for stores that never write a TTL (put(ttl=) then fails).
         `speedup`: install the binding byte-copy speed-up (see ffi_patch).
         """
-        return _Opening(_open_writer(url, schema, values, settings, speedup))
+        merged = dict(settings or {})
+        if object_store_max_retries is not None:
+            merged["object_store_max_retries"] = _retries(object_store_max_retries)
+        return _Opening(
+            _open_writer(
+                url, schema, values, merged, object_store_options, check_expiry, speedup
+            )
+        )
 
     @staticmethod
     def open_reader(
@@ -102,11 +138,26 @@ class Store(ReadView):
         *,
         values: Values | None = None,
         poll_interval: float = 1.0,
+        object_store_options: Mapping[str, str] | None = None,
+        object_store_max_retries: int | None = None,
+        check_expiry: bool = True,
         speedup: bool = True,
     ) -> _Opening:
         """Open read-only through DbReaderBuilder: sees flushed data (refreshed every
-        `poll_interval` seconds) and never fences the writer."""
-        return _Opening(_open_reader(url, schema, values, poll_interval, speedup))
+        `poll_interval` seconds) and never fences the writer. Options as for Store.open."""
+        retries = None if object_store_max_retries is None else _retries(object_store_max_retries)
+        return _Opening(
+            _open_reader(
+                url,
+                schema,
+                values,
+                poll_interval,
+                object_store_options,
+                retries,
+                check_expiry,
+                speedup,
+            )
+        )
 
     async def close(self) -> None:
         """Shut the database down (flushing what the writer buffered). Idempotent."""
@@ -154,7 +205,7 @@ class Store(ReadView):
         fields, value = put_args(target, fields, value)
         record_type, key = key_bytes(target, fields)
         data = self.values.encode(record_type, value, key)
-        options = put_options(ttl)
+        options = put_options(ttl, self.check_expiry)
         try:
             if options is None:
                 await db.put(key, data)
@@ -247,28 +298,76 @@ class Store(ReadView):
         durable: bool = True,
     ) -> int:
         """Rewrite every record of `name` stored under an older key version as the newest
-        version (key and value upgraded), in atomic batches of `batch_size` old records.
-        Returns how many records moved; `progress(total_so_far)` is called after each batch."""
+        version (key and value upgraded, remaining TTL kept), in atomic batches of
+        `batch_size` old records: each batch puts the new records and deletes the old ones,
+        so a record is never lost or doubled, whenever the migration stops.
+        Returns how many records moved; `progress(total_so_far)` is called after each batch.
+
+        Each older version is walked with one iterator per pass (never rescanning the
+        tombstones of records already moved); passes repeat until one finds nothing, which
+        also catches old-version records written by others during the migration.
+        """
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        db = self._writable()
         current = self.schema.get(name)
         moved = 0
         for old in self.schema.versions(name):
             if old is current:
                 continue
             while True:
-                records = await self.scan(old, limit=batch_size).to_list()
-                if not records:
+                count = await self._migrate_pass(
+                    db, old, current, batch_size, moved, progress, durable
+                )
+                if not count:
                     break
-                batch = Batch(self)
-                for record in records:
-                    assert not isinstance(record.key, bytes)
-                    new_key = self.values.upgraded_key(record.key)
-                    batch.put_raw(new_key, self.values.encode(current, record.value, new_key))
-                    batch.delete_raw(record.raw_key)
-                await self.write(batch, durable=durable)
-                moved += len(records)
-                if progress is not None:
-                    progress(moved)
+                moved += count
         return moved
+
+    async def _migrate_pass(
+        self,
+        db: Any,
+        old: RecordType,
+        current: RecordType,
+        batch_size: int,
+        before: int,
+        progress: Callable[[int], None] | None,
+        durable: bool,
+    ) -> int:
+        """One walk over `old`'s key range; the number of live records moved."""
+        where = f"migrate of {old.name} v{old.version} on {self.where}"
+        lo, hi = old.range()
+        key_range = KeyRange(start=lo, start_inclusive=True, end=hi, end_inclusive=False)
+        # The iterator reads at the sequence number of its creation: the batches this pass
+        # writes (new records, tombstones of old ones) do not show up in it.
+        iterator = await call(db.scan_with_options(key_range, scan_options(False)), where)
+        values = self.values
+        moved = 0
+        now = time.time_ns() // 1_000_000
+        while True:
+            try:
+                rows = await iterator.next_batch(batch_size)
+            except Error as exc:
+                raise translate(exc, where) from exc
+            if not rows:
+                return moved
+            batch = Batch(self)
+            live = 0
+            for kv in rows:
+                key, expire = kv.key, kv.expire_ts
+                if expire is not None and expire <= now:
+                    batch.delete_raw(key)  # expired: logically gone, nothing to move
+                    continue
+                value = values.decode(old, key, kv.value)  # upgraded to today's model
+                new_key = values.upgraded_key(old.decode(key))
+                batch.put_raw(new_key, values.encode(current, value, new_key), expire_at=expire)
+                batch.delete_raw(key)
+                live += 1
+            await self.write(batch, durable=durable)
+            if live:
+                moved += live
+                if progress is not None:
+                    progress(before + moved)
 
 
 class _Opening:
@@ -295,15 +394,19 @@ async def _open_writer(
     schema: Schema,
     values: Values | None,
     settings: Mapping[str, Any] | None,
+    object_store_options: Mapping[str, str] | None,
+    check_expiry: bool,
     speedup: bool,
 ) -> Store:
     if speedup:
         ffi_patch.install()
     location = parse_location(url)
-    builder = DbBuilder(location.path, location.object_store())
+    builder = DbBuilder(location.path, location.object_store(object_store_options))
     builder.with_settings(_settings(settings))
     db = await call(builder.build(), f"open {location}")
-    return Store(db, location, schema, values or Values(schema), readonly=False)
+    return Store(
+        db, location, schema, values or Values(schema), readonly=False, check_expiry=check_expiry
+    )
 
 
 async def _open_reader(
@@ -311,22 +414,38 @@ async def _open_reader(
     schema: Schema,
     values: Values | None,
     poll_interval: float,
+    object_store_options: Mapping[str, str] | None,
+    object_store_max_retries: int | None,
+    check_expiry: bool,
     speedup: bool,
 ) -> Store:
     if speedup:
         ffi_patch.install()
     location = parse_location(url)
-    builder = DbReaderBuilder(location.path, location.object_store())
+    builder = DbReaderBuilder(location.path, location.object_store(object_store_options))
     builder.with_options(
         ReaderOptions(
             manifest_poll_interval_ms=max(1, round(poll_interval * 1000)),
             checkpoint_lifetime_ms=max(1000, round(poll_interval * 10_000)),
             max_memtable_bytes=64 << 20,
             skip_wal_replay=False,
+            object_store_max_retries=object_store_max_retries,
         )
     )
-    reader = await call(builder.build(), f"open reader on {location}")
-    return Store(reader, location, schema, values or Values(schema), readonly=True)
+    try:
+        reader = await builder.build()
+    except Error as exc:
+        message = getattr(exc, "message", None) or str(exc)
+        if isinstance(exc, Error.Data) and "failed to find latest" in message:
+            # what a reader gets where no writer ever created the database
+            raise StoreDataError(
+                f"open reader on {location}: there is no database here (no manifest); "
+                f"a writer must create it first with Store.open [{message}]"
+            ) from exc
+        raise translate(exc, f"open reader on {location}") from exc
+    return Store(
+        reader, location, schema, values or Values(schema), readonly=True, check_expiry=check_expiry
+    )
 
 
 # --- batches, transactions, snapshots ------------------------------------------------------------
@@ -339,6 +458,7 @@ class Batch:
         self._store = store
         self._batch: Any = None
         self._count = 0
+        self._written = False
 
     def __len__(self) -> int:
         return self._count
@@ -347,6 +467,11 @@ class Batch:
         return self._count > 0
 
     def _wb(self) -> Any:
+        if self._written:
+            raise StoreError(
+                f"this batch was already written to {self._store.where}; "
+                "a Batch is applied once: start a new one"
+            )
         if self._batch is None:
             self._batch = WriteBatch()
         return self._batch
@@ -363,7 +488,7 @@ class Batch:
         fields, value = put_args(target, fields, value)
         record_type, key = key_bytes(target, fields)
         data = self._store.values.encode(record_type, value, key)
-        options = put_options(ttl)
+        options = put_options(ttl, self._store.check_expiry)
         try:
             if options is None:
                 self._wb().put(key, data)
@@ -378,9 +503,14 @@ class Batch:
         _, key = key_bytes(target, fields)
         self.delete_raw(key)
 
-    def put_raw(self, key: bytes, data: bytes) -> None:
+    def put_raw(self, key: bytes, data: bytes, *, expire_at: int | None = None) -> None:
+        """Queue raw bytes under a raw key; `expire_at`: absolute expiry, Unix ms."""
         try:
-            self._wb().put(key, data)
+            if expire_at is None:
+                self._wb().put(key, data)
+            else:
+                options = PutOptions(ttl=Ttl.EXPIRE_AT_MILLIS(expire_at))
+                self._wb().put_with_options(key, data, options)
         except Error as exc:
             raise translate(exc, f"batch put on {self._store.where}") from exc
         self._count += 1
@@ -393,8 +523,11 @@ class Batch:
         self._count += 1
 
     def write_batch(self) -> Any:
-        """The slatedb WriteBatch (only built once something was queued)."""
-        return self._wb()
+        """The slatedb WriteBatch (only built once something was queued); handing it out for
+        a write consumes it (slatedb takes ownership), so the Batch cannot be written twice."""
+        batch = self._wb()
+        self._written = True
+        return batch
 
 
 @dataclass
@@ -420,14 +553,27 @@ class Transaction(ReadView):
         self._source = txn
         self.schema = store.schema
         self.values = store.values
+        self.check_expiry = store.check_expiry
         self.where = f"transaction on {store.where}"
         self._done = False
 
-    async def put(self, target: Target, fields: Fields = None, value: Any = None) -> None:
+    async def put(
+        self,
+        target: Target,
+        fields: Fields = None,
+        value: Any = None,
+        *,
+        ttl: float | datetime.timedelta | None = None,
+    ) -> None:
+        """Queue a typed put in the transaction (visible to its own reads at once)."""
         fields, value = put_args(target, fields, value)
         record_type, key = key_bytes(target, fields)
         data = self.values.encode(record_type, value, key)
-        await call(self._source.put(key, data), f"put in {self.where}")
+        options = put_options(ttl, self.check_expiry)
+        if options is None:
+            await call(self._source.put(key, data), f"put in {self.where}")
+        else:
+            await call(self._source.put_with_options(key, data, options), f"put in {self.where}")
 
     async def delete(self, target: Target, fields: Fields = None) -> None:
         _, key = key_bytes(target, fields)
@@ -451,4 +597,5 @@ class Snapshot(ReadView):
         self._source = snap
         self.schema = store.schema
         self.values = store.values
+        self.check_expiry = store.check_expiry
         self.where = f"snapshot of {store.where}"

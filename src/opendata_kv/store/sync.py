@@ -120,8 +120,15 @@ class SyncTransaction(SyncView):
 
     _view: Transaction
 
-    def put(self, target: Target, fields: Fields = None, value: Any = None) -> None:
-        self._loop.run(self._view.put(target, fields, value))
+    def put(
+        self,
+        target: Target,
+        fields: Fields = None,
+        value: Any = None,
+        *,
+        ttl: float | datetime.timedelta | None = None,
+    ) -> None:
+        self._loop.run(self._view.put(target, fields, value, ttl=ttl))
 
     def delete(self, target: Target, fields: Fields = None) -> None:
         self._loop.run(self._view.delete(target, fields))
