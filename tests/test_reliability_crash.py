@@ -140,3 +140,14 @@ def test_crash_local_directory(tmp_path: Any) -> None:
     counts = crash_rounds(str(tmp_path / "db"), ROUNDS, label="local")
     assert counts["rounds"] == ROUNDS
     assert counts["acked_batches"] > 0
+
+
+@pytest.mark.s3
+def test_crash_s3(s3_url: str) -> None:
+    """The same rounds against moto's S3 (the session's server; s3_url sets AWS_* in this
+    process, and the writer inherits them). Bounded retries: a broken server fails the test
+    instead of leaving the writer retrying forever."""
+    settings = {"object_store_max_retries": 3}
+    counts = crash_rounds(s3_url, ROUNDS, settings=settings, label="s3")
+    assert counts["rounds"] == ROUNDS
+    assert counts["acked_batches"] > 0
