@@ -34,7 +34,11 @@ def translate(exc: BaseException, where: str) -> StoreError:
             f"{where}: the transaction conflicts with a concurrent write; retry it [{message}]"
         )
     if isinstance(exc, Error.Unavailable):
-        return StoreUnavailableError(f"{where}: the object store is unavailable [{message}]")
+        return StoreUnavailableError(
+            f"{where}: the object store is unavailable [{message}]; writes not yet "
+            "acknowledged by flush() may be lost, and a writer is stopped by such a failure: "
+            "reopen the store once the object store answers again"
+        )
     if isinstance(exc, Error.Data):
         return StoreDataError(f"{where}: unreadable data [{message}]")
     if isinstance(exc, Error.Invalid):
