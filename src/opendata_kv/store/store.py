@@ -160,15 +160,28 @@ class Store(ReadView):
         )
 
     async def close(self) -> None:
-        """Shut the database down (flushing what the writer buffered). Idempotent."""
+        """Shut the database down (flushing what the writer buffered). Idempotent.
+
+        A database slatedb has already stopped (fenced, or after an object-store failure an
+        earlier call reported) closes quietly: there is nothing left to flush, and raising
+        again from `async with` would only hide the error that stopped it.
+        """
         if self._closed:
             return
         self._closed = True
+        stopped = self._stopped()
         try:
             await self._source.shutdown()
         except Error as exc:
-            if not isinstance(exc, Error.Closed):
+            if not (stopped or isinstance(exc, Error.Closed)):
                 raise translate(exc, f"close of {self.where}") from exc
+
+    def _stopped(self) -> bool:
+        """True when slatedb has closed the database underneath us (fenced, failed, ...)."""
+        try:
+            return self._source.status().close_reason is not None
+        except Exception:
+            return False
 
     async def __aenter__(self) -> Store:
         return self
