@@ -1,0 +1,217 @@
+"""Object-store outages: calls fail within a bound the user sets, and nothing acknowledged is
+lost.
+
+moto keeps its objects in memory, so stopping it would lose the database. Instead the store
+talks to moto through tests/tcp_proxy.py, which the test cuts and restores:
+
+* "refuse": the proxy stops listening and resets open connections -- a server that died
+  (connection refused);
+* "blackhole": the proxy accepts connections and never answers -- a frozen server or a
+  network partition, the case only a request timeout can end.
+
+The bound is set by the user with two Store.open options: `object_store_max_retries` (slatedb
+retries failed object-store calls forever by default) and the object_store request timeout
+(`object_store_options={"timeout": ..., "connect_timeout": ...}`). Without the retry limit a
+flush during an outage waits until the store is back, however long that takes.
+
+What a test checks, while a task writes and flushes batches flat out:
+1. the first call after the cut fails with StoreUnavailableError within CALL_BOUND seconds;
+2. the handle is then dead (slatedb closes the database after an object-store failure):
+   its calls keep failing fast with StoreUnavailableError (a reopen is needed), and
+   closing it is bounded too;
+3. opening the database during the outage also fails, within OPEN_BOUND;
+4. after restore, reopening works at once; every acknowledged batch is there, intact, with at
+   most the one in flight besides; writing goes on; a reader that lived through the outage
+   either still works or says to reopen it, and a reopened one sees everything.
+A writer with nothing to flush rides out a short outage without a reopen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import crash_writer as cw
+import pytest
+from hang_guard import hang_guard
+from tcp_proxy import TcpProxy
+
+from opendata_kv.errors import StoreUnavailableError
+from opendata_kv.store import Store
+
+pytestmark = [pytest.mark.slow, pytest.mark.s3]
+
+#: the per-request timeout and slatedb retry count we configure ...
+TIMEOUT_S = 1
+RETRIES = 1
+#: ... and the bounds they must give (measured: a call fails 0.1-6 s after the cut, an open
+#: 2-30 s -- it makes several requests, and object_store itself retries each one up to 10
+#: times before slatedb's retries count). Generous: CI machines are slower and shared.
+CALL_BOUND = 20.0
+OPEN_BOUND = 60.0
+BOUND = OPEN_BOUND
+
+
+@pytest.fixture(autouse=True)
+def _hang_guard() -> Iterator[None]:
+    with hang_guard(180):
+        yield
+
+
+def options(proxy: TcpProxy) -> dict[str, Any]:
+    return {
+        "values": cw.VALUES,
+        "object_store_max_retries": RETRIES,
+        "object_store_options": {
+            "endpoint": proxy.endpoint,
+            "timeout": f"{TIMEOUT_S}s",
+            "connect_timeout": f"{TIMEOUT_S}s",
+        },
+    }
+
+
+async def write_batch(store: Store, batch: int) -> None:
+    async with store.batch() as b:
+        for record_type, key, value in cw.expected_batch(batch):
+            b.put(record_type, key, value)
+    await store.flush()
+
+
+async def bounded(awaitable: Any, what: str) -> tuple[BaseException | None, float]:
+    """(exception or None, seconds) of awaiting `awaitable`, failing the test past BOUND+30."""
+    start = time.monotonic()
+    try:
+        await asyncio.wait_for(awaitable, BOUND + 30)
+    except asyncio.TimeoutError:
+        pytest.fail(f"{what}: still waiting after {BOUND + 30} s (hang)")
+    except Exception as exc:
+        return exc, time.monotonic() - start
+    return None, time.monotonic() - start
+
+
+@pytest.mark.parametrize("mode", ["refuse", "blackhole"])
+def test_outage_during_writes(mode: str, s3_url: str, moto_server: Any) -> None:
+    with TcpProxy(("127.0.0.1", moto_server.port)) as proxy:
+        report = asyncio.run(_outage_during_writes(s3_url, proxy, mode))
+    print(f"\noutage ({mode}): " + ", ".join(f"{k}={v}" for k, v in report.items()))
+
+
+async def _outage_during_writes(url: str, proxy: TcpProxy, mode: str) -> dict[str, Any]:
+    report: dict[str, Any] = {}
+    acked: list[int] = []
+    store = await Store.open(url, cw.SCHEMA, **options(proxy))
+    reader = await Store.open_reader(url, cw.SCHEMA, **options(proxy), poll_interval=0.1)
+    cut_at: list[float] = []
+    loop = asyncio.get_running_loop()
+
+    def cut() -> None:
+        proxy.cut(mode)  # type: ignore[arg-type]
+        cut_at.append(time.monotonic())
+
+    async def writer() -> None:
+        batch = 0
+        while True:
+            await write_batch(store, batch)
+            acked.append(batch)
+            batch += 1
+            if len(acked) == 20:  # cut at a random moment of the writes that follow
+                loop.call_later(random.uniform(0, 0.05), cut)
+
+    # 1. the writes in flight at the cut fail, in bounded time, with a clear error
+    error, _ = await bounded(writer(), "writing through the outage")
+    failed_after = time.monotonic() - cut_at[0]
+    assert isinstance(error, StoreUnavailableError), f"{type(error).__name__}: {error}"
+    assert "object store is unavailable" in str(error) and "reopen" in str(error)
+    assert failed_after <= CALL_BOUND, f"the first failure took {failed_after:.1f} s"
+    report["acked"] = len(acked)
+    report["first_error_s"] = round(failed_after, 2)
+
+    # 2. the handle is dead: its calls keep failing, fast, with the same error
+    for what, call in (
+        ("put", store.put(cw.BLOB, (10_000,), b"x")),
+        ("flush", store.flush()),
+        ("get", store.get(cw.BLOB, (0,))),
+    ):
+        error, took = await bounded(call, f"{what} on the failed handle")
+        if what != "get" or error is not None:  # get may still answer from memory
+            assert isinstance(error, StoreUnavailableError), f"{what}: {error!r}"
+        assert took <= CALL_BOUND, f"{what} on the failed handle took {took:.1f} s"
+
+    # 3. opening the database while the store is down fails within the bound too
+    error, took = await bounded(
+        Store.open(url, cw.SCHEMA, **options(proxy)), "open during the outage"
+    )
+    assert isinstance(error, StoreUnavailableError), f"open during outage: {error!r}"
+    assert took <= OPEN_BOUND, f"open during the outage took {took:.1f} s"
+    report["open_during_outage_s"] = round(took, 2)
+
+    # a reader answers from what it holds, or fails within the bound
+    error, took = await bounded(reader.get(cw.BLOB, (0,)), "reader get during the outage")
+    assert error is None or isinstance(error, StoreUnavailableError), repr(error)
+    assert took <= CALL_BOUND, f"reader get during the outage took {took:.1f} s"
+
+    # closing the failed handle is bounded (it may report the outage)
+    error, took = await bounded(store.close(), "close during the outage")
+    assert error is None or isinstance(error, StoreUnavailableError), repr(error)
+    assert took <= CALL_BOUND, f"close during the outage took {took:.1f} s"
+    report["close_during_outage_s"] = round(took, 2)
+
+    # 4. the store is back: reopen, every acknowledged batch is there, writing goes on
+    proxy.restore()
+    restored = time.monotonic()
+    async with Store.open(url, cw.SCHEMA, **options(proxy)) as again:
+        check = await cw.check_database(again)
+        report["recovery_s"] = round(time.monotonic() - restored, 2)
+        report["in_flight_survived"] = check.next_batch - 1 - max(acked)
+        assert set(acked) <= check.batches, f"lost: {sorted(set(acked) - check.batches)}"
+        assert check.batches == set(range(check.next_batch))
+        assert check.next_batch <= max(acked) + 2
+        for batch in range(check.next_batch, check.next_batch + 5):
+            await write_batch(again, batch)
+        final_next = check.next_batch + 5
+    async with Store.open(url, cw.SCHEMA, **options(proxy)) as last:
+        final = await cw.check_database(last)
+    assert final.batches == set(range(final_next))
+    report["records_verified"] = final.records
+    # The reader that lived through the outage: its polls failed during it, which stops a
+    # slatedb reader like a writer -- then it says so and a reopened reader sees everything.
+    try:
+        seen = await cw.check_database(reader)
+        report["reader_survived"] = True
+    except StoreUnavailableError as exc:
+        assert "reopen" in str(exc)
+        report["reader_survived"] = False
+        await reader.close()  # quiet: the failure was reported already
+        reader = await Store.open_reader(url, cw.SCHEMA, **options(proxy), poll_interval=0.1)
+        seen = await cw.check_database(reader)
+    deadline = time.monotonic() + BOUND
+    while seen.batches != final.batches:
+        assert time.monotonic() < deadline, f"reader stuck at {len(seen.batches)} batches"
+        await asyncio.sleep(0.1)
+        seen = await cw.check_database(reader)
+    await reader.close()
+    return report
+
+
+@pytest.mark.parametrize("mode", ["refuse", "blackhole"])
+def test_idle_writer_rides_out_a_short_outage(mode: str, s3_url: str, moto_server: Any) -> None:
+    """A writer with nothing unflushed is not stopped by an outage it does not write through:
+    once the store is back the same handle writes and flushes again, no reopen needed."""
+
+    async def scenario(proxy: TcpProxy) -> None:
+        async with Store.open(s3_url, cw.SCHEMA, **options(proxy)) as store:
+            await write_batch(store, 0)
+            proxy.cut(mode)  # type: ignore[arg-type]
+            await asyncio.sleep(3 * TIMEOUT_S)
+            assert await store.get(cw.BLOB, (0,)) == cw.expected_blob(0)  # from memory
+            proxy.restore()
+            await write_batch(store, 1)
+            assert (await cw.check_database(store)).batches == {0, 1}
+        async with Store.open(s3_url, cw.SCHEMA, **options(proxy)) as again:
+            assert (await cw.check_database(again)).batches == {0, 1}
+
+    with TcpProxy(("127.0.0.1", moto_server.port)) as proxy:
+        asyncio.run(scenario(proxy))
