@@ -139,8 +139,12 @@ class _BackgroundReader:
         self.store.close()
 
 
-def test_fencing_second_writer_process(tmp_path: Path) -> None:
-    url = str(tmp_path / "db")
+@pytest.mark.parametrize("backend", ["local", pytest.param("s3", marks=pytest.mark.s3)])
+def test_fencing_second_writer_process(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # s3: the session's moto server (s3_url sets AWS_* here; the writers inherit them)
+    url = str(tmp_path / "db") if backend == "local" else request.getfixturevalue("s3_url")
     a = WriterProcess(url, delay=0.002)
     b: WriterProcess | None = None
     reader: _BackgroundReader | None = None
@@ -181,7 +185,7 @@ def test_fencing_second_writer_process(tmp_path: Path) -> None:
     assert check.batches == set(range(check.next_batch))
     assert check.next_batch <= max(b.acked) + 2
     print(
-        f"\nfencing across processes: A acked {len(a.acked)} batches, B resumed at {b_start} "
-        f"and acked {len(b.acked)}; reader made {reader.passes} full passes; "
-        f"{check.records} records verified"
+        f"\nfencing across processes ({backend}): A acked {len(a.acked)} batches, "
+        f"B resumed at {b_start} and acked {len(b.acked)}; "
+        f"reader made {reader.passes} full passes; {check.records} records verified"
     )
