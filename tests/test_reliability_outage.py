@@ -23,7 +23,8 @@ What a test checks, while a task writes and flushes batches flat out:
 4. after restore, reopening works at once; every acknowledged batch is there, intact, with at
    most the one in flight besides; writing goes on; a reader that lived through the outage
    either still works or says to reopen it, and a reopened one sees everything.
-A writer with nothing to flush rides out a short outage without a reopen.
+With slatedb's default instead (no retry limit) an outage only delays: a flush waits and
+completes once the store is back, with the same handle.
 """
 
 from __future__ import annotations
@@ -46,18 +47,20 @@ pytestmark = [pytest.mark.slow, pytest.mark.s3]
 
 #: the per-request timeout and slatedb retry count we configure ...
 TIMEOUT_S = 1
-RETRIES = 1
-#: ... and the bounds they must give (measured: a call fails 0.1-6 s after the cut, an open
-#: 2-30 s -- it makes several requests, and object_store itself retries each one up to 10
-#: times before slatedb's retries count). Generous: CI machines are slower and shared.
-CALL_BOUND = 20.0
-OPEN_BOUND = 60.0
+RETRIES = 0
+#: ... and the bounds they must give. Measured on 2 cores: a failing call after the cut
+#: 0.1-1 s with no slatedb retries (2-15 s with one: slatedb backs off between retries), an
+#: open during the outage 2-16 s (it makes several requests, and object_store itself retries
+#: each one up to 10 times, with jittered backoff, before slatedb's retries count). The
+#: bounds are generous because CI machines are slower and shared; a hang exceeds them all.
+CALL_BOUND = 30.0
+OPEN_BOUND = 90.0
 BOUND = OPEN_BOUND
 
 
 @pytest.fixture(autouse=True)
 def _hang_guard() -> Iterator[None]:
-    with hang_guard(180):
+    with hang_guard(300):
         yield
 
 
@@ -197,21 +200,28 @@ async def _outage_during_writes(url: str, proxy: TcpProxy, mode: str) -> dict[st
 
 
 @pytest.mark.parametrize("mode", ["refuse", "blackhole"])
-def test_idle_writer_rides_out_a_short_outage(mode: str, s3_url: str, moto_server: Any) -> None:
-    """A writer with nothing unflushed is not stopped by an outage it does not write through:
-    once the store is back the same handle writes and flushes again, no reopen needed."""
+def test_unbounded_retries_wait_out_an_outage(mode: str, s3_url: str, moto_server: Any) -> None:
+    """The other choice, slatedb's default (no retry limit): an outage only delays. A flush
+    during it waits, and completes once the store is back; the handle stays usable, no
+    reopen, nothing lost. (The price: nothing tells the caller while it waits.)"""
 
-    async def scenario(proxy: TcpProxy) -> None:
-        async with Store.open(s3_url, cw.SCHEMA, **options(proxy)) as store:
+    async def scenario(proxy: TcpProxy) -> dict[str, float]:
+        unbounded = {**options(proxy), "object_store_max_retries": None}
+        async with Store.open(s3_url, cw.SCHEMA, **unbounded) as store:
             await write_batch(store, 0)
             proxy.cut(mode)  # type: ignore[arg-type]
+            flushing = asyncio.ensure_future(write_batch(store, 1))
             await asyncio.sleep(3 * TIMEOUT_S)
-            assert await store.get(cw.BLOB, (0,)) == cw.expected_blob(0)  # from memory
+            assert not flushing.done(), f"flush ended during the outage: {flushing!r}"
             proxy.restore()
-            await write_batch(store, 1)
-            assert (await cw.check_database(store)).batches == {0, 1}
+            error, took = await bounded(flushing, "flush after the outage")
+            assert error is None, repr(error)
+            await write_batch(store, 2)
+            assert (await cw.check_database(store)).batches == {0, 1, 2}
         async with Store.open(s3_url, cw.SCHEMA, **options(proxy)) as again:
-            assert (await cw.check_database(again)).batches == {0, 1}
+            assert (await cw.check_database(again)).batches == {0, 1, 2}
+        return {"flush_done_after_restore_s": round(took, 2)}
 
     with TcpProxy(("127.0.0.1", moto_server.port)) as proxy:
-        asyncio.run(scenario(proxy))
+        report = asyncio.run(scenario(proxy))
+    print(f"\nunbounded retries ({mode}): {report}")
