@@ -401,7 +401,9 @@ async def _open_writer(
     if speedup:
         ffi_patch.install()
     location = parse_location(url)
-    builder = DbBuilder(location.path, location.object_store(object_store_options))
+    builder = DbBuilder(
+        location.db_path, location.object_store(object_store_options, create=True)
+    )
     builder.with_settings(_settings(settings))
     db = await call(builder.build(), f"open {location}")
     return Store(
@@ -422,7 +424,7 @@ async def _open_reader(
     if speedup:
         ffi_patch.install()
     location = parse_location(url)
-    builder = DbReaderBuilder(location.path, location.object_store(object_store_options))
+    builder = DbReaderBuilder(location.db_path, location.object_store(object_store_options))
     builder.with_options(
         ReaderOptions(
             manifest_poll_interval_ms=max(1, round(poll_interval * 1000)),
