@@ -418,7 +418,7 @@ async def test_local_directory_with_awkward_characters_holds_the_whole_database(
         await store.flush()
     assert sorted(os.listdir(tmp_path)) == ["café %41 #1?x"]
     assert {"manifest", "wal"} <= set(os.listdir(directory))
-    async with Store.open(f"file://{directory}", SCHEMA) as store:
+    async with Store.open(directory.as_uri(), SCHEMA) as store:
         assert await store.get(like, (1,)) == "x"
     async with Store.open_reader(str(directory), SCHEMA) as reader:
         assert await reader.get(like, (1,)) == "x"
