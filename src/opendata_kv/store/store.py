@@ -38,14 +38,7 @@ from opendata_kv.store import ffi_patch
 from opendata_kv.store.failures import call, translate
 from opendata_kv.store.location import Location, parse_location
 from opendata_kv.store.scan import scan_options
-from opendata_kv.store.views import (
-    Fields,
-    ReadView,
-    Target,
-    key_bytes,
-    put_args,
-    put_options,
-)
+from opendata_kv.store.views import Fields, ReadView, Target, encode_put, key_bytes
 from opendata_kv.values import Values
 
 _WRITE_OPTIONS = WriteOptions()
@@ -202,10 +195,9 @@ class Store(ReadView):
         Returns once SlateDB accepted the write; it is durable after `flush()`.
         """
         db = self._writable()
-        fields, value = put_args(target, fields, value)
-        record_type, key = key_bytes(target, fields)
-        data = self.values.encode(record_type, value, key)
-        options = put_options(ttl, self.check_expiry)
+        key, data, options = encode_put(
+            self.values, self.check_expiry, target, fields, value, ttl
+        )
         try:
             if options is None:
                 await db.put(key, data)
@@ -487,10 +479,10 @@ class Batch:
         ttl: float | datetime.timedelta | None = None,
     ) -> None:
         """Queue a typed put."""
-        fields, value = put_args(target, fields, value)
-        record_type, key = key_bytes(target, fields)
-        data = self._store.values.encode(record_type, value, key)
-        options = put_options(ttl, self._store.check_expiry)
+        store = self._store
+        key, data, options = encode_put(
+            store.values, store.check_expiry, target, fields, value, ttl
+        )
         try:
             if options is None:
                 self._wb().put(key, data)
@@ -568,10 +560,9 @@ class Transaction(ReadView):
         ttl: float | datetime.timedelta | None = None,
     ) -> None:
         """Queue a typed put in the transaction (visible to its own reads at once)."""
-        fields, value = put_args(target, fields, value)
-        record_type, key = key_bytes(target, fields)
-        data = self.values.encode(record_type, value, key)
-        options = put_options(ttl, self.check_expiry)
+        key, data, options = encode_put(
+            self.values, self.check_expiry, target, fields, value, ttl
+        )
         if options is None:
             await call(self._source.put(key, data), f"put in {self.where}")
         else:
