@@ -404,3 +404,21 @@ async def test_reader_is_read_only(store_url: str) -> None:
                 async with reader.snapshot():
                     pass
         await asyncio.sleep(0)
+
+
+@aio
+async def test_local_directory_with_awkward_characters_holds_the_whole_database(
+    tmp_path: Path,
+) -> None:
+    # Through file:/// + path, slatedb percent-encodes such names and splits the files over two
+    # directories; the store must keep everything in exactly the directory asked for.
+    directory = tmp_path / "café %41 #1?x" / "db"
+    async with Store.open(str(directory), SCHEMA) as store:
+        await store.put(like, (1,), "x")
+        await store.flush()
+    assert sorted(os.listdir(tmp_path)) == ["café %41 #1?x"]
+    assert {"manifest", "wal"} <= set(os.listdir(directory))
+    async with Store.open(directory.as_uri(), SCHEMA) as store:
+        assert await store.get(like, (1,)) == "x"
+    async with Store.open_reader(str(directory), SCHEMA) as reader:
+        assert await reader.get(like, (1,)) == "x"

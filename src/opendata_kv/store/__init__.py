@@ -7,7 +7,7 @@
 
 from opendata_kv.store.scan import Record, Scan
 from opendata_kv.store.store import Batch, Snapshot, Store, Transaction
-from opendata_kv.store.sync import SyncScan, SyncStore, SyncTransaction, SyncView
+from opendata_kv.store.sync import SyncScan, SyncStore, SyncTransaction, SyncView, SyncWriteView
 
 __all__ = [
     "Batch",
@@ -19,5 +19,6 @@ __all__ = [
     "SyncStore",
     "SyncTransaction",
     "SyncView",
+    "SyncWriteView",
     "Transaction",
 ]

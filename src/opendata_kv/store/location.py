@@ -50,7 +50,7 @@ from urllib.parse import unquote, urlsplit
 
 from slatedb.uniffi import Error, ObjectStore, ObjectStoreBuilder, ObjectStoreType
 
-from opendata_kv.errors import InvalidInputError, StoreError
+from opendata_kv.errors import InvalidInputError, StoreDataError, StoreError
 
 _TRUE = frozenset({"1", "true", "yes", "on", "y"})
 _FALSE = frozenset({"0", "false", "no", "off", "n"})
@@ -126,18 +126,45 @@ class Location:
         """The S3 bucket, for s3:// locations."""
         return urlsplit(self.store_url).netloc if self.scheme == "s3" else None
 
-    def object_store(self, options: Mapping[str, str] | None = None) -> Any:
+    @property
+    def db_path(self) -> str:
+        """The path handed to DbBuilder: a local store is rooted at the directory itself."""
+        return "" if self.scheme == "file" else self.path
+
+    def object_store(
+        self, options: Mapping[str, str] | None = None, *, create: bool = False
+    ) -> Any:
         """Build the slatedb ObjectStore (a new one each call; memory stores are private).
 
         `options`: object_store config entries (S3 only), applied over the environment.
+        `create`: make a missing local directory (writers); readers never create anything.
+
+        A local directory becomes a LOCAL store rooted at it, with the database at its root:
+        handing the path to DbBuilder under `file:///` instead percent-encodes names with
+        characters such as %, #, ? or non-ASCII and splits the files over two directories.
         """
-        if self.scheme != "s3":
-            if options:
-                raise InvalidInputError(
-                    f"object_store_options apply to s3:// locations, not {self.scheme}:// "
-                    f"({sorted(options)})"
-                )
+        if self.scheme != "s3" and options:
+            raise InvalidInputError(
+                f"object_store_options apply to s3:// locations, not {self.scheme}:// "
+                f"({sorted(options)})"
+            )
+        if self.scheme == "memory":
             return ObjectStore.resolve(self.store_url)
+        if self.scheme == "file":
+            if create:
+                os.makedirs(self.path, exist_ok=True)
+            elif not os.path.isdir(self.path):
+                raise StoreDataError(
+                    f"open reader on {self.url}: there is no database here "
+                    f"({self.path} is not a directory)"
+                )
+            try:
+                builder = ObjectStoreBuilder.from_env(ObjectStoreType.LOCAL)
+                builder.with_config("local_path", self.path)
+                return builder.build()
+            except Error as exc:
+                message = getattr(exc, "message", None) or str(exc)
+                raise StoreError(f"cannot open the directory {self.path}: {message}") from exc
         bucket = self.bucket or ""
         config = s3_config(bucket, options=options)
         try:

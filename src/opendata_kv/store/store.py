@@ -38,14 +38,7 @@ from opendata_kv.store import ffi_patch
 from opendata_kv.store.failures import call, translate
 from opendata_kv.store.location import Location, parse_location
 from opendata_kv.store.scan import scan_options
-from opendata_kv.store.views import (
-    Fields,
-    ReadView,
-    Target,
-    key_bytes,
-    put_args,
-    put_options,
-)
+from opendata_kv.store.views import Fields, ReadView, Target, encode_put, key_bytes
 from opendata_kv.values import Values
 
 _WRITE_OPTIONS = WriteOptions()
@@ -215,10 +208,9 @@ class Store(ReadView):
         Returns once SlateDB accepted the write; it is durable after `flush()`.
         """
         db = self._writable()
-        fields, value = put_args(target, fields, value)
-        record_type, key = key_bytes(target, fields)
-        data = self.values.encode(record_type, value, key)
-        options = put_options(ttl, self.check_expiry)
+        key, data, options = encode_put(
+            self.values, self.check_expiry, target, fields, value, ttl
+        )
         try:
             if options is None:
                 await db.put(key, data)
@@ -414,7 +406,9 @@ async def _open_writer(
     if speedup:
         ffi_patch.install()
     location = parse_location(url)
-    builder = DbBuilder(location.path, location.object_store(object_store_options))
+    builder = DbBuilder(
+        location.db_path, location.object_store(object_store_options, create=True)
+    )
     builder.with_settings(_settings(settings))
     db = await call(builder.build(), f"open {location}")
     return Store(
@@ -435,7 +429,7 @@ async def _open_reader(
     if speedup:
         ffi_patch.install()
     location = parse_location(url)
-    builder = DbReaderBuilder(location.path, location.object_store(object_store_options))
+    builder = DbReaderBuilder(location.db_path, location.object_store(object_store_options))
     builder.with_options(
         ReaderOptions(
             manifest_poll_interval_ms=max(1, round(poll_interval * 1000)),
@@ -498,10 +492,10 @@ class Batch:
         ttl: float | datetime.timedelta | None = None,
     ) -> None:
         """Queue a typed put."""
-        fields, value = put_args(target, fields, value)
-        record_type, key = key_bytes(target, fields)
-        data = self._store.values.encode(record_type, value, key)
-        options = put_options(ttl, self._store.check_expiry)
+        store = self._store
+        key, data, options = encode_put(
+            store.values, store.check_expiry, target, fields, value, ttl
+        )
         try:
             if options is None:
                 self._wb().put(key, data)
@@ -579,10 +573,9 @@ class Transaction(ReadView):
         ttl: float | datetime.timedelta | None = None,
     ) -> None:
         """Queue a typed put in the transaction (visible to its own reads at once)."""
-        fields, value = put_args(target, fields, value)
-        record_type, key = key_bytes(target, fields)
-        data = self.values.encode(record_type, value, key)
-        options = put_options(ttl, self.check_expiry)
+        key, data, options = encode_put(
+            self.values, self.check_expiry, target, fields, value, ttl
+        )
         if options is None:
             await call(self._source.put(key, data), f"put in {self.where}")
         else:

@@ -115,10 +115,10 @@ class SyncView:
         return SyncScan(self._view.scan_all(**options), self._loop.run)
 
 
-class SyncTransaction(SyncView):
-    """Blocking reads and writes inside a transaction."""
+class SyncWriteView(SyncView):
+    """Blocking typed put / delete over a Store or a Transaction."""
 
-    _view: Transaction
+    _view: Store | Transaction
 
     def put(
         self,
@@ -134,7 +134,13 @@ class SyncTransaction(SyncView):
         self._loop.run(self._view.delete(target, fields))
 
 
-class SyncStore(SyncView):
+class SyncTransaction(SyncWriteView):
+    """Blocking reads and writes inside a transaction."""
+
+    _view: Transaction
+
+
+class SyncStore(SyncWriteView):
     """Blocking Store: `with SyncStore.open("./data", schema) as store: store.put(...)`."""
 
     _view: Store
@@ -185,19 +191,6 @@ class SyncStore(SyncView):
     @property
     def readonly(self) -> bool:
         return self.store.readonly
-
-    def put(
-        self,
-        target: Target,
-        fields: Fields = None,
-        value: Any = None,
-        *,
-        ttl: float | datetime.timedelta | None = None,
-    ) -> None:
-        self._loop.run(self.store.put(target, fields, value, ttl=ttl))
-
-    def delete(self, target: Target, fields: Fields = None) -> None:
-        self._loop.run(self.store.delete(target, fields))
 
     def put_raw(self, key: bytes, data: bytes) -> None:
         self._loop.run(self.store.put_raw(key, data))

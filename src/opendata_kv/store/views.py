@@ -69,6 +69,20 @@ def put_options(ttl: float | datetime.timedelta | None, check_expiry: bool = Tru
     return PutOptions(ttl=Ttl.EXPIRE_AFTER_MILLIS(max(1, round(seconds * 1000))))
 
 
+def encode_put(
+    values: Values,
+    check_expiry: bool,
+    target: Target,
+    fields: Fields,
+    value: Any,
+    ttl: float | datetime.timedelta | None,
+) -> tuple[bytes, bytes, Any]:
+    """(key, value bytes, PutOptions or None): how Store, Batch and Transaction encode a put."""
+    fields, value = put_args(target, fields, value)
+    record_type, key = key_bytes(target, fields)
+    return key, values.encode(record_type, value, key), put_options(ttl, check_expiry)
+
+
 class ReadView:
     """get / exists / scan against a slatedb source (Db, DbReader, DbSnapshot, DbTransaction).
 
