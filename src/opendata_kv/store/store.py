@@ -557,11 +557,7 @@ class Transaction(ReadView):
     """Reads and writes inside one SlateDB transaction (see Store.transaction)."""
 
     def __init__(self, txn: Any, store: Store) -> None:
-        self._source = txn
-        self.schema = store.schema
-        self.values = store.values
-        self.check_expiry = store.check_expiry
-        self.where = f"transaction on {store.where}"
+        self._view_of(txn, store, "transaction on")
         self._done = False
 
     async def put(
@@ -600,8 +596,4 @@ class Snapshot(ReadView):
     """A consistent, read-only, point-in-time view (see Store.snapshot)."""
 
     def __init__(self, snap: Any, store: Store) -> None:
-        self._source = snap
-        self.schema = store.schema
-        self.values = store.values
-        self.check_expiry = store.check_expiry
-        self.where = f"snapshot of {store.where}"
+        self._view_of(snap, store, "snapshot of")

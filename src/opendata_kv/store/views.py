@@ -93,6 +93,14 @@ class ReadView:
     that never write a TTL.
     """
 
+    def _view_of(self, source: Any, store: ReadView, label: str) -> None:
+        """Read through `source` with the schema, codecs and expiry policy of `store`."""
+        self._source = source
+        self.schema = store.schema
+        self.values = store.values
+        self.check_expiry = store.check_expiry
+        self.where = f"{label} {store.where}"
+
     _source: Any
     schema: Schema
     values: Values
