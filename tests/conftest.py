@@ -1,4 +1,4 @@
-"""Shared fixtures. Conformance vectors come from $OPENDATA_KV_VECTORS (CI: ../shared/vectors);
+"""Shared fixtures. Conformance vectors come from tests/vectors (vendored) or $OPENDATA_KV_VECTORS;
 a missing folder fails the tests that need it instead of skipping them."""
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ REPO = Path(__file__).resolve().parent.parent
 def vectors_dir() -> Path:
     """The conformance vector folder, or a test failure naming what is missing."""
     configured = os.environ.get("OPENDATA_KV_VECTORS")
-    path = Path(configured) if configured else REPO.parent / "shared" / "vectors"
+    path = Path(configured) if configured else REPO / "tests" / "vectors"
     if not path.is_dir():
         pytest.fail(
-            f"conformance vectors not found at {path}: set OPENDATA_KV_VECTORS "
-            "to the shared/vectors folder",
+            f"conformance vectors not found at {path}: restore tests/vectors "
+            "or set OPENDATA_KV_VECTORS to a copy of them",
             pytrace=False,
         )
     return path

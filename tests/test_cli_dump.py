@@ -25,7 +25,7 @@ from opendata_kv.ids.muid import Muid
 from opendata_kv.values import pack
 
 TESTS = Path(__file__).resolve().parent
-SRC = TESTS.parent / "src"
+SRC = TESTS.parent
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(TESTS)])}
 ENV.pop("PYTHONSTARTUP", None)
 

@@ -19,7 +19,7 @@ ALPHABET = "234567abcdefghijklmnopqrstuvwxyz"
 
 def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO / "src")
+    env["PYTHONPATH"] = str(REPO)
     return subprocess.run(
         [sys.executable, "-m", "opendata_kv", *args],
         input=stdin,

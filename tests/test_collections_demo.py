@@ -15,7 +15,7 @@ from opendata_kv.cli.demo import MARKER, prepare
 from opendata_kv.cli.main import build_parser
 from opendata_kv.errors import OpendataKvError
 
-SRC = Path(__file__).resolve().parent.parent / "src"
+SRC = Path(__file__).resolve().parent.parent
 RECORD_NAMES = ("atproto_record", "change", "change_by_medallion", "page", "page_id")
 
 

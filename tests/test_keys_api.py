@@ -21,7 +21,7 @@ from opendata_kv.errors import (
 )
 from opendata_kv.keys import Key, RecordType, Schema, fields, prefix_successor
 
-SRC = Path(__file__).resolve().parent.parent / "src"
+SRC = Path(__file__).resolve().parent.parent
 
 POST = RecordType(
     "app.bsky.feed.post",

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 TESTS = Path(__file__).resolve().parent
-SRC = TESTS.parent / "src"
+SRC = TESTS.parent
 SCRIPT = TESTS / "crash_writer.py"
 
 

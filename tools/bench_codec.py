@@ -22,8 +22,8 @@ from typing import Any
 
 try:
     from opendata_kv.keys import RecordType, Schema, fields
-except ImportError:  # run from a checkout without installing: use ../src
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+except ImportError:  # run from a checkout without installing: use the checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from opendata_kv.keys import RecordType, Schema, fields
 
 BENCH = RecordType(

@@ -1,6 +1,6 @@
 """Identifier throughput: TID generation and codec, muid pack/unpack and parse/str, URL keys.
 
-Run as `PYTHONPATH=src python tools/bench.py ids [--quick]`. Each figure is the best of three
+Run as `PYTHONPATH=. python tools/bench.py ids [--quick]`. Each figure is the best of three
 timed runs, in operations per second on one thread.
 """
 

@@ -1,6 +1,6 @@
 """Typed Store vs raw slatedb binding calls, side by side in one run on the same data.
 
-    PYTHONPATH=src python tools/bench.py store [--quick]
+    PYTHONPATH=. python tools/bench.py store [--quick]
 
 Cases (local temporary directories, default slatedb settings):
     put 100 B / put 4 KiB   batched writes, 1000 records per batch: typed `store.batch()`
