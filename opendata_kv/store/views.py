@@ -16,7 +16,7 @@ from slatedb.uniffi import Error, PutOptions, Ttl
 from opendata_kv.errors import InvalidInputError, KeyEncodeError, SchemaError
 from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.store.failures import translate
-from opendata_kv.store.scan import KeySpan, Scan
+from opendata_kv.store.scan import ErrorPolicy, KeySpan, Scan
 from opendata_kv.values import Values, check_policy
 
 Fields = Sequence[Any] | Mapping[str, Any] | None
@@ -172,12 +172,15 @@ class ReadView:
         end: bytes | None = None,
         batch_size: int = 1024,
         upgrade: bool = True,
+        on_error: ErrorPolicy = "raise",
     ) -> Scan:
         """Records of one RecordType (or every registered version of a record name), in key
         order, optionally narrowed to leading field values, a partial string, and [start, end).
 
         `after` (a cursor: raw key or Key) resumes after that key. Versions are walked in
         version order (reversed when `reverse`), since the version byte leads the key.
+        `on_error`: a row whose key or value does not decode "raise"s (default), is "skip"ped
+        and counted in `scan.failed`, or comes back "raw" as a RawRecord holding the error.
         """
         if isinstance(record, RecordType):
             if version is not None and version != record.version:
@@ -205,6 +208,7 @@ class ReadView:
             after=after.encode() if isinstance(after, Key) else after,
             start=start,
             end=end,
+            on_error=on_error,
             batch_size=batch_size,
             upgrade=upgrade,
             check_expiry=self.check_expiry,
@@ -223,9 +227,11 @@ class ReadView:
         on_unknown: str = "raise",
         batch_size: int = 1024,
         upgrade: bool = True,
+        on_error: ErrorPolicy = "raise",
     ) -> Scan:
         """Every record (or those under a raw `prefix`), each key decoded by the RecordType its
-        prefix names. Keys no RecordType owns: on_unknown "raise" (default), "skip" or "raw"."""
+        prefix names. Keys no RecordType owns: on_unknown "raise" (default), "skip" or "raw".
+        Rows of a known RecordType that fail to decode: on_error, as for scan()."""
         from opendata_kv.keys import prefix_successor
 
         span = KeySpan(None, prefix or None, prefix_successor(prefix) if prefix else None)
@@ -240,6 +246,7 @@ class ReadView:
             start=start,
             end=end,
             on_unknown=check_policy(on_unknown),
+            on_error=on_error,
             batch_size=batch_size,
             upgrade=upgrade,
             check_expiry=self.check_expiry,

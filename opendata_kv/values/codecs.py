@@ -85,15 +85,23 @@ def _fast_unpack(data: bytes) -> Any:
     return _UNPACKB(data, raw=False, timestamp=3, strict_map_key=False)
 
 
+def _fast_unpack_many(batch: list[bytes]) -> list[Any]:
+    # one comprehension: ~0.2 µs/value less than map(_fast_unpack, ...) (no Python call)
+    unpackb = _UNPACKB
+    return [unpackb(data, raw=False, timestamp=3, strict_map_key=False) for data in batch]
+
+
 class MsgpackCodec:
     """Plain data (dicts, lists, scalars) as msgpack: the default codec.
 
-    `fast_decode` is `decode` without the error translation, for batch decoders that redo a
-    failed batch through `decode` to get the precise error.
+    `fast_decode` is `decode` without the error translation, and `fast_decode_many` the same
+    over a list, for batch decoders (scans) that redo a failed batch through `decode` to get
+    the precise error.
     """
 
     name = "msgpack"
     fast_decode = staticmethod(_fast_unpack)
+    fast_decode_many = staticmethod(_fast_unpack_many)
 
     def encode(self, value: Any) -> bytes:
         return pack(value)
