@@ -14,9 +14,10 @@ from typing import Any
 from slatedb.uniffi import Error, PutOptions, Ttl
 
 from opendata_kv.errors import InvalidInputError, KeyEncodeError, SchemaError
-from opendata_kv.keys import Key, RecordType, Schema
+from opendata_kv.keys import Key, RecordType, Schema, prefix_range
 from opendata_kv.store.failures import translate
 from opendata_kv.store.scan import KeySpan, Scan
+from opendata_kv.store.ttl import ttl_seconds
 from opendata_kv.values import Values, check_policy
 
 Fields = Sequence[Any] | Mapping[str, Any] | None
@@ -63,9 +64,7 @@ def put_options(ttl: float | datetime.timedelta | None, check_expiry: bool = Tru
             "this store was opened with check_expiry=False, so an expired record would stay "
             "visible; open it with check_expiry=True to write a ttl"
         )
-    seconds = ttl.total_seconds() if isinstance(ttl, datetime.timedelta) else ttl
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
-        raise ValueError(f"ttl must be a positive number of seconds, got {ttl!r}")
+    seconds = ttl_seconds(ttl)
     return PutOptions(ttl=Ttl.EXPIRE_AFTER_MILLIS(max(1, round(seconds * 1000))))
 
 
@@ -226,9 +225,7 @@ class ReadView:
     ) -> Scan:
         """Every record (or those under a raw `prefix`), each key decoded by the RecordType its
         prefix names. Keys no RecordType owns: on_unknown "raise" (default), "skip" or "raw"."""
-        from opendata_kv.keys import prefix_successor
-
-        span = KeySpan(None, prefix or None, prefix_successor(prefix) if prefix else None)
+        span = KeySpan(None, *prefix_range(prefix))
         return Scan(
             self._source,
             [span],
