@@ -642,7 +642,7 @@ class TtyBuffer(io.StringIO):
 
 
 def test_progress_only_on_a_terminal_after_a_delay_and_throttled() -> None:
-    from opendata_kv.cli.dump_cmds import Progress
+    from opendata_kv.cli.stats_cmds import Progress
 
     clock = FakeClock()
     quiet = io.StringIO()

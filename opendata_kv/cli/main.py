@@ -16,6 +16,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "opendata_kv.cli.ids_cmds",
     "opendata_kv.cli.inspect_cmds",
     "opendata_kv.cli.dump_cmds",
+    "opendata_kv.cli.stats_cmds",
     "opendata_kv.cli.demo",
 )
 

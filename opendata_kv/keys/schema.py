@@ -123,14 +123,10 @@ class Schema:
 
     def record_type_of(self, key: bytes) -> RecordType:
         """The RecordType whose prefix `key` starts with; UnknownRecordError naming the bytes."""
-        if key.__class__ is not bytes:
-            key = as_key_bytes(key)
-        by_head = self._by_head
-        for size in self._head_sizes:
-            found = by_head.get(key[:size])
-            if found is not None:
-                return found
-        raise self._unknown(key)
+        found = self.try_record_type_of(key)
+        if found is None:
+            raise self._unknown(as_key_bytes(key))
+        return found
 
     def try_record_type_of(self, key: bytes) -> RecordType | None:
         """Like record_type_of, but None for a key no RecordType owns."""

@@ -21,7 +21,7 @@ from slatedb.uniffi import (
 )
 
 from opendata_kv.errors import CursorError, InvalidArgumentError, show_bytes
-from opendata_kv.keys import Key, RecordType, Schema
+from opendata_kv.keys import Key, RecordType, Schema, intersect, is_empty
 from opendata_kv.store.failures import translate
 from opendata_kv.values import RawCodec, UnknownPolicy, Values
 
@@ -81,20 +81,6 @@ def live_rows(rows: list[Any]) -> list[Any]:
     else:
         return rows
     return [kv for kv in rows if kv.expire_ts is None or kv.expire_ts > now]
-
-
-def clamp(
-    span: KeySpan, start: bytes | None, end: bytes | None
-) -> tuple[bytes | None, bytes | None]:
-    """Intersect a span with optional [start, end) bounds."""
-    lo = span.start if start is None or (span.start is not None and span.start > start) else start
-    if end is None:
-        hi = span.end
-    elif span.end is None:
-        hi = end
-    else:
-        hi = min(span.end, end)
-    return lo, hi
 
 
 def check_cursor(spans: list[KeySpan], cursor: bytes, where: str) -> None:
@@ -220,7 +206,7 @@ class Scan(Generic[R]):
         while self._span_index < len(self._spans):
             span = self._spans[self._span_index]
             self._span_index += 1
-            lo, hi = clamp(span, self._start, self._end)
+            lo, hi = intersect((span.start, span.end), (self._start, self._end))
             lo_inclusive = True
             after = self._after
             if after is not None:
@@ -228,7 +214,7 @@ class Scan(Generic[R]):
                     lo, lo_inclusive = after, False
                 if self._reverse and (hi is None or after < hi):
                     hi = after
-            if lo is not None and hi is not None and lo >= hi:
+            if is_empty((lo, hi)):
                 continue
             key_range = KeyRange(
                 start=lo, start_inclusive=lo_inclusive, end=hi, end_inclusive=False

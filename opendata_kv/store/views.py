@@ -17,15 +17,15 @@ from slatedb.uniffi import Error, PutOptions, Ttl
 
 from opendata_kv.errors import (
     ArgumentTypeError,
-    InvalidArgumentError,
     InvalidInputError,
     KeyEncodeError,
     SchemaError,
     show_bytes,
 )
-from opendata_kv.keys import Key, RecordType, Schema, prefix_successor
+from opendata_kv.keys import Key, RecordType, Schema, intersect, prefix_range
 from opendata_kv.store.failures import translate
-from opendata_kv.store.scan import KeySpan, RawRecord, Record, Scan, check_cursor, clamp
+from opendata_kv.store.scan import KeySpan, RawRecord, Record, Scan, check_cursor
+from opendata_kv.store.ttl import ttl_seconds
 from opendata_kv.values import Values, check_policy
 
 Fields = Sequence[Any] | Mapping[str, Any] | None
@@ -169,11 +169,7 @@ def put_options(ttl: TtlArg, check_expiry: bool = True) -> Any:
             field="ttl",
             value=ttl,
         )
-    seconds = ttl.total_seconds() if isinstance(ttl, datetime.timedelta) else ttl
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
-        raise InvalidArgumentError(
-            f"ttl must be a positive number of seconds, got {ttl!r}", field="ttl", value=ttl
-        )
+    seconds = ttl_seconds(ttl)
     return PutOptions(ttl=Ttl.EXPIRE_AFTER_MILLIS(max(1, round(seconds * 1000))))
 
 
@@ -220,11 +216,10 @@ def narrow(
     span: KeySpan, prefix: bytes | None, start: bytes | None, end: bytes | None
 ) -> KeySpan:
     """`span` intersected with the keys under `prefix` and with [start, end)."""
-    lo, hi = span.start, span.end
+    bounds = (span.start, span.end)
     if prefix:
-        lo, hi = clamp(KeySpan(None, lo, hi), prefix, prefix_successor(prefix))
-    lo, hi = clamp(KeySpan(None, lo, hi), start, end)
-    return KeySpan(span.record_type, lo, hi)
+        bounds = intersect(bounds, prefix_range(prefix))
+    return KeySpan(span.record_type, *intersect(bounds, (start, end)))
 
 
 class ReadView:
