@@ -65,7 +65,8 @@ class Schema:
         return len(self._types)
 
     def __contains__(self, item: object) -> bool:
-        return item in self._types
+        """True for a RecordType registered here (the object itself, not a look-alike)."""
+        return isinstance(item, RecordType) and self._by_head.get(item.head) is item
 
     def __repr__(self) -> str:
         return f"Schema({', '.join(f'{t.name}@v{t.version}' for t in self._types)})"

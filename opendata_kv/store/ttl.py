@@ -6,17 +6,21 @@ from __future__ import annotations
 import datetime
 import math
 
-from opendata_kv.errors import InvalidInputError
+from opendata_kv.errors import InvalidArgumentError
 
 Duration = float | datetime.timedelta
 
 
 def ttl_seconds(value: Duration, what: str = "ttl") -> float:
-    """`value` in seconds; InvalidInputError (a ValueError) unless it is a positive, finite
-    number of seconds or a positive timedelta."""
+    """`value` in seconds; InvalidArgumentError (a ValueError; `field` is `what`) unless it is
+    a positive, finite number of seconds or a positive timedelta."""
     seconds = value.total_seconds() if isinstance(value, datetime.timedelta) else value
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-        raise InvalidInputError(f"{what} must be a number of seconds, got {value!r}")
+        raise InvalidArgumentError(
+            f"{what} must be a number of seconds, got {value!r}", field=what, value=value
+        )
     if not 0 < seconds < math.inf:
-        raise InvalidInputError(f"{what} must be a positive number of seconds, got {value!r}")
+        raise InvalidArgumentError(
+            f"{what} must be a positive number of seconds, got {value!r}", field=what, value=value
+        )
     return float(seconds)
