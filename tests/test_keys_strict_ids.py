@@ -81,3 +81,14 @@ def test_a_muid_is_not_an_index(m: Muid) -> None:
 def test_integer_fields_refuse_a_muid(codec: fields.Field, m: Muid) -> None:
     with pytest.raises(KeyEncodeError, match="got Muid"):
         codec.encode(m)
+
+
+def test_the_errors_carry_what_they_name() -> None:
+    from opendata_kv.errors import SchemaError
+
+    with pytest.raises(KeyEncodeError) as bad_tid:
+        fields.tid.encode(7)
+    assert bad_tid.value.value == 7
+    with pytest.raises(SchemaError) as reserved:
+        RecordType("profile", 2, [("record_type", fields.u8)])
+    assert (reserved.value.record, reserved.value.field) == ("profile", "record_type")

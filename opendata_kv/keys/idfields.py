@@ -55,7 +55,8 @@ class _Tid(_Int63):
             hint = " (for an integer n, give ids.tid.encode(n))" if isinstance(value, int) else ""
             raise KeyEncodeError(
                 f"tid needs a TID string of 13 characters, got {type(value).__name__} "
-                f"{value!r}{hint}"
+                f"{value!r}{hint}",
+                value=value,
             )
         try:
             return tid_ids.decode(value)
