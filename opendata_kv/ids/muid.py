@@ -184,9 +184,6 @@ class Muid:
     def __int__(self) -> int:
         return int.from_bytes(self._b, "big")
 
-    def __index__(self) -> int:
-        return int.from_bytes(self._b, "big")
-
     def __str__(self) -> str:
         h = self._b.hex().upper()
         return f"{h[:13]}-{h[13:24]}-{h[24:]}"
