@@ -14,14 +14,13 @@ from typing import Any, NamedTuple
 
 from slatedb.uniffi import (
     DurabilityLevel,
-    Error,
     IterationOrder,
     KeyRange,
     ScanOptions,
 )
 
 from opendata_kv.keys import Key, RecordType, Schema
-from opendata_kv.store.failures import translate
+from opendata_kv.store.failures import FOREIGN, translate
 from opendata_kv.values import RawCodec, UnknownPolicy, Values
 
 
@@ -199,7 +198,7 @@ class Scan:
                 self._iterator = await self._source.scan_with_options(
                     key_range, _OPTIONS[self._reverse]
                 )
-            except Error as exc:
+            except FOREIGN as exc:
                 raise translate(exc, self._where) from exc
             self._decode_rows = self._row_decoder(span.record_type)
             return True
@@ -217,7 +216,7 @@ class Scan:
                 want = min(want, self._remaining)
             try:
                 rows = await self._iterator.next_batch(want)
-            except Error as exc:
+            except FOREIGN as exc:
                 raise translate(exc, self._where) from exc
             self._batch = min(self._batch * 2, self._max_batch)
             if not rows:

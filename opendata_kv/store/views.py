@@ -11,11 +11,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from slatedb.uniffi import Error, PutOptions, Ttl
+from slatedb.uniffi import PutOptions, Ttl
 
 from opendata_kv.errors import InvalidInputError, KeyEncodeError, SchemaError
 from opendata_kv.keys import Key, RecordType, Schema
-from opendata_kv.store.failures import translate
+from opendata_kv.store.failures import FOREIGN, translate
 from opendata_kv.store.scan import KeySpan, Scan
 from opendata_kv.values import Values, check_policy
 
@@ -115,7 +115,7 @@ class ReadView:
                 data: bytes | None = await source.get(key)
                 return data
             kv = await source.get_key_value(key)
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"get on {self.where}") from exc
         if kv is None:
             return None
@@ -150,7 +150,7 @@ class ReadView:
                 data = await source.get(key)
                 if data is None:
                     return default
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"get on {self.where}") from exc
         return self.values.decode(record_type, key, data, upgrade=upgrade)
 
