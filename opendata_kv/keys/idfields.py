@@ -16,7 +16,7 @@ from opendata_kv.errors import IdError, KeyDecodeError, KeyEncodeError, SchemaEr
 from opendata_kv.ids import rkey as rkey_ids
 from opendata_kv.ids import tid as tid_ids
 from opendata_kv.ids.muid import Muid
-from opendata_kv.keys.fields import Field, _TerminatedStr
+from opendata_kv.keys.codecs import Field, TerminatedStr, public
 
 _U64 = struct.Struct(">Q")
 _TOP_BIT = 1 << 63
@@ -105,7 +105,7 @@ class _Muid(Field):
         return pos + 16
 
 
-class _Rkey(_TerminatedStr):
+class _Rkey(TerminatedStr):
     """A terminated string that must be a record key of the given Lexicon key type."""
 
     __slots__ = ("key_type",)
@@ -141,9 +141,9 @@ class _Rkey(_TerminatedStr):
         return text
 
 
-tid: Field = _Tid("tid")
-url_key: Field = _UrlKey()
-muid: Field = _Muid()
+tid = public("tid", _Tid("tid"))
+url_key = public("url_key", _UrlKey())
+muid = public("muid", _Muid())
 
 
 def rkey(key_type: str = "any") -> Field:
