@@ -9,14 +9,13 @@
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from slatedb.uniffi import (
     DbBuilder,
@@ -33,12 +32,20 @@ from slatedb.uniffi import (
 )
 
 from opendata_kv.errors import ReadOnlyError, StoreClosedError, StoreDataError, StoreError
-from opendata_kv.keys import RecordType, Schema
+from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.store import ffi_patch
 from opendata_kv.store.failures import call, translate
 from opendata_kv.store.location import Location, parse_location
 from opendata_kv.store.scan import scan_options
-from opendata_kv.store.views import Fields, ReadView, Target, encode_put, key_bytes
+from opendata_kv.store.views import (
+    MISSING,
+    Fields,
+    ReadView,
+    Target,
+    TtlArg,
+    encode_put,
+    key_bytes,
+)
 from opendata_kv.values import Values
 
 _WRITE_OPTIONS = WriteOptions()
@@ -195,21 +202,26 @@ class Store(ReadView):
             raise StoreClosedError(f"{self.where} is closed")
         return self._source
 
+    @overload
+    async def put(self, target: Key, value: Any, /, *, ttl: TtlArg = None) -> None: ...
+
+    @overload
     async def put(
-        self,
-        target: Target,
-        fields: Fields = None,
-        value: Any = None,
-        *,
-        ttl: float | datetime.timedelta | None = None,
+        self, target: RecordType | str, fields: Fields, value: Any, *, ttl: TtlArg = None
+    ) -> None: ...
+
+    async def put(
+        self, target: Target, fields: Any = MISSING, value: Any = MISSING, *, ttl: TtlArg = None
     ) -> None:
-        """Store `value` under the key: `put(rt, fields, value)` or `put(key_obj, value)`.
+        """Store `value` under the key: `put(record, fields, value)` (record: a RecordType of
+        the schema or a record name) or `put(key_obj, value)`; a missing value is an
+        ArgumentTypeError. `ttl`: seconds (or a timedelta) until the record expires.
 
         Returns once SlateDB accepted the write; it is durable after `flush()`.
         """
         db = self._writable()
         key, data, options = encode_put(
-            self.values, self.check_expiry, target, fields, value, ttl
+            self.schema, self.values, self.check_expiry, target, fields, value, ttl
         )
         try:
             if options is None:
@@ -222,7 +234,7 @@ class Store(ReadView):
     async def delete(self, target: Target, fields: Fields = None) -> None:
         """Remove the record under the key (no error when there is none)."""
         db = self._writable()
-        _, key = key_bytes(target, fields)
+        _, key = key_bytes(self.schema, target, fields)
         try:
             await db.delete(key)
         except Error as exc:
@@ -483,18 +495,21 @@ class Batch:
             self._batch = WriteBatch()
         return self._batch
 
+    @overload
+    def put(self, target: Key, value: Any, /, *, ttl: TtlArg = None) -> None: ...
+
+    @overload
     def put(
-        self,
-        target: Target,
-        fields: Fields = None,
-        value: Any = None,
-        *,
-        ttl: float | datetime.timedelta | None = None,
+        self, target: RecordType | str, fields: Fields, value: Any, *, ttl: TtlArg = None
+    ) -> None: ...
+
+    def put(
+        self, target: Target, fields: Any = MISSING, value: Any = MISSING, *, ttl: TtlArg = None
     ) -> None:
-        """Queue a typed put."""
+        """Queue a typed put (addressed as for Store.put)."""
         store = self._store
         key, data, options = encode_put(
-            store.values, store.check_expiry, target, fields, value, ttl
+            store.schema, store.values, store.check_expiry, target, fields, value, ttl
         )
         try:
             if options is None:
@@ -507,7 +522,7 @@ class Batch:
 
     def delete(self, target: Target, fields: Fields = None) -> None:
         """Queue a typed delete."""
-        _, key = key_bytes(target, fields)
+        _, key = key_bytes(self._store.schema, target, fields)
         self.delete_raw(key)
 
     def put_raw(self, key: bytes, data: bytes, *, expire_at: int | None = None) -> None:
@@ -560,17 +575,20 @@ class Transaction(ReadView):
         self._view_of(txn, store, "transaction on")
         self._done = False
 
+    @overload
+    async def put(self, target: Key, value: Any, /, *, ttl: TtlArg = None) -> None: ...
+
+    @overload
     async def put(
-        self,
-        target: Target,
-        fields: Fields = None,
-        value: Any = None,
-        *,
-        ttl: float | datetime.timedelta | None = None,
+        self, target: RecordType | str, fields: Fields, value: Any, *, ttl: TtlArg = None
+    ) -> None: ...
+
+    async def put(
+        self, target: Target, fields: Any = MISSING, value: Any = MISSING, *, ttl: TtlArg = None
     ) -> None:
         """Queue a typed put in the transaction (visible to its own reads at once)."""
         key, data, options = encode_put(
-            self.values, self.check_expiry, target, fields, value, ttl
+            self.schema, self.values, self.check_expiry, target, fields, value, ttl
         )
         if options is None:
             await call(self._source.put(key, data), f"put in {self.where}")
@@ -578,7 +596,8 @@ class Transaction(ReadView):
             await call(self._source.put_with_options(key, data, options), f"put in {self.where}")
 
     async def delete(self, target: Target, fields: Fields = None) -> None:
-        _, key = key_bytes(target, fields)
+        """Remove the record under the key when the transaction commits."""
+        _, key = key_bytes(self.schema, target, fields)
         await call(self._source.delete(key), f"delete in {self.where}")
 
     async def commit(self) -> None:
