@@ -19,6 +19,16 @@ def show_bytes(data: bytes | bytearray | memoryview, limit: int = 48) -> str:
     return f"0x{raw[:limit].hex()}... ({len(raw)} bytes)"
 
 
+def show_text(text: str, limit: int = 48, *, quote: bool = True) -> str:
+    """`text` for an error message: its repr (or, with quote=False, the text itself), cut
+    past `limit` characters with the full length added, so a long bad input is never echoed
+    in full."""
+    if len(text) <= limit:
+        return repr(text) if quote else text
+    head = repr(text[:limit]) if quote else text[:limit]
+    return f"{head}... ({len(text)} characters)"
+
+
 class OpendataKvError(Exception):
     """Root of every error opendata_kv raises on purpose.
 
@@ -245,4 +255,5 @@ __all__ = [
     "ValueEncodeError",
     "ValueLimitError",
     "show_bytes",
+    "show_text",
 ]
