@@ -18,7 +18,7 @@ def test_hand_made_bytes_equal_the_key_layer() -> None:
         assert bench_scale.hand_item_key(i) == bench_scale.ITEM.encode(i)
         assert bench_scale.hand_decode_item(bench_scale.ITEM.encode(i)) == i
     tid = bench_scale.event_tid(5)
-    key = bench_scale.EVENT.encode("prefix-mid", tid)
+    key = bench_scale.EVENT.encode("prefix-mid", bench_scale.tids.encode(tid))
     assert bench_scale.hand_event_key("prefix-mid", tid) == key
     assert bench_scale.hand_decode_event(key) == ("prefix-mid", tid)
 

@@ -153,7 +153,7 @@ async def test_on_unknown_skip_with_on_error_skip_skips_a_malformed_key() -> Non
         rows = await store.scan_all(on_unknown="skip", on_error="skip").to_list()
         assert [tuple(r.key) for r in rows] == [(1,), (2,)]
         with pytest.raises(ValueError, match="on_error"):
-            store.scan(num, on_error="ignore")  # type: ignore[arg-type]
+            store.scan(num, on_error="ignore")
 
 
 @aio

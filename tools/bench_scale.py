@@ -142,7 +142,7 @@ def typed_records(w: Workload) -> Iterator[tuple[Any, ...]]:
         yield ITEM, (i,), item_value(i)
     for actor, size in w.actors:
         for n in range(size):
-            yield EVENT, (actor, event_tid(n)), event_value(actor, n)
+            yield EVENT, (actor, tids.encode(event_tid(n))), event_value(actor, n)
 
 
 # Hand-made keys: the same bytes the key layer makes, built with struct and bytes joins.
@@ -438,7 +438,7 @@ class TypedSide(Side):
     async def get(self, actor: str, n: int) -> Any:
         if not actor:
             return await self.store.get(ITEM, (n,))
-        return await self.store.get(EVENT, (actor, event_tid(n)))
+        return await self.store.get(EVENT, (actor, tids.encode(event_tid(n))))
 
     def prefix_rows(self, actor: str) -> AsyncIterator[Any]:
         return self.store.scan(EVENT, actor).__aiter__()

@@ -17,10 +17,21 @@ from opendata_kv.keys.prefix import (
     parse_prefix,
     prefix_successor,
 )
+from opendata_kv.keys.ranges import (
+    UNBOUNDED,
+    Bounds,
+    intersect,
+    is_empty,
+    prefix_range,
+    record_type_range,
+    version_range,
+)
 from opendata_kv.keys.record import Key, RecordType
 from opendata_kv.keys.schema import Schema
 
 __all__ = [
+    "UNBOUNDED",
+    "Bounds",
     "Field",
     "Key",
     "RecordPrefix",
@@ -29,6 +40,11 @@ __all__ = [
     "build_prefix",
     "check_prefix",
     "fields",
+    "intersect",
+    "is_empty",
     "parse_prefix",
+    "prefix_range",
     "prefix_successor",
+    "record_type_range",
+    "version_range",
 ]

@@ -1,0 +1,229 @@
+"""Opening a database read-only and walking its key ranges (dump, stats).
+
+The database is opened through slatedb's DbReader, which never fences the writer: a service
+can keep writing while you look. It sees what the writer has flushed. The database must
+exist: a missing one is an error, and nothing is ever created.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
+
+from opendata_kv.cli.common import CliError, parse_hex
+from opendata_kv.cli.db_args import DEFAULT_RETRIES, DEFAULT_TIMEOUT
+from opendata_kv.errors import StoreDataError, StoreUnavailableError, show_text
+from opendata_kv.keys import (
+    UNBOUNDED,
+    Bounds,
+    Schema,
+    intersect,
+    is_empty,
+    prefix_range,
+    record_type_range,
+    version_range,
+)
+
+if TYPE_CHECKING:
+    from opendata_kv.store import Store
+    from opendata_kv.store.location import Location
+
+T = TypeVar("T")
+
+_NO_DATABASE = "failed to find latest transactional object"
+
+
+@dataclass(frozen=True)
+class ReadLimits:
+    """How long a read-only command waits for the database (--timeout, --retries).
+
+    `timeout` bounds opening the database and each read round trip (None: no bound); for
+    S3 it is also the limit of one request. `retries` is SlateDB's object_store_max_retries.
+    """
+
+    timeout: float | None = DEFAULT_TIMEOUT
+    retries: int = DEFAULT_RETRIES
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ReadLimits:
+        timeout = getattr(args, "timeout", DEFAULT_TIMEOUT)
+        return cls(timeout or None, getattr(args, "retries", DEFAULT_RETRIES))
+
+    def object_store_options(self, location: Location) -> dict[str, str] | None:
+        if location.scheme != "s3" or self.timeout is None:
+            return None
+        return {"timeout": f"{self.timeout:g}s", "connect_timeout": f"{self.timeout:g}s"}
+
+    async def bound(self, awaitable: Awaitable[T], doing: str) -> T:
+        """`awaitable`, or a CliError naming the endpoint and bucket when it overruns."""
+        if self.timeout is None:
+            return await awaitable
+        try:
+            return await asyncio.wait_for(awaitable, self.timeout)
+        except asyncio.TimeoutError:
+            raise CliError(
+                f"{doing}: no answer within {self.timeout:g} s; raise --timeout "
+                "(0 waits as long as it takes) or check that the object store is up"
+            ) from None
+
+
+def endpoint_text(location: Location) -> str:
+    """` (endpoint E, bucket B)` for an s3:// location, naming where requests go; "" else."""
+    if location.scheme != "s3":
+        return ""
+    from opendata_kv.store.location import s3_config
+
+    config = s3_config(location.bucket or "")
+    endpoint = config.get("endpoint") or "the AWS default (AWS_ENDPOINT_URL is not set)"
+    return f" (endpoint {endpoint}, bucket {location.bucket})"
+
+
+async def open_reader(db: str, limits: ReadLimits | None = None) -> Store:
+    """A read-only Store on `db` (an empty Schema: keys come back raw); CliError if missing,
+    and within `limits` a CliError naming the endpoint and bucket when nothing answers.
+
+    slatedb's reader creates nothing: on a path without a database it fails with a Data
+    error ("failed to find latest transactional object (e.g. manifest)"). A local path is
+    checked first so the message can say what is wrong.
+    """
+    from opendata_kv.store import Store
+    from opendata_kv.store.location import parse_location
+
+    limits = limits or ReadLimits()
+    location = parse_location(db)
+    if location.scheme == "file":
+        path = location.path
+        if not os.path.exists(path):
+            raise CliError(f"no database at {db}: {path} does not exist")
+        if not os.path.isdir(path):
+            raise CliError(f"no database at {db}: {path} is not a directory")
+    where = endpoint_text(location)
+    opening = Store.open_reader(
+        db,
+        Schema(),
+        object_store_options=limits.object_store_options(location),
+        object_store_max_retries=limits.retries,
+    )
+    try:
+        store: Store = await limits.bound(opening, f"open {db}" + where)
+    except StoreDataError as exc:
+        if _NO_DATABASE in str(exc):
+            raise CliError(f"no SlateDB database at {db}{where} (no manifest found)") from None
+        raise
+    except StoreUnavailableError as exc:
+        detail = str(exc).partition("[")[2].rpartition("]")[0] or str(exc)
+        reason = show_text(" ".join(detail.split()), 300, quote=False)
+        raise CliError(
+            f"cannot open {db}{where}: the object store failed after {limits.retries} "
+            f"retries (--retries): {reason}"
+        ) from None
+    store.where = str(location) + where  # later errors name the endpoint and bucket too
+    return store
+
+
+@dataclass
+class Walk:
+    """What to read: overall raw-key bounds and the prefix filters inside them."""
+
+    bounds: Bounds
+    keyspace: bytes
+    version: int | None
+    record_type: int | None
+    reverse: bool
+    limit: int | None
+    limits: ReadLimits = field(default_factory=ReadLimits)
+
+    def type_bounds(self, version: int) -> Bounds:
+        """Keys of record type `record_type` (any reserved bits) under `version`."""
+        assert self.record_type is not None
+        return record_type_range(version, self.record_type, self.keyspace)
+
+    async def chunks(self, store: Store) -> AsyncIterator[list[tuple[bytes, bytes]]]:
+        """Raw (key, value) pairs in order, a batch at a time, honouring every filter."""
+        remaining = [self.limit]
+        if self.version is not None:
+            span = (
+                self.type_bounds(self.version)
+                if self.record_type is not None
+                else version_range(self.version, self.keyspace)
+            )
+            async for chunk in self._scan(store, intersect(self.bounds, span), remaining):
+                yield chunk
+        elif self.record_type is not None:
+            async for chunk in self._by_type(store, remaining):
+                yield chunk
+        else:
+            async for chunk in self._scan(store, self.bounds, remaining):
+                yield chunk
+
+    async def _by_type(
+        self, store: Store, remaining: list[int | None]
+    ) -> AsyncIterator[list[tuple[bytes, bytes]]]:
+        """One range per version present: find each by seeking to the next (or previous)
+        version byte instead of reading the keys in between."""
+        lowest = intersect(self.bounds, (version_range(1, self.keyspace)[0], None))
+        at = len(self.keyspace)
+        seek = lowest
+        while remaining[0] != 0 and not is_empty(seek):
+            found = await self.limits.bound(
+                store.scan_all(
+                    start=seek[0], end=seek[1], reverse=self.reverse, limit=1, on_unknown="raw"
+                ).to_list(),
+                f"read {store.where}",
+            )
+            if not found:
+                return
+            version = found[0].raw_key[at]
+            span = intersect(self.bounds, self.type_bounds(version))
+            async for chunk in self._scan(store, span, remaining):
+                yield chunk
+            if self.reverse:
+                if version <= 1:
+                    return
+                seek = intersect(seek, (None, version_range(version, self.keyspace)[0]))
+            else:
+                if version == 0xFF:
+                    return
+                seek = intersect(seek, (version_range(version + 1, self.keyspace)[0], None))
+
+    async def _scan(
+        self, store: Store, bounds: Bounds, remaining: list[int | None]
+    ) -> AsyncIterator[list[tuple[bytes, bytes]]]:
+        if is_empty(bounds) or remaining[0] == 0:
+            return
+        scan = store.scan_all(
+            start=bounds[0],
+            end=bounds[1],
+            reverse=self.reverse,
+            limit=remaining[0],
+            on_unknown="raw",
+        )
+        while chunk := await self.limits.bound(scan.next_chunk(), f"read {store.where}"):
+            if remaining[0] is not None:
+                remaining[0] -= len(chunk)
+            yield [(r.raw_key, r.value) for r in chunk]
+
+
+def walk_from_args(args: argparse.Namespace, keyspace: bytes | None) -> Walk:
+    bounds: Bounds = UNBOUNDED
+    if keyspace:
+        bounds = prefix_range(keyspace)
+    if args.prefix is not None:
+        bounds = intersect(bounds, prefix_range(parse_hex(args.prefix, "--prefix")))
+    if args.start is not None:
+        bounds = intersect(bounds, (parse_hex(args.start, "--start"), None))
+    if args.end is not None:
+        bounds = intersect(bounds, (None, parse_hex(args.end, "--end")))
+    return Walk(
+        bounds,
+        keyspace or b"",
+        args.version,
+        args.type,
+        args.reverse,
+        args.limit,
+        ReadLimits.from_args(args),
+    )
