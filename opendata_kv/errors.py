@@ -144,12 +144,7 @@ class StoreLocationError(StoreError, ValueError):
     """A database location that cannot be used as asked (a file where a directory belongs)."""
 
 
-class StoreNotFoundError(StoreLocationError, FileNotFoundError):
-    """No database at the location, and the open was not asked to create one
-    (`create_if_missing=False`, or a reader)."""
-
-
-class StoreExistsError(StoreLocationError, FileExistsError):
+class StoreExistsError(StoreError, FileExistsError):
     """A database already exists at the location and the open asked `error_if_exists=True`."""
 
 
@@ -171,6 +166,11 @@ class TransactionConflictError(StoreError):
 
 class StoreDataError(StoreError):
     """SlateDB reported corrupt or unreadable data."""
+
+
+class StoreNotFoundError(StoreDataError, FileNotFoundError):
+    """No database at the location (a reader, or a writer opened with create_if_missing=False);
+    a StoreDataError as before, and a FileNotFoundError."""
 
 
 class ReadOnlyError(StoreError):

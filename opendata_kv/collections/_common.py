@@ -7,7 +7,7 @@ import datetime
 from collections.abc import AsyncIterator, Awaitable, Iterable
 from typing import Generic, TypeVar
 
-from opendata_kv.errors import InvalidInputError, SchemaError
+from opendata_kv.errors import ArgumentTypeError, InvalidInputError, SchemaError
 from opendata_kv.ids import micros as micros_ids
 from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.store import Record, Store
@@ -47,7 +47,19 @@ class Layout:
         return values
 
     def check(self, store: Store) -> None:
-        """SchemaError unless `store` can hold this layout's records."""
+        """SchemaError unless `store` can hold this layout's records; ArgumentTypeError unless it
+        is an async Store (a SyncStore wraps one: pass `sync_store.store`)."""
+        if not isinstance(store, Store):
+            raise ArgumentTypeError(
+                f"{self.kind} needs an async opendata_kv Store, got {type(store).__name__}"
+                + (
+                    "; a SyncStore wraps one as its .store (the collections are async)"
+                    if type(store).__name__ == "SyncStore"
+                    else ""
+                ),
+                field="store",
+                value=store,
+            )
         schema = store.schema
         missing = [t.name for t in self.record_types if t not in schema]
         if missing:
