@@ -19,6 +19,16 @@ def show_bytes(data: bytes | bytearray | memoryview, limit: int = 48) -> str:
     return f"0x{raw[:limit].hex()}... ({len(raw)} bytes)"
 
 
+def show_text(text: str, limit: int = 48, *, quote: bool = True) -> str:
+    """`text` for an error message: its repr (or, with quote=False, the text itself), cut
+    past `limit` characters with the full length added, so a long bad input is never echoed
+    in full."""
+    if len(text) <= limit:
+        return repr(text) if quote else text
+    head = repr(text[:limit]) if quote else text[:limit]
+    return f"{head}... ({len(text)} characters)"
+
+
 class OpendataKvError(Exception):
     """Root of every error opendata_kv raises on purpose.
 
@@ -133,6 +143,18 @@ class UnknownVersionError(ValueDecodeError):
     """A stored key version for which no value codec is registered (policy "raise")."""
 
 
+class ValueLimitError(ValueDecodeError):
+    """Stored value bytes that exceed a decode cap (size, container length, object count,
+    nesting depth); refused before they can take the memory or time they ask for."""
+
+    def __init__(self, message: str, *, cap: str, limit: int) -> None:
+        super().__init__(message)
+        #: the cap's name, as in DecodeLimits (e.g. "max_objects")
+        self.cap = cap
+        #: the cap's value when the value was refused
+        self.limit = limit
+
+
 # --- store -------------------------------------------------------------------------------------
 
 
@@ -165,7 +187,22 @@ class TransactionConflictError(StoreError):
 
 
 class StoreDataError(StoreError):
-    """SlateDB reported corrupt or unreadable data."""
+    """Corrupt, missing or unreadable data in the database (SlateDB's report or our own check).
+
+    `object_name` is the damaged object's path in the store ("wal/00000000000000000011.sst")
+    when it is known, else None.
+    """
+
+    def __init__(
+        self, message: str = "", *, object_name: str | None = None, **facts: Any
+    ) -> None:
+        super().__init__(message, **facts)
+        self.object_name = object_name
+
+
+class StorePermissionError(StoreError, PermissionError):
+    """The object store refused access (file permissions, credentials, bucket policy);
+    retrying does not help until the permissions change."""
 
 
 class StoreNotFoundError(StoreDataError, FileNotFoundError):
@@ -207,6 +244,7 @@ __all__ = [
     "StoreExistsError",
     "StoreLocationError",
     "StoreNotFoundError",
+    "StorePermissionError",
     "StoreUnavailableError",
     "TidError",
     "TransactionConflictError",
@@ -217,5 +255,7 @@ __all__ = [
     "ValueCodecError",
     "ValueDecodeError",
     "ValueEncodeError",
+    "ValueLimitError",
     "show_bytes",
+    "show_text",
 ]

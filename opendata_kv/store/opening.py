@@ -25,7 +25,8 @@ from opendata_kv.errors import (
     StoreNotFoundError,
     StoreUnavailableError,
 )
-from opendata_kv.store.failures import call, translate
+from opendata_kv.store.failures import FOREIGN, call, translate
+from opendata_kv.store.integrity import check_open, opening_error
 from opendata_kv.store.location import Location, s3_config
 
 T = TypeVar("T")
@@ -68,7 +69,7 @@ def slatedb_settings(settings: Mapping[str, Any] | None) -> Any:
     for name, value in (settings or {}).items():
         try:
             result.set(name, json.dumps(value))
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"setting {name}={value!r}") from exc
     return result
 
@@ -117,8 +118,11 @@ async def open_db(
     create_if_missing: bool,
     error_if_exists: bool,
 ) -> Any:
-    """The slatedb Db, the writer of the database at `location`."""
+    """The slatedb Db, the writer of the database at `location` (checked for damage that
+    slatedb would not notice first: see integrity.py)."""
+    where = f"open {location}"
     object_store = location.object_store(options, create=create_if_missing)
+    await check_open(location, object_store, where)
     if error_if_exists or not create_if_missing:
         found = await exists(location, object_store)
         if found and error_if_exists:
@@ -134,7 +138,10 @@ async def open_db(
             )
     builder = DbBuilder(location.db_path, object_store)
     builder.with_settings(slatedb_settings(settings))
-    return await call(builder.build(), f"open {location}")
+    try:
+        return await builder.build()
+    except FOREIGN as exc:
+        raise await opening_error(exc, location, object_store, where) from exc
 
 
 async def open_reader_db(
@@ -144,7 +151,10 @@ async def open_reader_db(
     max_retries: int | None,
 ) -> Any:
     """A slatedb DbReader of the database at `location`: creates and writes nothing."""
-    builder = DbReaderBuilder(location.db_path, location.object_store(options))
+    where = f"open reader on {location}"
+    object_store = location.object_store(options)
+    await check_open(location, object_store, where)
+    builder = DbReaderBuilder(location.db_path, object_store)
     builder.with_options(
         ReaderOptions(
             manifest_poll_interval_ms=max(1, round(poll_interval * 1000)),
@@ -156,13 +166,13 @@ async def open_reader_db(
     )
     try:
         return await builder.build()
-    except Error as exc:
+    except FOREIGN as exc:
         message = getattr(exc, "message", None) or str(exc)
         if isinstance(exc, Error.Data) and _NO_MANIFEST in message:
             # what a reader gets where no writer ever created the database
             raise StoreNotFoundError(
-                f"open reader on {location}: there is no database here (no manifest); "
+                f"{where}: there is no database here (no manifest); "
                 f"a writer must create it first with Store.open [{message}]",
                 value=str(location),
             ) from exc
-        raise translate(exc, f"open reader on {location}") from exc
+        raise await opening_error(exc, location, object_store, where) from exc

@@ -29,7 +29,7 @@ from slatedb.uniffi import (
 from opendata_kv.errors import InvalidArgumentError, ReadOnlyError, StoreClosedError, StoreError
 from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.store import ffi_patch
-from opendata_kv.store.failures import call, translate
+from opendata_kv.store.failures import FOREIGN, call, translate
 from opendata_kv.store.location import Location, parse_location
 from opendata_kv.store.opening import (
     READER_TIMEOUT,
@@ -187,7 +187,7 @@ class Store(ReadView):
         stopped = self._stopped()
         try:
             await self._source.shutdown()
-        except Error as exc:
+        except FOREIGN as exc:
             if not (stopped or isinstance(exc, Error.Closed)):
                 raise translate(exc, f"close of {self.where}") from exc
 
@@ -243,7 +243,7 @@ class Store(ReadView):
                 await db.put(key, data)
             else:
                 await db.put_with_options(key, data, options, _WRITE_OPTIONS)
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"put on {self.where}") from exc
 
     async def delete(self, target: Target, fields: Fields = None) -> None:
@@ -252,14 +252,14 @@ class Store(ReadView):
         _, key = key_bytes(self.schema, target, fields)
         try:
             await db.delete(key)
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"delete on {self.where}") from exc
 
     async def put_raw(self, key: bytes, data: bytes) -> None:
         """Store raw bytes under a raw key (tools and migrations)."""
         try:
             await self._writable().put(key, data)
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"put on {self.where}") from exc
 
     async def flush(self) -> None:
@@ -270,7 +270,7 @@ class Store(ReadView):
         """
         try:
             await self._writable().flush()
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"flush of {self.where}") from exc
 
     def batch(self, *, durable: bool = False) -> _BatchContext:
@@ -284,7 +284,7 @@ class Store(ReadView):
         if batch:
             try:
                 await db.write(batch.write_batch())
-            except Error as exc:
+            except FOREIGN as exc:
                 raise translate(exc, f"batch write on {self.where}") from exc
         if durable:
             await self.flush()
@@ -387,7 +387,7 @@ class Store(ReadView):
         while True:
             try:
                 rows = await iterator.next_batch(batch_size)
-            except Error as exc:
+            except FOREIGN as exc:
                 raise translate(exc, where) from exc
             if not rows:
                 return moved
@@ -529,7 +529,7 @@ class Batch:
                 self._wb().put(key, data)
             else:
                 self._wb().put_with_options(key, data, options)
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"batch put on {self._store.where}") from exc
         self._count += 1
 
@@ -546,14 +546,14 @@ class Batch:
             else:
                 options = PutOptions(ttl=Ttl.EXPIRE_AT_MILLIS(expire_at))
                 self._wb().put_with_options(key, data, options)
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"batch put on {self._store.where}") from exc
         self._count += 1
 
     def delete_raw(self, key: bytes) -> None:
         try:
             self._wb().delete(key)
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"batch delete on {self._store.where}") from exc
         self._count += 1
 
