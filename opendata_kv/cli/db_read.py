@@ -33,8 +33,20 @@ if TYPE_CHECKING:
 _NO_DATABASE = "failed to find latest transactional object"
 
 
-async def open_reader(db: str) -> Store:
+def checkpoint_arg(parser: argparse.ArgumentParser) -> None:
+    """--checkpoint ID, for the read-only commands (dump, stats)."""
+    parser.add_argument(
+        "--checkpoint",
+        metavar="ID",
+        help="read this checkpoint's pinned state instead of the latest one "
+        "(see `opendata-kv checkpoint list`)",
+    )
+
+
+async def open_reader(db: str, checkpoint: str | None = None) -> Store:
     """A read-only Store on `db` (an empty Schema: keys come back raw); CliError if missing.
+    It follows the latest state, or reads the pinned state of `checkpoint`; either way it
+    writes nothing to the store.
 
     slatedb's reader creates nothing: on a path without a database it fails with a Data
     error ("failed to find latest transactional object (e.g. manifest)"). A local path is
@@ -51,7 +63,7 @@ async def open_reader(db: str) -> Store:
         if not os.path.isdir(path):
             raise CliError(f"no database at {db}: {path} is not a directory")
     try:
-        store: Store = await Store.open_reader(db, Schema())
+        store: Store = await Store.open_reader(db, Schema(), checkpoint=checkpoint)
     except StoreDataError as exc:
         if _NO_DATABASE in str(exc):
             raise CliError(f"no SlateDB database at {db} (no manifest found)") from None
