@@ -1,10 +1,14 @@
 """The one exception hierarchy of opendata_kv, rooted at OpendataKvError.
 
-Errors about bad input are also ValueErrors, so callers that already catch ValueError keep
-working. Messages name the field and show the offending bytes (as hex) or characters (repr).
+Errors about bad input are also ValueErrors (arguments of the wrong type or shape also
+TypeErrors), so callers that already catch the builtin keep working. Messages name the record,
+the field and the offending bytes (as hex) or characters (repr); the same facts are attributes
+(`record`, `field`, `value`, `offset`) for code that handles the error.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 def show_bytes(data: bytes | bytearray | memoryview, limit: int = 48) -> str:
@@ -15,12 +19,62 @@ def show_bytes(data: bytes | bytearray | memoryview, limit: int = 48) -> str:
     return f"0x{raw[:limit].hex()}... ({len(raw)} bytes)"
 
 
+def show_text(text: str, limit: int = 48, *, quote: bool = True) -> str:
+    """`text` for an error message: its repr (or, with quote=False, the text itself), cut
+    past `limit` characters with the full length added, so a long bad input is never echoed
+    in full."""
+    if len(text) <= limit:
+        return repr(text) if quote else text
+    head = repr(text[:limit]) if quote else text[:limit]
+    return f"{head}... ({len(text)} characters)"
+
+
 class OpendataKvError(Exception):
-    """Root of every error opendata_kv raises on purpose."""
+    """Root of every error opendata_kv raises on purpose.
+
+    Beside the message, what the message names: `record` (record type name), `field` (key
+    field or argument name), `value` (the offending value or bytes) and `offset` (byte offset
+    in a key); each is None when it does not apply.
+    """
+
+    record: str | None
+    field: str | None
+    value: Any
+    offset: int | None
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        record: str | None = None,
+        field: str | None = None,
+        value: Any = None,
+        offset: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.record = record
+        self.field = field
+        self.value = value
+        self.offset = offset
 
 
 class InvalidInputError(OpendataKvError, ValueError):
     """Input that can never be valid: malformed bytes, bad syntax, values out of range."""
+
+
+class InvalidArgumentError(InvalidInputError):
+    """A call argument out of range (`limit=-1`, `ttl=0`, an unknown isolation level, ...);
+    `field` names the argument."""
+
+
+class ArgumentTypeError(OpendataKvError, TypeError):
+    """A call argument of the wrong type, or a required one missing (`put` without a value);
+    `field` names the argument."""
+
+
+class CursorError(InvalidInputError):
+    """A scan's `after=` cursor that lies outside the scan's key range (a cursor from another
+    record type or another scan); `value` is the cursor."""
 
 
 # --- identifiers -------------------------------------------------------------------------------
@@ -54,7 +108,8 @@ class KeyFormatError(InvalidInputError):
 
 
 class SchemaError(KeyFormatError):
-    """An inconsistent RecordType or Schema definition (duplicate names, bad nibbles, ...)."""
+    """An inconsistent RecordType or Schema definition (duplicate names, bad nibbles, ...), or
+    a RecordType or record name the store's schema does not hold (`record` names it)."""
 
 
 class KeyEncodeError(KeyFormatError):
@@ -88,11 +143,36 @@ class UnknownVersionError(ValueDecodeError):
     """A stored key version for which no value codec is registered (policy "raise")."""
 
 
+class ValueLimitError(ValueDecodeError):
+    """Stored value bytes that exceed a decode cap (size, container length, object count,
+    nesting depth); refused before they can take the memory or time they ask for."""
+
+    def __init__(self, message: str, *, cap: str, limit: int) -> None:
+        super().__init__(message)
+        #: the cap's name, as in DecodeLimits (e.g. "max_objects")
+        self.cap = cap
+        #: the cap's value when the value was refused
+        self.limit = limit
+
+
 # --- store -------------------------------------------------------------------------------------
 
 
 class StoreError(OpendataKvError):
     """A failure talking to SlateDB or the object store beneath it."""
+
+
+class StoreLocationError(StoreError, ValueError):
+    """A database location that cannot be used as asked (a file where a directory belongs)."""
+
+
+class StoreNotFoundError(StoreLocationError, FileNotFoundError):
+    """No database at the location, and the open was not asked to create one
+    (`create_if_missing=False`, or a reader)."""
+
+
+class StoreExistsError(StoreLocationError, FileExistsError):
+    """A database already exists at the location and the open asked `error_if_exists=True`."""
 
 
 class StoreClosedError(StoreError):
@@ -112,7 +192,20 @@ class TransactionConflictError(StoreError):
 
 
 class StoreDataError(StoreError):
-    """SlateDB reported corrupt or unreadable data."""
+    """Corrupt, missing or unreadable data in the database (SlateDB's report or our own check).
+
+    `object_name` is the damaged object's path in the store ("wal/00000000000000000011.sst")
+    when it is known, else None.
+    """
+
+    def __init__(self, message: str, *, object_name: str | None = None) -> None:
+        super().__init__(message)
+        self.object_name = object_name
+
+
+class StorePermissionError(StoreError, PermissionError):
+    """The object store refused access (file permissions, credentials, bucket policy);
+    retrying does not help until the permissions change."""
 
 
 class ReadOnlyError(StoreError):
@@ -156,11 +249,14 @@ class UrlCollisionError(StoreError):
 
 
 __all__ = [
+    "ArgumentTypeError",
     "ChangeCursorError",
     "ChangeCursorExpiredError",
     "CheckpointError",
+    "CursorError",
     "FencedError",
     "IdError",
+    "InvalidArgumentError",
     "InvalidInputError",
     "KeyDecodeError",
     "KeyEncodeError",
@@ -175,6 +271,10 @@ __all__ = [
     "StoreClosedError",
     "StoreDataError",
     "StoreError",
+    "StoreExistsError",
+    "StoreLocationError",
+    "StoreNotFoundError",
+    "StorePermissionError",
     "StoreUnavailableError",
     "TidError",
     "TransactionConflictError",
@@ -185,5 +285,7 @@ __all__ = [
     "ValueCodecError",
     "ValueDecodeError",
     "ValueEncodeError",
+    "ValueLimitError",
     "show_bytes",
+    "show_text",
 ]

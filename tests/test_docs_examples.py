@@ -171,3 +171,21 @@ def test_examples_pass_mypy_strict(tmp_path: Path) -> None:
         example = by_module.get(module) if sep else None
         problems.append(f"{example.doc}:{rest}" if example else line)
     pytest.fail("mypy --strict on the documents' examples:\n" + "\n".join(problems), pytrace=False)
+
+
+_LINK = re.compile(r"\]\(([^)#\s]+\.md)(#[^)]*)?\)")
+
+
+def test_guide_links_resolve_and_index_lists_every_page() -> None:
+    """Relative links between the documents point at files that exist, and docs/index.md
+    links every page of the guide."""
+    broken = []
+    for path in documents():
+        for target, _anchor in _LINK.findall(path.read_text(encoding="utf-8")):
+            if "://" not in target and not (path.parent / target).is_file():
+                broken.append(f"{path.relative_to(REPO)} -> {target}")
+    assert not broken, f"links to missing files: {broken}"
+    index = (REPO / "docs" / "index.md").read_text(encoding="utf-8")
+    listed = {target for target, _ in _LINK.findall(index)}
+    pages = {p.name for p in (REPO / "docs").glob("*.md")} - {"index.md"}
+    assert not pages - listed, f"docs/index.md does not link {sorted(pages - listed)}"

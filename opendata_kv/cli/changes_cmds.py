@@ -13,8 +13,8 @@ import sys
 from typing import Any
 
 from opendata_kv.cli.common import EXIT_OK, add_json_flag, emit_json, jsonable
-from opendata_kv.cli.db_args import count_arg, database_arg, schema_args
-from opendata_kv.cli.db_read import open_reader
+from opendata_kv.cli.db_args import count_arg, database_arg, read_limit_args, schema_args
+from opendata_kv.cli.db_read import ReadLimits, open_reader
 from opendata_kv.cli.rows import Decoder
 from opendata_kv.cli.text import shorten
 
@@ -45,6 +45,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help="with --follow: how often to look for new WAL files (default 0.1)",
     )
+    read_limit_args(changes)
     add_json_flag(changes)
     changes.set_defaults(handler=run_changes)
 
@@ -105,7 +106,7 @@ def run_changes(args: argparse.Namespace) -> int:
 
 
 async def _changes(args: argparse.Namespace, decoder: Decoder, last: list[str]) -> None:
-    store = await open_reader(args.db)
+    store = await open_reader(args.db, ReadLimits.from_args(args))
     try:
         batches = store.change_batches(
             args.since, follow=args.follow, limit=args.limit, poll_interval=args.poll

@@ -14,8 +14,8 @@ import sys
 from typing import Any
 
 from opendata_kv.cli.common import EXIT_OK, add_json_flag, aligned, emit_json
-from opendata_kv.cli.db_args import database_arg
-from opendata_kv.cli.db_read import open_reader
+from opendata_kv.cli.db_args import database_arg, read_limit_args
+from opendata_kv.cli.db_read import ReadLimits, open_reader
 
 
 def _seconds(text: str) -> float:
@@ -43,15 +43,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     create.add_argument(
         "--lifetime", type=_seconds, metavar="SECONDS", help="expire after this long"
     )
+    read_limit_args(create)
     add_json_flag(create)
     create.set_defaults(handler=run_create)
     listing = actions.add_parser("list", help="list the checkpoints")
     listing.add_argument("db", metavar="DB", type=database_arg, help="database directory or URL")
+    read_limit_args(listing)
     add_json_flag(listing)
     listing.set_defaults(handler=run_list)
     delete = actions.add_parser("delete", help="delete a checkpoint")
     delete.add_argument("db", metavar="DB", type=database_arg, help="database directory or URL")
     delete.add_argument("id", metavar="ID", help="the checkpoint id")
+    read_limit_args(delete)
     add_json_flag(delete)
     delete.set_defaults(handler=run_delete)
 
@@ -65,6 +68,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     clone.add_argument("src", metavar="SRC", type=database_arg, help="source database")
     clone.add_argument("dst", metavar="DST", type=database_arg, help="new database location")
     clone.add_argument("--checkpoint", metavar="ID", help="copy this checkpoint's state")
+    read_limit_args(clone)
     add_json_flag(clone)
     clone.set_defaults(handler=run_clone)
 
@@ -75,7 +79,7 @@ def _text(obj: dict[str, Any]) -> str:
 
 def run_create(args: argparse.Namespace) -> int:
     async def create() -> dict[str, Any]:
-        store = await open_reader(args.db)
+        store = await open_reader(args.db, ReadLimits.from_args(args))
         try:
             made = await store.checkpoint(args.name, args.lifetime)
         finally:
@@ -92,7 +96,7 @@ def run_create(args: argparse.Namespace) -> int:
 
 def run_list(args: argparse.Namespace) -> int:
     async def listing() -> list[dict[str, Any]]:
-        store = await open_reader(args.db)
+        store = await open_reader(args.db, ReadLimits.from_args(args))
         try:
             return [cp.as_json() for cp in await store.checkpoints()]
         finally:
@@ -111,7 +115,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_delete(args: argparse.Namespace) -> int:
     async def delete() -> None:
-        store = await open_reader(args.db)
+        store = await open_reader(args.db, ReadLimits.from_args(args))
         try:
             await store.delete_checkpoint(args.id)
         finally:
@@ -129,7 +133,9 @@ def run_clone(args: argparse.Namespace) -> int:
     from opendata_kv.store import clone
 
     async def copy() -> dict[str, Any]:
-        await (await open_reader(args.src, args.checkpoint)).close()  # clear "no database"
+        # a clear "no database" / "no such checkpoint" first
+        source = await open_reader(args.src, ReadLimits.from_args(args), args.checkpoint)
+        await source.close()
         result = await clone(args.src, args.dst, checkpoint=args.checkpoint)
         return {
             "source": result.source,

@@ -208,9 +208,7 @@ async def _write_and_read(directory: Path, schema: Schema) -> list[Record]:
 
 
 def _key_of(record: Record) -> Key:
-    key = record.key
-    assert not isinstance(key, bytes)
-    return key
+    return record.key
 
 
 def as_json(record: Record) -> dict[str, Any]:

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from opendata_kv.cli.common import EXIT_OK, add_json_flag, emit_json
-from opendata_kv.cli.db_args import database_arg, schema_args
-from opendata_kv.cli.db_read import Walk, checkpoint_arg, open_reader
+from opendata_kv.cli.db_args import database_arg, read_limit_args, schema_args
+from opendata_kv.cli.db_read import ReadLimits, Walk, checkpoint_arg, open_reader
 from opendata_kv.cli.rows import Decoder
 from opendata_kv.cli.text import shorten
 from opendata_kv.keys import prefix_range
@@ -33,6 +33,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     stats.add_argument("db", metavar="DB", type=database_arg, help="database directory or URL")
     schema_args(stats)
     checkpoint_arg(stats)
+    read_limit_args(stats)
     add_json_flag(stats)
     stats.set_defaults(handler=run_stats)
 
@@ -129,6 +130,7 @@ def run_stats(args: argparse.Namespace) -> int:
         None,
         False,
         None,
+        ReadLimits.from_args(args),
     )
     groups = asyncio.run(_stats(args.db, decoder, walk, args.checkpoint))
     ordered = sorted(
@@ -153,7 +155,7 @@ async def _stats(
     groups: dict[Any, Group] = {}
     progress = Progress(sys.stderr)
     seen = size = 0
-    store = await open_reader(db, checkpoint)
+    store = await open_reader(db, walk.limits, checkpoint)
     try:
         async for chunk in walk.chunks(store):
             for key, value in chunk:

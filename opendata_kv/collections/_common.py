@@ -8,14 +8,12 @@ from collections.abc import AsyncIterator, Awaitable, Iterable
 from typing import Generic, TypeVar
 
 from opendata_kv.errors import InvalidInputError, SchemaError
+from opendata_kv.ids import micros as micros_ids
 from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.store import Record, Store
 from opendata_kv.values import MsgpackCodec, Values
 
 T = TypeVar("T")
-
-EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
-_ONE_US = datetime.timedelta(microseconds=1)
 
 Instant = int | datetime.datetime
 
@@ -83,32 +81,20 @@ def combined_schema(layouts: Iterable[Layout], *extra: RecordType) -> Schema:
 
 def key_of(record: Record) -> Key:
     """The decoded key of a scanned record (scans of one RecordType always decode it)."""
-    key = record.key
-    assert not isinstance(key, bytes), "a typed scan yielded a raw key"
-    return key
+    return record.key
 
 
 def to_micros(value: Instant, what: str) -> int:
     """Microseconds since the Unix epoch of an int (µs) or an aware datetime."""
     if isinstance(value, datetime.datetime):
-        if value.tzinfo is None or value.utcoffset() is None:
+        if micros_ids.is_naive(value):
             raise InvalidInputError(f"{what} {value.isoformat()!r} is naive: give it a time zone")
-        return (value - EPOCH) // _ONE_US
+        return micros_ids.from_datetime(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInputError(
             f"{what} must be microseconds (int) or an aware datetime, got {type(value).__name__}"
         )
     return value
-
-
-def from_micros(micros: int) -> datetime.datetime:
-    """The aware UTC datetime of a microsecond timestamp."""
-    return EPOCH + datetime.timedelta(microseconds=micros)
-
-
-def now_micros() -> int:
-    """The current time in microseconds since the Unix epoch."""
-    return (datetime.datetime.now(datetime.timezone.utc) - EPOCH) // _ONE_US
 
 
 def check_limit(limit: int | None) -> int | None:

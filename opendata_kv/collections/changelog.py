@@ -42,7 +42,13 @@ from opendata_kv.collections._common import (
     to_micros,
 )
 from opendata_kv.errors import InvalidInputError, StoreClosedError, StoreDataError
-from opendata_kv.ids.muid import MAX_TIMESTAMP, Muid, MuidGenerator
+from opendata_kv.ids.muid import (
+    MAX_TIMESTAMP,
+    Muid,
+    MuidGenerator,
+    medallion_from_residue,
+    medallion_residue,
+)
 from opendata_kv.ids.muid import Transaction as MuidTransaction
 from opendata_kv.keys import RecordType, fields, prefix_successor
 from opendata_kv.store import Batch, Store
@@ -52,10 +58,8 @@ from opendata_kv.store.views import ReadView
 CHANGE_TYPE = 0xB
 INDEX_TYPE = 0xC
 
-_MEDALLION_MASK = (1 << 44) - 1
-_TS_SHIFT = 76
-#: Packed value of the first muid with the sentinel timestamp -1.
-_SENTINEL_START = (MAX_TIMESTAMP + 1) << _TS_SHIFT
+#: The first muid with the sentinel timestamp -1: after every muid with a real timestamp.
+_SENTINEL_START = Muid(-1, 0, 0)
 
 
 class ChangeLogLayout(Layout):
@@ -103,16 +107,16 @@ def as_muid(value: Muid | str) -> Muid:
 
 
 def medallion_field(medallion: int) -> int:
-    """The index key's medallion: its 44-bit residue (-1 -> 2**44 - 1, the sentinel)."""
-    if isinstance(medallion, bool) or not isinstance(medallion, int):
-        raise InvalidInputError(f"medallion must be an int, got {type(medallion).__name__}")
-    if not -1 <= medallion <= _MEDALLION_MASK:
-        raise InvalidInputError(f"medallion {medallion} out of range: -1..2**44-1")
-    return medallion & _MEDALLION_MASK
+    """The index key's medallion: its 44-bit residue as the muid packs it (-1 -> 2**44 - 1,
+    the sentinel, so it sorts last); MuidError (an InvalidInputError) when out of range."""
+    return medallion_residue(medallion)
 
 
-def _medallion_value(residue: int) -> int:
-    return -1 if residue == _MEDALLION_MASK else residue
+def _time_bound(value: Instant, what: str) -> Muid:
+    """The first muid at or after the instant `value`: times before the epoch clamp to 0, and
+    times past the last real timestamp to the first sentinel muid."""
+    micros = to_micros(value, what)
+    return _SENTINEL_START if micros > MAX_TIMESTAMP else Muid(max(micros, 0), 0, 0)
 
 
 @dataclass(frozen=True)
@@ -253,16 +257,13 @@ class ChangeLog:
 
     def _bounds(
         self, since: Instant | None, until: Instant | None
-    ) -> tuple[int | None, int | None]:
-        """Packed-muid bounds [lo, hi) of a time range; None when there is no time bound."""
+    ) -> tuple[Muid | None, Muid | None]:
+        """Muid bounds [lo, hi) of a time range; None when there is no time bound. With
+        either given, sentinel timestamps are out: hi is at most the first sentinel muid."""
         if since is None and until is None:
             return None, None
-        lo = 0
-        hi = _SENTINEL_START
-        if since is not None:
-            lo = min(max(to_micros(since, "since"), 0), MAX_TIMESTAMP + 1) << _TS_SHIFT
-        if until is not None:
-            hi = min(max(to_micros(until, "until"), 0), MAX_TIMESTAMP + 1) << _TS_SHIFT
+        lo = Muid(0, 0, 0) if since is None else _time_bound(since, "since")
+        hi = _SENTINEL_START if until is None else _time_bound(until, "until")
         return lo, hi
 
     def scan(
@@ -283,14 +284,13 @@ class ChangeLog:
         """
         limit = check_limit(limit)
         lo, hi = self._bounds(since, until)
-        head = self.change.head
         rows = self.store.scan(
             self.change,
             reverse=reverse,
             limit=limit,
             after=None if after is None else self.change.encode(as_muid(after)),
-            start=None if lo is None else head + lo.to_bytes(16, "big"),
-            end=None if hi is None else head + hi.to_bytes(16, "big"),
+            start=None if lo is None else self.change.encode(lo),
+            end=None if hi is None else self.change.encode(hi),
         )
         return Results(self._changes(rows))
 
@@ -301,7 +301,7 @@ class ChangeLog:
             self.change,
             reverse=reverse,
             limit=limit,
-            start=self.change.head + _SENTINEL_START.to_bytes(16, "big"),
+            start=self.change.encode(_SENTINEL_START),
         )
         return Results(self._changes(rows))
 
@@ -323,14 +323,13 @@ class ChangeLog:
         limit = check_limit(limit)
         residue = medallion_field(medallion)
         lo, hi = self._bounds(since, until)
-        prefix = self.index.prefix(residue)
         return Results(
             self._indexed(
                 residue,
                 reverse=reverse,
                 limit=limit,
-                start=None if lo is None else prefix + lo.to_bytes(16, "big"),
-                end=None if hi is None else prefix + hi.to_bytes(16, "big"),
+                start=None if lo is None else self.index.encode(residue, lo),
+                end=None if hi is None else self.index.encode(residue, hi),
             )
         )
 
@@ -375,7 +374,7 @@ class ChangeLog:
             if not rows:
                 break
             residue: int = key_of(rows[0]).medallion
-            found.append(_medallion_value(residue))
+            found.append(medallion_from_residue(residue))
             start = prefix_successor(self.index.prefix(residue))
         return found
 

@@ -37,21 +37,21 @@ from opendata_kv.collections._common import (
     Layout,
     Results,
     check_limit,
-    from_micros,
     key_of,
-    now_micros,
     to_micros,
 )
 from opendata_kv.errors import UrlCollisionError, ValueDecodeError
 from opendata_kv.ids import urlkey
+from opendata_kv.ids.micros import now as now_micros
+from opendata_kv.ids.micros import to_datetime as from_micros
 from opendata_kv.keys import RecordType, fields
 from opendata_kv.store import Batch, Store
+from opendata_kv.store.ttl import Duration, ttl_seconds
 
 #: Default record type nibbles: pages (scrape's `urls`) and the requested-URL map (`id_map`).
 PAGE_TYPE = 0xD
 PAGE_ID_TYPE = 0xE
 
-Duration = float | datetime.timedelta
 
 
 class PagesLayout(Layout):
@@ -110,11 +110,6 @@ class Page:
         return to_micros(self.expires_at, "expires_at") <= at
 
 
-def _seconds(value: Duration, what: str) -> float:
-    seconds = value.total_seconds() if isinstance(value, datetime.timedelta) else value
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
-        raise ValueError(f"{what} must be a positive number of seconds, got {value!r}")
-    return float(seconds)
 
 
 class PageStore:
@@ -132,7 +127,7 @@ class PageStore:
     ) -> None:
         layout.check(store)
         if default_ttl is not None:
-            _seconds(default_ttl, "default_ttl")
+            ttl_seconds(default_ttl, "default_ttl")
         self.store = store
         self.layout = layout
         self.page = layout.page
@@ -217,8 +212,8 @@ class PageStore:
         id_key = self.url_key(requested_url)
         fetched = now_micros() if fetched_at is None else to_micros(fetched_at, "fetched_at")
         ttl = self.default_ttl if ttl is None else ttl
-        expires = None if ttl is None else fetched + round(_seconds(ttl, "ttl") * 1_000_000)
-        evict = None if evict_after is None else _seconds(evict_after, "evict_after")
+        expires = None if ttl is None else fetched + round(ttl_seconds(ttl, "ttl") * 1_000_000)
+        evict = None if evict_after is None else ttl_seconds(evict_after, "evict_after")
         if evict is not None:
             evicted = fetched + round(evict * 1_000_000)
             expires = evicted if expires is None else min(expires, evicted)

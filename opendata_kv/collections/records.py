@@ -25,7 +25,6 @@ concurrent creates of one key exactly one succeeds and the other raises RecordEx
 from __future__ import annotations
 
 import builtins
-import re
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -37,6 +36,7 @@ from opendata_kv.errors import (
     RecordExistsError,
     TransactionConflictError,
 )
+from opendata_kv.ids import did as did_ids
 from opendata_kv.ids import nsid as nsid_ids
 from opendata_kv.ids import rkey as rkey_ids
 from opendata_kv.ids.rkey import KeyType
@@ -62,10 +62,6 @@ BSKY_KEY_TYPES: Mapping[str, str] = {
     "app.bsky.graph.listitem": "tid",
 }
 
-_DID = re.compile(r"did:[a-z]+:[A-Za-z0-9._:%-]*[A-Za-z0-9._-]")
-_DID_MAX = 2048
-
-
 class TidSource(Protocol):
     """Anything that hands out TID strings (a TidGenerator, or a fake in tests)."""
 
@@ -74,13 +70,10 @@ class TidSource(Protocol):
 
 def check_did(repo: object) -> str:
     """`repo` if it is a syntactically valid DID (AT Protocol rules), else IdError."""
-    if not isinstance(repo, str):
-        raise IdError(f"repo must be a DID string, got {type(repo).__name__}")
-    if len(repo) > _DID_MAX or _DID.fullmatch(repo) is None:
-        shown = repr(repo) if len(repo) <= 80 else f"{repo[:64]!r}... ({len(repo)} characters)"
-        raise IdError(
-            f"repo {shown} is not a DID (did:<method>:<identifier>, at most {_DID_MAX} characters)"
-        )
+    reason = did_ids.explain(repo)
+    if reason is not None:
+        raise IdError(f"repo {reason}", field="repo", value=repo)
+    assert isinstance(repo, str)
     return repo
 
 

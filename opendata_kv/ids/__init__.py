@@ -3,8 +3,8 @@
 Pure value types and codecs: no I/O, and never an import of slatedb.
 """
 
-from opendata_kv.ids import muid, nsid, rkey, tid, urlkey
+from opendata_kv.ids import did, muid, nsid, rkey, tid, urlkey
 from opendata_kv.ids.muid import Muid, MuidGenerator
 from opendata_kv.ids.tid import TidGenerator
 
-__all__ = ["Muid", "MuidGenerator", "TidGenerator", "muid", "nsid", "rkey", "tid", "urlkey"]
+__all__ = ["Muid", "MuidGenerator", "TidGenerator", "did", "muid", "nsid", "rkey", "tid", "urlkey"]

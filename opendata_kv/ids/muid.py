@@ -12,10 +12,11 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from typing import Any, NoReturn
 
-from opendata_kv.errors import MuidError, show_bytes
+from opendata_kv.errors import MuidError, show_bytes, show_text
+from opendata_kv.ids import micros as micros_ids
 
 TIMESTAMP_BITS = 52
 MEDALLION_BITS = 44
@@ -39,7 +40,16 @@ MEDALLION_RANDOM_MIN = 0x10000000000
 MEDALLION_RANDOM_MAX = 0x1FFFFFFFFFF
 
 _HEX_OR_DASH = frozenset("0123456789abcdefABCDEF-")
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def medallion_residue(medallion: int) -> int:
+    """The medallion as the packed bytes hold it: its 44-bit residue (-1 -> 2**44 - 1)."""
+    return _check_component("medallion", medallion, -1, _MED_MASK) & _MED_MASK
+
+
+def medallion_from_residue(residue: int) -> int:
+    """Inverse of medallion_residue: the all-ones residue is the -1 sentinel."""
+    return -1 if residue == _MED_MASK else residue
 
 
 def _check_component(name: str, value: object, low: int, high: int) -> int:
@@ -147,8 +157,7 @@ class Muid:
     @property
     def medallion(self) -> int:
         """The writer's medallion, or -1 for the all-ones sentinel."""
-        med = (int.from_bytes(self._b, "big") >> 32) & _MED_MASK
-        return -1 if med == _MED_MASK else med
+        return medallion_from_residue((int.from_bytes(self._b, "big") >> 32) & _MED_MASK)
 
     @property
     def offset(self) -> int:
@@ -161,7 +170,7 @@ class Muid:
         ts = self.timestamp
         if ts < 0:
             raise MuidError(f"muid {self} has the sentinel timestamp -1: it is not a time")
-        return _EPOCH + timedelta(microseconds=ts)
+        return micros_ids.to_datetime(ts)
 
     def fields(self) -> tuple[int, int, int]:
         """(timestamp, medallion, offset)."""
@@ -173,9 +182,6 @@ class Muid:
         return self._b
 
     def __int__(self) -> int:
-        return int.from_bytes(self._b, "big")
-
-    def __index__(self) -> int:
         return int.from_bytes(self._b, "big")
 
     def __str__(self) -> str:
@@ -251,7 +257,7 @@ _set_b = Muid.__dict__["_b"].__set__
 
 
 def _bad_string(s: str) -> NoReturn:
-    shown = repr(s) if len(s) <= 80 else f"{s[:64]!r}... ({len(s)} characters)"
+    shown = show_text(s, 64)
     for position, char in enumerate(s):
         if char not in _HEX_OR_DASH:
             raise MuidError(

@@ -12,10 +12,11 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from typing import TypeGuard
 
-from opendata_kv.errors import TidError
+from opendata_kv.errors import TidError, show_text
+from opendata_kv.ids import micros as micros_ids
 
 ALPHABET = "234567abcdefghijklmnopqrstuvwxyz"
 LENGTH = 13
@@ -30,8 +31,6 @@ SYNTAX_LIMIT = 1 << 64
 
 _FIRST_CHARS = ALPHABET[:16]
 _PATTERN = re.compile(f"[{_FIRST_CHARS}][{ALPHABET}]{{12}}")
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_ONE_US = timedelta(microseconds=1)
 
 # int(s, 32) speaks 0-9a-v; translating our alphabet onto it makes decode one C call.
 _TO_INT32 = str.maketrans(ALPHABET, "0123456789abcdefghijklmnopqrstuv")
@@ -61,13 +60,14 @@ def explain(s: object) -> str | None:
         if char not in ALPHABET:
             hint = " (TIDs are lower case)" if char.lower() in ALPHABET else ""
             return (
-                f"TID {s!r}: character {char!r} at position {position} is not in the "
+                f"TID {show_text(s)}: character {char!r} at position {position} is not in the "
                 f"base32-sortable alphabet {ALPHABET!r}{hint}"
             )
     if len(s) != LENGTH:
-        return f"TID {s!r}: length {len(s)}, expected exactly {LENGTH} characters"
+        return f"TID {show_text(s)}: length {len(s)}, expected exactly {LENGTH} characters"
     return (
-        f"TID {s!r}: first character {s[0]!r} is above 'j' (the value would need more than 64 bits)"
+        f"TID {show_text(s)}: first character {s[0]!r} is above 'j' "
+        "(the value would need more than 64 bits)"
     )
 
 
@@ -104,7 +104,7 @@ def decode(s: str, *, allow_top_bit: bool = False) -> int:
     n = int(s.translate(_TO_INT32), 32)
     if n >= LIMIT and not allow_top_bit:
         raise TidError(
-            f"TID {s!r}: first character {s[0]!r} sets the top bit of the 64-bit value; "
+            f"TID {show_text(s)}: first character {s[0]!r} sets the top bit of the 64-bit value; "
             "TIDs keep it 0 (the syntax allows it; decoding it needs allow_top_bit=True)"
         )
     return n
@@ -159,7 +159,7 @@ def clock_id(tid: str | int) -> int:
 
 def to_datetime(tid: str | int) -> datetime:
     """The TID's timestamp as an aware UTC datetime (microsecond precision)."""
-    return _EPOCH + timedelta(microseconds=timestamp_us(tid))
+    return micros_ids.to_datetime(timestamp_us(tid))
 
 
 def from_datetime(dt: datetime, clock_id: int = 0) -> str:
@@ -169,9 +169,9 @@ def from_datetime(dt: datetime, clock_id: int = 0) -> str:
     """
     if not isinstance(dt, datetime):
         raise TidError(f"TID datetime must be a datetime, got {type(dt).__name__}")
-    if dt.tzinfo is None or dt.utcoffset() is None:
+    if micros_ids.is_naive(dt):
         raise TidError(f"TID datetime {dt.isoformat()!r} is naive: give it a time zone")
-    micros = (dt - _EPOCH) // _ONE_US
+    micros = micros_ids.from_datetime(dt)
     if micros < 0:
         raise TidError(f"TID datetime {dt.isoformat()!r} is before the Unix epoch")
     return from_parts(micros, clock_id)

@@ -12,7 +12,7 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from opendata_kv.keys.fields import Field, _TerminatedBytes, _TerminatedStr, escape, unescape
+from opendata_kv.keys.codecs import Field, TerminatedBytes, TerminatedStr, escape, unescape
 
 
 class PlanMismatch(Exception):
@@ -28,7 +28,7 @@ def _family(field: Field) -> str:
     if field.struct_code is not None:
         return "struct"
     # Exact types: a validating subclass (e.g. rkey) must go through its own decode.
-    if type(field) in (_TerminatedStr, _TerminatedBytes):
+    if type(field) in (TerminatedStr, TerminatedBytes):
         return "terminated"
     return "codec"
 
@@ -68,7 +68,7 @@ def _anchored_run(
     UTF-8 sequence, so this equals splitting first and decoding each part."""
     run = f"k[{start}:-{tail}]" if tail else f"k[{start}:]"
     targets = "".join(f"{names[i]}, " for i in group) + "e"
-    strings = [type(fields[i]) is _TerminatedStr for i in group]
+    strings = [type(fields[i]) is TerminatedStr for i in group]
     lines = [f"    r = {run}", "    if 1 in r:", f"        {targets} = r.split(b'\\x00')"]
     for i, is_str in zip(group, strings, strict=True):
         v = names[i]
@@ -164,7 +164,7 @@ def compile_plan(
         if _family(first) == "terminated":
             for i in group:
                 # `0 in b` scans in C; most values need no escaping at all.
-                if type(fields[i]) is _TerminatedStr:
+                if type(fields[i]) is TerminatedStr:
                     enc_lines.append(f"    b{i} = {names[i]}.encode()")
                 else:
                     # Only exact bytes here: `0 in` on an array or a memoryview of wider
@@ -190,7 +190,7 @@ def compile_plan(
                     f"        {v} = _unescape({v})",
                     f"        if {v} is None: raise _Bad",
                 ]
-                if type(fields[i]) is _TerminatedStr:
+                if type(fields[i]) is TerminatedStr:
                     dec_lines.append(f"    {v} = {v}.decode()")
             at = 0
             continue

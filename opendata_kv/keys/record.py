@@ -80,6 +80,25 @@ class Key(tuple):  # type: ignore[type-arg]
         return (_rebuild_key, (self.record_type, tuple(self)))
 
 
+#: Field names a RecordType refuses: every public attribute of Key (its methods, tuple's count
+#: and index, and `record_type`, set on each key class), which a field property of the same
+#: name would hide. Derived from the class, so a method added to Key is reserved with it.
+RESERVED_FIELD_NAMES: frozenset[str] = frozenset(
+    name for name in (*dir(Key), *Key.__annotations__) if not name.startswith("_")
+)
+
+
+def _reserved_because(field_name: str) -> str | None:
+    """Why a key field may not be called `field_name`, or None when it may."""
+    if field_name.startswith("_"):
+        return "names starting with '_' are kept for the Key class's internals"
+    if field_name not in RESERVED_FIELD_NAMES:
+        return None
+    if callable(getattr(Key, field_name, None)):
+        return f"every Key has the method {field_name}(), which the field would hide"
+    return f"every Key has the attribute .{field_name}, which the field would hide"
+
+
 def _rebuild_key(record_type: RecordType, values: tuple[Any, ...]) -> Key:
     return record_type.key(*values)
 
@@ -181,8 +200,15 @@ class RecordType:
             field_name, field = pair
             if not isinstance(field_name, str) or not _IDENT.match(field_name):
                 raise SchemaError(f"{self.name}: field name {field_name!r} is not an identifier")
-            if field_name.startswith("_") or hasattr(Key, field_name):
-                raise SchemaError(f"{self.name}: field name {field_name!r} is reserved")
+            reserved = _reserved_because(field_name)
+            if reserved is not None:
+                raise SchemaError(
+                    f"{self.name}: field name {field_name!r} is reserved: {reserved}; "
+                    "rename the field",
+                    record=self.name,
+                    field=field_name,
+                    value=field_name,
+                )
             if field_name in seen:
                 raise SchemaError(f"{self.name}: duplicate field name {field_name!r}")
             seen.add(field_name)

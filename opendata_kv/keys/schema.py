@@ -48,20 +48,8 @@ class Schema:
                     f"{owner.name!r} has {show_bytes(head)}: one starts with the other, so "
                     "keys would be ambiguous (check the keyspaces)"
                 )
-        versions = self._by_name.get(record_type.name, {})
-        if record_type.version in versions:
-            raise SchemaError(
-                f"{record_type.name!r} version {record_type.version} is registered twice"
-            )
-        for existing in versions.values():
-            if (existing.record_type, existing.keyspace) != (
-                record_type.record_type,
-                record_type.keyspace,
-            ):
-                raise SchemaError(
-                    f"versions of {record_type.name!r} must share record type and keyspace: "
-                    f"{existing.record_type} vs {record_type.record_type}"
-                )
+        for existing in self._by_name.get(record_type.name, {}).values():
+            _check_same_record(existing, record_type)
         self._types.append(record_type)
         self._by_head[record_type.head] = record_type
         self._by_name.setdefault(record_type.name, {})[record_type.version] = record_type
@@ -77,7 +65,8 @@ class Schema:
         return len(self._types)
 
     def __contains__(self, item: object) -> bool:
-        return item in self._types
+        """True for a RecordType registered here (the object itself, not a look-alike)."""
+        return isinstance(item, RecordType) and self._by_head.get(item.head) is item
 
     def __repr__(self) -> str:
         return f"Schema({', '.join(f'{t.name}@v{t.version}' for t in self._types)})"
@@ -122,14 +111,10 @@ class Schema:
 
     def record_type_of(self, key: bytes) -> RecordType:
         """The RecordType whose prefix `key` starts with; UnknownRecordError naming the bytes."""
-        if key.__class__ is not bytes:
-            key = as_key_bytes(key)
-        by_head = self._by_head
-        for size in self._head_sizes:
-            found = by_head.get(key[:size])
-            if found is not None:
-                return found
-        raise self._unknown(key)
+        found = self.try_record_type_of(key)
+        if found is None:
+            raise self._unknown(as_key_bytes(key))
+        return found
 
     def try_record_type_of(self, key: bytes) -> RecordType | None:
         """Like record_type_of, but None for a key no RecordType owns."""
@@ -197,3 +182,34 @@ class Schema:
             }
             for t in self._types
         ]
+
+
+def _describe(record_type: RecordType) -> str:
+    keyspace = show_bytes(record_type.keyspace) if record_type.keyspace else "none"
+    return (
+        f"record type {record_type.record_type}, version {record_type.version}, "
+        f"keyspace {keyspace}, prefix {show_bytes(record_type.head)}"
+    )
+
+
+def _check_same_record(existing: RecordType, new: RecordType) -> None:
+    """Two RecordTypes of one name must be versions of one record: same record type and
+    keyspace, other version byte. A Schema finds record types by name (get, select, a scan
+    by name), and a name that stood for two records would pick one of them silently."""
+    why = (
+        "a Schema finds record types by name (schema.get, scan by name), so one name may only "
+        "stand for versions of one record: the same record type and keyspace under another "
+        "version byte"
+    )
+    if (existing.record_type, existing.keyspace) != (new.record_type, new.keyspace):
+        raise SchemaError(
+            f"two different record types are both named {new.name!r} ({_describe(existing)}; "
+            f"{_describe(new)}): {why}; rename one of them",
+            record=new.name,
+        )
+    if existing.version == new.version:
+        raise SchemaError(
+            f"{new.name!r} version {new.version} is registered twice ({_describe(existing)}; "
+            f"{_describe(new)}): {why}; give the new layout another version byte",
+            record=new.name,
+        )

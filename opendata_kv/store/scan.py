@@ -10,31 +10,39 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from slatedb.uniffi import (
     DurabilityLevel,
-    Error,
     IterationOrder,
     KeyRange,
     ScanOptions,
 )
 
-from opendata_kv.keys import Key, RecordType, Schema
-from opendata_kv.store.failures import translate
+from opendata_kv.errors import CursorError, InvalidArgumentError, show_bytes
+from opendata_kv.keys import Key, RecordType, Schema, intersect, is_empty
+from opendata_kv.store.failures import FOREIGN, translate
 from opendata_kv.values import RawCodec, UnknownPolicy, Values
 
 
 class Record(NamedTuple):
-    """One stored record: the decoded key, the decoded value, and the raw key bytes.
+    """One stored record: the decoded key, the decoded value, and the raw key bytes."""
 
-    For a key no RecordType owns, read with on_unknown="raw", `key` and `value` are the raw
-    bytes.
-    """
-
-    key: Key | bytes
+    key: Key
     value: Any
     raw_key: bytes
+
+
+class RawRecord(NamedTuple):
+    """A row whose key no RecordType of the schema owns, read with `scan_all(on_unknown="raw")`:
+    `key` and `raw_key` are the key bytes, `value` the stored bytes (nothing is decoded)."""
+
+    key: bytes
+    value: bytes
+    raw_key: bytes
+
+
+R = TypeVar("R", bound=Record | RawRecord)
 
 
 @dataclass(frozen=True)
@@ -74,24 +82,29 @@ def live_rows(rows: list[Any]) -> list[Any]:
     return [kv for kv in rows if kv.expire_ts is None or kv.expire_ts > now]
 
 
-def clamp(
-    span: KeySpan, start: bytes | None, end: bytes | None
-) -> tuple[bytes | None, bytes | None]:
-    """Intersect a span with optional [start, end) bounds."""
-    lo = span.start if start is None or (span.start is not None and span.start > start) else start
-    if end is None:
-        hi = span.end
-    elif span.end is None:
-        hi = end
-    else:
-        hi = min(span.end, end)
-    return lo, hi
+def check_cursor(spans: list[KeySpan], cursor: bytes, where: str) -> None:
+    """CursorError unless `cursor` lies in one of the scan's spans: a cursor resumes the scan
+    it came from, and one from another record type would silently walk the whole range."""
+    for span in spans:
+        if (span.start is None or cursor >= span.start) and (span.end is None or cursor < span.end):
+            return
+    names = sorted({span.record_type.name for span in spans if span.record_type is not None})
+    raise CursorError(
+        f"{where}: the cursor {show_bytes(cursor)} lies outside the scan's range"
+        + (f" (record type {', '.join(names)})" if names else "")
+        + "; pass the cursor of a scan with the same record, leading fields and prefix",
+        record=names[0] if len(names) == 1 else None,
+        field="after",
+        value=cursor,
+    )
 
 
-class Scan:
+class Scan(Generic[R]):
     """`async for record in scan`: records in key order (reverse: descending).
 
-    `cursor` is the raw key of the last record yielded; pass it as `after=` to resume.
+    Yields `Record`s; a `scan_all(on_unknown="raw")` also yields `RawRecord`s for keys no
+    RecordType owns. `cursor` is the raw key of the last record yielded; pass it as `after=`
+    to resume.
     """
 
     def __init__(
@@ -112,10 +125,20 @@ class Scan:
         check_expiry: bool = True,
         where: str = "scan",
     ) -> None:
-        if limit is not None and limit < 0:
-            raise ValueError(f"limit must be >= 0, got {limit}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
+        ):
+            raise InvalidArgumentError(
+                f"limit must be an int >= 0 (0 yields nothing) or None, got {limit!r}",
+                field="limit",
+                value=limit,
+            )
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidArgumentError(
+                f"batch_size must be an int >= 1, got {batch_size!r}",
+                field="batch_size",
+                value=batch_size,
+            )
         self._source = source
         self._spans = list(reversed(spans)) if reverse else list(spans)
         self._schema = schema
@@ -133,8 +156,8 @@ class Scan:
         self._where = where
         self._span_index = 0
         self._iterator: Any = None
-        self._decode_rows: Callable[[list[Any]], list[Record]] | None = None
-        self._buffer: list[Record] = []
+        self._decode_rows: Callable[[list[Any]], list[Any]] | None = None
+        self._buffer: list[R] = []
         self._pos = 0
         self._cursor: bytes | None = after
 
@@ -148,10 +171,10 @@ class Scan:
             return raw_key
         return self._cursor
 
-    def __aiter__(self) -> Scan:
+    def __aiter__(self) -> Scan[R]:
         return self
 
-    async def __anext__(self) -> Record:
+    async def __anext__(self) -> R:
         # the per-row hot path: no attribute writes besides the position
         pos = self._pos
         buffer = self._buffer
@@ -162,7 +185,7 @@ class Scan:
         self._pos = pos + 1
         return buffer[pos]
 
-    async def next_chunk(self, size: int | None = None) -> list[Record]:
+    async def next_chunk(self, size: int | None = None) -> list[R]:
         """Up to `size` records (the rest of the current batch by default); [] at the end."""
         if self._pos >= len(self._buffer) and not await self._fill():
             return []
@@ -171,9 +194,9 @@ class Scan:
         self._pos = end
         return chunk
 
-    async def to_list(self) -> list[Record]:
+    async def to_list(self) -> list[R]:
         """Every remaining record."""
-        out: list[Record] = []
+        out: list[R] = []
         while chunk := await self.next_chunk():
             out += chunk
         return out
@@ -182,7 +205,7 @@ class Scan:
         while self._span_index < len(self._spans):
             span = self._spans[self._span_index]
             self._span_index += 1
-            lo, hi = clamp(span, self._start, self._end)
+            lo, hi = intersect((span.start, span.end), (self._start, self._end))
             lo_inclusive = True
             after = self._after
             if after is not None:
@@ -190,7 +213,7 @@ class Scan:
                     lo, lo_inclusive = after, False
                 if self._reverse and (hi is None or after < hi):
                     hi = after
-            if lo is not None and hi is not None and lo >= hi:
+            if is_empty((lo, hi)):
                 continue
             key_range = KeyRange(
                 start=lo, start_inclusive=lo_inclusive, end=hi, end_inclusive=False
@@ -199,7 +222,7 @@ class Scan:
                 self._iterator = await self._source.scan_with_options(
                     key_range, _OPTIONS[self._reverse]
                 )
-            except Error as exc:
+            except FOREIGN as exc:
                 raise translate(exc, self._where) from exc
             self._decode_rows = self._row_decoder(span.record_type)
             return True
@@ -217,7 +240,7 @@ class Scan:
                 want = min(want, self._remaining)
             try:
                 rows = await self._iterator.next_batch(want)
-            except Error as exc:
+            except FOREIGN as exc:
                 raise translate(exc, self._where) from exc
             self._batch = min(self._batch * 2, self._max_batch)
             if not rows:
@@ -235,7 +258,7 @@ class Scan:
                 self._buffer, self._pos = records, 0
                 return True
 
-    def _row_decoder(self, record_type: RecordType | None) -> Callable[[list[Any]], list[Record]]:
+    def _row_decoder(self, record_type: RecordType | None) -> Callable[[list[Any]], list[Any]]:
         """A function decoding a batch of KeyValue rows, compiled once per span.
 
         The fast path decodes the whole batch in one comprehension, using the codec's
@@ -287,9 +310,9 @@ class Scan:
 
         return decode
 
-    def _decode_dispatch(self, rows: list[Any]) -> list[Record]:
+    def _decode_dispatch(self, rows: list[Any]) -> list[Any]:
         """Decode rows of a mixed range: each key's prefix picks its RecordType."""
-        out: list[Record] = []
+        out: list[Any] = []
         schema, values = self._schema, self._values
         for kv in rows:
             key = kv.key
@@ -298,7 +321,7 @@ class Scan:
                 if self._on_unknown == "skip":
                     continue
                 if self._on_unknown == "raw":
-                    out.append(Record(key, kv.value, key))
+                    out.append(RawRecord(key, kv.value, key))
                     continue
                 raise values.unknown(key)
             out.append(

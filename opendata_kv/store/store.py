@@ -9,14 +9,13 @@
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from slatedb.uniffi import (
     DbBuilder,
@@ -40,13 +39,22 @@ from opendata_kv.errors import (
     StoreDataError,
     StoreError,
 )
-from opendata_kv.keys import RecordType, Schema
+from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.store import feed, ffi_patch
 from opendata_kv.store.checkpoints import Checkpoint, Checkpoints, require_id
-from opendata_kv.store.failures import call, translate
+from opendata_kv.store.failures import FOREIGN, call, translate
+from opendata_kv.store.integrity import check_open, opening_error
 from opendata_kv.store.location import Location, parse_location
 from opendata_kv.store.scan import scan_options
-from opendata_kv.store.views import Fields, ReadView, Target, encode_put, key_bytes
+from opendata_kv.store.views import (
+    MISSING,
+    Fields,
+    ReadView,
+    Target,
+    TtlArg,
+    encode_put,
+    key_bytes,
+)
 from opendata_kv.values import Values
 
 _WRITE_OPTIONS = WriteOptions()
@@ -68,7 +76,7 @@ def _settings(settings: Mapping[str, Any] | None) -> Any:
     for name, value in (settings or {}).items():
         try:
             result.set(name, json.dumps(value))
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"setting {name}={value!r}") from exc
     return result
 
@@ -258,7 +266,7 @@ class Store(ReadView):
             raise StoreClosedError(f"{self.where} is closed")
 
     async def checkpoint(
-        self, name: str | None = None, lifetime: float | datetime.timedelta | None = None
+        self, name: str | None = None, lifetime: TtlArg = None
     ) -> Checkpoint:
         """Pin the current state as a checkpoint holding every write acknowledged so far.
 
@@ -275,7 +283,7 @@ class Store(ReadView):
         return await self._checkpoints().list(name)
 
     async def refresh_checkpoint(
-        self, checkpoint_id: str, lifetime: float | datetime.timedelta | None
+        self, checkpoint_id: str, lifetime: TtlArg
     ) -> Checkpoint:
         """Give a checkpoint a new lifetime from now (None: keep it until deleted)."""
         return await self._checkpoints().refresh(require_id(checkpoint_id), lifetime)
@@ -297,7 +305,7 @@ class Store(ReadView):
         stopped = self._stopped()
         try:
             await self._source.shutdown()
-        except Error as exc:
+        except FOREIGN as exc:
             if not (stopped or isinstance(exc, Error.Closed)):
                 raise translate(exc, f"close of {self.where}") from exc
 
@@ -327,44 +335,49 @@ class Store(ReadView):
             raise StoreClosedError(f"{self.where} is closed")
         return self._source
 
+    @overload
+    async def put(self, target: Key, value: Any, /, *, ttl: TtlArg = None) -> None: ...
+
+    @overload
     async def put(
-        self,
-        target: Target,
-        fields: Fields = None,
-        value: Any = None,
-        *,
-        ttl: float | datetime.timedelta | None = None,
+        self, target: RecordType | str, fields: Fields, value: Any, *, ttl: TtlArg = None
+    ) -> None: ...
+
+    async def put(
+        self, target: Target, fields: Any = MISSING, value: Any = MISSING, *, ttl: TtlArg = None
     ) -> None:
-        """Store `value` under the key: `put(rt, fields, value)` or `put(key_obj, value)`.
+        """Store `value` under the key: `put(record, fields, value)` (record: a RecordType of
+        the schema or a record name) or `put(key_obj, value)`; a missing value is an
+        ArgumentTypeError. `ttl`: seconds (or a timedelta) until the record expires.
 
         Returns once SlateDB accepted the write; it is durable after `flush()`.
         """
         db = self._writable()
         key, data, options = encode_put(
-            self.values, self.check_expiry, target, fields, value, ttl
+            self.schema, self.values, self.check_expiry, target, fields, value, ttl
         )
         try:
             if options is None:
                 await db.put(key, data)
             else:
                 await db.put_with_options(key, data, options, _WRITE_OPTIONS)
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"put on {self.where}") from exc
 
     async def delete(self, target: Target, fields: Fields = None) -> None:
         """Remove the record under the key (no error when there is none)."""
         db = self._writable()
-        _, key = key_bytes(target, fields)
+        _, key = key_bytes(self.schema, target, fields)
         try:
             await db.delete(key)
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"delete on {self.where}") from exc
 
     async def put_raw(self, key: bytes, data: bytes) -> None:
         """Store raw bytes under a raw key (tools and migrations)."""
         try:
             await self._writable().put(key, data)
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"put on {self.where}") from exc
 
     async def flush(self) -> None:
@@ -375,7 +388,7 @@ class Store(ReadView):
         """
         try:
             await self._writable().flush()
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"flush of {self.where}") from exc
 
     def batch(self, *, durable: bool = False) -> _BatchContext:
@@ -389,7 +402,7 @@ class Store(ReadView):
         if batch:
             try:
                 await db.write(batch.write_batch())
-            except Error as exc:
+            except FOREIGN as exc:
                 raise translate(exc, f"batch write on {self.where}") from exc
         if durable:
             await self.flush()
@@ -484,7 +497,7 @@ class Store(ReadView):
         while True:
             try:
                 rows = await iterator.next_batch(batch_size)
-            except Error as exc:
+            except FOREIGN as exc:
                 raise translate(exc, where) from exc
             if not rows:
                 return moved
@@ -539,9 +552,13 @@ async def _open_writer(
         ffi_patch.install()
     location = parse_location(url)
     object_store = location.object_store(object_store_options, create=True)
+    await check_open(location, object_store, f"open {location}")
     builder = DbBuilder(location.db_path, object_store)
     builder.with_settings(_settings(settings))
-    db = await call(builder.build(), f"open {location}")
+    try:
+        db = await builder.build()
+    except FOREIGN as exc:
+        raise await opening_error(exc, location, object_store, f"open {location}") from exc
     store = Store(
         db, location, schema, values or Values(schema), readonly=False, check_expiry=check_expiry
     )
@@ -564,6 +581,7 @@ async def _open_reader(
         ffi_patch.install()
     location = parse_location(url)
     object_store = location.object_store(object_store_options)
+    await check_open(location, object_store, f"open reader on {location}")
     builder = DbReaderBuilder(location.db_path, object_store)
     # FOLLOW_LATEST and CHECKPOINT write nothing; the default mode writes manifests (it
     # creates and refreshes a checkpoint of its own), which a reader must never do.
@@ -588,7 +606,7 @@ async def _open_reader(
     )
     try:
         reader = await builder.build()
-    except Error as exc:
+    except FOREIGN as exc:
         message = getattr(exc, "message", None) or str(exc)
         if isinstance(exc, Error.Data) and "failed to find latest" in message:
             # what a reader gets where no writer ever created the database
@@ -602,7 +620,8 @@ async def _open_reader(
                 f"(list them with store.checkpoints() or `opendata-kv checkpoint list`) "
                 f"[{message}]"
             ) from exc
-        raise translate(exc, f"open reader on {location}") from exc
+        where = f"open reader on {location}"
+        raise await opening_error(exc, location, object_store, where) from exc
     store = Store(
         reader, location, schema, values or Values(schema), readonly=True, check_expiry=check_expiry
     )
@@ -639,31 +658,34 @@ class Batch:
             self._batch = WriteBatch()
         return self._batch
 
+    @overload
+    def put(self, target: Key, value: Any, /, *, ttl: TtlArg = None) -> None: ...
+
+    @overload
     def put(
-        self,
-        target: Target,
-        fields: Fields = None,
-        value: Any = None,
-        *,
-        ttl: float | datetime.timedelta | None = None,
+        self, target: RecordType | str, fields: Fields, value: Any, *, ttl: TtlArg = None
+    ) -> None: ...
+
+    def put(
+        self, target: Target, fields: Any = MISSING, value: Any = MISSING, *, ttl: TtlArg = None
     ) -> None:
-        """Queue a typed put."""
+        """Queue a typed put (addressed as for Store.put)."""
         store = self._store
         key, data, options = encode_put(
-            store.values, store.check_expiry, target, fields, value, ttl
+            store.schema, store.values, store.check_expiry, target, fields, value, ttl
         )
         try:
             if options is None:
                 self._wb().put(key, data)
             else:
                 self._wb().put_with_options(key, data, options)
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"batch put on {self._store.where}") from exc
         self._count += 1
 
     def delete(self, target: Target, fields: Fields = None) -> None:
         """Queue a typed delete."""
-        _, key = key_bytes(target, fields)
+        _, key = key_bytes(self._store.schema, target, fields)
         self.delete_raw(key)
 
     def put_raw(self, key: bytes, data: bytes, *, expire_at: int | None = None) -> None:
@@ -674,14 +696,14 @@ class Batch:
             else:
                 options = PutOptions(ttl=Ttl.EXPIRE_AT_MILLIS(expire_at))
                 self._wb().put_with_options(key, data, options)
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"batch put on {self._store.where}") from exc
         self._count += 1
 
     def delete_raw(self, key: bytes) -> None:
         try:
             self._wb().delete(key)
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"batch delete on {self._store.where}") from exc
         self._count += 1
 
@@ -716,17 +738,20 @@ class Transaction(ReadView):
         self._view_of(txn, store, "transaction on")
         self._done = False
 
+    @overload
+    async def put(self, target: Key, value: Any, /, *, ttl: TtlArg = None) -> None: ...
+
+    @overload
     async def put(
-        self,
-        target: Target,
-        fields: Fields = None,
-        value: Any = None,
-        *,
-        ttl: float | datetime.timedelta | None = None,
+        self, target: RecordType | str, fields: Fields, value: Any, *, ttl: TtlArg = None
+    ) -> None: ...
+
+    async def put(
+        self, target: Target, fields: Any = MISSING, value: Any = MISSING, *, ttl: TtlArg = None
     ) -> None:
         """Queue a typed put in the transaction (visible to its own reads at once)."""
         key, data, options = encode_put(
-            self.values, self.check_expiry, target, fields, value, ttl
+            self.schema, self.values, self.check_expiry, target, fields, value, ttl
         )
         if options is None:
             await call(self._source.put(key, data), f"put in {self.where}")
@@ -734,7 +759,8 @@ class Transaction(ReadView):
             await call(self._source.put_with_options(key, data, options), f"put in {self.where}")
 
     async def delete(self, target: Target, fields: Fields = None) -> None:
-        _, key = key_bytes(target, fields)
+        """Remove the record under the key when the transaction commits."""
+        _, key = key_bytes(self.schema, target, fields)
         await call(self._source.delete(key), f"delete in {self.where}")
 
     async def commit(self) -> None:

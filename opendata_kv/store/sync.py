@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import os
 import threading
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, Generic, Literal, TypeVar, overload
 
-from opendata_kv.keys import Schema
+from opendata_kv.errors import StoreClosedError
+from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.store.checkpoints import Checkpoint
 from opendata_kv.store.clone import CloneResult, clone_sync
 from opendata_kv.store.feed import Change
-from opendata_kv.store.scan import Record, Scan
+from opendata_kv.store.scan import R, RawRecord, Record, Scan
 from opendata_kv.store.store import Batch, Snapshot, Store, Transaction
-from opendata_kv.store.views import Fields, ReadView, Target
+from opendata_kv.store.views import MISSING, Bound, Fields, ReadView, Target, TtlArg
 from opendata_kv.values import Values
 
 T = TypeVar("T")
@@ -30,7 +30,8 @@ T = TypeVar("T")
 class _LoopThread:
     """A private event loop on a daemon thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, where: str = "the store") -> None:
+        self.where = where
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self.loop.run_forever, name="opendata-kv-loop", daemon=True
@@ -38,10 +39,18 @@ class _LoopThread:
         self._thread.start()
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self.loop.is_closed():
+            coro.close()  # never awaited on purpose: no "coroutine was never awaited" warning
+            raise StoreClosedError(f"{self.where} is closed")
         if threading.current_thread() is self._thread:
             coro.close()
             raise RuntimeError("a SyncStore cannot be called from its own event loop thread")
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        try:
+            future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        except RuntimeError:  # closed between the check and the submit
+            coro.close()
+            raise StoreClosedError(f"{self.where} is closed") from None
+        return future.result()
 
     def stop(self) -> None:
         if self.loop.is_closed():
@@ -51,13 +60,13 @@ class _LoopThread:
         self.loop.close()
 
 
-class SyncScan:
+class SyncScan(Generic[R]):
     """A blocking iterator over a Scan, fetched a batch at a time."""
 
-    def __init__(self, scan: Scan, run: Callable[[Coroutine[Any, Any, Any]], Any]) -> None:
+    def __init__(self, scan: Scan[R], run: Callable[[Coroutine[Any, Any, Any]], Any]) -> None:
         self._scan = scan
         self._run = run
-        self._chunk: list[Record] = []
+        self._chunk: list[R] = []
         self._pos = 0
 
     @property
@@ -67,10 +76,10 @@ class SyncScan:
             return self._chunk[self._pos - 1].raw_key
         return self._scan.cursor if not self._chunk else None
 
-    def __iter__(self) -> Iterator[Record]:
+    def __iter__(self) -> Iterator[R]:
         return self
 
-    def __next__(self) -> Record:
+    def __next__(self) -> R:
         if self._pos >= len(self._chunk):
             self._chunk = self._run(self._scan.next_chunk())
             self._pos = 0
@@ -80,7 +89,8 @@ class SyncScan:
         self._pos += 1
         return record
 
-    def to_list(self) -> list[Record]:
+    def to_list(self) -> list[R]:
+        """Every remaining record."""
         return list(self)
 
 
@@ -163,6 +173,7 @@ class SyncView:
     def get(
         self, target: Target, fields: Fields = None, *, default: Any = None, upgrade: bool = True
     ) -> Any:
+        """The decoded value under the key, or `default` (as Store.get)."""
         return self._loop.run(self._view.get(target, fields, default=default, upgrade=upgrade))
 
     def get_raw(self, key: bytes) -> bytes | None:
@@ -171,13 +182,94 @@ class SyncView:
     def exists(self, target: Target, fields: Fields = None) -> bool:
         return self._loop.run(self._view.exists(target, fields))
 
-    def scan(self, record: Any, *leading: Any, **options: Any) -> SyncScan:
-        """Same arguments as Store.scan."""
-        return SyncScan(self._view.scan(record, *leading, **options), self._loop.run)
+    def scan(
+        self,
+        record: RecordType | str,
+        *leading: Any,
+        partial: Any = None,
+        version: int | None = None,
+        prefix: bytes | None = None,
+        start: Bound = None,
+        end: Bound = None,
+        after: bytes | Key | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        batch_size: int = 1024,
+        upgrade: bool = True,
+    ) -> SyncScan[Record]:
+        """As Store.scan, blocking."""
+        scan = self._view.scan(
+            record,
+            *leading,
+            partial=partial,
+            version=version,
+            prefix=prefix,
+            start=start,
+            end=end,
+            after=after,
+            reverse=reverse,
+            limit=limit,
+            batch_size=batch_size,
+            upgrade=upgrade,
+        )
+        return SyncScan(scan, self._loop.run)
 
-    def scan_all(self, **options: Any) -> SyncScan:
-        """Same arguments as Store.scan_all."""
-        return SyncScan(self._view.scan_all(**options), self._loop.run)
+    @overload
+    def scan_all(
+        self,
+        *,
+        prefix: bytes = b"",
+        start: bytes | Key | None = None,
+        end: bytes | Key | None = None,
+        after: bytes | Key | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        on_unknown: Literal["raise", "skip"] = "raise",
+        batch_size: int = 1024,
+        upgrade: bool = True,
+    ) -> SyncScan[Record]: ...
+
+    @overload
+    def scan_all(
+        self,
+        *,
+        prefix: bytes = b"",
+        start: bytes | Key | None = None,
+        end: bytes | Key | None = None,
+        after: bytes | Key | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        on_unknown: str,
+        batch_size: int = 1024,
+        upgrade: bool = True,
+    ) -> SyncScan[Record | RawRecord]: ...
+
+    def scan_all(
+        self,
+        *,
+        prefix: bytes = b"",
+        start: bytes | Key | None = None,
+        end: bytes | Key | None = None,
+        after: bytes | Key | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        on_unknown: str = "raise",
+        batch_size: int = 1024,
+        upgrade: bool = True,
+    ) -> SyncScan[Record] | SyncScan[Record | RawRecord]:
+        """As Store.scan_all, blocking."""
+        scan = self._view.scan_all(
+            prefix=prefix,
+            start=start,
+            end=end,
+            after=after,
+            reverse=reverse,
+            limit=limit,
+            on_unknown=on_unknown,
+            batch_size=batch_size,
+            upgrade=upgrade,
+        )
+        return SyncScan[Any](scan, self._loop.run)
 
 
 class SyncWriteView(SyncView):
@@ -185,15 +277,19 @@ class SyncWriteView(SyncView):
 
     _view: Store | Transaction
 
+    @overload
+    def put(self, target: Key, value: Any, /, *, ttl: TtlArg = None) -> None: ...
+
+    @overload
     def put(
-        self,
-        target: Target,
-        fields: Fields = None,
-        value: Any = None,
-        *,
-        ttl: float | datetime.timedelta | None = None,
+        self, target: RecordType | str, fields: Fields, value: Any, *, ttl: TtlArg = None
+    ) -> None: ...
+
+    def put(
+        self, target: Target, fields: Any = MISSING, value: Any = MISSING, *, ttl: TtlArg = None
     ) -> None:
-        self._loop.run(self._view.put(target, fields, value, ttl=ttl))
+        """As Store.put, blocking."""
+        self._loop.run(self._view.put(target, fields, value, ttl=ttl))  # type: ignore[arg-type]
 
     def delete(self, target: Target, fields: Fields = None) -> None:
         self._loop.run(self._view.delete(target, fields))
@@ -215,27 +311,75 @@ class SyncStore(SyncWriteView):
         self.store = store
 
     @classmethod
-    def open(cls, url: str | os.PathLike[str], schema: Schema, **options: Any) -> SyncStore:
-        """Open as the writer; same options as Store.open."""
-        loop = _LoopThread()
+    def open(
+        cls,
+        url: str | os.PathLike[str],
+        schema: Schema,
+        *,
+        values: Values | None = None,
+        settings: Mapping[str, Any] | None = None,
+        object_store_options: Mapping[str, str] | None = None,
+        object_store_max_retries: int | None = None,
+        check_expiry: bool = True,
+        speedup: bool = True,
+    ) -> SyncStore:
+        """Open as the writer; the arguments are Store.open's."""
+        loop = _LoopThread(str(url))
         try:
-            store = loop.run(_await(Store.open(url, schema, **options)))
+            store = loop.run(
+                _await(
+                    Store.open(
+                        url,
+                        schema,
+                        values=values,
+                        settings=settings,
+                        object_store_options=object_store_options,
+                        object_store_max_retries=object_store_max_retries,
+                        check_expiry=check_expiry,
+                        speedup=speedup,
+                    )
+                )
+            )
         except BaseException:
             loop.stop()
             raise
+        loop.where = store.where
         return cls(store, loop)
 
     @classmethod
     def open_reader(
-        cls, url: str | os.PathLike[str], schema: Schema, **options: Any
+        cls,
+        url: str | os.PathLike[str],
+        schema: Schema,
+        *,
+        values: Values | None = None,
+        poll_interval: float = 1.0,
+        object_store_options: Mapping[str, str] | None = None,
+        object_store_max_retries: int | None = None,
+        check_expiry: bool = True,
+        speedup: bool = True,
     ) -> SyncStore:
-        """Open read-only; same options as Store.open_reader."""
-        loop = _LoopThread()
+        """Open read-only; the arguments are Store.open_reader's."""
+        loop = _LoopThread(str(url))
         try:
-            store = loop.run(_await(Store.open_reader(url, schema, **options)))
+            store = loop.run(
+                _await(
+                    Store.open_reader(
+                        url,
+                        schema,
+                        values=values,
+                        poll_interval=poll_interval,
+                        object_store_options=object_store_options,
+                        object_store_max_retries=object_store_max_retries,
+                        check_expiry=check_expiry,
+                        speedup=speedup,
+                    )
+                )
+            )
         except BaseException:
             loop.stop()
             raise
+        loop.where = store.where
         return cls(store, loop)
 
     def __enter__(self) -> SyncStore:
@@ -298,8 +442,18 @@ class SyncStore(SyncWriteView):
         finally:
             self._loop.run(manager.__aexit__(None, None, None))
 
-    def migrate(self, name: str, **options: Any) -> int:
-        return self._loop.run(self.store.migrate(name, **options))
+    def migrate(
+        self,
+        name: str,
+        *,
+        batch_size: int = 500,
+        progress: Callable[[int], None] | None = None,
+        durable: bool = True,
+    ) -> int:
+        """As Store.migrate, blocking."""
+        return self._loop.run(
+            self.store.migrate(name, batch_size=batch_size, progress=progress, durable=durable)
+        )
 
     @staticmethod
     def clone(
@@ -323,7 +477,7 @@ class SyncStore(SyncWriteView):
         return SyncChanges(batches, self._loop)
 
     def checkpoint(
-        self, name: str | None = None, lifetime: float | datetime.timedelta | None = None
+        self, name: str | None = None, lifetime: TtlArg = None
     ) -> Checkpoint:
         """Same as Store.checkpoint."""
         return self._loop.run(self.store.checkpoint(name, lifetime))
@@ -332,7 +486,7 @@ class SyncStore(SyncWriteView):
         return self._loop.run(self.store.checkpoints(name))
 
     def refresh_checkpoint(
-        self, checkpoint_id: str, lifetime: float | datetime.timedelta | None
+        self, checkpoint_id: str, lifetime: TtlArg
     ) -> Checkpoint:
         return self._loop.run(self.store.refresh_checkpoint(checkpoint_id, lifetime))
 

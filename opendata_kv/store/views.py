@@ -1,7 +1,9 @@
 """Typed reads and writes shared by Store, Transaction, Snapshot and Batch.
 
-A record is addressed either by a Key object (`post.key(repo, rkey)`) or by a RecordType and
-its field values (`post, (repo, rkey)` or a mapping of field names).
+A record is addressed the same way everywhere (get, put, delete, exists, scan): by a Key object
+(`post.key(repo, rkey)`), or by a RecordType or a record name (its newest version) and its field
+values (`post, (repo, rkey)`, `"post", (repo, rkey)` or a mapping of field names). A RecordType
+must be one of the store's schema: a look-alike (even one sharing a prefix) is a SchemaError.
 """
 
 from __future__ import annotations
@@ -9,78 +11,215 @@ from __future__ import annotations
 import datetime
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
-from slatedb.uniffi import Error, PutOptions, Ttl
+from slatedb.uniffi import PutOptions, Ttl
 
-from opendata_kv.errors import InvalidInputError, KeyEncodeError, SchemaError
-from opendata_kv.keys import Key, RecordType, Schema
-from opendata_kv.store.failures import translate
-from opendata_kv.store.scan import KeySpan, Scan
+from opendata_kv.errors import (
+    ArgumentTypeError,
+    InvalidInputError,
+    KeyEncodeError,
+    SchemaError,
+    show_bytes,
+)
+from opendata_kv.keys import Key, RecordType, Schema, intersect, prefix_range
+from opendata_kv.store.failures import FOREIGN, translate
+from opendata_kv.store.scan import KeySpan, RawRecord, Record, Scan, check_cursor
+from opendata_kv.store.ttl import ttl_seconds
 from opendata_kv.values import Values, check_policy
 
 Fields = Sequence[Any] | Mapping[str, Any] | None
-Target = Key | RecordType
+#: how a record is addressed: a Key, or a RecordType / record name plus field values
+Target = Key | RecordType | str
+#: a scan bound: raw key bytes, a Key, or a tuple of leading field values (typed scans only)
+Bound = bytes | Key | tuple[Any, ...] | None
+TtlArg = float | datetime.timedelta | None
 
 
-def key_bytes(target: Target, fields: Fields) -> tuple[RecordType, bytes]:
-    """(RecordType, encoded key) for a Key object, or a RecordType plus its field values."""
-    if fields.__class__ is tuple and isinstance(target, RecordType):
+class _Missing:
+    """The default of `put`'s value: tells "no value given" apart from None."""
+
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+MISSING: Any = _Missing()
+
+
+def foreign_record_type(schema: Schema, record_type: RecordType) -> SchemaError:
+    """The error for a RecordType that is not one of `schema`'s (a look-alike, or unregistered)."""
+    owner = next((t for t in schema if t.head == record_type.head), None)
+    clash = (
+        f"; the schema's {owner.name!r} v{owner.version} owns that prefix, so this look-alike "
+        "would read and overwrite its records"
+        if owner is not None
+        else ""
+    )
+    return SchemaError(
+        f"record type {record_type.name!r} v{record_type.version} (prefix "
+        f"{show_bytes(record_type.head)}) is not in this store's schema {schema!r}{clash}; "
+        "use the RecordType objects the store was opened with",
+        record=record_type.name,
+    )
+
+
+def resolve(schema: Schema, record: RecordType | str) -> RecordType:
+    """The schema's RecordType for a RecordType (checked to be the schema's own) or a name."""
+    if record.__class__ is RecordType:
+        if record in schema:
+            return record
+        raise foreign_record_type(schema, record)
+    if isinstance(record, str):
+        if record not in schema.names():
+            raise SchemaError(
+                f"no record type named {record!r} in this store's schema; known: "
+                f"{schema.names()}",
+                record=record,
+            )
+        return schema.get(record)
+    if isinstance(record, RecordType):
+        return resolve(schema, record)
+    raise ArgumentTypeError(
+        f"expected a RecordType, a record name or a Key, got {type(record).__name__} {record!r}",
+        field="record",
+        value=record,
+    )
+
+
+def key_bytes(schema: Schema, target: Target, fields: Fields) -> tuple[RecordType, bytes]:
+    """(RecordType, encoded key) for a Key object, or a RecordType or record name plus its field
+    values; the RecordType must be one of `schema`'s."""
+    if fields.__class__ is tuple and target.__class__ is RecordType and target in schema:
         # the common case first: no ABC isinstance checks (they cost ~1 µs per call)
         return target, target.encode(*fields)
     if isinstance(target, Key):
-        if fields is not None:
-            raise KeyEncodeError("give either a Key object or a RecordType with fields, not both")
         record_type = target.record_type
-        return record_type, record_type.encode(*target)
-    if isinstance(target, RecordType):
-        if fields is None:
-            raise KeyEncodeError(f"{target.name}: field values are missing")
-        if isinstance(fields, Mapping):
-            return target, target.encode(**fields)
-        if isinstance(fields, (str, bytes, bytearray)) or not isinstance(fields, Sequence):
+        if fields is not None:
             raise KeyEncodeError(
-                f"{target.name}: fields must be a tuple or mapping, got {type(fields).__name__}"
-                f" {fields!r} (a one-field key is ({fields!r},))"
+                f"{record_type.name}: give either a Key object or a RecordType with fields, "
+                "not both",
+                record=record_type.name,
+                field="fields",
+                value=fields,
             )
-        return target, target.encode(*fields)
-    raise KeyEncodeError(f"expected a Key or a RecordType, got {type(target).__name__}")
+        if record_type not in schema:
+            raise foreign_record_type(schema, record_type)
+        return record_type, record_type.encode(*target)
+    record_type = resolve(schema, target)
+    if fields is None:
+        raise KeyEncodeError(
+            f"{record_type.name}: field values are missing (give a tuple, a mapping, or a Key)",
+            record=record_type.name,
+            field="fields",
+        )
+    if isinstance(fields, Mapping):
+        return record_type, record_type.encode(**fields)
+    if isinstance(fields, (str, bytes, bytearray)) or not isinstance(fields, Sequence):
+        raise KeyEncodeError(
+            f"{record_type.name}: fields must be a tuple or mapping, got {type(fields).__name__}"
+            f" {fields!r} (a one-field key is ({fields!r},))",
+            record=record_type.name,
+            field="fields",
+            value=fields,
+        )
+    return record_type, record_type.encode(*fields)
 
 
-def put_args(target: Target, fields: Fields, value: Any) -> tuple[Fields, Any]:
-    """Let `put(key_obj, value)` work: with a Key object the second argument is the value."""
-    if isinstance(target, Key) and value is None:
-        return None, fields
+def put_args(target: Target, fields: Any, value: Any) -> tuple[Fields, Any]:
+    """(fields, value) of a put: `put(key_obj, value)` or `put(record, fields, value)`; a
+    missing value is an ArgumentTypeError (None is not stored by accident)."""
+    if isinstance(target, Key):
+        if value is MISSING:
+            if fields is MISSING:
+                raise _no_value(target.record_type.name)
+            return None, fields
+        if fields is MISSING:
+            return None, value
+        raise KeyEncodeError(
+            f"{target.record_type.name}: put(key, value) takes a Key and a value; "
+            "fields belong with a RecordType or record name",
+            record=target.record_type.name,
+            field="fields",
+            value=fields,
+        )
+    if fields is MISSING:
+        fields = None
+    if value is MISSING:
+        name = target if isinstance(target, str) else getattr(target, "name", repr(target))
+        raise _no_value(name)
     return fields, value
 
 
-def put_options(ttl: float | datetime.timedelta | None, check_expiry: bool = True) -> Any:
+def _no_value(name: str) -> ArgumentTypeError:
+    return ArgumentTypeError(
+        f"{name}: put needs a value: put(record, fields, value) or put(key, value)",
+        record=name,
+        field="value",
+    )
+
+
+def put_options(ttl: TtlArg, check_expiry: bool = True) -> Any:
     """PutOptions expiring after `ttl` seconds (or a timedelta); None when no TTL is asked."""
     if ttl is None:
         return None
     if not check_expiry:
         raise InvalidInputError(
             "this store was opened with check_expiry=False, so an expired record would stay "
-            "visible; open it with check_expiry=True to write a ttl"
+            "visible; open it with check_expiry=True to write a ttl",
+            field="ttl",
+            value=ttl,
         )
-    seconds = ttl.total_seconds() if isinstance(ttl, datetime.timedelta) else ttl
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
-        raise ValueError(f"ttl must be a positive number of seconds, got {ttl!r}")
+    seconds = ttl_seconds(ttl)
     return PutOptions(ttl=Ttl.EXPIRE_AFTER_MILLIS(max(1, round(seconds * 1000))))
 
 
 def encode_put(
+    schema: Schema,
     values: Values,
     check_expiry: bool,
     target: Target,
-    fields: Fields,
+    fields: Any,
     value: Any,
-    ttl: float | datetime.timedelta | None,
+    ttl: TtlArg,
 ) -> tuple[bytes, bytes, Any]:
     """(key, value bytes, PutOptions or None): how Store, Batch and Transaction encode a put."""
     fields, value = put_args(target, fields, value)
-    record_type, key = key_bytes(target, fields)
+    record_type, key = key_bytes(schema, target, fields)
     return key, values.encode(record_type, value, key), put_options(ttl, check_expiry)
+
+
+def bound_bytes(bound: Bound, record_type: RecordType | None, what: str) -> bytes | None:
+    """A scan bound as key bytes: bytes as given, a Key encoded, a field tuple as the prefix of
+    `record_type` (so tuples compare as field tuples: start inclusive, end exclusive)."""
+    if bound is None or isinstance(bound, bytes):
+        return bound
+    if isinstance(bound, Key):
+        return bound.encode()
+    if isinstance(bound, tuple):
+        if record_type is None:
+            raise ArgumentTypeError(
+                f"{what}={bound!r}: a tuple of field values needs a record type; scan_all "
+                "takes key bytes or a Key",
+                field=what,
+                value=bound,
+            )
+        return record_type.prefix(*bound)
+    raise ArgumentTypeError(
+        f"{what} must be key bytes, a Key or a tuple of leading field values, got "
+        f"{type(bound).__name__} {bound!r}",
+        field=what,
+        value=bound,
+    )
+
+
+def narrow(
+    span: KeySpan, prefix: bytes | None, start: bytes | None, end: bytes | None
+) -> KeySpan:
+    """`span` intersected with the keys under `prefix` and with [start, end)."""
+    bounds = (span.start, span.end)
+    if prefix:
+        bounds = intersect(bounds, prefix_range(prefix))
+    return KeySpan(span.record_type, *intersect(bounds, (start, end)))
 
 
 class ReadView:
@@ -115,7 +254,7 @@ class ReadView:
                 data: bytes | None = await source.get(key)
                 return data
             kv = await source.get_key_value(key)
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"get on {self.where}") from exc
         if kv is None:
             return None
@@ -135,7 +274,7 @@ class ReadView:
     ) -> Any:
         """The decoded value stored under the key, or `default` when there is none."""
         # _fetch inlined: this is the point-read hot path
-        record_type, key = key_bytes(target, fields)
+        record_type, key = key_bytes(self.schema, target, fields)
         source = self._source
         try:
             if self.check_expiry:
@@ -150,13 +289,13 @@ class ReadView:
                 data = await source.get(key)
                 if data is None:
                     return default
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"get on {self.where}") from exc
         return self.values.decode(record_type, key, data, upgrade=upgrade)
 
     async def exists(self, target: Target, fields: Fields = None) -> bool:
         """True when a record is stored under the key."""
-        _, key = key_bytes(target, fields)
+        _, key = key_bytes(self.schema, target, fields)
         return await self._fetch(key) is not None
 
     def scan(
@@ -165,83 +304,134 @@ class ReadView:
         *leading: Any,
         partial: Any = None,
         version: int | None = None,
+        prefix: bytes | None = None,
+        start: Bound = None,
+        end: Bound = None,
+        after: bytes | Key | None = None,
         reverse: bool = False,
         limit: int | None = None,
-        after: bytes | Key | None = None,
-        start: bytes | None = None,
-        end: bytes | None = None,
         batch_size: int = 1024,
         upgrade: bool = True,
-    ) -> Scan:
+    ) -> Scan[Record]:
         """Records of one RecordType (or every registered version of a record name), in key
-        order, optionally narrowed to leading field values, a partial string, and [start, end).
+        order, optionally narrowed to leading field values, a partial string (the next field
+        starts with it), a raw key `prefix`, and [start, end).
 
-        `after` (a cursor: raw key or Key) resumes after that key. Versions are walked in
-        version order (reversed when `reverse`), since the version byte leads the key.
+        `start`/`end`: key bytes, a Key, or a tuple of leading field values (compared as field
+        tuples: `end=("b",)` stops before every key whose first field is "b"). `after` (a
+        cursor: raw key or Key) resumes after that key; a cursor outside the scan's range is a
+        CursorError. `limit=0` yields nothing. Versions are walked in version order (reversed
+        when `reverse`), since the version byte leads the key.
         """
-        if isinstance(record, RecordType):
-            if version is not None and version != record.version:
-                raise SchemaError(
-                    f"{record.name} is version {record.version}; version={version} contradicts it"
-                )
-            record_types = [record]
+        if isinstance(record, str):
+            resolve(self.schema, record)  # SchemaError naming an unknown name
+            if version is None:
+                record_types = self.schema.versions(record)
+            else:
+                record_types = [self.schema.get(record, version)]
         else:
-            record_types = (
-                self.schema.versions(record)
-                if version is None
-                else [self.schema.get(record, version)]
-            )
+            record_type = resolve(self.schema, record)
+            if version is not None and version != record_type.version:
+                raise SchemaError(
+                    f"{record_type.name} is version {record_type.version}; version={version} "
+                    "contradicts it",
+                    record=record_type.name,
+                    field="version",
+                    value=version,
+                )
+            record_types = [record_type]
         spans = []
         for record_type in record_types:
             lo, hi = record_type.range(*leading, partial=partial)
-            spans.append(KeySpan(record_type, lo, hi))
-        return Scan(
-            self._source,
-            spans,
-            schema=self.schema,
-            values=self.values,
-            reverse=reverse,
-            limit=limit,
-            after=after.encode() if isinstance(after, Key) else after,
-            start=start,
-            end=end,
-            batch_size=batch_size,
-            upgrade=upgrade,
-            check_expiry=self.check_expiry,
-            where=f"scan on {self.where}",
-        )
+            spans.append(narrow(KeySpan(record_type, lo, hi), prefix, None, None))
+        return self._scan(spans, start, end, after, reverse, limit, "raise", batch_size, upgrade)
+
+    @overload
+    def scan_all(
+        self,
+        *,
+        prefix: bytes = b"",
+        start: bytes | Key | None = None,
+        end: bytes | Key | None = None,
+        after: bytes | Key | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        on_unknown: Literal["raise", "skip"] = "raise",
+        batch_size: int = 1024,
+        upgrade: bool = True,
+    ) -> Scan[Record]: ...
+
+    @overload
+    def scan_all(
+        self,
+        *,
+        prefix: bytes = b"",
+        start: bytes | Key | None = None,
+        end: bytes | Key | None = None,
+        after: bytes | Key | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        on_unknown: str,
+        batch_size: int = 1024,
+        upgrade: bool = True,
+    ) -> Scan[Record | RawRecord]: ...
 
     def scan_all(
         self,
         *,
         prefix: bytes = b"",
-        start: bytes | None = None,
-        end: bytes | None = None,
+        start: bytes | Key | None = None,
+        end: bytes | Key | None = None,
+        after: bytes | Key | None = None,
         reverse: bool = False,
         limit: int | None = None,
-        after: bytes | None = None,
         on_unknown: str = "raise",
         batch_size: int = 1024,
         upgrade: bool = True,
-    ) -> Scan:
+    ) -> Scan[Record] | Scan[Record | RawRecord]:
         """Every record (or those under a raw `prefix`), each key decoded by the RecordType its
-        prefix names. Keys no RecordType owns: on_unknown "raise" (default), "skip" or "raw"."""
-        from opendata_kv.keys import prefix_successor
+        prefix names. Keys no RecordType owns: on_unknown "raise" (default), "skip", or "raw"
+        (yielded as RawRecord, so the scan's type is `Scan[Record | RawRecord]`)."""
+        policy = check_policy(on_unknown)
+        span = narrow(KeySpan(None, None, None), prefix or None, None, None)
+        return self._scan([span], start, end, after, reverse, limit, policy, batch_size, upgrade)
 
-        span = KeySpan(None, prefix or None, prefix_successor(prefix) if prefix else None)
-        return Scan(
+    def _scan(
+        self,
+        spans: list[KeySpan],
+        start: Bound,
+        end: Bound,
+        after: bytes | Key | None,
+        reverse: bool,
+        limit: int | None,
+        on_unknown: Any,
+        batch_size: int,
+        upgrade: bool,
+    ) -> Scan[Any]:
+        where = f"scan on {self.where}"
+        cursor = bound_bytes(after, None, "after")
+        if cursor is not None:
+            check_cursor(spans, cursor, where)
+        narrowed = [
+            narrow(
+                span,
+                None,
+                bound_bytes(start, span.record_type, "start"),
+                bound_bytes(end, span.record_type, "end"),
+            )
+            for span in spans
+        ]
+        return Scan[Any](
             self._source,
-            [span],
+            narrowed,
             schema=self.schema,
             values=self.values,
             reverse=reverse,
             limit=limit,
-            after=after,
-            start=start,
-            end=end,
-            on_unknown=check_policy(on_unknown),
+            after=cursor,
+            on_unknown=on_unknown,
             batch_size=batch_size,
             upgrade=upgrade,
             check_expiry=self.check_expiry,
-            where=f"scan on {self.where}",
+            where=where,
         )
