@@ -166,12 +166,7 @@ class StoreLocationError(StoreError, ValueError):
     """A database location that cannot be used as asked (a file where a directory belongs)."""
 
 
-class StoreNotFoundError(StoreLocationError, FileNotFoundError):
-    """No database at the location, and the open was not asked to create one
-    (`create_if_missing=False`, or a reader)."""
-
-
-class StoreExistsError(StoreLocationError, FileExistsError):
+class StoreExistsError(StoreError, FileExistsError):
     """A database already exists at the location and the open asked `error_if_exists=True`."""
 
 
@@ -198,14 +193,21 @@ class StoreDataError(StoreError):
     when it is known, else None.
     """
 
-    def __init__(self, message: str, *, object_name: str | None = None) -> None:
-        super().__init__(message)
+    def __init__(
+        self, message: str = "", *, object_name: str | None = None, **facts: Any
+    ) -> None:
+        super().__init__(message, **facts)
         self.object_name = object_name
 
 
 class StorePermissionError(StoreError, PermissionError):
     """The object store refused access (file permissions, credentials, bucket policy);
     retrying does not help until the permissions change."""
+
+
+class StoreNotFoundError(StoreDataError, FileNotFoundError):
+    """No database at the location (a reader, or a writer opened with create_if_missing=False);
+    a StoreDataError as before, and a FileNotFoundError."""
 
 
 class ReadOnlyError(StoreError):
