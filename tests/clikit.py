@@ -18,6 +18,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -77,6 +78,22 @@ def _restored_process_state() -> Iterator[None]:
                 del sys.modules[name]
 
 
+def _main(args: tuple[str, ...], stdin: Any, out: Any, err: Any) -> int:
+    from opendata_kv.cli.main import main
+
+    stdin_before = sys.stdin
+    sys.stdin = stdin
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                return main(list(args))
+            except SystemExit as exc:  # argparse: usage errors and --help
+                code = exc.code
+                return code if isinstance(code, int) else 0 if code is None else 1
+    finally:
+        sys.stdin = stdin_before
+
+
 def run_in_process(
     *args: str,
     stdin: str | None = None,
@@ -85,22 +102,30 @@ def run_in_process(
 ) -> CliResult:
     """opendata_kv.cli.main.main(ARGS) in this process; `env` adds to os.environ for the call.
     argparse's SystemExit (usage errors, --help) becomes the exit status, as in a process."""
-    from opendata_kv.cli.main import main
-
     out, err = io.StringIO(), io.StringIO()
-    stdin_before = sys.stdin
     with _restored_process_state():
         os.environ.update(env or {})
         if cwd is not None:
             os.chdir(cwd)
-        sys.stdin = io.StringIO(stdin or "")
-        try:
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                try:
-                    status = main(list(args))
-                except SystemExit as exc:
-                    code = exc.code
-                    status = code if isinstance(code, int) else 0 if code is None else 1
-        finally:
-            sys.stdin = stdin_before
+        status = _main(args, io.StringIO(stdin or ""), out, err)
     return CliResult(status, out.getvalue(), err.getvalue())
+
+
+def run_in_process_bytes(
+    *args: str, stdin: bytes, strict_io: bool
+) -> tuple[int, bytes, bytes]:
+    """Like run_in_process, with byte-level stdio as a process has it: UTF-8 text streams over
+    bytes, erroring on undecodable bytes when `strict_io` (PYTHONIOENCODING=utf-8:strict, a
+    strict UTF-8 locale) or escaping them (surrogateescape, Python's C-locale default).
+    Returns (status, stdout bytes, stderr bytes)."""
+    errors = "strict" if strict_io else "surrogateescape"
+    streams = [
+        io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors=errors, newline="\n")
+        for data in (stdin, b"", b"")
+    ]
+    with _restored_process_state():
+        status = _main(args, *streams)
+    for stream in streams[1:]:
+        stream.flush()
+    out, err = (stream.buffer.getvalue() for stream in streams[1:])
+    return status, out, err
