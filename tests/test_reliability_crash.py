@@ -24,25 +24,17 @@ import asyncio
 import os
 import random
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import crash_writer as cw
 import pytest
-from hang_guard import hang_guard
 from writer_process import WriterProcess
 
 from opendata_kv.store import Store
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.hang_guard(600)]
 
 ROUNDS = int(os.environ.get("OPENDATA_KV_CRASH_ROUNDS", "20"))
-
-
-@pytest.fixture(autouse=True)
-def _hang_guard() -> Iterator[None]:
-    with hang_guard(600):
-        yield
 
 
 def _seed() -> int:

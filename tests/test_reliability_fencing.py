@@ -21,25 +21,19 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import crash_writer as cw
 import pytest
-from hang_guard import hang_guard
 from writer_process import WriterProcess
 
 from opendata_kv.errors import FencedError
 from opendata_kv.store import Store, SyncStore
 
+pytestmark = pytest.mark.hang_guard(120)
+
 FENCED_WORDS = "another writer opened the same database"
-
-
-@pytest.fixture(autouse=True)
-def _hang_guard() -> Iterator[None]:
-    with hang_guard(120):
-        yield
 
 
 async def _get(store: Store, batch: int) -> Any:

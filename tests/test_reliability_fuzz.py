@@ -26,14 +26,13 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import fuzz_schema as fs
 import msgpack
 import pytest
 from clikit import run_in_process_bytes
-from hang_guard import hang_guard
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from writer_process import child_env
@@ -55,6 +54,7 @@ from opendata_kv.values import Values
 from opendata_kv.values.codecs import DataclassCodec, MsgpackCodec, RawCodec
 
 LONG = os.environ.get("OPENDATA_KV_FUZZ") == "long"
+pytestmark = pytest.mark.hang_guard(3600 if LONG else 300)
 #: per-example deadline: decoding a few hundred bytes takes microseconds, so a second means
 #: "hangs" and not "the machine was busy"
 FUZZ = settings(deadline=datetime.timedelta(seconds=1))
@@ -70,12 +70,6 @@ IN_PROCESS_CLI = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _hang_guard() -> Iterator[None]:
-    with hang_guard(3600 if LONG else 300):
-        yield
 
 
 # --- mutation ------------------------------------------------------------------------------------
