@@ -114,6 +114,13 @@ def expected_batch(batch: int) -> Iterator[tuple[RecordType, tuple[Any, ...], An
     yield BLOB, (batch,), expected_blob(batch)
 
 
+async def write_batch(store: Any, batch: int, *, durable: bool = False) -> None:
+    """Batch `batch` as ONE atomic write (durable: waiting for it to be flushed)."""
+    async with store.batch(durable=durable) as b:
+        for record_type, key, value in expected_batch(batch):
+            b.put(record_type, key, value)
+
+
 @dataclass
 class Check:
     """What check_database found: batch ids present, and how many records it verified."""
@@ -181,9 +188,7 @@ async def run(url: str, settings: dict[str, Any], max_batches: int | None, delay
             _say("open", batch)
             written = 0
             while max_batches is None or written < max_batches:
-                async with store.batch() as b:
-                    for record_type, key, value in expected_batch(batch):
-                        b.put(record_type, key, value)
+                await write_batch(store, batch)
                 await store.flush()
                 _say("ack", batch)
                 batch += 1

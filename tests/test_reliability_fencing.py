@@ -46,9 +46,7 @@ def test_fencing_step_by_step(tmp_path: Path) -> None:
     async def scenario() -> None:
         a = await Store.open(url, cw.SCHEMA, values=cw.VALUES)
         for batch in range(3):
-            async with a.batch(durable=True) as b:
-                for rt, key, value in cw.expected_batch(batch):
-                    b.put(rt, key, value)
+            await cw.write_batch(a, batch, durable=True)
         reader = await Store.open_reader(url, cw.SCHEMA, values=cw.VALUES, poll_interval=0.05)
         assert (await cw.check_database(reader)).batches == {0, 1, 2}
 
@@ -85,9 +83,7 @@ def test_fencing_step_by_step(tmp_path: Path) -> None:
         for key in (99, 100, 101, 102):
             assert await _get(b_store, key) is None, f"fenced write {key} reached B"
         for batch in range(3, 6):
-            async with b_store.batch(durable=True) as b:
-                for rt, key, value in cw.expected_batch(batch):
-                    b.put(rt, key, value)
+            await cw.write_batch(b_store, batch, durable=True)
 
         # The reader follows the new writer (it polls every 50 ms).
         deadline = time.monotonic() + 10
