@@ -19,6 +19,16 @@ def show_bytes(data: bytes | bytearray | memoryview, limit: int = 48) -> str:
     return f"0x{raw[:limit].hex()}... ({len(raw)} bytes)"
 
 
+def show_text(text: str, limit: int = 48, *, quote: bool = True) -> str:
+    """`text` for an error message: its repr (or, with quote=False, the text itself), cut
+    past `limit` characters with the full length added, so a long bad input is never echoed
+    in full."""
+    if len(text) <= limit:
+        return repr(text) if quote else text
+    head = repr(text[:limit]) if quote else text[:limit]
+    return f"{head}... ({len(text)} characters)"
+
+
 class OpendataKvError(Exception):
     """Root of every error opendata_kv raises on purpose.
 
@@ -156,12 +166,7 @@ class StoreLocationError(StoreError, ValueError):
     """A database location that cannot be used as asked (a file where a directory belongs)."""
 
 
-class StoreNotFoundError(StoreLocationError, FileNotFoundError):
-    """No database at the location, and the open was not asked to create one
-    (`create_if_missing=False`, or a reader)."""
-
-
-class StoreExistsError(StoreLocationError, FileExistsError):
+class StoreExistsError(StoreError, FileExistsError):
     """A database already exists at the location and the open asked `error_if_exists=True`."""
 
 
@@ -188,14 +193,21 @@ class StoreDataError(StoreError):
     when it is known, else None.
     """
 
-    def __init__(self, message: str, *, object_name: str | None = None) -> None:
-        super().__init__(message)
+    def __init__(
+        self, message: str = "", *, object_name: str | None = None, **facts: Any
+    ) -> None:
+        super().__init__(message, **facts)
         self.object_name = object_name
 
 
 class StorePermissionError(StoreError, PermissionError):
     """The object store refused access (file permissions, credentials, bucket policy);
     retrying does not help until the permissions change."""
+
+
+class StoreNotFoundError(StoreDataError, FileNotFoundError):
+    """No database at the location (a reader, or a writer opened with create_if_missing=False);
+    a StoreDataError as before, and a FileNotFoundError."""
 
 
 class ReadOnlyError(StoreError):
@@ -245,4 +257,5 @@ __all__ = [
     "ValueEncodeError",
     "ValueLimitError",
     "show_bytes",
+    "show_text",
 ]

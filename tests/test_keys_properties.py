@@ -212,7 +212,7 @@ def id_specs() -> list[Spec]:
                 "tid",
                 fields.tid,
                 ints(0, top).map(tid_ids.encode),  # TID strings sort like their integers
-                bad=(None, "not-a-tid", "3jzfcijpj2z2a\n", -1, top + 1, True, 1.5),
+                bad=(None, "not-a-tid", "3jzfcijpj2z2a\n", -1, 0, 5, top + 1, True, 1.5),
             )
         )
     if isinstance(getattr(fields, "url_key", None), Field):

@@ -72,7 +72,7 @@ def check_did(repo: object) -> str:
     """`repo` if it is a syntactically valid DID (AT Protocol rules), else IdError."""
     reason = did_ids.explain(repo)
     if reason is not None:
-        raise IdError(f"repo {reason}")
+        raise IdError(f"repo {reason}", field="repo", value=repo)
     assert isinstance(repo, str)
     return repo
 

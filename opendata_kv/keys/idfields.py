@@ -1,7 +1,7 @@
 """Key fields for the identifiers in opendata_kv.ids: tid, muid, url_key and rkey(key_type).
 
-    tid       8-byte big-endian integer (sorts like the 13-char string); takes a TID string or
-              int, decodes to the string
+    tid       8-byte big-endian integer (sorts like the 13-char string); takes exactly a TID
+              string (an int is refused, as u64 refuses a str), decodes to the string
     muid      the 16 packed bytes; takes and decodes to a Muid
     url_key   8-byte big-endian int63 (bit 63 must be 0)
     rkey      a terminated string validated as an AT Protocol record key of a Lexicon key type
@@ -51,14 +51,17 @@ class _Tid(_Int63):
     __slots__ = ()
 
     def to_raw(self, value: Any) -> int:
-        if isinstance(value, str):
-            try:
-                return tid_ids.decode(value)
-            except IdError as exc:
-                raise KeyEncodeError(f"tid: {exc}") from None
-        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _TOP_BIT:
-            return value
-        raise KeyEncodeError(f"tid needs a TID string or an int in 0..2**63-1, got {value!r}")
+        if not isinstance(value, str):
+            hint = " (for an integer n, give ids.tid.encode(n))" if isinstance(value, int) else ""
+            raise KeyEncodeError(
+                f"tid needs a TID string of 13 characters, got {type(value).__name__} "
+                f"{value!r}{hint}",
+                value=value,
+            )
+        try:
+            return tid_ids.decode(value)
+        except IdError as exc:
+            raise KeyEncodeError(f"tid: {exc}") from None
 
     def from_raw(self, raw: int) -> str:
         return tid_ids.encode(self._check(raw))

@@ -204,7 +204,10 @@ class RecordType:
             if reserved is not None:
                 raise SchemaError(
                     f"{self.name}: field name {field_name!r} is reserved: {reserved}; "
-                    "rename the field"
+                    "rename the field",
+                    record=self.name,
+                    field=field_name,
+                    value=field_name,
                 )
             if field_name in seen:
                 raise SchemaError(f"{self.name}: duplicate field name {field_name!r}")

@@ -204,10 +204,12 @@ def _check_same_record(existing: RecordType, new: RecordType) -> None:
     if (existing.record_type, existing.keyspace) != (new.record_type, new.keyspace):
         raise SchemaError(
             f"two different record types are both named {new.name!r} ({_describe(existing)}; "
-            f"{_describe(new)}): {why}; rename one of them"
+            f"{_describe(new)}): {why}; rename one of them",
+            record=new.name,
         )
     if existing.version == new.version:
         raise SchemaError(
             f"{new.name!r} version {new.version} is registered twice ({_describe(existing)}; "
-            f"{_describe(new)}): {why}; give the new layout another version byte"
+            f"{_describe(new)}): {why}; give the new layout another version byte",
+            record=new.name,
         )

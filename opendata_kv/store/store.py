@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
@@ -18,26 +17,30 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 from slatedb.uniffi import (
-    DbBuilder,
-    DbReaderBuilder,
     Error,
     IsolationLevel,
     KeyRange,
     PutOptions,
-    ReaderOptions,
-    Settings,
     Ttl,
     WriteBatch,
     WriteOptions,
 )
 
-from opendata_kv.errors import ReadOnlyError, StoreClosedError, StoreDataError, StoreError
+from opendata_kv.errors import InvalidArgumentError, ReadOnlyError, StoreClosedError, StoreError
 from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.store import ffi_patch
 from opendata_kv.store.failures import FOREIGN, call, translate
-from opendata_kv.store.integrity import check_open, opening_error
 from opendata_kv.store.location import Location, parse_location
+from opendata_kv.store.opening import (
+    READER_TIMEOUT,
+    bounded,
+    check_retries,
+    check_seconds,
+    open_db,
+    open_reader_db,
+)
 from opendata_kv.store.scan import scan_options
+from opendata_kv.store.schema_arg import SchemaArg, as_schema
 from opendata_kv.store.views import (
     MISSING,
     Fields,
@@ -55,23 +58,6 @@ _ISOLATION = {
     "snapshot": IsolationLevel.SNAPSHOT,
     "serializable": IsolationLevel.SERIALIZABLE_SNAPSHOT,
 }
-
-
-def _retries(value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"object_store_max_retries must be an int >= 0, got {value!r}")
-    return value
-
-
-def _settings(settings: Mapping[str, Any] | None) -> Any:
-    """slatedb Settings: defaults, overridden key by key (values as JSON-able Python)."""
-    result = Settings.default()
-    for name, value in (settings or {}).items():
-        try:
-            result.set(name, json.dumps(value))
-        except FOREIGN as exc:
-            raise translate(exc, f"setting {name}={value!r}") from exc
-    return result
 
 
 class Store(ReadView):
@@ -101,63 +87,91 @@ class Store(ReadView):
     @staticmethod
     def open(
         url: str | os.PathLike[str],
-        schema: Schema,
+        schema: SchemaArg,
         *,
         values: Values | None = None,
+        create_if_missing: bool = True,
+        error_if_exists: bool = False,
+        timeout: float | None = None,
+        object_store_max_retries: int | None = None,
         settings: Mapping[str, Any] | None = None,
         object_store_options: Mapping[str, str] | None = None,
-        object_store_max_retries: int | None = None,
         check_expiry: bool = True,
         speedup: bool = True,
     ) -> _Opening:
-        """Open (or create) the database as its writer: `async with Store.open(...) as s` or
+        """Open the database as its writer: `async with Store.open(...) as s` or
         `s = await Store.open(...)`. A second writer on the same database fences this one.
 
+        `schema`: a Schema, a RecordType, RecordTypes, or a Values (schema and codecs);
+            anything else is a SchemaError here. `values`: the codecs, built for that schema.
+        `create_if_missing` (default True, as SlateDB, LMDB, RocksDB's Python bindings and
+            sqlite3 do): False refuses a location without a database (StoreNotFoundError), so a
+            mistyped path fails instead of starting an empty store. `error_if_exists`: refuse
+            a location that holds one (StoreExistsError). memory:// always starts empty.
+        `timeout`: seconds the open may take before StoreUnavailableError; None (default)
+            waits as long as slatedb retries.
+        `object_store_max_retries`: slatedb retries failed object-store calls forever by
+            default, so a writer rides out an outage but opening a missing bucket or a stopped
+            endpoint waits forever; a number makes such calls fail (StoreUnavailableError)
+            after that many retries, for the open and for the writer's background flushes.
         `settings`: slatedb Settings keys (e.g. {"flush_interval": "50ms"}).
         `object_store_options`: object_store config entries for s3:// (see location.py),
             applied over the AWS_* environment variables.
-        `object_store_max_retries`: slatedb retries failed object-store calls forever by
-            default, so opening a missing bucket or an endpoint that is down waits forever;
-            a number makes such calls fail (StoreUnavailableError) after that many retries.
-            The same limit then applies to the writer's background flushes.
         `check_expiry`: hide records whose TTL has passed (reads fetch each row's expiry);
             False skips that check for stores that never write a TTL (put(ttl=) then fails).
         `speedup`: install the binding byte-copy speed-up (see ffi_patch).
         """
         merged = dict(settings or {})
-        if object_store_max_retries is not None:
-            merged["object_store_max_retries"] = _retries(object_store_max_retries)
+        retries = check_retries(object_store_max_retries)
+        if retries is not None:
+            merged["object_store_max_retries"] = retries
         return _Opening(
             _open_writer(
-                url, schema, values, merged, object_store_options, check_expiry, speedup
+                url,
+                schema,
+                values,
+                merged,
+                object_store_options,
+                check_expiry,
+                speedup,
+                bool(create_if_missing),
+                bool(error_if_exists),
+                check_seconds(timeout, "timeout"),
             )
         )
 
     @staticmethod
     def open_reader(
         url: str | os.PathLike[str],
-        schema: Schema,
+        schema: SchemaArg,
         *,
         values: Values | None = None,
+        timeout: float | None = READER_TIMEOUT,
+        object_store_max_retries: int | None = None,
         poll_interval: float = 1.0,
         object_store_options: Mapping[str, str] | None = None,
-        object_store_max_retries: int | None = None,
         check_expiry: bool = True,
         speedup: bool = True,
     ) -> _Opening:
         """Open read-only through DbReaderBuilder: sees flushed data (refreshed every
-        `poll_interval` seconds) and never fences the writer. Options as for Store.open."""
-        retries = None if object_store_max_retries is None else _retries(object_store_max_retries)
+        `poll_interval` seconds), never fences the writer, creates and writes nothing (no
+        database there: StoreNotFoundError).
+
+        `timeout` (default 30 s): the open gives up with StoreUnavailableError naming the
+        location, bucket and endpoint; None waits as long as slatedb retries. Other options
+        as for Store.open.
+        """
         return _Opening(
             _open_reader(
                 url,
                 schema,
                 values,
-                poll_interval,
+                check_seconds(poll_interval, "poll_interval") or 1.0,
                 object_store_options,
-                retries,
+                check_retries(object_store_max_retries),
                 check_expiry,
                 speedup,
+                check_seconds(timeout, "timeout"),
             )
         )
 
@@ -287,7 +301,11 @@ class Store(ReadView):
         db = self._writable()
         level = _ISOLATION.get(isolation)
         if level is None:
-            raise ValueError(f"isolation must be one of {sorted(_ISOLATION)}, got {isolation!r}")
+            raise InvalidArgumentError(
+                f"isolation must be one of {sorted(_ISOLATION)}, got {isolation!r}",
+                field="isolation",
+                value=isolation,
+            )
         txn = await call(db.begin(level), f"begin transaction on {self.where}")
         tx = Transaction(txn, self)
         try:
@@ -327,8 +345,12 @@ class Store(ReadView):
         tombstones of records already moved); passes repeat until one finds nothing, which
         also catches old-version records written by others during the migration.
         """
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidArgumentError(
+                f"batch_size must be an int >= 1, got {batch_size!r}",
+                field="batch_size",
+                value=batch_size,
+            )
         db = self._writable()
         current = self.schema.get(name)
         moved = 0
@@ -411,69 +433,53 @@ class _Opening:
 
 async def _open_writer(
     url: str | os.PathLike[str],
-    schema: Schema,
+    schema_arg: SchemaArg,
     values: Values | None,
-    settings: Mapping[str, Any] | None,
+    settings: Mapping[str, Any],
     object_store_options: Mapping[str, str] | None,
     check_expiry: bool,
     speedup: bool,
+    create_if_missing: bool,
+    error_if_exists: bool,
+    timeout: float | None,
 ) -> Store:
+    schema, values = as_schema(schema_arg, values)
     if speedup:
         ffi_patch.install()
     location = parse_location(url)
-    object_store = location.object_store(object_store_options, create=True)
-    await check_open(location, object_store, f"open {location}")
-    builder = DbBuilder(location.db_path, object_store)
-    builder.with_settings(_settings(settings))
-    try:
-        db = await builder.build()
-    except FOREIGN as exc:
-        raise await opening_error(exc, location, object_store, f"open {location}") from exc
-    return Store(
-        db, location, schema, values or Values(schema), readonly=False, check_expiry=check_expiry
+    db = await bounded(
+        open_db(location, object_store_options, settings, create_if_missing, error_if_exists),
+        timeout,
+        location,
+        object_store_options,
+        "open",
     )
+    return Store(db, location, schema, values, readonly=False, check_expiry=check_expiry)
 
 
 async def _open_reader(
     url: str | os.PathLike[str],
-    schema: Schema,
+    schema_arg: SchemaArg,
     values: Values | None,
     poll_interval: float,
     object_store_options: Mapping[str, str] | None,
     object_store_max_retries: int | None,
     check_expiry: bool,
     speedup: bool,
+    timeout: float | None,
 ) -> Store:
+    schema, values = as_schema(schema_arg, values)
     if speedup:
         ffi_patch.install()
     location = parse_location(url)
-    object_store = location.object_store(object_store_options)
-    await check_open(location, object_store, f"open reader on {location}")
-    builder = DbReaderBuilder(location.db_path, object_store)
-    builder.with_options(
-        ReaderOptions(
-            manifest_poll_interval_ms=max(1, round(poll_interval * 1000)),
-            checkpoint_lifetime_ms=max(1000, round(poll_interval * 10_000)),
-            max_memtable_bytes=64 << 20,
-            skip_wal_replay=False,
-            object_store_max_retries=object_store_max_retries,
-        )
+    reader = await bounded(
+        open_reader_db(location, object_store_options, poll_interval, object_store_max_retries),
+        timeout,
+        location,
+        object_store_options,
+        "open reader on",
     )
-    try:
-        reader = await builder.build()
-    except FOREIGN as exc:
-        message = getattr(exc, "message", None) or str(exc)
-        if isinstance(exc, Error.Data) and "failed to find latest" in message:
-            # what a reader gets where no writer ever created the database
-            raise StoreDataError(
-                f"open reader on {location}: there is no database here (no manifest); "
-                f"a writer must create it first with Store.open [{message}]"
-            ) from exc
-        where = f"open reader on {location}"
-        raise await opening_error(exc, location, object_store, where) from exc
-    return Store(
-        reader, location, schema, values or Values(schema), readonly=True, check_expiry=check_expiry
-    )
+    return Store(reader, location, schema, values, readonly=True, check_expiry=check_expiry)
 
 
 # --- batches, transactions, snapshots ------------------------------------------------------------

@@ -15,7 +15,9 @@ from typing import Any, Generic, Literal, TypeVar, overload
 
 from opendata_kv.errors import StoreClosedError
 from opendata_kv.keys import Key, RecordType, Schema
+from opendata_kv.store.opening import READER_TIMEOUT
 from opendata_kv.store.scan import R, RawRecord, Record, Scan
+from opendata_kv.store.schema_arg import SchemaArg
 from opendata_kv.store.store import Batch, Snapshot, Store, Transaction
 from opendata_kv.store.views import MISSING, Bound, Fields, ReadView, Target, TtlArg
 from opendata_kv.values import Values
@@ -249,68 +251,72 @@ class SyncStore(SyncWriteView):
     def open(
         cls,
         url: str | os.PathLike[str],
-        schema: Schema,
+        schema: SchemaArg,
         *,
         values: Values | None = None,
+        create_if_missing: bool = True,
+        error_if_exists: bool = False,
+        timeout: float | None = None,
+        object_store_max_retries: int | None = None,
         settings: Mapping[str, Any] | None = None,
         object_store_options: Mapping[str, str] | None = None,
-        object_store_max_retries: int | None = None,
         check_expiry: bool = True,
         speedup: bool = True,
     ) -> SyncStore:
         """Open as the writer; the arguments are Store.open's."""
-        loop = _LoopThread(str(url))
-        try:
-            store = loop.run(
-                _await(
-                    Store.open(
-                        url,
-                        schema,
-                        values=values,
-                        settings=settings,
-                        object_store_options=object_store_options,
-                        object_store_max_retries=object_store_max_retries,
-                        check_expiry=check_expiry,
-                        speedup=speedup,
-                    )
-                )
-            )
-        except BaseException:
-            loop.stop()
-            raise
-        loop.where = store.where
-        return cls(store, loop)
+        return cls._start(
+            url,
+            Store.open(
+                url,
+                schema,
+                values=values,
+                create_if_missing=create_if_missing,
+                error_if_exists=error_if_exists,
+                timeout=timeout,
+                object_store_max_retries=object_store_max_retries,
+                settings=settings,
+                object_store_options=object_store_options,
+                check_expiry=check_expiry,
+                speedup=speedup,
+            ),
+        )
 
     @classmethod
     def open_reader(
         cls,
         url: str | os.PathLike[str],
-        schema: Schema,
+        schema: SchemaArg,
         *,
         values: Values | None = None,
+        timeout: float | None = READER_TIMEOUT,
+        object_store_max_retries: int | None = None,
         poll_interval: float = 1.0,
         object_store_options: Mapping[str, str] | None = None,
-        object_store_max_retries: int | None = None,
         check_expiry: bool = True,
         speedup: bool = True,
     ) -> SyncStore:
         """Open read-only; the arguments are Store.open_reader's."""
+        return cls._start(
+            url,
+            Store.open_reader(
+                url,
+                schema,
+                values=values,
+                timeout=timeout,
+                object_store_max_retries=object_store_max_retries,
+                poll_interval=poll_interval,
+                object_store_options=object_store_options,
+                check_expiry=check_expiry,
+                speedup=speedup,
+            ),
+        )
+
+    @classmethod
+    def _start(cls, url: str | os.PathLike[str], opening: Any) -> SyncStore:
+        """Run `opening` (a Store.open or open_reader) on a new loop thread."""
         loop = _LoopThread(str(url))
         try:
-            store = loop.run(
-                _await(
-                    Store.open_reader(
-                        url,
-                        schema,
-                        values=values,
-                        poll_interval=poll_interval,
-                        object_store_options=object_store_options,
-                        object_store_max_retries=object_store_max_retries,
-                        check_expiry=check_expiry,
-                        speedup=speedup,
-                    )
-                )
-            )
+            store = loop.run(_await(opening))
         except BaseException:
             loop.stop()
             raise
