@@ -38,8 +38,15 @@ def add_json_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def emit_json(obj: Any) -> None:
-    """Print one JSON line (compact, UTF-8 kept readable)."""
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, separators=(", ", ": ")) + "\n")
+    """Print one JSON line (compact, UTF-8 kept readable; all-ASCII escapes when a string
+    holds input bytes that were not UTF-8, so the line is always valid UTF-8 JSON)."""
+    text = json.dumps(obj, ensure_ascii=False, separators=(", ", ": "))
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # input bytes that were not UTF-8 (surrogate escapes)
+            text = json.dumps(obj, ensure_ascii=True, separators=(", ", ": "))
+    sys.stdout.write(text + "\n")
 
 
 def fail(message: str) -> int:
@@ -101,6 +108,7 @@ def run_each(
 # --- shared helpers for the key and database commands ------------------------------------------
 
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+_HEX_SEPARATORS = str.maketrans("", "", " \t\n\r\v\f_:")
 
 
 def parse_hex(text: str, what: str = "key") -> bytes:
@@ -114,6 +122,12 @@ def parse_hex(text: str, what: str = "key") -> bytes:
     if body[:2] in ("0x", "0X"):
         body = body[2:]
         skipped += 2
+    compact = body.translate(_HEX_SEPARATORS)
+    if compact and len(compact) % 2 == 0 and compact.isascii():
+        try:  # the common case at C speed; anything odd goes the slow way for its message
+            return bytes.fromhex(compact)
+        except ValueError:
+            pass
     digits = []
     for pos, char in enumerate(body):
         if char in _HEX_DIGITS:
