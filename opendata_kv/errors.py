@@ -19,6 +19,16 @@ def show_bytes(data: bytes | bytearray | memoryview, limit: int = 48) -> str:
     return f"0x{raw[:limit].hex()}... ({len(raw)} bytes)"
 
 
+def show_text(text: str, limit: int = 48, *, quote: bool = True) -> str:
+    """`text` for an error message: its repr (or, with quote=False, the text itself), cut
+    past `limit` characters with the full length added, so a long bad input is never echoed
+    in full."""
+    if len(text) <= limit:
+        return repr(text) if quote else text
+    head = repr(text[:limit]) if quote else text[:limit]
+    return f"{head}... ({len(text)} characters)"
+
+
 class OpendataKvError(Exception):
     """Root of every error opendata_kv raises on purpose.
 
@@ -133,6 +143,18 @@ class UnknownVersionError(ValueDecodeError):
     """A stored key version for which no value codec is registered (policy "raise")."""
 
 
+class ValueLimitError(ValueDecodeError):
+    """Stored value bytes that exceed a decode cap (size, container length, object count,
+    nesting depth); refused before they can take the memory or time they ask for."""
+
+    def __init__(self, message: str, *, cap: str, limit: int) -> None:
+        super().__init__(message)
+        #: the cap's name, as in DecodeLimits (e.g. "max_objects")
+        self.cap = cap
+        #: the cap's value when the value was refused
+        self.limit = limit
+
+
 # --- store -------------------------------------------------------------------------------------
 
 
@@ -144,12 +166,7 @@ class StoreLocationError(StoreError, ValueError):
     """A database location that cannot be used as asked (a file where a directory belongs)."""
 
 
-class StoreNotFoundError(StoreLocationError, FileNotFoundError):
-    """No database at the location, and the open was not asked to create one
-    (`create_if_missing=False`, or a reader)."""
-
-
-class StoreExistsError(StoreLocationError, FileExistsError):
+class StoreExistsError(StoreError, FileExistsError):
     """A database already exists at the location and the open asked `error_if_exists=True`."""
 
 
@@ -170,11 +187,59 @@ class TransactionConflictError(StoreError):
 
 
 class StoreDataError(StoreError):
-    """SlateDB reported corrupt or unreadable data."""
+    """Corrupt, missing or unreadable data in the database (SlateDB's report or our own check).
+
+    `object_name` is the damaged object's path in the store ("wal/00000000000000000011.sst")
+    when it is known, else None.
+    """
+
+    def __init__(
+        self, message: str = "", *, object_name: str | None = None, **facts: Any
+    ) -> None:
+        super().__init__(message, **facts)
+        self.object_name = object_name
+
+
+class StorePermissionError(StoreError, PermissionError):
+    """The object store refused access (file permissions, credentials, bucket policy);
+    retrying does not help until the permissions change."""
+
+
+class StoreNotFoundError(StoreDataError, FileNotFoundError):
+    """No database at the location (a reader, or a writer opened with create_if_missing=False);
+    a StoreDataError as before, and a FileNotFoundError."""
 
 
 class ReadOnlyError(StoreError):
     """A write was attempted through a read-only reader."""
+
+
+class ChangeCursorError(InvalidInputError):
+    """A change-feed cursor that is not one opendata_kv made (malformed, truncated, edited)."""
+
+    def __init__(self, message: str, cursor: object = None) -> None:
+        super().__init__(message)
+        self.cursor = cursor
+
+
+class ChangeCursorExpiredError(StoreError):
+    """A change-feed cursor whose WAL files were already garbage-collected: the changes after
+    it are gone. Resync: read a checkpoint, then follow the feed from the checkpoint's cursor."""
+
+    def __init__(self, message: str, cursor: object = None, wal_file_id: int = 0) -> None:
+        super().__init__(message)
+        self.cursor = cursor
+        self.wal_file_id = wal_file_id
+
+
+class CheckpointError(StoreError):
+    """A checkpoint that cannot be made, found or used (unknown id, or a checkpoint that would
+    lack acknowledged writes still only in the WAL)."""
+
+
+class SnapshotGoneError(StoreDataError):
+    """A read-only reader that follows the latest state found an object the writer's garbage
+    collector had already deleted (read a checkpoint for long scans)."""
 
 
 class RecordExistsError(StoreError):
@@ -187,6 +252,9 @@ class UrlCollisionError(StoreError):
 
 __all__ = [
     "ArgumentTypeError",
+    "ChangeCursorError",
+    "ChangeCursorExpiredError",
+    "CheckpointError",
     "CursorError",
     "FencedError",
     "IdError",
@@ -201,12 +269,14 @@ __all__ = [
     "RecordExistsError",
     "RkeyError",
     "SchemaError",
+    "SnapshotGoneError",
     "StoreClosedError",
     "StoreDataError",
     "StoreError",
     "StoreExistsError",
     "StoreLocationError",
     "StoreNotFoundError",
+    "StorePermissionError",
     "StoreUnavailableError",
     "TidError",
     "TransactionConflictError",
@@ -217,5 +287,7 @@ __all__ = [
     "ValueCodecError",
     "ValueDecodeError",
     "ValueEncodeError",
+    "ValueLimitError",
     "show_bytes",
+    "show_text",
 ]

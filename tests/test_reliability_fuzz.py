@@ -45,12 +45,13 @@ from opendata_kv.errors import (
     TidError,
     UrlKeyError,
     ValueDecodeError,
+    ValueLimitError,
 )
 from opendata_kv.ids import muid as muid_mod
 from opendata_kv.ids import nsid, rkey, tid, urlkey
 from opendata_kv.ids.muid import Muid
 from opendata_kv.keys import Field, RecordType
-from opendata_kv.values import Values
+from opendata_kv.values import DEFAULT_LIMITS, Values
 from opendata_kv.values.codecs import DataclassCodec, MsgpackCodec, RawCodec
 
 LONG = os.environ.get("OPENDATA_KV_FUZZ") == "long"
@@ -470,6 +471,15 @@ def _reference(data: bytes) -> tuple[bool, Any]:
         return False, None
 
 
+def _nesting(value: Any, stop: int = DEFAULT_LIMITS.max_depth + 1) -> int:
+    """How deep lists and maps nest in `value`, counted up to `stop` (an independent,
+    recursive count; stopping keeps it clear of the recursion limit on hostile values)."""
+    if stop <= 0 or not isinstance(value, (dict, list)):
+        return 0
+    children = value.values() if isinstance(value, dict) else value
+    return 1 + max((_nesting(v, stop - 1) for v in children), default=0)
+
+
 #: a NaN nested in a list and a map: equal decodes that == calls unequal
 NESTED_NAN = msgpack.packb([math.nan, {"a": math.nan}])
 
@@ -483,6 +493,11 @@ def test_value_codecs(data: bytes) -> None:
     ok, expected = _reference(data)
     try:
         value = MsgpackCodec().decode(data)
+    except ValueLimitError as exc:  # garbage may claim anything; of valid small values,
+        # only the depth cap can refuse one, and only one nested deeper than it
+        assert not ok or (
+            exc.cap == "max_depth" and _nesting(expected) > DEFAULT_LIMITS.max_depth
+        )
     except ValueDecodeError:
         assert not ok
     else:

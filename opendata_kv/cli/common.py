@@ -15,13 +15,15 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from opendata_kv.errors import OpendataKvError
+from opendata_kv.errors import OpendataKvError, show_text
 from opendata_kv.keys import RecordType, Schema
 from opendata_kv.values import Values
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 1
 EXIT_USAGE = 2
+#: 128 + SIGINT, as shells report a command ended by Ctrl-C
+EXIT_INTERRUPTED = 130
 
 Result = Mapping[str, Any]
 
@@ -36,8 +38,15 @@ def add_json_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def emit_json(obj: Any) -> None:
-    """Print one JSON line (compact, UTF-8 kept readable)."""
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, separators=(", ", ": ")) + "\n")
+    """Print one JSON line (compact, UTF-8 kept readable; all-ASCII escapes when a string
+    holds input bytes that were not UTF-8, so the line is always valid UTF-8 JSON)."""
+    text = json.dumps(obj, ensure_ascii=False, separators=(", ", ": "))
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # input bytes that were not UTF-8 (surrogate escapes)
+            text = json.dumps(obj, ensure_ascii=True, separators=(", ", ": "))
+    sys.stdout.write(text + "\n")
 
 
 def fail(message: str) -> int:
@@ -87,7 +96,7 @@ def run_each(
         try:
             result = compute(value)
         except OpendataKvError as exc:
-            emit_json({"input": value, "error": str(exc)})
+            emit_json({"input": show_text(value, quote=False), "error": str(exc)})
             status = EXIT_BAD_INPUT
             continue
         emit_json(result)
@@ -99,6 +108,7 @@ def run_each(
 # --- shared helpers for the key and database commands ------------------------------------------
 
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+_HEX_SEPARATORS = str.maketrans("", "", " \t\n\r\v\f_:")
 
 
 def parse_hex(text: str, what: str = "key") -> bytes:
@@ -112,20 +122,26 @@ def parse_hex(text: str, what: str = "key") -> bytes:
     if body[:2] in ("0x", "0X"):
         body = body[2:]
         skipped += 2
+    compact = body.translate(_HEX_SEPARATORS)
+    if compact and len(compact) % 2 == 0 and compact.isascii():
+        try:  # the common case at C speed; anything odd goes the slow way for its message
+            return bytes.fromhex(compact)
+        except ValueError:
+            pass
     digits = []
     for pos, char in enumerate(body):
         if char in _HEX_DIGITS:
             digits.append(char)
         elif not (char.isspace() or char in "_:"):
             raise CliError(
-                f"bad hex {what} {text!r}: {char!r} at position {pos + skipped} "
+                f"bad hex {what} {show_text(text)}: {char!r} at position {pos + skipped} "
                 "is not a hex digit"
             )
     if not digits:
-        raise CliError(f"bad hex {what} {text!r}: no hex digits")
+        raise CliError(f"bad hex {what} {show_text(text)}: no hex digits")
     if len(digits) % 2:
         raise CliError(
-            f"bad hex {what} {text!r}: odd number of hex digits ({len(digits)}); "
+            f"bad hex {what} {show_text(text)}: odd number of hex digits ({len(digits)}); "
             "every byte needs two"
         )
     return bytes.fromhex("".join(digits))
@@ -135,7 +151,7 @@ def parse_base64(text: str, what: str = "key") -> bytes:
     """Bytes from standard or URL-safe base64, padding optional, whitespace ignored."""
     body = "".join(text.split())
     if not body:
-        raise CliError(f"bad base64 {what} {text!r}: empty")
+        raise CliError(f"bad base64 {what} {show_text(text)}: empty")
     if "-" in body or "_" in body:
         body = body.replace("-", "+").replace("_", "/")
     body = body.rstrip("=")
@@ -143,7 +159,7 @@ def parse_base64(text: str, what: str = "key") -> bytes:
     try:
         return base64.b64decode(body, validate=True)
     except (binascii.Error, ValueError) as exc:
-        raise CliError(f"bad base64 {what} {text!r}: {exc}") from None
+        raise CliError(f"bad base64 {what} {show_text(text)}: {exc}") from None
 
 
 def jsonable(obj: Any) -> Any:
@@ -196,28 +212,25 @@ class SchemaSpec:
 
 
 def load_schema(spec: str) -> SchemaSpec:
-    """Import `module:attr` (attr may be dotted) and find the Schema it names.
+    """Import `module:attr` or load `path/to/file.py:attr` (attr may be dotted) and find the
+    Schema it names.
 
     The attribute may be a Schema, a Values (its schema and codecs), an object with a
     `.schema` (and optionally `.values`), a RecordType or a list of them, or a callable with
-    no arguments returning any of those. The current directory is importable, as with
-    `python -m`. Every failure is a CliError naming the spec, never a traceback.
+    no arguments returning any of those. A module is looked up on PYTHONPATH and in the
+    current directory, as with `python -m`; a file is loaded with its own directory
+    importable, as when it is run. Every failure is a CliError naming the spec, never a
+    traceback.
     """
-    module_name, sep, attr_path = spec.partition(":")
+    module_name, sep, attr_path = spec.rpartition(":")
     if not sep or not module_name or not attr_path:
-        raise CliError(f"--schema wants module:attr (e.g. myapp.schema:SCHEMA), got {spec!r}")
-    cwd = os.getcwd()
-    if "" not in sys.path and cwd not in sys.path:
-        sys.path.insert(0, cwd)
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        raise CliError(f"--schema {spec}: cannot import module {module_name!r}: {exc}") from None
-    except Exception as exc:  # the module itself raised while importing
         raise CliError(
-            f"--schema {spec}: importing module {module_name!r} failed: "
-            f"{type(exc).__name__}: {exc}"
-        ) from None
+            f"--schema wants MODULE:ATTR or FILE.py:ATTR (e.g. myapp.schema:SCHEMA or "
+            f"./schema.py:SCHEMA), got {show_text(spec)}"
+        )
+    obj: Any = (
+        _load_file(spec, module_name) if _is_path(module_name) else _import(spec, module_name)
+    )
     walked = module_name
     for part in attr_path.split("."):
         if not hasattr(obj, part):
@@ -240,6 +253,55 @@ def load_schema(spec: str) -> SchemaSpec:
         )
     schema, values = found
     return SchemaSpec(spec, schema, values)
+
+
+def _is_path(module_name: str) -> bool:
+    return module_name.endswith(".py") or "/" in module_name or os.sep in module_name
+
+
+def _import(spec: str, module_name: str) -> Any:
+    cwd = os.getcwd()
+    if "" not in sys.path and cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise CliError(
+            f"--schema {spec}: cannot import module {module_name!r} ({exc}); modules are "
+            "looked up in the current directory and on PYTHONPATH, or give a file: "
+            "./path/to/schema.py:ATTR"
+        ) from None
+    except Exception as exc:  # the module itself raised while importing
+        raise CliError(
+            f"--schema {spec}: importing module {module_name!r} failed: "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
+
+
+def _load_file(spec: str, path: str) -> Any:
+    """The module in the Python file `path`, run with its directory importable."""
+    import importlib.util
+
+    full = os.path.abspath(path)
+    if not os.path.isfile(full):
+        raise CliError(f"--schema {spec}: there is no file {path} ({full})")
+    name = "_opendata_kv_schema_" + "".join(c if c.isalnum() else "_" for c in full)
+    module_spec = importlib.util.spec_from_file_location(name, full)
+    if module_spec is None or module_spec.loader is None:
+        raise CliError(f"--schema {spec}: {path} cannot be loaded as a Python module")
+    module = importlib.util.module_from_spec(module_spec)
+    directory = os.path.dirname(full)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    sys.modules[name] = module  # dataclasses and pickling look their module up here
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise CliError(
+            f"--schema {spec}: running {path} failed: {type(exc).__name__}: {exc}"
+        ) from None
+    return module
 
 
 def _as_schema(obj: Any) -> tuple[Schema, Values | None] | None:

@@ -20,6 +20,53 @@ def schema_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+#: Defaults of --timeout and --retries: a read-only command fails within seconds against a
+#: missing bucket or an endpoint that is down, instead of waiting for it as the library does.
+DEFAULT_TIMEOUT = 10.0
+DEFAULT_RETRIES = 0
+
+
+def read_limit_args(parser: argparse.ArgumentParser) -> None:
+    """--timeout and --retries, for commands that read a database."""
+    parser.add_argument(
+        "--timeout",
+        type=timeout_arg,
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help=(
+            f"give up when opening the database, or one read, takes longer (default "
+            f"{DEFAULT_TIMEOUT:g}; 0: wait as long as it takes); for S3 also the limit of one "
+            "request"
+        ),
+    )
+    parser.add_argument(
+        "--retries",
+        type=retries_arg,
+        default=DEFAULT_RETRIES,
+        metavar="N",
+        help=(
+            f"how often SlateDB retries a failed object-store call (default {DEFAULT_RETRIES}; "
+            "the object store client retries each request on its own as well)"
+        ),
+    )
+
+
+def timeout_arg(text: str) -> float:
+    """argparse type for --timeout: seconds >= 0 (0 = no bound)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"timeout must be seconds, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"timeout must be >= 0 seconds, got {text}")
+    return value
+
+
+def retries_arg(text: str) -> int:
+    """argparse type for --retries: 0 or more."""
+    return _int_arg(text, 0, None, "retries")
+
+
 def database_arg(text: str) -> str:
     """argparse type for DB: memory:// databases live inside one process, so they are usage."""
     if text.lower().startswith("memory:"):
@@ -37,9 +84,10 @@ def _int_arg(text: str, low: int, high: int | None, what: str) -> int:
         value = int(text, 0)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{what} must be an integer, got {text!r}") from None
+    if high is None and value < low:
+        raise argparse.ArgumentTypeError(f"{what} must be >= {low}, got {value}")
     if value < low or (high is not None and value > high):
-        top = "" if high is None else f"..{high}"
-        raise argparse.ArgumentTypeError(f"{what} must be in {low}{top}, got {value}")
+        raise argparse.ArgumentTypeError(f"{what} must be in {low}..{high}, got {value}")
     return value
 
 

@@ -8,13 +8,15 @@ exist: a missing one is an error, and nothing is ever created.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
 
 from opendata_kv.cli.common import CliError, parse_hex
-from opendata_kv.errors import StoreDataError
+from opendata_kv.cli.db_args import DEFAULT_RETRIES, DEFAULT_TIMEOUT
+from opendata_kv.errors import StoreDataError, StoreUnavailableError, show_text
 from opendata_kv.keys import (
     UNBOUNDED,
     Bounds,
@@ -28,13 +30,75 @@ from opendata_kv.keys import (
 
 if TYPE_CHECKING:
     from opendata_kv.store import Store
+    from opendata_kv.store.location import Location
 
+T = TypeVar("T")
 
 _NO_DATABASE = "failed to find latest transactional object"
 
 
-async def open_reader(db: str) -> Store:
-    """A read-only Store on `db` (an empty Schema: keys come back raw); CliError if missing.
+def checkpoint_arg(parser: argparse.ArgumentParser) -> None:
+    """--checkpoint ID, for the read-only commands (dump, stats)."""
+    parser.add_argument(
+        "--checkpoint",
+        metavar="ID",
+        help="read this checkpoint's pinned state instead of the latest one "
+        "(see `opendata-kv checkpoint list`)",
+    )
+
+
+@dataclass(frozen=True)
+class ReadLimits:
+    """How long a read-only command waits for the database (--timeout, --retries).
+
+    `timeout` bounds opening the database and each read round trip (None: no bound); for
+    S3 it is also the limit of one request. `retries` is SlateDB's object_store_max_retries.
+    """
+
+    timeout: float | None = DEFAULT_TIMEOUT
+    retries: int = DEFAULT_RETRIES
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ReadLimits:
+        timeout = getattr(args, "timeout", DEFAULT_TIMEOUT)
+        return cls(timeout or None, getattr(args, "retries", DEFAULT_RETRIES))
+
+    def object_store_options(self, location: Location) -> dict[str, str] | None:
+        if location.scheme != "s3" or self.timeout is None:
+            return None
+        return {"timeout": f"{self.timeout:g}s", "connect_timeout": f"{self.timeout:g}s"}
+
+    async def bound(self, awaitable: Awaitable[T], doing: str) -> T:
+        """`awaitable`, or a CliError naming the endpoint and bucket when it overruns."""
+        if self.timeout is None:
+            return await awaitable
+        try:
+            return await asyncio.wait_for(awaitable, self.timeout)
+        except asyncio.TimeoutError:
+            raise CliError(
+                f"{doing}: no answer within {self.timeout:g} s; raise --timeout "
+                "(0 waits as long as it takes) or check that the object store is up"
+            ) from None
+
+
+def endpoint_text(location: Location) -> str:
+    """` (endpoint E, bucket B)` for an s3:// location, naming where requests go; "" else."""
+    if location.scheme != "s3":
+        return ""
+    from opendata_kv.store.location import s3_config
+
+    config = s3_config(location.bucket or "")
+    endpoint = config.get("endpoint") or "the AWS default (AWS_ENDPOINT_URL is not set)"
+    return f" (endpoint {endpoint}, bucket {location.bucket})"
+
+
+async def open_reader(
+    db: str, limits: ReadLimits | None = None, checkpoint: str | None = None
+) -> Store:
+    """A read-only Store on `db` (an empty Schema: keys come back raw); CliError if missing,
+    and within `limits` a CliError naming the endpoint and bucket when nothing answers.
+    It follows the latest state, or reads the pinned state of `checkpoint`; either way it
+    writes nothing to the store.
 
     slatedb's reader creates nothing: on a path without a database it fails with a Data
     error ("failed to find latest transactional object (e.g. manifest)"). A local path is
@@ -43,6 +107,7 @@ async def open_reader(db: str) -> Store:
     from opendata_kv.store import Store
     from opendata_kv.store.location import parse_location
 
+    limits = limits or ReadLimits()
     location = parse_location(db)
     if location.scheme == "file":
         path = location.path
@@ -50,12 +115,28 @@ async def open_reader(db: str) -> Store:
             raise CliError(f"no database at {db}: {path} does not exist")
         if not os.path.isdir(path):
             raise CliError(f"no database at {db}: {path} is not a directory")
+    where = endpoint_text(location)
+    opening = Store.open_reader(
+        db,
+        Schema(),
+        checkpoint=checkpoint,
+        object_store_options=limits.object_store_options(location),
+        object_store_max_retries=limits.retries,
+    )
     try:
-        store: Store = await Store.open_reader(db, Schema())
+        store: Store = await limits.bound(opening, f"open {db}" + where)
     except StoreDataError as exc:
         if _NO_DATABASE in str(exc):
-            raise CliError(f"no SlateDB database at {db} (no manifest found)") from None
+            raise CliError(f"no SlateDB database at {db}{where} (no manifest found)") from None
         raise
+    except StoreUnavailableError as exc:
+        detail = str(exc).partition("[")[2].rpartition("]")[0] or str(exc)
+        reason = show_text(" ".join(detail.split()), 300, quote=False)
+        raise CliError(
+            f"cannot open {db}{where}: the object store failed after {limits.retries} "
+            f"retries (--retries): {reason}"
+        ) from None
+    store.where = str(location) + where  # later errors name the endpoint and bucket too
     return store
 
 
@@ -69,6 +150,7 @@ class Walk:
     record_type: int | None
     reverse: bool
     limit: int | None
+    limits: ReadLimits = field(default_factory=ReadLimits)
 
     def type_bounds(self, version: int) -> Bounds:
         """Keys of record type `record_type` (any reserved bits) under `version`."""
@@ -102,9 +184,12 @@ class Walk:
         at = len(self.keyspace)
         seek = lowest
         while remaining[0] != 0 and not is_empty(seek):
-            found = await store.scan_all(
-                start=seek[0], end=seek[1], reverse=self.reverse, limit=1, on_unknown="raw"
-            ).to_list()
+            found = await self.limits.bound(
+                store.scan_all(
+                    start=seek[0], end=seek[1], reverse=self.reverse, limit=1, on_unknown="raw"
+                ).to_list(),
+                f"read {store.where}",
+            )
             if not found:
                 return
             version = found[0].raw_key[at]
@@ -132,7 +217,7 @@ class Walk:
             limit=remaining[0],
             on_unknown="raw",
         )
-        while chunk := await scan.next_chunk():
+        while chunk := await self.limits.bound(scan.next_chunk(), f"read {store.where}"):
             if remaining[0] is not None:
                 remaining[0] -= len(chunk)
             yield [(r.raw_key, r.value) for r in chunk]
@@ -148,4 +233,12 @@ def walk_from_args(args: argparse.Namespace, keyspace: bytes | None) -> Walk:
         bounds = intersect(bounds, (parse_hex(args.start, "--start"), None))
     if args.end is not None:
         bounds = intersect(bounds, (None, parse_hex(args.end, "--end")))
-    return Walk(bounds, keyspace or b"", args.version, args.type, args.reverse, args.limit)
+    return Walk(
+        bounds,
+        keyspace or b"",
+        args.version,
+        args.type,
+        args.reverse,
+        args.limit,
+        ReadLimits.from_args(args),
+    )

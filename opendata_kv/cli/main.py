@@ -1,5 +1,5 @@
 """Entry point of `opendata-kv`: builds the parser from the command modules and maps errors
-to exit codes (0 ok, 1 bad input with one line on stderr, 2 usage)."""
+to exit codes (0 ok, 1 bad input with one line on stderr, 2 usage, 130 interrupted by Ctrl-C)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from opendata_kv.cli.common import EXIT_BAD_INPUT, fail
+from opendata_kv.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, fail
 from opendata_kv.errors import OpendataKvError
 
 # Each module defines register(subparsers); the handler is stored as the `handler` default.
@@ -17,6 +17,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "opendata_kv.cli.inspect_cmds",
     "opendata_kv.cli.dump_cmds",
     "opendata_kv.cli.stats_cmds",
+    "opendata_kv.cli.changes_cmds",
+    "opendata_kv.cli.checkpoint_cmds",
     "opendata_kv.cli.demo",
 )
 
@@ -27,11 +29,26 @@ def build_parser() -> argparse.ArgumentParser:
         prog="opendata-kv",
         description="Inspect opendata_kv keys and SlateDB databases; TID, rkey, muid, URL keys.",
     )
+    parser.add_argument("--version", action="version", version=version_text())
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module_name in COMMAND_MODULES:
         module = importlib.import_module(module_name)
         module.register(subparsers)
     return parser
+
+
+def version_text() -> str:
+    """`opendata-kv X (slatedb Y, Python Z)`, without loading slatedb's native library."""
+    from importlib import metadata
+
+    from opendata_kv import __version__
+
+    try:
+        slatedb = metadata.version("slatedb")
+    except metadata.PackageNotFoundError:
+        slatedb = "not installed"
+    python = ".".join(str(part) for part in sys.version_info[:3])
+    return f"opendata-kv {__version__} (slatedb {slatedb}, Python {python})"
 
 
 def _tolerate_undecodable_stdio() -> None:
@@ -54,7 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OpendataKvError as exc:
         return fail(str(exc))
     except KeyboardInterrupt:
-        return fail("interrupted")
+        sys.stderr.write("opendata-kv: interrupted\n")
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         sys.stderr.close()
         return EXIT_BAD_INPUT

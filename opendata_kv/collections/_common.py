@@ -7,10 +7,10 @@ import datetime
 from collections.abc import AsyncIterator, Awaitable, Iterable
 from typing import Generic, TypeVar
 
-from opendata_kv.errors import InvalidInputError, SchemaError
+from opendata_kv.errors import ArgumentTypeError, InvalidInputError, SchemaError
 from opendata_kv.ids import micros as micros_ids
 from opendata_kv.keys import Key, RecordType, Schema
-from opendata_kv.store import Record, Store
+from opendata_kv.store import Record, Store, SyncStore
 from opendata_kv.values import MsgpackCodec, Values
 
 T = TypeVar("T")
@@ -47,7 +47,20 @@ class Layout:
         return values
 
     def check(self, store: Store) -> None:
-        """SchemaError unless `store` can hold this layout's records."""
+        """SchemaError unless `store` can hold this layout's records; ArgumentTypeError unless it
+        is an async Store (a SyncStore wraps one: pass `sync_store.store`)."""
+        given: object = store  # typed as Store, but callers pass what they have
+        if isinstance(given, SyncStore) or not isinstance(getattr(given, "schema", None), Schema):
+            raise ArgumentTypeError(
+                f"{self.kind} needs an async opendata_kv Store, got {type(store).__name__}"
+                + (
+                    "; a SyncStore wraps one as its .store (the collections are async)"
+                    if isinstance(given, SyncStore)
+                    else ""
+                ),
+                field="store",
+                value=store,
+            )
         schema = store.schema
         missing = [t.name for t in self.record_types if t not in schema]
         if missing:

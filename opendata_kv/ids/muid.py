@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, NoReturn
 
-from opendata_kv.errors import MuidError, show_bytes
+from opendata_kv.errors import MuidError, show_bytes, show_text
 from opendata_kv.ids import micros as micros_ids
 
 TIMESTAMP_BITS = 52
@@ -257,7 +257,7 @@ _set_b = Muid.__dict__["_b"].__set__
 
 
 def _bad_string(s: str) -> NoReturn:
-    shown = repr(s) if len(s) <= 80 else f"{s[:64]!r}... ({len(s)} characters)"
+    shown = show_text(s, 64)
     for position, char in enumerate(s):
         if char not in _HEX_OR_DASH:
             raise MuidError(

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from typing import TypeGuard
 
+from opendata_kv.errors import show_text
+
 MAX_LENGTH = 317
 MAX_SEGMENT = 63
 _CHARS = re.compile(r"[A-Za-z0-9.-]*")
@@ -32,19 +34,19 @@ def explain(s: object) -> str | None:
         )
     segments = s.split(".")
     if len(segments) < 3:
-        return f"NSID {s!r} has {len(segments)} segment(s); at least 3 are needed"
+        return f"NSID {show_text(s)} has {len(segments)} segment(s); at least 3 are needed"
     for index, segment in enumerate(segments):
         if not segment:
-            return f"NSID {s!r} has an empty segment (number {index + 1})"
+            return f"NSID {show_text(s)} has an empty segment (number {index + 1})"
         if len(segment) > MAX_SEGMENT:
             return f"NSID segment {index + 1} is {len(segment)} characters (at most {MAX_SEGMENT})"
         if segment[0] == "-" or segment[-1] == "-":
-            return f"NSID segment {segment!r} starts or ends with '-'"
+            return f"NSID segment {show_text(segment)} starts or ends with '-'"
     if segments[0][0].isdigit():
-        return f"NSID first segment {segments[0]!r} starts with a digit"
+        return f"NSID first segment {show_text(segments[0])} starts with a digit"
     if _NAME.fullmatch(segments[-1]) is None:
         return (
-            f"NSID name {segments[-1]!r} must be a letter followed by letters and digits "
+            f"NSID name {show_text(segments[-1])} must be a letter followed by letters and digits "
             "(no '-', no leading digit)"
         )
     return None

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import TypeGuard
 
-from opendata_kv.errors import RkeyError
+from opendata_kv.errors import RkeyError, show_text
 from opendata_kv.ids import nsid, tid
 
 MAX_LENGTH = 512
@@ -34,16 +34,12 @@ def _explain(s: object) -> str:
     for position, char in enumerate(s):
         if char not in ALLOWED:
             return (
-                f"record key {_short(s)}: character {char!r} at position {position} is not "
+                f"record key {show_text(s)}: character {char!r} at position {position} is not "
                 "allowed (only A-Z a-z 0-9 . _ : ~ -)"
             )
     if len(s) > MAX_LENGTH:
-        return f"record key {_short(s)} is {len(s)} characters long (at most {MAX_LENGTH})"
+        return f"record key {show_text(s)} is {len(s)} characters long (at most {MAX_LENGTH})"
     return f"record key {s!r} is not allowed ('.' and '..' are reserved)"
-
-
-def _short(s: str) -> str:
-    return repr(s) if len(s) <= 64 else f"{s[:48]!r}... ({len(s)} characters)"
 
 
 @dataclass(frozen=True)
@@ -84,16 +80,17 @@ class KeyType:
         if self.kind == "tid":
             if tid.is_valid(s):
                 return None
-            return f"record key {_short(s)} is not a TID (key type 'tid'): {tid.explain(s)}"
+            return f"record key {show_text(s)} is not a TID (key type 'tid'): {tid.explain(s)}"
         if self.kind == "nsid":
             reason = nsid.explain(s)
             if reason is None:
                 return None
-            return f"record key {_short(s)} is not an NSID (key type 'nsid'): {reason}"
+            return f"record key {show_text(s)} is not an NSID (key type 'nsid'): {reason}"
         if s == self.value:
             return None
         return (
-            f"record key {_short(s)} does not equal the literal {self.value!r} (key type '{self}')"
+            f"record key {show_text(s)} does not equal the literal {self.value!r} "
+            f"(key type '{self}')"
         )
 
 

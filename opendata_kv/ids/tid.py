@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TypeGuard
 
-from opendata_kv.errors import TidError
+from opendata_kv.errors import TidError, show_text
 from opendata_kv.ids import micros as micros_ids
 
 ALPHABET = "234567abcdefghijklmnopqrstuvwxyz"
@@ -60,13 +60,14 @@ def explain(s: object) -> str | None:
         if char not in ALPHABET:
             hint = " (TIDs are lower case)" if char.lower() in ALPHABET else ""
             return (
-                f"TID {s!r}: character {char!r} at position {position} is not in the "
+                f"TID {show_text(s)}: character {char!r} at position {position} is not in the "
                 f"base32-sortable alphabet {ALPHABET!r}{hint}"
             )
     if len(s) != LENGTH:
-        return f"TID {s!r}: length {len(s)}, expected exactly {LENGTH} characters"
+        return f"TID {show_text(s)}: length {len(s)}, expected exactly {LENGTH} characters"
     return (
-        f"TID {s!r}: first character {s[0]!r} is above 'j' (the value would need more than 64 bits)"
+        f"TID {show_text(s)}: first character {s[0]!r} is above 'j' "
+        "(the value would need more than 64 bits)"
     )
 
 
@@ -103,7 +104,7 @@ def decode(s: str, *, allow_top_bit: bool = False) -> int:
     n = int(s.translate(_TO_INT32), 32)
     if n >= LIMIT and not allow_top_bit:
         raise TidError(
-            f"TID {s!r}: first character {s[0]!r} sets the top bit of the 64-bit value; "
+            f"TID {show_text(s)}: first character {s[0]!r} sets the top bit of the 64-bit value; "
             "TIDs keep it 0 (the syntax allows it; decoding it needs allow_top_bit=True)"
         )
     return n

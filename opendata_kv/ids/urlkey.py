@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from opendata_kv.errors import UrlKeyError
+from opendata_kv.errors import UrlKeyError, show_text
 from opendata_kv.ids import _gourl
 
 FNV64_OFFSET = 0xCBF29CE484222325
@@ -142,4 +142,4 @@ def _utf8(s: str, what: str) -> bytes:
 
 
 def _shown(s: str) -> str:
-    return repr(s) if len(s) <= 200 else f"{s[:160]!r}... ({len(s)} characters)"
+    return show_text(s, 160)  # URLs are long: keep more of them than of other input
