@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import subprocess
 import sys
@@ -25,6 +26,11 @@ REPO = TESTS.parent
 #: the environment of a child Python that imports opendata_kv (and tests/ helpers) from here
 CHILD_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(TESTS)])}
 CHILD_ENV.pop("PYTHONSTARTUP", None)
+
+
+def json_lines(text: str) -> list[dict[str, Any]]:
+    """One JSON object per output line (--json output, or `-` mode)."""
+    return [json.loads(line) for line in text.splitlines()]
 
 
 @dataclass(frozen=True)

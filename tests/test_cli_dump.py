@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from cli_schema import BLOB, EVENT, LIKE, LIKE_V3, POST, POST_V2, SCHEMA, VALUES, Post
-from clikit import CHILD_ENV, CliResult, run_in_process, run_process
+from clikit import CHILD_ENV, CliResult, json_lines, run_in_process, run_process
 
 from opendata_kv.ids.muid import Muid
 from opendata_kv.values import pack
@@ -30,10 +30,6 @@ def ok(*args: str, **kw: Any) -> str:
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     return result.stdout
-
-
-def json_lines(text: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in text.splitlines()]
 
 
 def fails(*args: str, code: int = 1, runner: Any = cli, **kw: Any) -> str:

@@ -5,20 +5,14 @@ from __future__ import annotations
 
 import csv
 import itertools
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-from clikit import CliResult, run_in_process, run_process
+from clikit import CliResult, json_lines, run_in_process, run_process
 
 ALPHABET = "234567abcdefghijklmnopqrstuvwxyz"
 
 run = run_in_process
-
-
-def json_lines(out: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in out.splitlines()]
 
 
 def assert_bad_input(result: CliResult) -> None:
