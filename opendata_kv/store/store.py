@@ -59,6 +59,7 @@ from opendata_kv.store.views import (
     key_bytes,
 )
 from opendata_kv.values import Values
+from opendata_kv.values.limits import check_stored_size
 
 _WRITE_OPTIONS = WriteOptions()
 _ISOLATION = {
@@ -411,6 +412,7 @@ class Store(ReadView):
 
     async def put_raw(self, key: bytes, data: bytes) -> None:
         """Store raw bytes under a raw key (tools and migrations)."""
+        check_stored_size(data)
         try:
             await self._writable().put(key, data)
         except FOREIGN as exc:
@@ -703,6 +705,7 @@ class Batch:
 
     def put_raw(self, key: bytes, data: bytes, *, expire_at: int | None = None) -> None:
         """Queue raw bytes under a raw key; `expire_at`: absolute expiry, Unix ms."""
+        check_stored_size(data)
         try:
             if expire_at is None:
                 self._wb().put(key, data)
