@@ -20,7 +20,7 @@ import zlib
 from collections.abc import AsyncGenerator
 from typing import Any, NamedTuple
 
-from slatedb.uniffi import Error, RowEntryKind, SlateDbWalReader
+from slatedb.uniffi import AdminBuilder, Error, RowEntryKind, SlateDbWalReader
 
 from opendata_kv.errors import (
     ChangeCursorError,
@@ -169,8 +169,17 @@ def wal_reader(db_path: str, object_store: Any) -> Any:
     return SlateDbWalReader(db_path, object_store)
 
 
+def admin(db_path: str, object_store: Any, where: str) -> Any:
+    """slatedb's Admin handle (manifest reads; checkpoints)."""
+    try:
+        return AdminBuilder(db_path, object_store).build()
+    except Error as exc:
+        raise translate(exc, f"admin of {where}") from exc
+
+
 async def changes(
     reader: Any,
+    admin: Any,
     schema: Schema,
     values: Values,
     since: str | None,
@@ -182,7 +191,7 @@ async def changes(
 ) -> AsyncGenerator[Change, None]:
     """The feed over `reader` (a SlateDbWalReader), one Change at a time; see Store.changes."""
     batches = change_batches(
-        reader, schema, values, since,
+        reader, admin, schema, values, since,
         follow=follow, limit=limit, poll_interval=poll_interval, where=where,
     )
     try:
@@ -195,6 +204,7 @@ async def changes(
 
 async def change_batches(
     reader: Any,
+    admin: Any,
     schema: Schema,
     values: Values,
     since: str | None,
@@ -213,11 +223,16 @@ async def change_batches(
     if limit == 0:
         return
     where = f"change feed of {where}"
-    tail = await _call(reader.last_wal_file_id(0), where)
+    # WAL files up to the manifest's replay_after_wal_id are in SSTs already and are the
+    # ones the garbage collector deletes; asking for the tail after an older one fails
+    manifest = await _call(admin.read_manifest(None), where)
+    floor = 0 if manifest is None else manifest.replay_after_wal_id
     if position is None:
+        tail = await _call(reader.last_wal_file_id(floor), where)
         start, skip, min_seq = await oldest_wal(reader, tail, where), 0, 0
     else:
         start, skip, min_seq = position
+        tail = await _call(reader.last_wal_file_id(max(floor, start - 1)), where)
     iterator = await _iterator(reader, start, where, since)
     decoder = _Decoder(schema, values)
     consumed = start - 1  # the last WAL file read
@@ -231,7 +246,13 @@ async def change_batches(
                 if tail > consumed:
                     break
                 await asyncio.sleep(poll_interval)
-        rows = await _call(iterator.next(), where)
+        try:
+            rows = await iterator.next()
+        except Error as exc:
+            message = getattr(exc, "message", None) or str(exc)
+            if _TRUNCATED in message and since is not None and consumed == start - 1:
+                raise expired(since, start, where) from exc
+            raise translate(exc, where) from exc
         if rows is None:
             return
         file_id = rows.last_consumed_wal_file_id
