@@ -6,7 +6,7 @@ also what a writer leaves to fence older writers); a replay point past the newes
 skips them all; and an SST shorter than the manifest says makes every read retry forever.
 `check_open` finds these on a local directory with one listing and one manifest read (and
 reads WAL files only around an empty one), before the writer or a reader opens. `verify`
-(store/verify.py) runs the same checks and more over every object.
+(store/verifier.py) runs the same checks and more over every object.
 """
 
 from __future__ import annotations
