@@ -37,6 +37,7 @@ from opendata_kv.store.integrity import (
     WAL_READ_TIMEOUT,
     Problem,
     epoch_problems,
+    l0_problems,
     replay_problems,
     sst_problems,
     wal_sequence_problems,
@@ -138,6 +139,8 @@ def _history_problems(decoded: dict[int, Any], listing: Listing | None) -> list[
     ids = sorted(decoded)
     for before, after in itertools.pairwise(ids):
         old, new = decoded[before], decoded[after]
+        if after == before + 1:
+            problems.extend(l0_problems(old, new))
         for counter in _COUNTERS:
             if getattr(new, counter) < getattr(old, counter):
                 problems.append(
