@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import dataclasses
+import importlib
 import importlib.metadata
 import inspect
 import struct
@@ -17,7 +18,8 @@ from hypothesis import strategies as st
 
 from opendata_kv.store import ffi_patch
 
-binding: Any = pytest.importorskip("slatedb.uniffi._slatedb_uniffi.slatedb")
+# slatedb is a runtime dependency: its binding missing is a failure, not a reason to skip
+binding: Any = importlib.import_module("slatedb.uniffi._slatedb_uniffi.slatedb")
 Builder: Any = binding._UniffiRustBufferBuilder
 ORIGINAL_WRITE = Builder.__dict__["write"]
 ORIGINAL_PACK_INTO = Builder.__dict__["_pack_into"]

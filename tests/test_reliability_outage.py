@@ -32,18 +32,16 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import crash_writer as cw
 import pytest
-from hang_guard import hang_guard
 from tcp_proxy import TcpProxy
 
 from opendata_kv.errors import StoreUnavailableError
 from opendata_kv.store import Store
 
-pytestmark = [pytest.mark.slow, pytest.mark.s3]
+pytestmark = [pytest.mark.slow, pytest.mark.s3, pytest.mark.hang_guard(300)]
 
 #: the per-request timeout and slatedb retry count we configure ...
 TIMEOUT_S = 1
@@ -56,12 +54,6 @@ RETRIES = 0
 CALL_BOUND = 30.0
 OPEN_BOUND = 90.0
 BOUND = OPEN_BOUND
-
-
-@pytest.fixture(autouse=True)
-def _hang_guard() -> Iterator[None]:
-    with hang_guard(300):
-        yield
 
 
 def options(proxy: TcpProxy) -> dict[str, Any]:
@@ -77,9 +69,8 @@ def options(proxy: TcpProxy) -> dict[str, Any]:
 
 
 async def write_batch(store: Store, batch: int) -> None:
-    async with store.batch() as b:
-        for record_type, key, value in cw.expected_batch(batch):
-            b.put(record_type, key, value)
+    """One batch, then a flush: acknowledged when this returns."""
+    await cw.write_batch(store, batch)
     await store.flush()
 
 

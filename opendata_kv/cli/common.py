@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from opendata_kv.errors import OpendataKvError, show_text
-from opendata_kv.keys import RecordType, Schema
+from opendata_kv.keys import Schema
 from opendata_kv.values import Values
+from opendata_kv.values.schema_forms import schema_and_values
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 1
@@ -237,7 +238,7 @@ def load_schema(spec: str) -> SchemaSpec:
             raise CliError(f"--schema {spec}: {walked!r} has no attribute {part!r}")
         obj = getattr(obj, part)
         walked = f"{walked}.{part}" if ":" in walked else f"{walked}:{part}"
-    found = _as_schema(obj)
+    found = schema_and_values(obj)
     if found is None and callable(obj):
         try:
             obj = obj()
@@ -245,7 +246,7 @@ def load_schema(spec: str) -> SchemaSpec:
             raise CliError(
                 f"--schema {spec}: calling it failed: {type(exc).__name__}: {exc}"
             ) from None
-        found = _as_schema(obj)
+        found = schema_and_values(obj)
     if found is None:
         raise CliError(
             f"--schema {spec} is a {type(obj).__name__}, not a Schema (give a Schema, a Values, "
@@ -302,19 +303,3 @@ def _load_file(spec: str, path: str) -> Any:
             f"--schema {spec}: running {path} failed: {type(exc).__name__}: {exc}"
         ) from None
     return module
-
-
-def _as_schema(obj: Any) -> tuple[Schema, Values | None] | None:
-    if isinstance(obj, Schema):
-        return obj, None
-    if isinstance(obj, Values):
-        return obj.schema, obj
-    if isinstance(obj, RecordType):
-        return Schema(obj), None
-    if isinstance(obj, (list, tuple)) and obj and all(isinstance(t, RecordType) for t in obj):
-        return Schema(obj), None
-    inner = getattr(obj, "schema", None)
-    if isinstance(inner, Schema):
-        values = getattr(obj, "values", None)
-        return inner, values if isinstance(values, Values) and values.schema is inner else None
-    return None
