@@ -47,6 +47,11 @@ def fingerprint(url: str) -> dict[str, str]:
     return out
 
 
+def object_store(url: str) -> Any:
+    """A fresh slatedb ObjectStore for the database at `url` (its path: parse_location)."""
+    return parse_location(url).object_store()
+
+
 async def collect_garbage(url: str) -> None:
     """Run slatedb's garbage collector once with no minimum age: everything no manifest or
     checkpoint needs (old WAL files, compacted SSTs, manifests) is deleted now."""

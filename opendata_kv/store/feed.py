@@ -20,7 +20,7 @@ import zlib
 from collections.abc import AsyncGenerator
 from typing import Any, NamedTuple
 
-from slatedb.uniffi import Error, RowEntryKind, SlateDbWalReader
+from slatedb.uniffi import AdminBuilder, Error, RowEntryKind, SlateDbWalReader
 
 from opendata_kv.errors import (
     ChangeCursorError,
@@ -28,7 +28,7 @@ from opendata_kv.errors import (
     OpendataKvError,
     StoreError,
 )
-from opendata_kv.keys import Key, Schema
+from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.store.failures import translate
 from opendata_kv.values import Values
 
@@ -106,22 +106,43 @@ def decode_cursor(cursor: str) -> Position:
 
 
 class _Decoder:
-    """Decode WAL rows into Changes, with the key/value decoders cached per key prefix."""
+    """Decode WAL rows into Changes, with each RecordType's key and value decoders looked up
+    once (the codec's fast_decode where it has one; on any failure the value is decoded again
+    through Values.decode, whose error names the key)."""
 
     def __init__(self, schema: Schema, values: Values) -> None:
         self._schema = schema
         self._values = values
+        self._plans: dict[RecordType, tuple[Any, Any, Any]] = {}
+
+    def _plan(self, record_type: RecordType) -> tuple[Any, Any, Any]:
+        plan = self._values.plan(record_type)
+        codec = plan.codec
+        found = (
+            record_type.decode,
+            getattr(codec, "fast_decode", None) or codec.decode,
+            plan.upgrade,
+        )
+        self._plans[record_type] = found
+        return found
 
     def change(self, row: Any, cursor: str) -> Change:
         key = row.key
-        op = _OPS[row.kind]
         data = row.value
         record_type = self._schema.try_record_type_of(key)
         if record_type is None:
-            return Change(cursor, row.seq, op, key, data, key, data, row.expire_ts)
-        value = None if data is None else self._values.decode(record_type, key, data)
+            return Change(cursor, row.seq, _OPS[row.kind], key, data, key, data, row.expire_ts)
+        plan = self._plans.get(record_type) or self._plan(record_type)
+        value = None
+        if data is not None:
+            try:
+                value = plan[1](data)
+                if plan[2] is not None:
+                    value = plan[2](value)
+            except Exception:
+                value = self._values.decode(record_type, key, data)
         return Change(
-            cursor, row.seq, op, record_type.decode(key), value, key, data, row.expire_ts
+            cursor, row.seq, _OPS[row.kind], plan[0](key), value, key, data, row.expire_ts
         )
 
 
@@ -169,8 +190,17 @@ def wal_reader(db_path: str, object_store: Any) -> Any:
     return SlateDbWalReader(db_path, object_store)
 
 
+def admin(db_path: str, object_store: Any, where: str) -> Any:
+    """slatedb's Admin handle (manifest reads; checkpoints)."""
+    try:
+        return AdminBuilder(db_path, object_store).build()
+    except Error as exc:
+        raise translate(exc, f"admin of {where}") from exc
+
+
 async def changes(
     reader: Any,
+    admin: Any,
     schema: Schema,
     values: Values,
     since: str | None,
@@ -182,7 +212,7 @@ async def changes(
 ) -> AsyncGenerator[Change, None]:
     """The feed over `reader` (a SlateDbWalReader), one Change at a time; see Store.changes."""
     batches = change_batches(
-        reader, schema, values, since,
+        reader, admin, schema, values, since,
         follow=follow, limit=limit, poll_interval=poll_interval, where=where,
     )
     try:
@@ -195,6 +225,7 @@ async def changes(
 
 async def change_batches(
     reader: Any,
+    admin: Any,
     schema: Schema,
     values: Values,
     since: str | None,
@@ -213,11 +244,16 @@ async def change_batches(
     if limit == 0:
         return
     where = f"change feed of {where}"
-    tail = await _call(reader.last_wal_file_id(0), where)
+    # WAL files up to the manifest's replay_after_wal_id are in SSTs already and are the
+    # ones the garbage collector deletes; asking for the tail after an older one fails
+    manifest = await _call(admin.read_manifest(None), where)
+    floor = 0 if manifest is None else manifest.replay_after_wal_id
     if position is None:
+        tail = await _call(reader.last_wal_file_id(floor), where)
         start, skip, min_seq = await oldest_wal(reader, tail, where), 0, 0
     else:
         start, skip, min_seq = position
+        tail = await _call(reader.last_wal_file_id(max(floor, start - 1)), where)
     iterator = await _iterator(reader, start, where, since)
     decoder = _Decoder(schema, values)
     consumed = start - 1  # the last WAL file read
@@ -231,7 +267,16 @@ async def change_batches(
                 if tail > consumed:
                     break
                 await asyncio.sleep(poll_interval)
-        rows = await _call(iterator.next(), where)
+            # a live iterator at the tail only notices new files on its own ~1 s poll; a
+            # new one starting at the next file returns it at once
+            iterator = await _iterator(reader, consumed + 1, where, None)
+        try:
+            rows = await iterator.next()
+        except Error as exc:
+            message = getattr(exc, "message", None) or str(exc)
+            if _TRUNCATED in message and since is not None and consumed == start - 1:
+                raise expired(since, start, where) from exc
+            raise translate(exc, where) from exc
         if rows is None:
             return
         file_id = rows.last_consumed_wal_file_id
@@ -244,12 +289,13 @@ async def change_batches(
         out: list[Change] = []
         crc32 = zlib.crc32
         change = decoder.change
+        head = f"{_VERSION}-{file_id:x}-"
         for index in range(skip if file_id == start else 0, len(batch)):
             row = batch[index]
             seq = row.seq
             if seq < min_seq:
                 continue
-            body = f"{_VERSION}-{file_id:x}-{index + 1:x}-{seq:x}"
+            body = f"{head}{index + 1:x}-{seq:x}"
             out.append(change(row, f"{body}-{crc32(body.encode()):08x}"))
             if remaining is not None and len(out) >= remaining:
                 break

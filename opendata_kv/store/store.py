@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Mapping
@@ -26,7 +27,13 @@ from slatedb.uniffi import (
     WriteOptions,
 )
 
-from opendata_kv.errors import InvalidArgumentError, ReadOnlyError, StoreClosedError, StoreError
+from opendata_kv.errors import (
+    InvalidArgumentError,
+    ReadOnlyError,
+    SnapshotGoneError,
+    StoreClosedError,
+    StoreError,
+)
 from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.store import feed, ffi_patch
 from opendata_kv.store.checkpoints import Checkpoint, Checkpoints, require_id
@@ -84,6 +91,7 @@ class Store(ReadView):
         self._closed = False
         self._object_store: Any = None  # set by the openers: admin and WAL reads share it
         self.checkpoint_id: str | None = None  # the checkpoint a pinned reader reads
+        self.poll_interval = 1.0  # a reader's manifest poll interval, seconds
 
     # --- opening --------------------------------------------------------------------------------
 
@@ -234,6 +242,7 @@ class Store(ReadView):
         self._open_check()
         return kind(
             feed.wal_reader(self.location.db_path, self._object_store),
+            feed.admin(self.location.db_path, self._object_store, self.where),
             self.schema,
             self.values,
             since,
@@ -263,6 +272,27 @@ class Store(ReadView):
             source_options=source_options,
             destination_options=destination_options,
         )
+
+    def _on_gone(self, where: str) -> Callable[[int], Awaitable[None]] | None:
+        """A reader that follows the latest state pins nothing: when the writer's garbage
+        collector deleted an SST a scan was reading, wait for the reader's next manifest poll
+        and let the scan re-seek after its cursor; after three tries, SnapshotGoneError."""
+        if not self.readonly or self.checkpoint_id is not None:
+            return None
+        poll = self.poll_interval
+
+        async def gone(attempt: int) -> None:
+            if attempt > 3:
+                raise SnapshotGoneError(
+                    f"{where}: the writer's garbage collector deleted SSTs this scan was "
+                    f"reading, and {attempt - 1} re-seeks at newer states found more gone. This "
+                    "reader follows the latest state and pins nothing: for long scans of a "
+                    "busy store read a checkpoint (Store.open_reader(url, schema, "
+                    "checkpoint=ID), or --checkpoint ID on the command line)"
+                )
+            await asyncio.sleep(poll)
+
+        return gone
 
     def _checkpoints(self) -> Checkpoints:
         self._open_check()
@@ -611,6 +641,7 @@ async def _open_reader(
     store = Store(reader, location, schema, values, readonly=True, check_expiry=check_expiry)
     store._object_store = object_store
     store.checkpoint_id = checkpoint
+    store.poll_interval = poll_interval
     return store
 
 

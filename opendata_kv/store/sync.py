@@ -141,6 +141,7 @@ class SyncChanges:
 
     def close(self) -> None:
         """Stop the feed (idempotent)."""
+        self._chunk, self._pos = [], 0
         if self._done:
             return
         self._done = True
