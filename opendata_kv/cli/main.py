@@ -19,6 +19,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "opendata_kv.cli.stats_cmds",
     "opendata_kv.cli.changes_cmds",
     "opendata_kv.cli.checkpoint_cmds",
+    "opendata_kv.cli.verify_cmds",
     "opendata_kv.cli.demo",
 )
 
