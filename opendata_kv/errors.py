@@ -214,6 +214,34 @@ class ReadOnlyError(StoreError):
     """A write was attempted through a read-only reader."""
 
 
+class ChangeCursorError(InvalidInputError):
+    """A change-feed cursor that is not one opendata_kv made (malformed, truncated, edited)."""
+
+    def __init__(self, message: str, cursor: object = None) -> None:
+        super().__init__(message)
+        self.cursor = cursor
+
+
+class ChangeCursorExpiredError(StoreError):
+    """A change-feed cursor whose WAL files were already garbage-collected: the changes after
+    it are gone. Resync: read a checkpoint, then follow the feed from the checkpoint's cursor."""
+
+    def __init__(self, message: str, cursor: object = None, wal_file_id: int = 0) -> None:
+        super().__init__(message)
+        self.cursor = cursor
+        self.wal_file_id = wal_file_id
+
+
+class CheckpointError(StoreError):
+    """A checkpoint that cannot be made, found or used (unknown id, or a checkpoint that would
+    lack acknowledged writes still only in the WAL)."""
+
+
+class SnapshotGoneError(StoreDataError):
+    """A read-only reader that follows the latest state found an object the writer's garbage
+    collector had already deleted (read a checkpoint for long scans)."""
+
+
 class RecordExistsError(StoreError):
     """A create found a record already stored under the key (nothing was overwritten)."""
 
@@ -224,6 +252,9 @@ class UrlCollisionError(StoreError):
 
 __all__ = [
     "ArgumentTypeError",
+    "ChangeCursorError",
+    "ChangeCursorExpiredError",
+    "CheckpointError",
     "CursorError",
     "FencedError",
     "IdError",
@@ -238,6 +269,7 @@ __all__ = [
     "RecordExistsError",
     "RkeyError",
     "SchemaError",
+    "SnapshotGoneError",
     "StoreClosedError",
     "StoreDataError",
     "StoreError",

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from aio import run
+from storekit import run, with_store
 
 from opendata_kv import RecordType, Schema, Store, fields
 from opendata_kv.collections import (
@@ -46,11 +46,11 @@ Body = Callable[[RecordCollection], Awaitable[None]]
 
 
 def with_records(db_url: str, body: Body, **options: Any) -> None:
-    async def main() -> None:
-        async with Store.open(db_url, default_schema()) as store:
-            await body(RecordCollection(store, key_types=KEY_TYPES, **options))
-
-    run(main())
+    with_store(
+        db_url,
+        default_schema(),
+        lambda store: body(RecordCollection(store, key_types=KEY_TYPES, **options)),
+    )
 
 
 class FixedTids:

@@ -17,9 +17,18 @@ import math
 from collections.abc import Awaitable, Mapping
 from typing import Any, TypeVar
 
-from slatedb.uniffi import AdminBuilder, DbBuilder, DbReaderBuilder, Error, ReaderOptions, Settings
+from slatedb.uniffi import (
+    AdminBuilder,
+    DbBuilder,
+    DbReaderBuilder,
+    Error,
+    ReaderMode,
+    ReaderOptions,
+    Settings,
+)
 
 from opendata_kv.errors import (
+    CheckpointError,
     InvalidArgumentError,
     StoreExistsError,
     StoreNotFoundError,
@@ -117,9 +126,10 @@ async def open_db(
     settings: Mapping[str, Any],
     create_if_missing: bool,
     error_if_exists: bool,
-) -> Any:
+) -> tuple[Any, Any]:
     """The slatedb Db, the writer of the database at `location` (checked for damage that
-    slatedb would not notice first: see integrity.py)."""
+    slatedb would not notice first: see integrity.py), and the ObjectStore it uses (admin
+    and WAL reads share it: a memory:// store is private to one ObjectStore)."""
     where = f"open {location}"
     object_store = location.object_store(options, create=create_if_missing)
     await check_open(location, object_store, where)
@@ -139,7 +149,7 @@ async def open_db(
     builder = DbBuilder(location.db_path, object_store)
     builder.with_settings(slatedb_settings(settings))
     try:
-        return await builder.build()
+        return await builder.build(), object_store
     except FOREIGN as exc:
         raise await opening_error(exc, location, object_store, where) from exc
 
@@ -149,12 +159,26 @@ async def open_reader_db(
     options: Mapping[str, str] | None,
     poll_interval: float,
     max_retries: int | None,
-) -> Any:
-    """A slatedb DbReader of the database at `location`: creates and writes nothing."""
+    checkpoint: str | None = None,
+) -> tuple[Any, Any]:
+    """A slatedb DbReader of the database at `location` (latest state, or the pinned state
+    of `checkpoint`) and its ObjectStore: creates and writes nothing."""
     where = f"open reader on {location}"
     object_store = location.object_store(options)
     await check_open(location, object_store, where)
     builder = DbReaderBuilder(location.db_path, object_store)
+    # FOLLOW_LATEST and CHECKPOINT write nothing; the default mode writes manifests (it
+    # creates and refreshes a checkpoint of its own), which a reader must never do.
+    try:
+        builder.with_reader_mode(
+            ReaderMode.FOLLOW_LATEST() if checkpoint is None else ReaderMode.CHECKPOINT(checkpoint)
+        )
+    except Error as exc:
+        message = getattr(exc, "message", None) or str(exc)
+        raise CheckpointError(
+            f"{where}: {checkpoint!r} is not a checkpoint id (ids are UUIDs, as "
+            f"`opendata-kv checkpoint list` shows them) [{message}]"
+        ) from exc
     builder.with_options(
         ReaderOptions(
             manifest_poll_interval_ms=max(1, round(poll_interval * 1000)),
@@ -165,7 +189,7 @@ async def open_reader_db(
         )
     )
     try:
-        return await builder.build()
+        return await builder.build(), object_store
     except FOREIGN as exc:
         message = getattr(exc, "message", None) or str(exc)
         if isinstance(exc, Error.Data) and _NO_MANIFEST in message:
@@ -174,5 +198,10 @@ async def open_reader_db(
                 f"{where}: there is no database here (no manifest); "
                 f"a writer must create it first with Store.open [{message}]",
                 value=str(location),
+            ) from exc
+        if checkpoint is not None and "checkpoint missing" in message.lower():
+            raise CheckpointError(
+                f"{where} at checkpoint {checkpoint!r}: no such checkpoint (list them with "
+                f"store.checkpoints() or `opendata-kv checkpoint list`) [{message}]"
             ) from exc
         raise await opening_error(exc, location, object_store, where) from exc

@@ -9,6 +9,7 @@ from typing import Any
 from opendata_kv.errors import SchemaError
 from opendata_kv.keys import RecordType, Schema
 from opendata_kv.values import Values
+from opendata_kv.values.schema_forms import schema_and_values
 
 #: what `schema=` may be: a Schema, one RecordType, RecordTypes, a Values (its schema and codecs)
 SchemaArg = Schema | RecordType | Iterable[RecordType] | Values
@@ -18,7 +19,7 @@ def as_schema(schema: Any, values: Values | None = None) -> tuple[Schema, Values
     """(Schema, Values) for a Schema, a RecordType, an iterable of RecordTypes, a Values, or an
     object with a `.schema` Schema (and optionally `.values`), with `values` (if given) for the
     codecs; SchemaError for anything else, or for a `values` built for another Schema."""
-    found = _schema_and_values(schema)
+    found = schema_and_values(schema)
     if found is None:
         raise SchemaError(
             f"schema must be a Schema, a RecordType, RecordTypes, a Values or an object with a "
@@ -39,23 +40,3 @@ def as_schema(schema: Any, values: Values | None = None) -> tuple[Schema, Values
             value=values,
         )
     return result, values
-
-
-def _schema_and_values(obj: Any) -> tuple[Schema, Values | None] | None:
-    if isinstance(obj, Schema):
-        return obj, None
-    if isinstance(obj, Values):
-        return obj.schema, obj
-    if isinstance(obj, RecordType):
-        return Schema(obj), None
-    if isinstance(obj, (str, bytes, bytearray, dict)) or obj is None:
-        return None
-    inner = getattr(obj, "schema", None)
-    if isinstance(inner, Schema):
-        carried = getattr(obj, "values", None)
-        return inner, carried if isinstance(carried, Values) and carried.schema is inner else None
-    if isinstance(obj, Iterable):
-        items = list(obj)
-        if items and all(isinstance(t, RecordType) for t in items):
-            return Schema(items), None
-    return None

@@ -9,12 +9,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from slatedb.uniffi import (
     Error,
@@ -26,9 +27,16 @@ from slatedb.uniffi import (
     WriteOptions,
 )
 
-from opendata_kv.errors import InvalidArgumentError, ReadOnlyError, StoreClosedError, StoreError
+from opendata_kv.errors import (
+    InvalidArgumentError,
+    ReadOnlyError,
+    SnapshotGoneError,
+    StoreClosedError,
+    StoreError,
+)
 from opendata_kv.keys import Key, RecordType, Schema
-from opendata_kv.store import ffi_patch
+from opendata_kv.store import feed, ffi_patch
+from opendata_kv.store.checkpoints import Checkpoint, Checkpoints, require_id
 from opendata_kv.store.deletes import MAX_KEYS, check_max_keys, keys_in
 from opendata_kv.store.failures import FOREIGN, call, translate
 from opendata_kv.store.location import Location, parse_location
@@ -53,6 +61,10 @@ from opendata_kv.store.views import (
     key_bytes,
 )
 from opendata_kv.values import Values
+from opendata_kv.values.limits import check_stored_size
+
+if TYPE_CHECKING:
+    from opendata_kv.store.clone import CloneResult
 
 _WRITE_OPTIONS = WriteOptions()
 _ISOLATION = {
@@ -82,6 +94,9 @@ class Store(ReadView):
         self.check_expiry = check_expiry
         self.where = str(location)
         self._closed = False
+        self._object_store: Any = None  # set by the openers: admin and WAL reads share it
+        self.checkpoint_id: str | None = None  # the checkpoint a pinned reader reads
+        self.poll_interval = 1.0  # a reader's manifest poll interval, seconds
 
     # --- opening --------------------------------------------------------------------------------
 
@@ -153,6 +168,7 @@ class Store(ReadView):
         object_store_options: Mapping[str, str] | None = None,
         check_expiry: bool = True,
         speedup: bool = True,
+        checkpoint: str | None = None,
     ) -> _Opening:
         """Open read-only through DbReaderBuilder: sees flushed data (refreshed every
         `poll_interval` seconds), never fences the writer, creates and writes nothing (no
@@ -161,7 +177,15 @@ class Store(ReadView):
         `timeout` (default 30 s): the open gives up with StoreUnavailableError naming the
         location, bucket and endpoint; None waits as long as slatedb retries. Other options
         as for Store.open.
+
+        Without `checkpoint` it follows the latest state (slatedb's FOLLOW_LATEST mode: the
+        default mode would write manifests). It pins nothing, so the writer's garbage
+        collector may delete an SST a long scan still reads (SnapshotGoneError): scan a
+        checkpoint for long reads of a busy store. With `checkpoint=ID` it reads that
+        checkpoint's pinned state, which never changes.
         """
+        if checkpoint is not None:
+            require_id(checkpoint)
         return _Opening(
             _open_reader(
                 url,
@@ -173,8 +197,142 @@ class Store(ReadView):
                 check_expiry,
                 speedup,
                 check_seconds(timeout, "timeout"),
+                checkpoint,
             )
         )
+
+    # --- change feed and checkpoints -------------------------------------------------------------
+
+    def changes(
+        self,
+        since: str | None = None,
+        *,
+        follow: bool = False,
+        limit: int | None = None,
+        poll_interval: float = 0.1,
+    ) -> AsyncGenerator[feed.Change, None]:
+        """Every write still in the WAL after `since`, as typed Changes in sequence order.
+
+        `since`: a Change's (or a Checkpoint's) cursor; None starts at the oldest WAL file
+        the garbage collector has kept. Resuming from a cursor yields exactly the changes
+        after it, across writer restarts and crashes. A cursor whose WAL file was already
+        collected raises ChangeCursorExpiredError; a malformed one ChangeCursorError.
+        `follow`: keep waiting for new changes (polling every `poll_interval` seconds) until
+        the consumer stops iterating or the task is cancelled; otherwise stop at the WAL's
+        end as it was when the call started. `limit`: stop after that many changes.
+        The feed only reads: it works on a writer and on a reader alike.
+        """
+        changes: AsyncGenerator[feed.Change, None] = self._feed(
+            feed.changes, since, follow, limit, poll_interval
+        )
+        return changes
+
+    def change_batches(
+        self,
+        since: str | None = None,
+        *,
+        follow: bool = False,
+        limit: int | None = None,
+        poll_interval: float = 0.1,
+    ) -> AsyncGenerator[list[feed.Change], None]:
+        """Store.changes a WAL file at a time: lists of Changes (never empty)."""
+        batches: AsyncGenerator[list[feed.Change], None] = self._feed(
+            feed.change_batches, since, follow, limit, poll_interval
+        )
+        return batches
+
+    def _feed(
+        self, kind: Any, since: str | None, follow: bool, limit: int | None, poll: float
+    ) -> Any:
+        self._open_check()
+        return kind(
+            feed.wal_reader(self.location.db_path, self._object_store),
+            feed.admin(self.location.db_path, self._object_store, self.where),
+            self.schema,
+            self.values,
+            since,
+            follow=follow,
+            limit=limit,
+            poll_interval=poll,
+            where=self.where,
+        )
+
+    @staticmethod
+    async def clone(
+        source: str | os.PathLike[str],
+        destination: str | os.PathLike[str],
+        *,
+        checkpoint: str | None = None,
+        source_options: Mapping[str, str] | None = None,
+        destination_options: Mapping[str, str] | None = None,
+    ) -> CloneResult:
+        """Copy `source` (at `checkpoint`, or its latest state) into a new, independent
+        database at `destination` (see opendata_kv.store.clone); returns a CloneResult."""
+        from opendata_kv.store.clone import clone
+
+        return await clone(
+            source,
+            destination,
+            checkpoint=checkpoint,
+            source_options=source_options,
+            destination_options=destination_options,
+        )
+
+    def _on_gone(self, where: str) -> Callable[[int], Awaitable[None]] | None:
+        """A reader that follows the latest state pins nothing: when the writer's garbage
+        collector deleted an SST a scan was reading, wait for the reader's next manifest poll
+        and let the scan re-seek after its cursor; after three tries, SnapshotGoneError."""
+        if not self.readonly or self.checkpoint_id is not None:
+            return None
+        poll = self.poll_interval
+
+        async def gone(attempt: int) -> None:
+            if attempt > 3:
+                raise SnapshotGoneError(
+                    f"{where}: the writer's garbage collector deleted SSTs this scan was "
+                    f"reading, and {attempt - 1} re-seeks at newer states found more gone. This "
+                    "reader follows the latest state and pins nothing: for long scans of a "
+                    "busy store read a checkpoint (Store.open_reader(url, schema, "
+                    "checkpoint=ID), or --checkpoint ID on the command line)"
+                )
+            await asyncio.sleep(poll)
+
+        return gone
+
+    def _checkpoints(self) -> Checkpoints:
+        self._open_check()
+        return Checkpoints(self.location.db_path, self._object_store, self.where)
+
+    def _open_check(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"{self.where} is closed")
+
+    async def checkpoint(
+        self, name: str | None = None, lifetime: TtlArg = None
+    ) -> Checkpoint:
+        """Pin the current state as a checkpoint holding every write acknowledged so far.
+
+        On the writer the memtable is flushed to an SST first. On a reader nothing can be
+        flushed: if the WAL holds writes not yet in an SST, CheckpointError says so and no
+        checkpoint is kept. `lifetime` (seconds or a timedelta): the checkpoint expires after
+        it; None keeps it until deleted. Returns its id, name, times and feed cursor.
+        """
+        writer = None if self.readonly else self._writable()
+        return await self._checkpoints().create(writer=writer, name=name, lifetime=lifetime)
+
+    async def checkpoints(self, name: str | None = None) -> list[Checkpoint]:
+        """The store's checkpoints (only those named `name` if given), oldest first."""
+        return await self._checkpoints().list(name)
+
+    async def refresh_checkpoint(
+        self, checkpoint_id: str, lifetime: TtlArg
+    ) -> Checkpoint:
+        """Give a checkpoint a new lifetime from now (None: keep it until deleted)."""
+        return await self._checkpoints().refresh(require_id(checkpoint_id), lifetime)
+
+    async def delete_checkpoint(self, checkpoint_id: str) -> None:
+        """Delete a checkpoint (CheckpointError if the store has none with this id)."""
+        await self._checkpoints().delete(require_id(checkpoint_id))
 
     async def close(self) -> None:
         """Shut the database down (flushing what the writer buffered). Idempotent.
@@ -313,6 +471,7 @@ class Store(ReadView):
 
     async def put_raw(self, key: bytes, data: bytes) -> None:
         """Store raw bytes under a raw key (tools and migrations)."""
+        check_stored_size(data)
         try:
             await self._writable().put(key, data)
         except FOREIGN as exc:
@@ -501,14 +660,16 @@ async def _open_writer(
     if speedup:
         ffi_patch.install()
     location = parse_location(url)
-    db = await bounded(
+    db, object_store = await bounded(
         open_db(location, object_store_options, settings, create_if_missing, error_if_exists),
         timeout,
         location,
         object_store_options,
         "open",
     )
-    return Store(db, location, schema, values, readonly=False, check_expiry=check_expiry)
+    store = Store(db, location, schema, values, readonly=False, check_expiry=check_expiry)
+    store._object_store = object_store
+    return store
 
 
 async def _open_reader(
@@ -521,19 +682,26 @@ async def _open_reader(
     check_expiry: bool,
     speedup: bool,
     timeout: float | None,
+    checkpoint: str | None,
 ) -> Store:
     schema, values = as_schema(schema_arg, values)
     if speedup:
         ffi_patch.install()
     location = parse_location(url)
-    reader = await bounded(
-        open_reader_db(location, object_store_options, poll_interval, object_store_max_retries),
+    reader, object_store = await bounded(
+        open_reader_db(
+            location, object_store_options, poll_interval, object_store_max_retries, checkpoint
+        ),
         timeout,
         location,
         object_store_options,
         "open reader on",
     )
-    return Store(reader, location, schema, values, readonly=True, check_expiry=check_expiry)
+    store = Store(reader, location, schema, values, readonly=True, check_expiry=check_expiry)
+    store._object_store = object_store
+    store.checkpoint_id = checkpoint
+    store.poll_interval = poll_interval
+    return store
 
 
 # --- batches, transactions, snapshots ------------------------------------------------------------
@@ -616,6 +784,7 @@ class Batch:
 
     def put_raw(self, key: bytes, data: bytes, *, expire_at: int | None = None) -> None:
         """Queue raw bytes under a raw key; `expire_at`: absolute expiry, Unix ms."""
+        check_stored_size(data)
         try:
             if expire_at is None:
                 self._wb().put(key, data)

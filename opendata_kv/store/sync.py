@@ -7,6 +7,7 @@ so one SyncStore may be used from many threads at once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Coroutine, Iterator, Mapping
@@ -15,7 +16,10 @@ from typing import Any, Generic, Literal, TypeVar, overload
 
 from opendata_kv.errors import StoreClosedError
 from opendata_kv.keys import Key, RecordType, Schema
+from opendata_kv.store.checkpoints import Checkpoint
+from opendata_kv.store.clone import CloneResult, clone_sync
 from opendata_kv.store.deletes import MAX_KEYS
+from opendata_kv.store.feed import Change
 from opendata_kv.store.opening import READER_TIMEOUT
 from opendata_kv.store.scan import R, RawRecord, Record, Scan
 from opendata_kv.store.schema_arg import SchemaArg
@@ -109,6 +113,68 @@ class SyncScan(Generic[R]):
     def to_list(self) -> list[R]:
         """Every remaining record."""
         return list(self)
+
+
+class SyncChanges:
+    """A blocking iterator over Store.changes, fetched a WAL file at a time.
+
+    With follow=True it blocks until the next change; stop it with close() (or leave the
+    `with` block): a KeyboardInterrupt while waiting cancels the wait before propagating.
+    """
+
+    def __init__(self, batches: Any, loop: _LoopThread) -> None:
+        self._batches = batches
+        self._loop = loop
+        self._chunk: list[Change] = []
+        self._pos = 0
+        self._done = False
+
+    def __iter__(self) -> Iterator[Change]:
+        return self
+
+    def __next__(self) -> Change:
+        if self._pos >= len(self._chunk):
+            if self._done:
+                raise StopIteration
+            future = asyncio.run_coroutine_threadsafe(self._next_batch(), self._loop.loop)
+            try:
+                chunk = future.result()
+            except BaseException:
+                future.cancel()
+                self.close()
+                raise
+            if chunk is None:
+                self.close()
+                raise StopIteration
+            self._chunk, self._pos = chunk, 0
+        change = self._chunk[self._pos]
+        self._pos += 1
+        return change
+
+    async def _next_batch(self) -> list[Change] | None:
+        try:
+            batch: list[Change] = await self._batches.__anext__()
+        except StopAsyncIteration:
+            return None
+        return batch
+
+    def close(self) -> None:
+        """Stop the feed (idempotent)."""
+        self._chunk, self._pos = [], 0
+        if self._done:
+            return
+        self._done = True
+        if not self._loop.loop.is_closed():
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(
+                    self._batches.aclose(), self._loop.loop
+                ).result(timeout=10)
+
+    def __enter__(self) -> SyncChanges:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 class SyncView:
@@ -441,6 +507,44 @@ class SyncStore(SyncWriteView):
         return self._loop.run(
             self.store.migrate(name, batch_size=batch_size, progress=progress, durable=durable)
         )
+
+    @staticmethod
+    def clone(
+        source: str | os.PathLike[str], destination: str | os.PathLike[str], **options: Any
+    ) -> CloneResult:
+        """Same as Store.clone, blocking."""
+        return clone_sync(source, destination, **options)
+
+    def changes(
+        self,
+        since: str | None = None,
+        *,
+        follow: bool = False,
+        limit: int | None = None,
+        poll_interval: float = 0.1,
+    ) -> SyncChanges:
+        """Same as Store.changes, blocking: `for change in store.changes(since=cursor):`."""
+        batches = self.store.change_batches(
+            since, follow=follow, limit=limit, poll_interval=poll_interval
+        )
+        return SyncChanges(batches, self._loop)
+
+    def checkpoint(
+        self, name: str | None = None, lifetime: TtlArg = None
+    ) -> Checkpoint:
+        """Same as Store.checkpoint."""
+        return self._loop.run(self.store.checkpoint(name, lifetime))
+
+    def checkpoints(self, name: str | None = None) -> list[Checkpoint]:
+        return self._loop.run(self.store.checkpoints(name))
+
+    def refresh_checkpoint(
+        self, checkpoint_id: str, lifetime: TtlArg
+    ) -> Checkpoint:
+        return self._loop.run(self.store.refresh_checkpoint(checkpoint_id, lifetime))
+
+    def delete_checkpoint(self, checkpoint_id: str) -> None:
+        self._loop.run(self.store.delete_checkpoint(checkpoint_id))
 
 
 async def _await(opening: Any) -> Store:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, overload
 
 from slatedb.uniffi import PutOptions, Ttl
@@ -447,7 +447,7 @@ class ReadView:
         if cursor is not None:
             check_cursor(spans, cursor, where)
         narrowed = self._bounded_spans(spans, start, end)
-        return Scan[Any](
+        scan = Scan[Any](
             self._source,
             narrowed,
             schema=self.schema,
@@ -461,3 +461,10 @@ class ReadView:
             check_expiry=self.check_expiry,
             where=where,
         )
+        scan.on_gone = self._on_gone(where)
+        return scan
+
+    def _on_gone(self, where: str) -> Callable[[int], Awaitable[None]] | None:
+        """What a scan does when the garbage collector deleted an SST it reads (see Scan):
+        nothing by default; a reader that pins nothing re-seeks (Store)."""
+        return None
