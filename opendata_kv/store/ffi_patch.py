@@ -80,11 +80,26 @@ KNOWN_SOURCE_SHA256: Final[dict[str, str]] = {
         "33fb67696c6907bcee51e6c5ea3031e1e5f0ffcc87eb4a64182683beb6775b82"
     ),
     "KeyValue.__init__": "be7a9f44214e489cd2bb36492028264fc80c322e04f43230bce32dc2ad41a40c",
+    # The change feed's rows: a WAL file's RowEntry list, lifted the same way.
+    "_UniffiFfiConverterSequenceTypeRowEntry.read": (
+        "97cb4f65ca0d4a852d5fa958cd1ce76bce8dfcc4213068d954c674ac8a9511a0"
+    ),
+    "_UniffiFfiConverterTypeRowEntry.read": (
+        "fa7a75cb3b836fd82693d55dd23ff4acc8ac51406185d139e98bba824de60aa2"
+    ),
+    "_UniffiFfiConverterTypeRowEntryKind.read": (
+        "8dc29c218f42242a8dbd6b7d8174d19b9024102756c5b4f43e49f8172802e1fd"
+    ),
+    "_UniffiFfiConverterOptionalBytes.read": (
+        "325d3e4a8d9c403a0b7019cd142371d82af1bb3df5c98053dc2f5c035705b1f1"
+    ),
+    "RowEntry.__init__": "20ffbbaff7108e73f2d6508d8001510f5377a6bcf686c965267fda4bf9aebcf2",
 }
 
 _PATCHED_METHODS: Final = ("write", "_pack_into")
 _ROWS_CONVERTER: Final = "_UniffiFfiConverterSequenceTypeKeyValue"
 _ROW_CONVERTER: Final = "_UniffiFfiConverterTypeKeyValue"
+_WAL_ROWS_CONVERTER: Final = "_UniffiFfiConverterSequenceTypeRowEntry"
 
 
 @dataclass(frozen=True)
@@ -234,7 +249,7 @@ def _try_install(db_check: bool) -> PatchStatus:
     checks = "buffer + memory Db round trip" if db_check else "buffer round trip"
     return PatchStatus(
         True,
-        f"memmove byte copy and struct row reader active; self-check passed ({checks})",
+        f"memmove byte copy and struct row readers active; self-check passed ({checks})",
         version,
     )
 
@@ -378,6 +393,88 @@ def _make_row_readers(
     return read_rows, read_row
 
 
+def _make_wal_rows_reader(binding: ModuleType) -> Callable[[Any, Any], list[Any]]:
+    """A reader for a list of RowEntry rows (one WAL file, read by the change feed).
+
+    Row layout, as the generated converters read it: i32 kind (1 VALUE, 2 TOMBSTONE,
+    3 MERGE), i32-length key bytes, u8 flag + i32-length value bytes, u64 seq, u8 flag + i64
+    create_ts, u8 flag + i64 expire_ts; a list is an i32 count then rows. Checked as strictly
+    as the generated code (lengths against the end, flag and kind values).
+    """
+    row_entry = binding.RowEntry
+    kinds = {1: binding.RowEntryKind.VALUE, 2: binding.RowEntryKind.TOMBSTONE}
+    kinds[3] = binding.RowEntryKind.MERGE
+    internal_error = binding.InternalError
+    i32 = struct.Struct(">i").unpack_from
+    u64 = struct.Struct(">Q").unpack_from
+    i64 = struct.Struct(">q").unpack_from
+    new = object.__new__
+
+    def optional_i64(data: bytes, pos: int) -> tuple[int | None, int]:
+        flag = data[pos]
+        if flag == 0:
+            return None, pos + 1
+        if flag == 1:
+            return i64(data, pos + 1)[0], pos + 9
+        raise internal_error("Unexpected flag byte for optional type")
+
+    def read_rows(cls: Any, buf: Any) -> list[Any]:
+        start, end = buf.offset, buf.len
+        data: bytes = buf.data[start:end]
+        size = end - start
+        rows: list[Any] = []
+        append = rows.append
+        try:
+            (count,) = i32(data, 0)
+            if count < 0:
+                raise internal_error("Unexpected negative sequence length")
+            pos = 4
+            for _ in range(count):
+                kind = kinds.get(i32(data, pos)[0])
+                if kind is None:
+                    raise internal_error("Raw enum value doesn't match any cases")
+                (n,) = i32(data, pos + 4)
+                pos += 8
+                if n < 0 or pos + n > size:
+                    raise internal_error("byte string length past the end of the rust buffer")
+                key = data[pos : pos + n]
+                pos += n
+                flag = data[pos]
+                pos += 1
+                if flag == 0:
+                    value = None
+                elif flag == 1:
+                    (n,) = i32(data, pos)
+                    pos += 4
+                    if n < 0 or pos + n > size:
+                        raise internal_error("byte string length past the end of the rust buffer")
+                    value = data[pos : pos + n]
+                    pos += n
+                else:
+                    raise internal_error("Unexpected flag byte for optional type")
+                (seq,) = u64(data, pos)
+                create_ts, pos = optional_i64(data, pos + 8)
+                expire_ts, pos = optional_i64(data, pos)
+                row = new(row_entry)
+                row.__dict__ = {
+                    "kind": kind,
+                    "key": key,
+                    "value": value,
+                    "seq": seq,
+                    "create_ts": create_ts,
+                    "expire_ts": expire_ts,
+                }
+                append(row)
+        except (struct.error, IndexError):
+            raise internal_error("read past end of rust buffer") from None
+        buf.offset = start + pos
+        return rows
+
+    read_rows.__qualname__ = f"{_WAL_ROWS_CONVERTER}.read"
+    read_rows.__opendata_kv_ffi_patch__ = True  # type: ignore[attr-defined]
+    return read_rows
+
+
 def _apply(binding: ModuleType) -> None:
     global _patched
     builder = binding._UniffiRustBufferBuilder
@@ -386,6 +483,11 @@ def _apply(binding: ModuleType) -> None:
         *zip([builder] * 2, _PATCHED_METHODS, _make_fast_methods(binding), strict=True),
         (getattr(binding, _ROWS_CONVERTER), "read", classmethod(read_rows)),
         (getattr(binding, _ROW_CONVERTER), "read", staticmethod(read_row)),
+        (
+            getattr(binding, _WAL_ROWS_CONVERTER),
+            "read",
+            classmethod(_make_wal_rows_reader(binding)),
+        ),
     ]
     _patched = [(owner, name, owner.__dict__[name]) for owner, name, _ in replacements]
     for owner, name, method in replacements:
@@ -478,6 +580,7 @@ def _self_check(binding: ModuleType, db_check: bool) -> None:
     if converter.lift(converter.lower(samples[-2])) != samples[-2]:
         raise AssertionError("bytes converter lower/lift round trip failed")
     _check_rows_reader(binding, samples)
+    _check_wal_rows_reader(binding, samples)
     if db_check:
         _run_isolated(_db_round_trip(binding))
 
@@ -512,6 +615,36 @@ def _check_rows_reader(binding: ModuleType, samples: tuple[bytes, ...]) -> None:
     for row in (None, *rows[:3]):
         if optional.lift(optional.lower(row)) != row:
             raise AssertionError("fast single-row reader disagrees with the row written")
+
+
+def _check_wal_rows_reader(binding: ModuleType, samples: tuple[bytes, ...]) -> None:
+    """The fast WAL row reader must return what the generated reader returns, to the byte."""
+    rows_converter = getattr(binding, _WAL_ROWS_CONVERTER)
+    original = next(o for owner, name, o in _patched or () if owner is rows_converter)
+    entry_kind = binding.RowEntryKind
+    kinds = (entry_kind.VALUE, entry_kind.TOMBSTONE, entry_kind.MERGE)
+    for count in (0, 1, len(samples)):
+        rows = [
+            binding.RowEntry(
+                kind=kinds[i % 3],
+                key=samples[(i + 3) % len(samples)][:40],
+                value=None if i % 3 == 1 else samples[i],
+                seq=(1 << 64) - 1 - i,
+                create_ts=None if i % 4 == 2 else -i * 1_000_003,
+                expire_ts=None if i % 2 else (-1) ** i * (1 << 62) + i,
+            )
+            for i in range(count)
+        ]
+        lowered = rows_converter.lower(rows)
+        try:
+            with lowered.read_with_stream() as stream:
+                fast = rows_converter.read(stream)
+            with lowered.read_with_stream() as stream:
+                slow = original.__func__(rows_converter, stream)
+        finally:
+            lowered.free()
+        if fast != slow or fast != rows:
+            raise AssertionError(f"fast WAL row reader disagrees with the generated one ({count})")
 
 
 def _run_isolated(coroutine: Any) -> None:

@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from slatedb.uniffi import (
     Error,
@@ -60,6 +60,9 @@ from opendata_kv.store.views import (
 )
 from opendata_kv.values import Values
 from opendata_kv.values.limits import check_stored_size
+
+if TYPE_CHECKING:
+    from opendata_kv.store.clone import CloneResult
 
 _WRITE_OPTIONS = WriteOptions()
 _ISOLATION = {
@@ -260,7 +263,7 @@ class Store(ReadView):
         checkpoint: str | None = None,
         source_options: Mapping[str, str] | None = None,
         destination_options: Mapping[str, str] | None = None,
-    ) -> Any:
+    ) -> CloneResult:
         """Copy `source` (at `checkpoint`, or its latest state) into a new, independent
         database at `destination` (see opendata_kv.store.clone); returns a CloneResult."""
         from opendata_kv.store.clone import clone
