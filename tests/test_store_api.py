@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import inspect
 import textwrap
 import warnings
 from collections.abc import Awaitable, Callable
@@ -24,10 +25,14 @@ from opendata_kv.errors import (
     OpendataKvError,
     SchemaError,
     StoreClosedError,
+    StoreExistsError,
     StoreLocationError,
+    StoreNotFoundError,
+    StoreUnavailableError,
 )
 from opendata_kv.keys import Key
 from opendata_kv.store import RawRecord, Record
+from opendata_kv.store.opening import READER_TIMEOUT
 
 UNKNOWN_KEY = b"\x09\xf0stray"  # version 9, record type 0xF: no RecordType owns it
 
@@ -355,3 +360,143 @@ async def test_errors_a_caller_causes_are_opendata_errors(tmp_path: Path) -> Non
             RecordCollection(sync)  # type: ignore[arg-type]
         assert isinstance(wrong.value, TypeError)
         RecordCollection(sync.store)  # what the message says to do
+
+
+# --- what plyvel, rocksdict and lmdb users reach for (issue 14) ---------------------------------
+
+
+@aio
+async def test_scan_takes_a_raw_prefix_inside_the_record_range() -> None:
+    async with Store.open("memory://prefix", SCHEMA, values=VALUES) as store:
+        for repo in ("a", "ab", "b"):
+            await store.put(post2, (repo, "x"), Post(repo))
+        by_fields = await store.scan(post2, "a").to_list()
+        assert await store.scan(post2, prefix=post2.prefix("a")).to_list() == by_fields
+        partial = await store.scan(post2, prefix=post2.prefix(partial="a")).to_list()
+        assert [r.key.repo for r in partial] == ["a", "ab"]
+        assert await store.scan(post2, prefix=like.prefix()).to_list() == []  # disjoint: empty
+    with SyncStore.open("memory://prefix", SCHEMA, values=VALUES) as sync:
+        sync.put(post2, ("a", "x"), Post("a"))
+        assert [r.key.repo for r in sync.scan("post", prefix=post2.prefix("a"))] == ["a"]
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    rows=st.sets(st.tuples(st.sampled_from("abc"), st.text("xy", max_size=3)), max_size=15),
+    doomed=st.sampled_from("abc"),
+)
+def test_delete_range_removes_exactly_the_scanned_records(
+    rows: set[tuple[str, str]], doomed: str
+) -> None:
+    with SyncStore.open("memory://delrange", SCHEMA, values=VALUES) as store:
+        for repo, rkey in rows:
+            store.put(post2, (repo, rkey), Post(rkey))
+        store.put(like, (1,), "kept")
+        gone = store.delete_range("post", doomed)
+        assert gone == sum(1 for repo, _ in rows if repo == doomed)
+        assert {tuple(r.key) for r in store.scan(post2)} == {r for r in rows if r[0] != doomed}
+        assert store.get(like, (1,)) == "kept"
+        assert store.delete_range(prefix=post2.prefix()) == len(rows) - gone
+        assert store.scan(post2).to_list() == [] and store.exists(like, (1,))
+
+
+@aio
+async def test_delete_range_is_atomic_bounded_and_never_unscoped() -> None:
+    async with Store.open("memory://delrange2", SCHEMA, values=VALUES) as store:
+        for n in range(10):
+            await store.put(like, (n,), f"v{n}")
+        async with store.batch() as batch:
+            assert await batch.delete_range(like, start=(3,), end=(7,)) == 4
+            batch.put(like, (100,), "new")
+        assert [r.key.n for r in await store.scan(like).to_list()] == [0, 1, 2, 7, 8, 9, 100]
+        with pytest.raises(InvalidArgumentError, match="max_keys=3") as info:
+            await store.delete_range(like, max_keys=3)
+        assert info.value.field == "max_keys"
+        assert len(await store.scan(like).to_list()) == 7  # nothing deleted
+        with pytest.raises(InvalidArgumentError, match="needs a record, a prefix"):
+            await store.delete_range()
+        with pytest.raises(SchemaError):
+            await store.delete_range(lookalike)
+        assert await store.delete_range(like, max_keys=7) == 7
+
+
+@aio
+async def test_create_if_missing_and_error_if_exists(tmp_path: Path) -> None:
+    path = tmp_path / "typo"
+    with pytest.raises(StoreNotFoundError, match="no database here") as missing:
+        await Store.open(path, SCHEMA, create_if_missing=False)
+    assert isinstance(missing.value, FileNotFoundError) and not path.exists()
+    path.mkdir()
+    with pytest.raises(StoreNotFoundError):  # an empty directory holds no database either
+        await Store.open(path, SCHEMA, create_if_missing=False)
+    with pytest.raises(StoreNotFoundError, match="memory:// always starts empty"):
+        await Store.open("memory://m", SCHEMA, create_if_missing=False)
+    async with Store.open(path, SCHEMA, error_if_exists=True) as store:  # creates it
+        await store.put(like, (1,), "v")
+    with pytest.raises(StoreExistsError, match="already exists") as exists:
+        await Store.open(path, SCHEMA, error_if_exists=True)
+    assert isinstance(exists.value, FileExistsError)
+    async with Store.open(path, SCHEMA, create_if_missing=False) as store:
+        assert await store.get(like, (1,)) == "v"
+
+
+@settings(max_examples=25, deadline=None)
+@given(count=st.integers(0, 30), limit=st.integers(1, 8), reverse=st.booleans())
+def test_pages_know_whether_more_follow(count: int, limit: int, reverse: bool) -> None:
+    """Paging by `after` + `has_more` returns every record once, in order, with one scan per
+    page and no empty page at the end (the sync scan's next_chunk is used here too)."""
+    with SyncStore.open("memory://pages", SCHEMA, values=VALUES) as store:
+        for n in range(count):
+            store.put(like, (n,), n)
+        seen: list[int] = []
+        cursor: bytes | None = None
+        pages = 0
+        while True:
+            scan = store.scan(like, after=cursor, limit=limit, reverse=reverse)
+            pages += 1
+            while chunk := scan.next_chunk(3):
+                seen += [r.value for r in chunk]
+            cursor = scan.cursor
+            if not scan.has_more():
+                break
+        assert seen == sorted(range(count), reverse=reverse)
+        assert pages == max(1, -(-count // limit))
+        unlimited = store.scan(like)
+        assert unlimited.has_more() == (count > 0)
+        assert len(unlimited.to_list()) == count and not unlimited.has_more()
+
+
+@aio
+async def test_limit_zero_means_no_rows_in_scans_and_collections() -> None:
+    async with Store.open("memory://zero", default_schema(*SCHEMA), values=None) as store:
+        await store.put(like, (1,), "v")
+        scan = store.scan(like, limit=0)
+        assert await scan.to_list() == [] and await scan.has_more()
+        assert await store.scan_all(limit=0).to_list() == []
+        repo = RecordCollection(store)
+        await repo.put("did:plc:a", "app.x.y", "k1", {"v": 1})
+        page = await repo.list("did:plc:a", "app.x.y", limit=0)
+        assert (page.records, page.has_more) == ([], True)
+        full = await repo.list("did:plc:a", "app.x.y", limit=1)
+        assert (len(full), full.cursor, full.has_more) == (1, None, False)
+        with pytest.raises(InvalidArgumentError, match="limit"):
+            await repo.list("did:plc:a", "app.x.y", limit=-1)
+
+
+@aio
+async def test_a_reader_open_is_bounded_and_names_the_endpoint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from conftest import free_port
+
+    assert inspect.signature(Store.open_reader).parameters["timeout"].default == READER_TIMEOUT
+    assert inspect.signature(SyncStore.open_reader).parameters["timeout"].default == READER_TIMEOUT
+    endpoint = f"http://127.0.0.1:{free_port()}"  # nobody listens: connections are refused
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    for opening in (Store.open_reader, Store.open):
+        with pytest.raises(StoreUnavailableError, match=r"no answer within 0\.5 s") as info:
+            await opening("s3://some-bucket/db", SCHEMA, timeout=0.5)
+        assert "'some-bucket'" in str(info.value) and endpoint in str(info.value)

@@ -7,7 +7,12 @@ import datetime
 from collections.abc import AsyncIterator, Awaitable, Iterable
 from typing import Generic, TypeVar
 
-from opendata_kv.errors import ArgumentTypeError, InvalidInputError, SchemaError
+from opendata_kv.errors import (
+    ArgumentTypeError,
+    InvalidArgumentError,
+    InvalidInputError,
+    SchemaError,
+)
 from opendata_kv.ids import micros as micros_ids
 from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.store import Record, Store, SyncStore
@@ -111,11 +116,13 @@ def to_micros(value: Instant, what: str) -> int:
 
 
 def check_limit(limit: int | None) -> int | None:
-    """None or a positive int, else InvalidInputError."""
+    """None or an int >= 0 (0: nothing, as for Store.scan), else InvalidArgumentError."""
     if limit is None:
         return None
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidInputError(f"limit must be a positive int or None, got {limit!r}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise InvalidArgumentError(
+            f"limit must be an int >= 0 or None, got {limit!r}", field="limit", value=limit
+        )
     return limit
 
 

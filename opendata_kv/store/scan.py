@@ -166,6 +166,7 @@ class Scan(Generic[R]):
         self._buffer: list[R] = []
         self._pos = 0
         self._cursor: bytes | None = after
+        self._more: bool | None = None  # has_more's answer once the limit is reached
         # Set for readers that pin nothing (FOLLOW_LATEST): called when an SST the iterator
         # reads was deleted by the writer's garbage collector, with the attempt number; it
         # waits for the reader to see a newer manifest (the scan then re-seeks after its
@@ -205,6 +206,25 @@ class Scan(Generic[R]):
         chunk = self._buffer[self._pos : end]
         self._pos = end
         return chunk
+
+    async def has_more(self) -> bool:
+        """True when another record follows: before `limit` is reached, whether the scan has
+        one more to yield; once it is, whether one more lies in the range past the limit (one
+        row is read from the open iterator, no new scan). A page of `limit` records thus
+        tells whether a next page exists without an empty round trip to find out."""
+        if self._pos < len(self._buffer):
+            return True
+        if self._remaining is None or self._remaining > 0:
+            return await self._fill()
+        if self._more is None:
+            buffer, pos, cursor = self._buffer, self._pos, self.cursor
+            self._remaining = 1
+            try:
+                self._more = await self._fill()
+            finally:
+                self._remaining = 0
+                self._buffer, self._pos, self._cursor = buffer, pos, cursor
+        return self._more
 
     async def to_list(self) -> list[R]:
         """Every remaining record."""

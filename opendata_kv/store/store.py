@@ -37,6 +37,7 @@ from opendata_kv.errors import (
 from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.store import feed, ffi_patch
 from opendata_kv.store.checkpoints import Checkpoint, Checkpoints, require_id
+from opendata_kv.store.deletes import MAX_KEYS, check_max_keys, keys_in
 from opendata_kv.store.failures import FOREIGN, call, translate
 from opendata_kv.store.location import Location, parse_location
 from opendata_kv.store.opening import (
@@ -51,6 +52,7 @@ from opendata_kv.store.scan import scan_options
 from opendata_kv.store.schema_arg import SchemaArg, as_schema
 from opendata_kv.store.views import (
     MISSING,
+    Bound,
     Fields,
     ReadView,
     Target,
@@ -413,6 +415,60 @@ class Store(ReadView):
         except FOREIGN as exc:
             raise translate(exc, f"delete on {self.where}") from exc
 
+    async def delete_range(
+        self,
+        record: RecordType | str | None = None,
+        *leading: Any,
+        partial: Any = None,
+        version: int | None = None,
+        prefix: bytes | None = None,
+        start: Bound = None,
+        end: Bound = None,
+        max_keys: int = MAX_KEYS,
+        durable: bool = False,
+    ) -> int:
+        """Delete every record a scan with the same arguments would see (every version of a
+        record name; or, with no record, every key under `prefix` / in [start, end)), in one
+        atomic batch; returns how many keys were deleted.
+
+        slatedb has no range tombstone: the keys are read first, then one tombstone per key is
+        written. A range of more than `max_keys` keys is refused before anything is written;
+        records written into the range after the keys were read are not deleted.
+        """
+        self._writable()
+        keys = await self._range_keys(
+            record, leading, partial, version, prefix, start, end, max_keys
+        )
+        batch = Batch(self)
+        for key in keys:
+            batch.delete_raw(key)
+        await self.write(batch, durable=durable)
+        return len(keys)
+
+    async def _range_keys(
+        self,
+        record: RecordType | str | None,
+        leading: tuple[Any, ...],
+        partial: Any,
+        version: int | None,
+        prefix: bytes | None,
+        start: Bound,
+        end: Bound,
+        max_keys: int,
+    ) -> list[bytes]:
+        """The keys delete_range removes (see there)."""
+        max_keys = check_max_keys(max_keys)
+        if record is None and not prefix and start is None and end is None:
+            raise InvalidArgumentError(
+                "delete_range needs a record, a prefix or start/end bounds (it never deletes "
+                "every key of the database by default)",
+                field="record",
+            )
+        spans = self._bounded_spans(
+            self._spans(record, leading, partial, version, prefix), start, end
+        )
+        return await keys_in(self._writable(), spans, max_keys, f"delete_range on {self.where}")
+
     async def put_raw(self, key: bytes, data: bytes) -> None:
         """Store raw bytes under a raw key (tools and migrations)."""
         check_stored_size(data)
@@ -705,6 +761,26 @@ class Batch:
         """Queue a typed delete."""
         _, key = key_bytes(self._store.schema, target, fields)
         self.delete_raw(key)
+
+    async def delete_range(
+        self,
+        record: RecordType | str | None = None,
+        *leading: Any,
+        partial: Any = None,
+        version: int | None = None,
+        prefix: bytes | None = None,
+        start: Bound = None,
+        end: Bound = None,
+        max_keys: int = MAX_KEYS,
+    ) -> int:
+        """Queue a tombstone for every key Store.delete_range would delete (read now, deleted
+        atomically with the rest of the batch); returns how many were queued."""
+        keys = await self._store._range_keys(
+            record, leading, partial, version, prefix, start, end, max_keys
+        )
+        for key in keys:
+            self.delete_raw(key)
+        return len(keys)
 
     def put_raw(self, key: bytes, data: bytes, *, expire_at: int | None = None) -> None:
         """Queue raw bytes under a raw key; `expire_at`: absolute expiry, Unix ms."""

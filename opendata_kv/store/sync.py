@@ -18,6 +18,7 @@ from opendata_kv.errors import StoreClosedError
 from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.store.checkpoints import Checkpoint
 from opendata_kv.store.clone import CloneResult, clone_sync
+from opendata_kv.store.deletes import MAX_KEYS
 from opendata_kv.store.feed import Change
 from opendata_kv.store.opening import READER_TIMEOUT
 from opendata_kv.store.scan import R, RawRecord, Record, Scan
@@ -90,6 +91,24 @@ class SyncScan(Generic[R]):
         record = self._chunk[self._pos]
         self._pos += 1
         return record
+
+    def next_chunk(self, size: int | None = None) -> list[R]:
+        """Up to `size` records (the rest of the current batch by default); [] at the end."""
+        if self._pos < len(self._chunk):
+            end = len(self._chunk) if size is None else min(len(self._chunk), self._pos + size)
+            chunk = self._chunk[self._pos : end]
+            self._pos = end
+            return chunk
+        self._chunk, self._pos = [], 0
+        fetched: list[R] = self._run(self._scan.next_chunk(size))
+        return fetched
+
+    def has_more(self) -> bool:
+        """As Scan.has_more: another record follows (past `limit` once it is reached)."""
+        if self._pos < len(self._chunk):
+            return True
+        more: bool = self._run(self._scan.has_more())
+        return more
 
     def to_list(self) -> list[R]:
         """Every remaining record."""
@@ -413,6 +432,33 @@ class SyncStore(SyncWriteView):
 
     def flush(self) -> None:
         self._loop.run(self.store.flush())
+
+    def delete_range(
+        self,
+        record: RecordType | str | None = None,
+        *leading: Any,
+        partial: Any = None,
+        version: int | None = None,
+        prefix: bytes | None = None,
+        start: Bound = None,
+        end: Bound = None,
+        max_keys: int = MAX_KEYS,
+        durable: bool = False,
+    ) -> int:
+        """As Store.delete_range, blocking."""
+        return self._loop.run(
+            self.store.delete_range(
+                record,
+                *leading,
+                partial=partial,
+                version=version,
+                prefix=prefix,
+                start=start,
+                end=end,
+                max_keys=max_keys,
+                durable=durable,
+            )
+        )
 
     def write(self, batch: Batch, *, durable: bool = False) -> None:
         self._loop.run(self.store.write(batch, durable=durable))
