@@ -35,6 +35,7 @@ def pristine(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.delenv(ffi_patch.ENV_DISABLE, raising=False)
     ffi_patch.uninstall()
     monkeypatch.setattr(ffi_patch, "_self_check_failure", None)
+    monkeypatch.setattr(ffi_patch, "_warned", False)
     yield
     ffi_patch.uninstall()
     monkeypatch.undo()  # put back what a test swapped into the binding, then check it is pristine
@@ -432,3 +433,69 @@ def test_values_up_to_8_mib_round_trip_through_put_get_and_the_row_readers(
 
     asyncio.run(main())
     assert bytes(value) == expected  # the source buffer untouched
+
+
+# --- what it says it does, and saying so when it cannot ----------------------------------------
+
+
+def _owner_attr(qualname: str) -> tuple[Any, str]:
+    owner_name, attr = qualname.split(".", 1)
+    return getattr(binding, owner_name), attr
+
+
+def test_the_patch_is_active_on_the_pinned_slatedb() -> None:
+    """The slatedb this project pins (0.17.0) is the build the patch was written for: opening a
+    store applies it, replacing exactly the functions REPLACED (and the docstring) names."""
+    from opendata_kv import SyncStore
+    from opendata_kv.keys import Schema
+
+    originals = {}
+    for name in ffi_patch.REPLACED:
+        owner, attr = _owner_attr(name)
+        originals[name] = owner.__dict__[attr]
+    assert importlib.metadata.version("slatedb") == "0.17.0"
+    with SyncStore.open("memory://pinned", Schema()):
+        pass
+    state = ffi_patch.status()
+    assert state.applied and state.slatedb_version == "0.17.0", state
+    for name, original in originals.items():
+        owner, attr = _owner_attr(name)
+        assert owner.__dict__[attr] is not original, f"{name} was not replaced"
+    assert ffi_patch._patched is not None
+    replaced = {f"{owner.__name__}.{attr}" for owner, attr, _ in ffi_patch._patched}
+    assert replaced == set(ffi_patch.REPLACED)
+    doc = ffi_patch.__doc__ or ""
+    assert "five generated functions" in doc and len(ffi_patch.REPLACED) == 5
+    for name in ffi_patch.REPLACED:
+        owner_name, attr = name.split(".", 1)
+        assert owner_name in doc and attr in doc
+
+
+def test_an_unknown_build_logs_one_warning_with_version_and_cost(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    real = importlib.metadata.version
+    monkeypatch.setattr(
+        importlib.metadata, "version", lambda name: "0.18.2" if name == "slatedb" else real(name)
+    )
+    with caplog.at_level("WARNING", logger="opendata_kv.store.ffi_patch"):
+        assert ffi_patch.install() is False
+        assert ffi_patch.install() is False  # looked again, but warned once
+    [record] = [r for r in caplog.records if r.name == "opendata_kv.store.ffi_patch"]
+    message = record.getMessage()
+    assert record.levelname == "WARNING"
+    assert "slatedb 0.18.2" in message and "slower" in message and ffi_patch.ENV_DISABLE in message
+
+
+def test_changed_generated_code_warns_but_an_asked_for_skip_does_not(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level("WARNING", logger="opendata_kv.store.ffi_patch"):
+        monkeypatch.setenv(ffi_patch.ENV_DISABLE, "1")
+        assert ffi_patch.install() is False
+        assert not caplog.records  # turned off on purpose: no warning
+        monkeypatch.delenv(ffi_patch.ENV_DISABLE)
+        monkeypatch.setattr(Builder, "_pack_into", lambda *args: None)
+        assert ffi_patch.install() is False
+    [record] = caplog.records
+    assert "slatedb 0.17.0" in record.getMessage() and "differs" in record.getMessage()
