@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -120,50 +121,61 @@ step = st.one_of(
 )
 
 
+async def check_resume(path: str, history: list[tuple[Any, ...]]) -> None:
+    """Write `history`; the feed must replay it in order, and resuming from every change's
+    cursor (and reading with every limit) must yield exactly the changes after it."""
+    expected: list[tuple[str, int, Any]] = []
+    store = await Store.open(path, SCHEMA, values=VALUES)
+    try:
+        for action, *args in history:
+            if action == "put":
+                await store.put(like, (args[0],), {"v": args[1]})
+                expected.append(("put", args[0], {"v": args[1]}))
+            elif action == "delete":
+                await store.delete(like, (args[0],))
+                expected.append(("delete", args[0], None))
+            elif action == "batch":
+                async with store.batch() as batch:
+                    for n, v in args[0]:
+                        batch.put(like, (n,), {"v": v})
+                # one batch: one sequence number, its rows in key order
+                expected += [("put", n, {"v": v}) for n, v in sorted(args[0])]
+            elif action == "flush":
+                await store.flush()
+            else:
+                await store.close()
+                store = await Store.open(path, SCHEMA, values=VALUES)
+        await store.flush()
+        changes = await feed(store)
+        assert [(c.op, c.key.n, c.value) for c in changes] == expected
+        cursors = [c.cursor for c in changes]
+        for index, cursor in enumerate(cursors):
+            assert [c.cursor for c in await feed(store, cursor)] == cursors[index + 1 :]
+            assert [c.cursor for c in await feed(store, cursor, limit=1)] == cursors[
+                index + 1 : index + 2
+            ]
+        for limit in range(len(cursors) + 1):
+            assert [c.cursor for c in await feed(store, limit=limit)] == cursors[:limit]
+    finally:
+        await store.close()
+
+
 @settings(max_examples=15)
 @given(history=st.lists(step, min_size=1, max_size=10))
 def test_resume_at_every_position(history: list[tuple[Any, ...]]) -> None:
-    """For a random history, the feed replays it in order, and resuming from every change's
-    cursor (and with every limit) yields exactly the changes after it."""
-
-    async def run(path: str) -> None:
-        expected: list[tuple[str, int, Any]] = []
-        store = await Store.open(path, SCHEMA, values=VALUES)
-        try:
-            for action, *args in history:
-                if action == "put":
-                    await store.put(like, (args[0],), {"v": args[1]})
-                    expected.append(("put", args[0], {"v": args[1]}))
-                elif action == "delete":
-                    await store.delete(like, (args[0],))
-                    expected.append(("delete", args[0], None))
-                elif action == "batch":
-                    async with store.batch() as batch:
-                        for n, v in args[0]:
-                            batch.put(like, (n,), {"v": v})
-                    # one batch: one sequence number, its rows in key order
-                    expected += [("put", n, {"v": v}) for n, v in sorted(args[0])]
-                elif action == "flush":
-                    await store.flush()
-                else:
-                    await store.close()
-                    store = await Store.open(path, SCHEMA, values=VALUES)
-            await store.flush()
-            changes = await feed(store)
-            assert [(c.op, c.key.n, c.value) for c in changes] == expected
-            cursors = [c.cursor for c in changes]
-            for index, cursor in enumerate(cursors):
-                assert [c.cursor for c in await feed(store, cursor)] == cursors[index + 1 :]
-                assert [c.cursor for c in await feed(store, cursor, limit=1)] == cursors[
-                    index + 1 : index + 2
-                ]
-            for limit in range(len(cursors) + 1):
-                assert [c.cursor for c in await feed(store, limit=limit)] == cursors[:limit]
-        finally:
-            await store.close()
-
     with tempfile.TemporaryDirectory() as tmp:
-        asyncio.run(run(tmp + "/db"))
+        asyncio.run(check_resume(tmp + "/db", history))
+
+
+def test_resume_at_every_position_on_s3(s3_env: Any) -> None:
+    """The same property against the S3 endpoint (fewer examples: each costs round trips)."""
+
+    @settings(max_examples=4)
+    @given(history=st.lists(step, min_size=1, max_size=6))
+    def on_s3(history: list[tuple[Any, ...]]) -> None:
+        asyncio.run(check_resume(f"s3://opendata-kv-test/feed/{uuid.uuid4().hex[:12]}", history))
+
+    on_s3()
 
 
 @given(text=st.text(max_size=40))
