@@ -130,14 +130,14 @@ def test_clone_is_independent(url: str, tmp_path: Path) -> None:
 
 @aio
 async def test_long_follow_latest_scan_while_the_writer_collects_garbage(tmp_path: Path) -> None:
-    """A FOLLOW_LATEST reader pins nothing: the writer compacts and the garbage collector
-    deletes the SSTs a scan of it is reading. The scan re-seeks after its cursor at the newer
-    state and still yields every record once; a checkpoint reader's scan is not affected."""
+    """A FOLLOW_LATEST reader pins nothing: the writer compacts away the L0 SSTs a scan of it
+    is reading and the garbage collector deletes them. The scan meets the deleted SST,
+    re-seeks after its cursor at the newer state, and still yields every key once."""
     path = str(tmp_path / "db")
     compactor = json.loads(Settings.default().to_json_string())["compactor_options"]
     compactor["poll_interval"] = "10ms"
     settings = {"l0_sst_size_bytes": 1 << 20, "compactor_options": compactor}
-    total = 1000  # 10 L0 SSTs of ~10 blocks each: a scan reads most blocks lazily
+    total = 600  # L0 SSTs of ~8 blocks each: a scan reads most blocks lazily
     async with Store.open(path, SCHEMA, values=VALUES, settings=settings) as writer:
         for start in range(0, total, 100):
             async with writer.batch() as batch:
@@ -146,22 +146,29 @@ async def test_long_follow_latest_scan_while_the_writer_collects_garbage(tmp_pat
             await writer.checkpoint()  # flushes the memtable: one more L0 SST
         for made in await writer.checkpoints():
             await writer.delete_checkpoint(made.id)
-        pinned = await writer.checkpoint("long-scan")
+        admin = AdminBuilder("", opskit_store(path)).build()
         async with Store.open_reader(path, SCHEMA, values=VALUES, poll_interval=0.05) as reader:
+            read_by_scan = {view.id for view in (await admin.read_manifest(None)).l0}
             scan = reader.scan("like", batch_size=20)
             seen = [r.key.n for r in await scan.next_chunk()]
-            before = set(os.listdir(os.path.join(path, "compacted")))
-            await writer.delete_checkpoint(pinned.id)  # nothing protects the old SSTs now
-            admin = AdminBuilder("", opskit_store(path)).build()
-            for _ in range(500):  # until the compactor merged L0 SSTs (10 ms polls; bounded)
-                if (await admin.read_manifest(None)).compacted:
+            for start in range(0, total, 200):  # more L0 SSTs: the compactor merges them all
+                async with writer.batch() as batch:
+                    for n in range(start, start + 200):
+                        batch.put(like, (n,), {"v": "y" * 400})
+                await writer.checkpoint()
+            for made in await writer.checkpoints():
+                await writer.delete_checkpoint(made.id)
+            for _ in range(1500):  # until the scan's L0 SSTs are compacted (bounded: ~30 s)
+                manifest = await admin.read_manifest(None)
+                if not read_by_scan & {view.id for view in manifest.l0}:
                     break
                 await asyncio.sleep(0.02)
+            before = set(os.listdir(os.path.join(path, "compacted")))
             await collect_garbage(path)
-            gone = before - set(os.listdir(os.path.join(path, "compacted")))
-            assert gone, "the garbage collector deleted nothing: the test proves nothing"
+            assert before - set(os.listdir(os.path.join(path, "compacted")))
             seen += [r.key.n async for r in scan]
             assert seen == list(range(total))
+            assert scan._gone >= 1  # it did meet a deleted SST, and re-seeked
 
 
 @aio
