@@ -3,10 +3,12 @@
     python tools/bench.py codec     our key codec vs fdb.tuple (pip install '.[bench]')
     python tools/bench.py ids       TID generation, muid pack/parse rates
     python tools/bench.py store     typed Store vs raw slatedb calls on the same data
+    python tools/bench.py values    decode caps and dataclass type checks vs plain msgpack
+    python tools/bench.py feed      change feed row rate vs a typed scan; flush-to-follower delay
     python tools/bench.py scale [--records N] [--store file|s3] [--json]
                                     N records of two record types: typed Store, raw slatedb
                                     and rocksdict side by side (see tools/bench_scale.py)
-    python tools/bench.py all       codec, ids, store (scale is run on its own)
+    python tools/bench.py all       every section but scale (run on its own)
 
 Each section lives in tools/bench_<section>.py and exposes run(quick: bool) -> None; one that
 takes options of its own (scale) also exposes main(argv) and gets the arguments after its name.
@@ -20,7 +22,7 @@ import importlib
 import sys
 from pathlib import Path
 
-SECTIONS = ("codec", "ids", "store")
+SECTIONS = ("codec", "ids", "store", "values", "feed")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,7 +8,7 @@ a cursor (the last raw key yielded) from which a later scan can resume.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from itertools import repeat
 from operator import attrgetter
@@ -40,6 +40,12 @@ class Record(NamedTuple):
     key: Key
     value: Any
     raw_key: bytes
+
+
+def object_gone(exc: BaseException) -> bool:
+    """True for slatedb's error when an object it was reading no longer exists."""
+    message = str(getattr(exc, "message", None) or exc).lower()
+    return "not found" in message and ".sst" in message
 
 
 class RawRecord(NamedTuple):
@@ -201,9 +207,17 @@ class Scan(Generic[R]):
         self._decode_rows: Callable[[list[Any]], list[Any]] | None = None
         self._rows: list[Any] = []  # fetched KeyValue rows, decoded from _row_pos on
         self._row_pos = 0
+        self._last_read: bytes | None = None  # key of the last row fetched (for _reseek)
         self._buffer: list[R] = []
         self._pos = 0
         self._cursor: bytes | None = after
+        self._more: bool | None = None  # has_more's answer once the limit is reached
+        # Set for readers that pin nothing (FOLLOW_LATEST): called when an SST the iterator
+        # reads was deleted by the writer's garbage collector, with the attempt number; it
+        # waits for the reader to see a newer manifest (the scan then re-seeks after its
+        # cursor) or raises SnapshotGoneError.
+        self.on_gone: Callable[[int], Awaitable[None]] | None = None
+        self._gone = 0
 
     @property
     def cursor(self) -> bytes | None:
@@ -251,6 +265,25 @@ class Scan(Generic[R]):
         self._pos = end
         return chunk
 
+    async def has_more(self) -> bool:
+        """True when another record follows: before `limit` is reached, whether the scan has
+        one more to yield; once it is, whether one more lies in the range past the limit (one
+        row is read from the open iterator, no new scan). A page of `limit` records thus
+        tells whether a next page exists without an empty round trip to find out."""
+        if self._pos < len(self._buffer):
+            return True
+        if self._remaining is None or self._remaining > 0:
+            return await self._fill()
+        if self._more is None:
+            buffer, pos, cursor = self._buffer, self._pos, self.cursor
+            self._remaining = 1
+            try:
+                self._more = await self._fill()
+            finally:
+                self._remaining = 0
+                self._buffer, self._pos, self._cursor = buffer, pos, cursor
+        return self._more
+
     async def to_list(self) -> list[R]:
         """Every remaining record."""
         out: list[R] = []
@@ -284,6 +317,18 @@ class Scan(Generic[R]):
             self._decode_rows = self._row_decoder(span.record_type)
             return True
         return False
+
+    def _reseek(self) -> None:
+        """Reopen the current span just after the last row read (every fetched row is
+        decoded and the buffer consumed)."""
+        if self._buffer:
+            self._cursor = self._buffer[-1].raw_key
+            self._buffer, self._pos = [], 0
+        if self._last_read is not None:
+            self._after = self._last_read
+        self._rows, self._row_pos = [], 0
+        self._span_index -= 1
+        self._iterator = None
 
     async def _fill(self, whole: bool = False) -> bool:
         """Decode the next non-empty piece of fetched rows into the buffer, fetching a batch
@@ -320,11 +365,17 @@ class Scan(Generic[R]):
             try:
                 rows = await self._iterator.next_batch(want)
             except FOREIGN as exc:
-                raise translate(exc, self._where) from exc
+                if self.on_gone is None or not object_gone(exc):
+                    raise translate(exc, self._where) from exc
+                self._gone += 1
+                await self.on_gone(self._gone)
+                self._reseek()
+                continue
             self._batch = min(self._batch * 2, self._max_batch)
             if not rows:
                 self._iterator = None
                 continue
+            self._last_read = rows[-1].key
             if self._check_expiry:
                 rows = live_rows(rows)
             self._rows, self._row_pos = rows, 0
