@@ -170,6 +170,10 @@ class StoreExistsError(StoreError, FileExistsError):
     """A database already exists at the location and the open asked `error_if_exists=True`."""
 
 
+class ReentrantCallError(StoreError, RuntimeError):
+    """A SyncStore called from its own event loop thread (it would wait for itself forever)."""
+
+
 class StoreClosedError(StoreError):
     """The store (or the transaction, snapshot, reader) was already closed."""
 
@@ -267,6 +271,7 @@ __all__ = [
     "OpendataKvError",
     "ReadOnlyError",
     "RecordExistsError",
+    "ReentrantCallError",
     "RkeyError",
     "SchemaError",
     "SnapshotGoneError",

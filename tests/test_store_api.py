@@ -500,3 +500,32 @@ async def test_a_reader_open_is_bounded_and_names_the_endpoint(
         with pytest.raises(StoreUnavailableError, match=r"no answer within 0\.5 s") as info:
             await opening("s3://some-bucket/db", SCHEMA, timeout=0.5)
         assert "'some-bucket'" in str(info.value) and endpoint in str(info.value)
+
+
+@aio
+async def test_argument_errors_of_feed_checkpoints_and_codecs_are_opendata_errors(
+    tmp_path: Path,
+) -> None:
+    from opendata_kv.values import DataclassCodec, DecodeLimits, Values
+
+    async with Store.open(tmp_path / "db", SCHEMA, values=VALUES) as store:
+        await store.put(like, (1,), "v")
+        await store.flush()
+        for bad in (
+            lambda: store.changes(limit=-1).__anext__(),
+            lambda: store.changes(poll_interval=0).__anext__(),
+            lambda: store.checkpoint(name=""),
+            lambda: store.checkpoint(lifetime=-1),
+        ):
+            with pytest.raises(InvalidArgumentError) as info:
+                await bad()
+            assert isinstance(info.value, ValueError) and info.value.field is not None
+        with pytest.raises(InvalidArgumentError, match="on_unknown"):
+            store.scan_all(on_unknown="ignore")
+    with pytest.raises(InvalidArgumentError, match="max_objects"):
+        DecodeLimits(max_objects=0)
+    with pytest.raises(ArgumentTypeError, match="dataclass"):
+        DataclassCodec(int)
+    with pytest.raises(ArgumentTypeError, match="not a value codec") as info:
+        Values(SCHEMA).register(like, 42)  # type: ignore[arg-type]
+    assert isinstance(info.value, TypeError)

@@ -27,7 +27,7 @@ from slatedb.uniffi import (
     FlushType,
 )
 
-from opendata_kv.errors import CheckpointError
+from opendata_kv.errors import CheckpointError, InvalidArgumentError
 from opendata_kv.store.failures import translate
 from opendata_kv.store.feed import encode_cursor, wal_reader
 
@@ -67,7 +67,11 @@ def lifetime_ms(lifetime: float | datetime.timedelta | None) -> int | None:
         return None
     seconds = lifetime.total_seconds() if isinstance(lifetime, datetime.timedelta) else lifetime
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
-        raise ValueError(f"lifetime must be a positive number of seconds, got {lifetime!r}")
+        raise InvalidArgumentError(
+            f"lifetime must be a positive number of seconds, got {lifetime!r}",
+            field="lifetime",
+            value=lifetime,
+        )
     return max(1, round(seconds * 1000))
 
 
@@ -118,7 +122,11 @@ class Checkpoints:
         """Make a checkpoint holding every write acknowledged before this call (see the module
         docstring); `writer` is the slatedb Db when called from the writer process."""
         if name is not None and (not isinstance(name, str) or not name):
-            raise ValueError(f"checkpoint name must be a non-empty string, got {name!r}")
+            raise InvalidArgumentError(
+                f"checkpoint name must be a non-empty string, got {name!r}",
+                field="name",
+                value=name,
+            )
         ms = lifetime_ms(lifetime)
         admin = self._admin()
         reader = wal_reader(self._path, self._store)
@@ -245,7 +253,11 @@ async def resolve(db_path: str, object_store: Any, ref: str, where: str) -> str:
 
 def require_id(checkpoint_id: object) -> str:
     if not isinstance(checkpoint_id, str) or not checkpoint_id:
-        raise ValueError(f"a checkpoint id is a non-empty string, got {checkpoint_id!r}")
+        raise InvalidArgumentError(
+            f"a checkpoint id is a non-empty string, got {checkpoint_id!r}",
+            field="checkpoint_id",
+            value=checkpoint_id,
+        )
     return checkpoint_id
 
 

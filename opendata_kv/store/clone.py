@@ -20,7 +20,7 @@ from typing import Any
 
 from slatedb.uniffi import AdminBuilder, Error, KeyRange
 
-from opendata_kv.errors import StoreError
+from opendata_kv.errors import InvalidArgumentError, StoreError
 from opendata_kv.keys import Schema
 from opendata_kv.store.failures import call, translate
 from opendata_kv.store.location import parse_location
@@ -75,7 +75,9 @@ async def clone(
     """Copy `source` (at `checkpoint`, or its latest state) into a new database at
     `destination`, which must not hold one. Reads the source only; returns a CloneResult."""
     if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        raise InvalidArgumentError(
+            f"batch_size must be >= 1, got {batch_size}", field="batch_size", value=batch_size
+        )
     src_url, dst_url = os.fspath(source), os.fspath(destination)
     await _refuse_existing(dst_url, destination_options)
     records = 0

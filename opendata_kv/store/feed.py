@@ -25,6 +25,7 @@ from slatedb.uniffi import AdminBuilder, Error, RowEntryKind, SlateDbWalReader
 from opendata_kv.errors import (
     ChangeCursorError,
     ChangeCursorExpiredError,
+    InvalidArgumentError,
     OpendataKvError,
     StoreError,
 )
@@ -237,9 +238,15 @@ async def change_batches(
 ) -> AsyncGenerator[list[Change], None]:
     """The feed a WAL file at a time: each list holds the changes of one file (never empty)."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise ValueError(f"limit must be an int >= 0, got {limit!r}")
+        raise InvalidArgumentError(
+            f"limit must be an int >= 0, got {limit!r}", field="limit", value=limit
+        )
     if poll_interval <= 0:
-        raise ValueError(f"poll_interval must be > 0 seconds, got {poll_interval!r}")
+        raise InvalidArgumentError(
+            f"poll_interval must be > 0 seconds, got {poll_interval!r}",
+            field="poll_interval",
+            value=poll_interval,
+        )
     position = None if since is None else decode_cursor(since)
     if limit == 0:
         return

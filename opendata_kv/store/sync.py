@@ -14,7 +14,7 @@ from collections.abc import Callable, Coroutine, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Generic, Literal, TypeVar, overload
 
-from opendata_kv.errors import StoreClosedError
+from opendata_kv.errors import ReentrantCallError, StoreClosedError
 from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.store.checkpoints import Checkpoint
 from opendata_kv.store.clone import CloneResult, clone_sync
@@ -47,7 +47,10 @@ class _LoopThread:
             raise StoreClosedError(f"{self.where} is closed")
         if threading.current_thread() is self._thread:
             coro.close()
-            raise RuntimeError("a SyncStore cannot be called from its own event loop thread")
+            raise ReentrantCallError(
+                f"{self.where}: a SyncStore cannot be called from its own event loop thread "
+                "(a callback it runs calling it back would wait for itself forever)"
+            )
         try:
             future = asyncio.run_coroutine_threadsafe(coro, self.loop)
         except RuntimeError:  # closed between the check and the submit

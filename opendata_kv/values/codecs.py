@@ -14,7 +14,13 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import msgpack
 
-from opendata_kv.errors import ValueDecodeError, ValueEncodeError, ValueLimitError, show_bytes
+from opendata_kv.errors import (
+    ArgumentTypeError,
+    ValueDecodeError,
+    ValueEncodeError,
+    ValueLimitError,
+    show_bytes,
+)
 from opendata_kv.values.limits import DEFAULT_LIMITS, DecodeLimits, limited_unpackb
 from opendata_kv.values.typecheck import field_checkers
 
@@ -146,7 +152,9 @@ class DataclassCodec(_Limited, Generic[T]):
         self, cls: type[T], *, check_types: bool = True, limits: DecodeLimits | None = None
     ) -> None:
         if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
-            raise TypeError(f"DataclassCodec needs a dataclass type, got {cls!r}")
+            raise ArgumentTypeError(
+                f"DataclassCodec needs a dataclass type, got {cls!r}", field="cls", value=cls
+            )
         self._set_limits(limits)
         self.cls = cls
         self.name = f"dataclass:{cls.__qualname__}"
@@ -219,4 +227,8 @@ def as_codec(spec: Any) -> ValueCodec[Any]:
         return DataclassCodec(spec)
     if isinstance(spec, ValueCodec):
         return spec
-    raise TypeError(f"not a value codec: {spec!r} (give a codec, a dataclass, bytes or dict)")
+    raise ArgumentTypeError(
+        f"not a value codec: {spec!r} (give a codec, a dataclass, bytes or dict)",
+        field="codec",
+        value=spec,
+    )

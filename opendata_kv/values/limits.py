@@ -28,7 +28,7 @@ from typing import Any
 
 import msgpack
 
-from opendata_kv.errors import ValueEncodeError, ValueLimitError
+from opendata_kv.errors import InvalidArgumentError, ValueEncodeError, ValueLimitError
 
 _MIB = 1 << 20
 
@@ -58,7 +58,11 @@ class DecodeLimits:
                 continue
             value = getattr(self, spec.name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"DecodeLimits.{spec.name} must be an int >= 1, got {value!r}")
+                raise InvalidArgumentError(
+                    f"DecodeLimits.{spec.name} must be an int >= 1, got {value!r}",
+                    field=spec.name,
+                    value=value,
+                )
         # msgpack.unpackb with the caps bound once: cheaper than passing them on every call
         unpackb = functools.partial(
             msgpack.unpackb,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from opendata_kv.errors import (
+    InvalidArgumentError,
     SchemaError,
     UnknownVersionError,
     ValueDecodeError,
@@ -153,4 +154,8 @@ def check_policy(policy: object) -> UnknownPolicy:
     for known in UNKNOWN_POLICIES:
         if policy == known:
             return known
-    raise ValueError(f"on_unknown must be one of {UNKNOWN_POLICIES}, got {policy!r}")
+    raise InvalidArgumentError(
+        f"on_unknown must be one of {UNKNOWN_POLICIES}, got {policy!r}",
+        field="on_unknown",
+        value=policy,
+    )
