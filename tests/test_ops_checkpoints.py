@@ -54,11 +54,18 @@ def test_checkpoint_isolation_and_lifecycle(url: str) -> None:
                 await store.put(like, (4,), {"v": 4})
                 await store.flush()
                 assert await likes(r) == {1: {"v": 1}, 2: {"v": 2}}  # pinned: never changes
+            async with Store.open_reader(url, SCHEMA, values=VALUES, checkpoint="first") as r:
+                assert r.checkpoint_id == made.id  # a unique name stands for its id
+                assert await likes(r) == {1: {"v": 1}, 2: {"v": 2}}
             async with Store.open_reader(url, SCHEMA, values=VALUES) as latest:
                 assert await likes(latest) == {1: {"v": 10}, 3: {"v": 3}, 4: {"v": 4}}
             refreshed = await store.refresh_checkpoint(made.id, None)
             assert refreshed.expires is None
-            await store.delete_checkpoint(made.id)
+            twin = await store.checkpoint("first")
+            with pytest.raises(CheckpointError, match="2 checkpoints are named 'first'"):
+                await Store.open_reader(url, SCHEMA, checkpoint="first")
+            await store.delete_checkpoint(twin.id)
+            await store.delete_checkpoint("first")  # by its (now unique) name
             assert [c.id for c in await store.checkpoints()] == [forever.id]
             with pytest.raises(CheckpointError, match="no checkpoint"):
                 await store.delete_checkpoint(made.id)

@@ -71,6 +71,8 @@ def test_checkpoint_commands(db: str, capsys: pytest.CaptureFixture[str], tmp_pa
         store.flush()
     code, dumped, _ = run(capsys, "dump", db, "--checkpoint", made[0]["id"], "--json")
     assert len(dumped) == 2  # like 1 and the raw key, not like 2
+    code, by_name, _ = run(capsys, "dump", db, "--checkpoint", "nightly", "--json")
+    assert by_name == dumped
     code, stats, _ = run(capsys, "stats", db, "--checkpoint", made[0]["id"], "--json")
     assert stats[0]["count"] == 2
     code, cloned, _ = run(

@@ -106,12 +106,23 @@ def run_changes(args: argparse.Namespace) -> int:
 
 
 async def _changes(args: argparse.Namespace, decoder: Decoder, last: list[str]) -> None:
-    store = await open_reader(args.db, ReadLimits.from_args(args))
+    limits = ReadLimits.from_args(args)
+    store = await open_reader(args.db, limits)
     try:
         batches = store.change_batches(
             args.since, follow=args.follow, limit=args.limit, poll_interval=args.poll
         )
-        async for batch in batches:
+        while True:
+            # a finite read bounds each WAL file's read by --timeout; --follow waits for new
+            # changes as long as it takes, until Ctrl-C (the point of following)
+            step = batches.__anext__()
+            try:
+                if args.follow:
+                    batch = await step
+                else:
+                    batch = await limits.bound(step, f"read the change feed of {store.where}")
+            except StopAsyncIteration:
+                break
             out = sys.stdout
             for change in batch:
                 obj = change_object(decoder, change)
@@ -121,5 +132,6 @@ async def _changes(args: argparse.Namespace, decoder: Decoder, last: list[str]) 
                     out.write(change_line(obj) + "\n")
             out.flush()
             last[:] = [batch[-1].cursor]
+        await batches.aclose()
     finally:
         await store.close()

@@ -53,7 +53,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     listing.set_defaults(handler=run_list)
     delete = actions.add_parser("delete", help="delete a checkpoint")
     delete.add_argument("db", metavar="DB", type=database_arg, help="database directory or URL")
-    delete.add_argument("id", metavar="ID", help="the checkpoint id")
+    delete.add_argument("id", metavar="ID", help="the checkpoint id (or its name, when unique)")
     read_limit_args(delete)
     add_json_flag(delete)
     delete.set_defaults(handler=run_delete)
@@ -67,7 +67,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     clone.add_argument("src", metavar="SRC", type=database_arg, help="source database")
     clone.add_argument("dst", metavar="DST", type=database_arg, help="new database location")
-    clone.add_argument("--checkpoint", metavar="ID", help="copy this checkpoint's state")
+    clone.add_argument(
+        "--checkpoint", metavar="ID", help="copy this checkpoint's state (id, or unique name)"
+    )
     read_limit_args(clone)
     add_json_flag(clone)
     clone.set_defaults(handler=run_clone)

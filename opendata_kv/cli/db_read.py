@@ -42,8 +42,8 @@ def checkpoint_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--checkpoint",
         metavar="ID",
-        help="read this checkpoint's pinned state instead of the latest one "
-        "(see `opendata-kv checkpoint list`)",
+        help="read this checkpoint's pinned state instead of the latest one: its id, or its "
+        "name when unique (see `opendata-kv checkpoint list`)",
     )
 
 

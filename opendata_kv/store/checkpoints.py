@@ -15,6 +15,7 @@ are still only in the WAL (a checkpoint reader does not replay the WAL). So:
 from __future__ import annotations
 
 import datetime
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -187,30 +188,67 @@ class Checkpoints:
         infos = [await self._info(admin, cp) for cp in found]
         return sorted(infos, key=lambda c: (c.created, c.manifest_id, c.id))
 
-    async def get(self, checkpoint_id: str) -> Checkpoint:
-        for cp in await self.list():
-            if cp.id == checkpoint_id:
+    async def get(self, ref: str) -> Checkpoint:
+        """The checkpoint with this id, or else the one with this name."""
+        found = await self.list()
+        for cp in found:
+            if cp.id == ref:
                 return cp
-        raise CheckpointError(f"{self.where} has no checkpoint {checkpoint_id!r}")
+        named = [cp for cp in found if cp.name == ref]
+        if len(named) == 1:
+            return named[0]
+        if named:
+            raise CheckpointError(
+                f"{self.where}: {len(named)} checkpoints are named {ref!r} "
+                f"({', '.join(cp.id for cp in named)}): give one of their ids"
+            )
+        raise CheckpointError(f"{self.where} has no checkpoint {ref!r}")
 
     async def refresh(
         self, checkpoint_id: str, lifetime: float | datetime.timedelta | None
     ) -> Checkpoint:
-        """Give the checkpoint a new lifetime from now (None: keep it until deleted)."""
-        await self.get(checkpoint_id)
+        """Give the checkpoint (id or name) a new lifetime from now (None: until deleted)."""
+        found = await self.get(checkpoint_id)
         admin = self._admin()
         await self._call(
-            admin.refresh_checkpoint(checkpoint_id, lifetime_ms(lifetime)), "refresh checkpoint"
+            admin.refresh_checkpoint(found.id, lifetime_ms(lifetime)), "refresh checkpoint"
         )
-        return await self.get(checkpoint_id)
+        return await self.get(found.id)
 
     async def delete(self, checkpoint_id: str) -> None:
-        """Delete the checkpoint; CheckpointError when there is none with this id."""
-        await self.get(checkpoint_id)
+        """Delete the checkpoint (id or name); CheckpointError when there is no such one."""
+        found = await self.get(checkpoint_id)
         try:
-            await self._admin().delete_checkpoint(checkpoint_id)
+            await self._admin().delete_checkpoint(found.id)
         except Error as exc:
             raise translate(exc, f"delete checkpoint on {self.where}") from exc
+
+
+async def resolve(db_path: str, object_store: Any, ref: str, where: str) -> str:
+    """The checkpoint id `ref` names: `ref` itself when it is a UUID (an id), else the id of
+    the one checkpoint with that name (CheckpointError for none or several)."""
+    try:
+        uuid.UUID(ref)
+    except ValueError:
+        pass
+    else:
+        return ref
+    try:
+        found = await AdminBuilder(db_path, object_store).build().list_checkpoints(ref)
+    except Error as exc:
+        raise translate(exc, f"{where}: look up checkpoint {ref!r}") from exc
+    if len(found) == 1:
+        checkpoint_id: str = found[0].id
+        return checkpoint_id
+    if not found:
+        raise CheckpointError(
+            f"{where}: no checkpoint is named {ref!r} and it is not a checkpoint id (ids are "
+            "UUIDs; `opendata-kv checkpoint list` shows ids and names)"
+        )
+    raise CheckpointError(
+        f"{where}: {len(found)} checkpoints are named {ref!r} "
+        f"({', '.join(cp.id for cp in found)}): give one of their ids"
+    )
 
 
 def require_id(checkpoint_id: object) -> str:

@@ -34,6 +34,7 @@ from opendata_kv.errors import (
     StoreNotFoundError,
     StoreUnavailableError,
 )
+from opendata_kv.store.checkpoints import resolve as resolve_checkpoint
 from opendata_kv.store.failures import FOREIGN, call, translate
 from opendata_kv.store.integrity import check_open, opening_error
 from opendata_kv.store.location import Location, s3_config
@@ -160,12 +161,15 @@ async def open_reader_db(
     poll_interval: float,
     max_retries: int | None,
     checkpoint: str | None = None,
-) -> tuple[Any, Any]:
+) -> tuple[Any, Any, str | None]:
     """A slatedb DbReader of the database at `location` (latest state, or the pinned state
-    of `checkpoint`) and its ObjectStore: creates and writes nothing."""
+    of `checkpoint`, an id or a unique name), its ObjectStore and the checkpoint id: creates
+    and writes nothing."""
     where = f"open reader on {location}"
     object_store = location.object_store(options)
     await check_open(location, object_store, where)
+    if checkpoint is not None:  # a name is looked up (read-only)
+        checkpoint = await resolve_checkpoint(location.db_path, object_store, checkpoint, where)
     builder = DbReaderBuilder(location.db_path, object_store)
     # FOLLOW_LATEST and CHECKPOINT write nothing; the default mode writes manifests (it
     # creates and refreshes a checkpoint of its own), which a reader must never do.
@@ -189,7 +193,7 @@ async def open_reader_db(
         )
     )
     try:
-        return await builder.build(), object_store
+        return await builder.build(), object_store, checkpoint
     except FOREIGN as exc:
         message = getattr(exc, "message", None) or str(exc)
         if isinstance(exc, Error.Data) and _NO_MANIFEST in message:

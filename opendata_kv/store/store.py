@@ -191,7 +191,7 @@ class Store(ReadView):
         default mode would write manifests). It pins nothing, so the writer's garbage
         collector may delete an SST a long scan still reads (SnapshotGoneError): scan a
         checkpoint for long reads of a busy store. With `checkpoint=ID` it reads that
-        checkpoint's pinned state, which never changes.
+        checkpoint's pinned state, which never changes (a unique checkpoint name works too).
         """
         if checkpoint is not None:
             require_id(checkpoint)
@@ -744,7 +744,7 @@ async def _open_reader(
     if speedup:
         ffi_patch.install()
     location = parse_location(url)
-    reader, object_store = await bounded(
+    reader, object_store, checkpoint_id = await bounded(
         open_reader_db(
             location, object_store_options, poll_interval, object_store_max_retries, checkpoint
         ),
@@ -755,7 +755,7 @@ async def _open_reader(
     )
     store = Store(reader, location, schema, values, readonly=True, check_expiry=check_expiry)
     store._object_store = object_store
-    store.checkpoint_id = checkpoint
+    store.checkpoint_id = checkpoint_id
     store.poll_interval = poll_interval
     return store
 
