@@ -62,6 +62,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_json_flag(inspect)
     inspect.set_defaults(handler=run_inspect)
 
+    from opendata_kv.cli import encode_cmds  # `key encode` lives in its own module
+
+    encode_cmds.register(actions)
+
 
 def run_inspect(args: argparse.Namespace) -> int:
     spec = load_schema(args.schema) if args.schema else None
