@@ -143,6 +143,18 @@ class UnknownVersionError(ValueDecodeError):
     """A stored key version for which no value codec is registered (policy "raise")."""
 
 
+class ValueLimitError(ValueDecodeError):
+    """Stored value bytes that exceed a decode cap (size, container length, object count,
+    nesting depth); refused before they can take the memory or time they ask for."""
+
+    def __init__(self, message: str, *, cap: str, limit: int) -> None:
+        super().__init__(message)
+        #: the cap's name, as in DecodeLimits (e.g. "max_objects")
+        self.cap = cap
+        #: the cap's value when the value was refused
+        self.limit = limit
+
+
 # --- store -------------------------------------------------------------------------------------
 
 
@@ -180,7 +192,20 @@ class TransactionConflictError(StoreError):
 
 
 class StoreDataError(StoreError):
-    """SlateDB reported corrupt or unreadable data."""
+    """Corrupt, missing or unreadable data in the database (SlateDB's report or our own check).
+
+    `object_name` is the damaged object's path in the store ("wal/00000000000000000011.sst")
+    when it is known, else None.
+    """
+
+    def __init__(self, message: str, *, object_name: str | None = None) -> None:
+        super().__init__(message)
+        self.object_name = object_name
+
+
+class StorePermissionError(StoreError, PermissionError):
+    """The object store refused access (file permissions, credentials, bucket policy);
+    retrying does not help until the permissions change."""
 
 
 class ReadOnlyError(StoreError):
@@ -217,6 +242,7 @@ __all__ = [
     "StoreExistsError",
     "StoreLocationError",
     "StoreNotFoundError",
+    "StorePermissionError",
     "StoreUnavailableError",
     "TidError",
     "TransactionConflictError",
@@ -227,6 +253,7 @@ __all__ = [
     "ValueCodecError",
     "ValueDecodeError",
     "ValueEncodeError",
+    "ValueLimitError",
     "show_bytes",
     "show_text",
 ]

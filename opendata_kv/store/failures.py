@@ -1,27 +1,100 @@
-"""Translate slatedb's exceptions into the OpendataKvError hierarchy."""
+"""Translate slatedb's exceptions into the OpendataKvError hierarchy.
+
+slatedb's error kinds do not always say what happened: a truncated SST comes back as
+"Unavailable" (an invalid byte range, which slatedb retries forever by default), a manifest
+that does not decode as "Internal" or as a Rust panic (uniffi's InternalError), a file the
+process may not read as "Unavailable". `translate` looks at the text too, so that a damaged
+object is a StoreDataError, a refused access a StorePermissionError, and only a real outage a
+StoreUnavailableError.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable
 from typing import TypeVar
 
 from slatedb.uniffi import CloseReason, Error
+from slatedb.uniffi._slatedb_uniffi.slatedb import InternalError
 
 from opendata_kv.errors import (
     FencedError,
     StoreClosedError,
     StoreDataError,
     StoreError,
+    StorePermissionError,
     StoreUnavailableError,
     TransactionConflictError,
 )
 
 T = TypeVar("T")
 
+#: Every exception a binding call can raise: slatedb's Error, and uniffi's InternalError for
+#: a Rust panic (seen on manifests whose bytes were damaged).
+FOREIGN: tuple[type[BaseException], ...] = (Error, InternalError)
+
+VERIFY_ADVICE = "run `opendata-kv verify URL` to list every damaged object"
+
+# An object shorter than the manifest says (truncated, emptied, or a damaged offset):
+# object_store reports the read as an invalid range, slatedb calls that "Unavailable".
+_BAD_RANGE = re.compile(
+    r"Requested range was invalid|InvalidRange|range not satisfiable|status(?: code)?:? 416",
+    re.IGNORECASE,
+)
+_PERMISSION = re.compile(
+    r"Permission denied|os error 13|AccessDenied|Access Denied|status(?: code)?:? 403|Forbidden|"
+    r"InvalidAccessKeyId|SignatureDoesNotMatch",
+    re.IGNORECASE,
+)
+# Decoding failures of manifests, compactions files and SSTs (flatbuffers, versions, ...).
+_UNDECODABLE = re.compile(
+    r"transactional object|manifest|compaction|flatbuffer|OutOfBounds|Unaligned|"
+    r"InvalidFlatbuffer|Utf8|sst|checksum|format version|sequence tracker",
+    re.IGNORECASE,
+)
+# What an "Invalid" error says when it is about stored data rather than about the call.
+_INVALID_DATA = re.compile(
+    r"invalid compaction|checksum|format version|flatbuffer|does not decode", re.IGNORECASE
+)
+_OBJECT = re.compile(
+    r"((?:wal|compacted|manifest|compactions|checkpoints?)/[0-9A-Za-z_.-]+\.(?:sst|manifest|compactions))"
+)
+
+
+def one_line(text: str) -> str:
+    """slatedb's messages span lines (flatbuffer traces, panics): one line for an error."""
+    return " ".join(text.split())
+
+
+def object_named(message: str) -> str | None:
+    """The store object ("wal/....sst", "compacted/....sst") a slatedb message names, if any."""
+    found = _OBJECT.search(message)
+    return found.group(1) if found else None
+
+
+def data_error(
+    where: str, what: str, message: str, object_name: str | None = None
+) -> StoreDataError:
+    """A StoreDataError for damaged data, naming the object when known, with the advice."""
+    name = object_name or object_named(message)
+    named = f" in {name}" if name else ""
+    return StoreDataError(
+        f"{where}: {what}{named} [{message}]; {VERIFY_ADVICE}", object_name=name
+    )
+
 
 def translate(exc: BaseException, where: str) -> StoreError:
     """The opendata_kv error for a slatedb failure during `where` (e.g. "put on file:///db")."""
-    message = getattr(exc, "message", None) or str(exc)
+    message = one_line(getattr(exc, "message", None) or str(exc))
+    if isinstance(exc, InternalError):
+        return data_error(
+            where, "slatedb crashed reading damaged data", message[:300] or type(exc).__name__
+        )
+    if _PERMISSION.search(message) and not isinstance(exc, (Error.Closed, Error.Transaction)):
+        return StorePermissionError(
+            f"{where}: the object store refused access [{message}]; retrying will not help: "
+            "check the file permissions or the credentials and bucket policy"
+        )
     if isinstance(exc, Error.Closed):
         if getattr(exc, "reason", None) == CloseReason.FENCED:
             return FencedError(
@@ -33,6 +106,10 @@ def translate(exc: BaseException, where: str) -> StoreError:
         return TransactionConflictError(
             f"{where}: the transaction conflicts with a concurrent write; retry it [{message}]"
         )
+    if _BAD_RANGE.search(message):
+        return data_error(
+            where, "an object is shorter than the manifest says (truncated or damaged)", message
+        )
     if isinstance(exc, Error.Unavailable):
         return StoreUnavailableError(
             f"{where}: the object store is unavailable [{message}]; writes not yet "
@@ -40,8 +117,12 @@ def translate(exc: BaseException, where: str) -> StoreError:
             "reopen the store once the object store answers again"
         )
     if isinstance(exc, Error.Data):
-        return StoreDataError(f"{where}: unreadable data [{message}]")
+        return data_error(where, "unreadable data", message)
+    if isinstance(exc, Error.Internal) and _UNDECODABLE.search(message):
+        return data_error(where, "damaged data does not decode", message)
     if isinstance(exc, Error.Invalid):
+        if _INVALID_DATA.search(message):
+            return data_error(where, "stored data slatedb rejects as invalid", message)
         return StoreError(f"{where}: slatedb rejected the call [{message}]")
     return StoreError(f"{where}: {type(exc).__name__}: {message}")
 
@@ -50,5 +131,5 @@ async def call(awaitable: Awaitable[T], where: str) -> T:
     """Await a binding call, translating its exceptions (used off the hot paths)."""
     try:
         return await awaitable
-    except Error as exc:
+    except FOREIGN as exc:
         raise translate(exc, where) from exc

@@ -14,7 +14,6 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from slatedb.uniffi import (
     DurabilityLevel,
-    Error,
     IterationOrder,
     KeyRange,
     ScanOptions,
@@ -22,7 +21,7 @@ from slatedb.uniffi import (
 
 from opendata_kv.errors import CursorError, InvalidArgumentError, show_bytes
 from opendata_kv.keys import Key, RecordType, Schema, intersect, is_empty
-from opendata_kv.store.failures import translate
+from opendata_kv.store.failures import FOREIGN, translate
 from opendata_kv.values import RawCodec, UnknownPolicy, Values
 
 
@@ -223,7 +222,7 @@ class Scan(Generic[R]):
                 self._iterator = await self._source.scan_with_options(
                     key_range, _OPTIONS[self._reverse]
                 )
-            except Error as exc:
+            except FOREIGN as exc:
                 raise translate(exc, self._where) from exc
             self._decode_rows = self._row_decoder(span.record_type)
             return True
@@ -241,7 +240,7 @@ class Scan(Generic[R]):
                 want = min(want, self._remaining)
             try:
                 rows = await self._iterator.next_batch(want)
-            except Error as exc:
+            except FOREIGN as exc:
                 raise translate(exc, self._where) from exc
             self._batch = min(self._batch * 2, self._max_batch)
             if not rows:

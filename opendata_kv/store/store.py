@@ -34,7 +34,8 @@ from slatedb.uniffi import (
 from opendata_kv.errors import ReadOnlyError, StoreClosedError, StoreDataError, StoreError
 from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.store import ffi_patch
-from opendata_kv.store.failures import call, translate
+from opendata_kv.store.failures import FOREIGN, call, translate
+from opendata_kv.store.integrity import check_open, opening_error
 from opendata_kv.store.location import Location, parse_location
 from opendata_kv.store.scan import scan_options
 from opendata_kv.store.views import (
@@ -67,7 +68,7 @@ def _settings(settings: Mapping[str, Any] | None) -> Any:
     for name, value in (settings or {}).items():
         try:
             result.set(name, json.dumps(value))
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"setting {name}={value!r}") from exc
     return result
 
@@ -172,7 +173,7 @@ class Store(ReadView):
         stopped = self._stopped()
         try:
             await self._source.shutdown()
-        except Error as exc:
+        except FOREIGN as exc:
             if not (stopped or isinstance(exc, Error.Closed)):
                 raise translate(exc, f"close of {self.where}") from exc
 
@@ -228,7 +229,7 @@ class Store(ReadView):
                 await db.put(key, data)
             else:
                 await db.put_with_options(key, data, options, _WRITE_OPTIONS)
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"put on {self.where}") from exc
 
     async def delete(self, target: Target, fields: Fields = None) -> None:
@@ -237,14 +238,14 @@ class Store(ReadView):
         _, key = key_bytes(self.schema, target, fields)
         try:
             await db.delete(key)
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"delete on {self.where}") from exc
 
     async def put_raw(self, key: bytes, data: bytes) -> None:
         """Store raw bytes under a raw key (tools and migrations)."""
         try:
             await self._writable().put(key, data)
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"put on {self.where}") from exc
 
     async def flush(self) -> None:
@@ -255,7 +256,7 @@ class Store(ReadView):
         """
         try:
             await self._writable().flush()
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"flush of {self.where}") from exc
 
     def batch(self, *, durable: bool = False) -> _BatchContext:
@@ -269,7 +270,7 @@ class Store(ReadView):
         if batch:
             try:
                 await db.write(batch.write_batch())
-            except Error as exc:
+            except FOREIGN as exc:
                 raise translate(exc, f"batch write on {self.where}") from exc
         if durable:
             await self.flush()
@@ -364,7 +365,7 @@ class Store(ReadView):
         while True:
             try:
                 rows = await iterator.next_batch(batch_size)
-            except Error as exc:
+            except FOREIGN as exc:
                 raise translate(exc, where) from exc
             if not rows:
                 return moved
@@ -418,11 +419,14 @@ async def _open_writer(
     if speedup:
         ffi_patch.install()
     location = parse_location(url)
-    builder = DbBuilder(
-        location.db_path, location.object_store(object_store_options, create=True)
-    )
+    object_store = location.object_store(object_store_options, create=True)
+    await check_open(location, object_store, f"open {location}")
+    builder = DbBuilder(location.db_path, object_store)
     builder.with_settings(_settings(settings))
-    db = await call(builder.build(), f"open {location}")
+    try:
+        db = await builder.build()
+    except FOREIGN as exc:
+        raise await opening_error(exc, location, object_store, f"open {location}") from exc
     return Store(
         db, location, schema, values or Values(schema), readonly=False, check_expiry=check_expiry
     )
@@ -441,7 +445,9 @@ async def _open_reader(
     if speedup:
         ffi_patch.install()
     location = parse_location(url)
-    builder = DbReaderBuilder(location.db_path, location.object_store(object_store_options))
+    object_store = location.object_store(object_store_options)
+    await check_open(location, object_store, f"open reader on {location}")
+    builder = DbReaderBuilder(location.db_path, object_store)
     builder.with_options(
         ReaderOptions(
             manifest_poll_interval_ms=max(1, round(poll_interval * 1000)),
@@ -453,7 +459,7 @@ async def _open_reader(
     )
     try:
         reader = await builder.build()
-    except Error as exc:
+    except FOREIGN as exc:
         message = getattr(exc, "message", None) or str(exc)
         if isinstance(exc, Error.Data) and "failed to find latest" in message:
             # what a reader gets where no writer ever created the database
@@ -461,7 +467,8 @@ async def _open_reader(
                 f"open reader on {location}: there is no database here (no manifest); "
                 f"a writer must create it first with Store.open [{message}]"
             ) from exc
-        raise translate(exc, f"open reader on {location}") from exc
+        where = f"open reader on {location}"
+        raise await opening_error(exc, location, object_store, where) from exc
     return Store(
         reader, location, schema, values or Values(schema), readonly=True, check_expiry=check_expiry
     )
@@ -516,7 +523,7 @@ class Batch:
                 self._wb().put(key, data)
             else:
                 self._wb().put_with_options(key, data, options)
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"batch put on {self._store.where}") from exc
         self._count += 1
 
@@ -533,14 +540,14 @@ class Batch:
             else:
                 options = PutOptions(ttl=Ttl.EXPIRE_AT_MILLIS(expire_at))
                 self._wb().put_with_options(key, data, options)
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"batch put on {self._store.where}") from exc
         self._count += 1
 
     def delete_raw(self, key: bytes) -> None:
         try:
             self._wb().delete(key)
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"batch delete on {self._store.where}") from exc
         self._count += 1
 

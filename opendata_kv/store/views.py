@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, overload
 
-from slatedb.uniffi import Error, PutOptions, Ttl
+from slatedb.uniffi import PutOptions, Ttl
 
 from opendata_kv.errors import (
     ArgumentTypeError,
@@ -23,7 +23,7 @@ from opendata_kv.errors import (
     show_bytes,
 )
 from opendata_kv.keys import Key, RecordType, Schema, intersect, prefix_range
-from opendata_kv.store.failures import translate
+from opendata_kv.store.failures import FOREIGN, translate
 from opendata_kv.store.scan import KeySpan, RawRecord, Record, Scan, check_cursor
 from opendata_kv.store.ttl import ttl_seconds
 from opendata_kv.values import Values, check_policy
@@ -254,7 +254,7 @@ class ReadView:
                 data: bytes | None = await source.get(key)
                 return data
             kv = await source.get_key_value(key)
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"get on {self.where}") from exc
         if kv is None:
             return None
@@ -289,7 +289,7 @@ class ReadView:
                 data = await source.get(key)
                 if data is None:
                     return default
-        except Error as exc:
+        except FOREIGN as exc:
             raise translate(exc, f"get on {self.where}") from exc
         return self.values.decode(record_type, key, data, upgrade=upgrade)
 
