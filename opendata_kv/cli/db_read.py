@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, TypeVar
 
 from opendata_kv.cli.common import CliError, parse_hex
 from opendata_kv.cli.db_args import DEFAULT_RETRIES, DEFAULT_TIMEOUT
-from opendata_kv.errors import SchemaError, StoreDataError, StoreUnavailableError, show_text
+from opendata_kv.errors import (
+    SchemaError,
+    StoreDataError,
+    StoreError,
+    StoreUnavailableError,
+    show_text,
+)
 from opendata_kv.keys import (
     UNBOUNDED,
     Bounds,
@@ -121,6 +127,8 @@ async def open_reader(db: str, limits: ReadLimits | None = None) -> Store:
             f"cannot open {db}{where}: the object store failed after {limits.retries} "
             f"retries (--retries): {reason}"
         ) from None
+    except StoreError as exc:  # refused access, damaged data, ...: say where it happened
+        raise CliError(f"cannot open {db}{where}: {exc}") from None
     store.where = str(location) + where  # later errors name the endpoint and bucket too
     return store
 

@@ -35,7 +35,7 @@ from opendata_kv.collections import (
 )
 from opendata_kv.ids.muid import Muid, MuidGenerator
 from opendata_kv.ids.tid import TidGenerator
-from opendata_kv.keys import Key, Schema
+from opendata_kv.keys import Key, Schema, record_type_text
 from opendata_kv.store import Record, Store
 
 DEFAULT_DIR = "./opendata-kv-demo"
@@ -245,7 +245,7 @@ def _table(rows: list[Record]) -> Iterator[tuple[str, str, str]]:
         key = _key_of(record)
         record_type = key.record_type
         yield (
-            f"{record_type.name} (0x{record_type.record_type:X})",
+            f"{record_type.name} ({record_type_text(record_type.record_type)})",
             _key_text(key),
             _short(record.value),
         )

@@ -27,6 +27,7 @@ from opendata_kv.cli.db_args import (
 from opendata_kv.cli.db_read import Walk, open_reader, walk_from_args
 from opendata_kv.cli.rows import Decoder, Row
 from opendata_kv.cli.text import cut, shorten
+from opendata_kv.keys import record_type_text
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -132,7 +133,7 @@ def record_cell(row: Row) -> str:
     obj = row.obj
     if obj["version"] is None:
         return f"! {row.prefix_note}"
-    where = f"v{obj['version']} t{obj['record_type']}"
+    where = f"v{obj['version']} {record_type_text(obj['record_type'])}"
     if obj["reserved"]:
         where += f" r{obj['reserved']}"
     return f"{obj['record']} {where}" if obj["record"] else where
