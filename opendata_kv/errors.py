@@ -166,13 +166,12 @@ class StoreLocationError(StoreError, ValueError):
     """A database location that cannot be used as asked (a file where a directory belongs)."""
 
 
-class StoreNotFoundError(StoreLocationError, FileNotFoundError):
-    """No database at the location, and the open was not asked to create one
-    (`create_if_missing=False`, or a reader)."""
-
-
-class StoreExistsError(StoreLocationError, FileExistsError):
+class StoreExistsError(StoreError, FileExistsError):
     """A database already exists at the location and the open asked `error_if_exists=True`."""
+
+
+class ReentrantCallError(StoreError, RuntimeError):
+    """A SyncStore called from its own event loop thread (it would wait for itself forever)."""
 
 
 class StoreClosedError(StoreError):
@@ -198,8 +197,10 @@ class StoreDataError(StoreError):
     when it is known, else None.
     """
 
-    def __init__(self, message: str, *, object_name: str | None = None) -> None:
-        super().__init__(message)
+    def __init__(
+        self, message: str = "", *, object_name: str | None = None, **facts: Any
+    ) -> None:
+        super().__init__(message, **facts)
         self.object_name = object_name
 
 
@@ -208,8 +209,41 @@ class StorePermissionError(StoreError, PermissionError):
     retrying does not help until the permissions change."""
 
 
+class StoreNotFoundError(StoreDataError, FileNotFoundError):
+    """No database at the location (a reader, or a writer opened with create_if_missing=False);
+    a StoreDataError as before, and a FileNotFoundError."""
+
+
 class ReadOnlyError(StoreError):
     """A write was attempted through a read-only reader."""
+
+
+class ChangeCursorError(InvalidInputError):
+    """A change-feed cursor that is not one opendata_kv made (malformed, truncated, edited)."""
+
+    def __init__(self, message: str, cursor: object = None) -> None:
+        super().__init__(message)
+        self.cursor = cursor
+
+
+class ChangeCursorExpiredError(StoreError):
+    """A change-feed cursor whose WAL files were already garbage-collected: the changes after
+    it are gone. Resync: read a checkpoint, then follow the feed from the checkpoint's cursor."""
+
+    def __init__(self, message: str, cursor: object = None, wal_file_id: int = 0) -> None:
+        super().__init__(message)
+        self.cursor = cursor
+        self.wal_file_id = wal_file_id
+
+
+class CheckpointError(StoreError):
+    """A checkpoint that cannot be made, found or used (unknown id, or a checkpoint that would
+    lack acknowledged writes still only in the WAL)."""
+
+
+class SnapshotGoneError(StoreDataError):
+    """A read-only reader that follows the latest state found an object the writer's garbage
+    collector had already deleted (read a checkpoint for long scans)."""
 
 
 class RecordExistsError(StoreError):
@@ -222,6 +256,9 @@ class UrlCollisionError(StoreError):
 
 __all__ = [
     "ArgumentTypeError",
+    "ChangeCursorError",
+    "ChangeCursorExpiredError",
+    "CheckpointError",
     "CursorError",
     "FencedError",
     "IdError",
@@ -234,8 +271,10 @@ __all__ = [
     "OpendataKvError",
     "ReadOnlyError",
     "RecordExistsError",
+    "ReentrantCallError",
     "RkeyError",
     "SchemaError",
+    "SnapshotGoneError",
     "StoreClosedError",
     "StoreDataError",
     "StoreError",

@@ -41,6 +41,30 @@ def vectors() -> Path:
     return vectors_dir()
 
 
+# --- hang guard: a hang fails the test instead of CI ----------------------------------------------
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "hang_guard(seconds): fail the test (tests/hang_guard.py) if it runs longer than this",
+    )
+
+
+@pytest.fixture(autouse=True)
+def _hang_guard(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Arms tests/hang_guard.py for tests marked `hang_guard(seconds)` (module-wide with
+    `pytestmark`); other tests run unguarded."""
+    marker = request.node.get_closest_marker("hang_guard")
+    if marker is None:
+        yield
+        return
+    from hang_guard import hang_guard
+
+    with hang_guard(float(marker.args[0])):
+        yield
+
+
 @pytest.fixture(params=["memory", "local"])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh database location: an in-process memory store, or a temporary directory."""

@@ -4,6 +4,7 @@ Run as a script it opens the database as its writer, finds where the previous wr
 (the highest batch present), and appends batches forever:
 
     python tests/crash_writer.py URL [--settings JSON] [--max-batches N] [--delay S]
+    python tests/crash_writer.py URL [--settings JSON] --fork-server
 
 Each batch is ONE atomic write of several typed records (three record types, three value
 codecs) whose content is a pure function of (batch id, record index), so a checker can tell
@@ -16,6 +17,11 @@ an intact record from a damaged one without any side channel. The protocol on st
 
 A line is printed only after the event it reports, so a line the parent has read is a promise
 and anything the writer was doing when it was killed is not.
+
+With --fork-server it imports everything once, prints `ready`, and then for every line on
+stdin (the path of a FIFO the parent reads) forks a writer whose stdout is that FIFO (stderr:
+the path + ".err") and prints `child <pid>`. A round's writer then starts in milliseconds
+instead of the second an interpreter and slatedb take to load.
 
 Imported (tests/ is on sys.path under pytest) it offers SCHEMA/VALUES, `expected_batch` and
 `check_database`, which the tests use to verify a database after each kill.
@@ -108,6 +114,13 @@ def expected_batch(batch: int) -> Iterator[tuple[RecordType, tuple[Any, ...], An
     yield BLOB, (batch,), expected_blob(batch)
 
 
+async def write_batch(store: Any, batch: int, *, durable: bool = False) -> None:
+    """Batch `batch` as ONE atomic write (durable: waiting for it to be flushed)."""
+    async with store.batch(durable=durable) as b:
+        for record_type, key, value in expected_batch(batch):
+            b.put(record_type, key, value)
+
+
 @dataclass
 class Check:
     """What check_database found: batch ids present, and how many records it verified."""
@@ -175,9 +188,7 @@ async def run(url: str, settings: dict[str, Any], max_batches: int | None, delay
             _say("open", batch)
             written = 0
             while max_batches is None or written < max_batches:
-                async with store.batch() as b:
-                    for record_type, key, value in expected_batch(batch):
-                        b.put(record_type, key, value)
+                await write_batch(store, batch)
                 await store.flush()
                 _say("ack", batch)
                 batch += 1
@@ -193,13 +204,45 @@ async def run(url: str, settings: dict[str, Any], max_batches: int | None, delay
     return 0
 
 
+def serve(url: str, settings: dict[str, Any]) -> int:
+    """The --fork-server loop (see the module docstring)."""
+    import os
+
+    import opendata_kv.store  # noqa: F401  (the expensive import: slatedb's native library)
+
+    _say("ready")
+    for line in sys.stdin:
+        out = line.strip()
+        if not out:
+            continue
+        pid = os.fork()
+        if pid == 0:  # the writer: nothing but the database work is left to do
+            status = 4
+            try:
+                os.dup2(os.open(out, os.O_WRONLY), 1)
+                os.dup2(os.open(out + ".err", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 2)
+                status = asyncio.run(run(url, settings, None, 0.0))
+            finally:
+                os._exit(status)
+        _say("child", pid)
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:  # reap the writers already killed
+                pass
+        except ChildProcessError:
+            pass
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("url")
     parser.add_argument("--settings", default="{}", help="slatedb Settings as a JSON object")
     parser.add_argument("--max-batches", type=int, default=None)
     parser.add_argument("--delay", type=float, default=0.0, help="seconds between batches")
+    parser.add_argument("--fork-server", action="store_true", help="fork writers on request")
     args = parser.parse_args(argv)
+    if args.fork_server:
+        return serve(args.url, json.loads(args.settings))
     return asyncio.run(run(args.url, json.loads(args.settings), args.max_batches, args.delay))
 
 

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from opendata_kv import RecordType, Schema
 from opendata_kv import fields as F
+from opendata_kv.store import Store
 from opendata_kv.values import Values
 
 T = TypeVar("T")
@@ -55,6 +56,25 @@ def aio(fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
         return asyncio.run(fn(*args, **kwargs))
 
     return run
+
+
+def run(coro: Awaitable[T]) -> T:
+    """asyncio.run for any awaitable (e.g. Store.open's opening object)."""
+
+    async def main() -> T:
+        return await coro
+
+    return asyncio.run(main())
+
+
+def with_store(url: str, schema: Schema, body: Callable[[Store], Awaitable[None]]) -> None:
+    """Open `url` as the writer with `schema`, run `body(store)`, close it; on a fresh loop."""
+
+    async def main() -> None:
+        async with Store.open(url, schema) as store:
+            await body(store)
+
+    asyncio.run(main())
 
 
 async def eventually(

@@ -1,5 +1,6 @@
-"""`opendata-kv key inspect`, `dump` and `stats`, driven as a real process against databases
-these tests write (tests/cli_schema.py is the schema: `--schema cli_schema:SCHEMA`)."""
+"""`opendata-kv key inspect`, `dump` and `stats` against databases these tests write
+(tests/cli_schema.py is the schema: `--schema cli_schema:SCHEMA`). Commands run in-process
+(tests/clikit.py); test_the_real_entry_point and the terminal test start real processes."""
 
 from __future__ import annotations
 
@@ -8,40 +9,20 @@ import io
 import json
 import os
 import re
-import shutil
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cli_schema import BLOB, EVENT, LIKE, LIKE_V3, POST, POST_V2, SCHEMA, VALUES, Post
+from clikit import CHILD_ENV, CliResult, json_lines, run_in_process, run_process
 
 from opendata_kv.ids.muid import Muid
 from opendata_kv.values import pack
 
-TESTS = Path(__file__).resolve().parent
-SRC = TESTS.parent
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(TESTS)])}
-ENV.pop("PYTHONSTARTUP", None)
-
-
-def cli(
-    *args: str, stdin: str | None = None, cwd: Path | None = None, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "opendata_kv", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env or ENV,
-        cwd=cwd,
-        timeout=120,
-    )
+cli = run_in_process
 
 
 def ok(*args: str, **kw: Any) -> str:
@@ -51,13 +32,9 @@ def ok(*args: str, **kw: Any) -> str:
     return result.stdout
 
 
-def json_lines(text: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in text.splitlines()]
-
-
-def fails(*args: str, code: int = 1, **kw: Any) -> str:
+def fails(*args: str, code: int = 1, runner: Any = cli, **kw: Any) -> str:
     """Run a command that must fail with `code` and one clean line on stderr; that line."""
-    result = cli(*args, **kw)
+    result: CliResult = runner(*args, **kw)
     assert result.returncode == code, (result.stdout, result.stderr)
     assert "Traceback" not in result.stderr
     if code == 1:
@@ -327,6 +304,30 @@ def test_usage_errors_exit_2(clean_db: str) -> None:
     fails("dump", clean_db, "--bogus", code=2)
     assert "memory://" in fails("dump", "memory://db", code=2)
     fails("stats", code=2)
+
+
+def test_the_real_entry_point(clean_db: str, messy_db: str, tmp_path: Path) -> None:
+    """`python -m opendata_kv` itself: output, exit statuses 0/1/2, and bad input reported
+    in one line without a traceback, as the in-process runs above assume."""
+    done = run_process("dump", clean_db, *SCHEMA_ARG, "--json")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert [json.loads(line)["key_hex"] for line in done.stdout.splitlines()] == [
+        i.key.hex() for i in CLEAN
+    ]
+    rows = run_process("dump", messy_db, *SCHEMA_ARG)  # without --values: 2 keys are bad
+    total = len(CLEAN) + len(MESS)
+    assert rows.returncode == 1 and rows.stdout.endswith(f"({total} records, 2 with errors)\n")
+    assert rows.stderr == (
+        f"opendata-kv: error: 2 of {total} records did not decode (shown raw with the reason)\n"
+    )
+    (tmp_path / "broken_schema.py").write_text("SCHEMA = 1 / 0\n")
+    for args, code in (
+        (("stats", str(tmp_path / "missing")), 1),
+        (("key", "inspect", "0120", "--schema", "broken_schema:SCHEMA"), 1),
+        (("dump", clean_db, "--limit", "-1"), 2),
+    ):
+        line = fails(*args, code=code, runner=run_process, cwd=tmp_path)
+        assert "Traceback" not in line
 
 
 # --- dump --------------------------------------------------------------------------------------
@@ -679,7 +680,7 @@ def test_stats_progress_goes_to_a_terminal_stderr_only(clean_db: str) -> None:
             [sys.executable, "-m", "opendata_kv", "stats", clean_db, "--json"],
             stdout=subprocess.PIPE,
             stderr=child_fd,
-            env=ENV,
+            env=CHILD_ENV,
             timeout=60,
             text=True,
         )
@@ -745,56 +746,17 @@ def test_type_walk_seeks_instead_of_reading_other_records(tmp_path: Path) -> Non
 # --- S3 (moto) ---------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def moto_s3() -> Iterator[dict[str, str]]:
-    server = shutil.which("moto_server", path=os.path.dirname(sys.executable)) or shutil.which(
-        "moto_server"
-    )
-    if server is None:
-        pytest.fail("moto_server is not installed (pip install 'moto[server]')", pytrace=False)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    proc = subprocess.Popen(
-        [server, "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        yield {
-            "AWS_ACCESS_KEY_ID": "test",
-            "AWS_SECRET_ACCESS_KEY": "test",
-            "AWS_REGION": "us-east-1",
-            "AWS_ENDPOINT": f"http://127.0.0.1:{port}",
-            "AWS_ALLOW_HTTP": "true",
-        }
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
 @pytest.mark.s3
-def test_dump_and_stats_on_s3(moto_s3: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import boto3
-
-    for name, value in moto_s3.items():
-        monkeypatch.setenv(name, value)
-    s3 = boto3.client("s3", endpoint_url=moto_s3["AWS_ENDPOINT"], region_name="us-east-1")
-    s3.create_bucket(Bucket="dumps")
+def test_dump_and_stats_on_s3(s3_env: Any) -> None:
+    """On the session's moto server (s3_env sets AWS_* for this test)."""
+    s3_env.create_bucket("dumps")
+    s3 = s3_env.client()
     write("s3://dumps/db", CLEAN)
-    env = {**ENV, **moto_s3}
-    assert dump_keys("s3://dumps/db", "--type", "2", env=env) == [
+    assert dump_keys("s3://dumps/db", "--type", "2") == [
         i.key for i in CLEAN if i.key[1] >> 4 == 2
     ]
-    assert json.loads(ok("stats", "s3://dumps/db", "--json", env=env))["count"] == len(CLEAN)
-    line = fails("dump", "s3://dumps/missing", env=env)
+    assert json.loads(ok("stats", "s3://dumps/db", "--json"))["count"] == len(CLEAN)
+    line = fails("dump", "s3://dumps/missing")
     assert "error: no SlateDB database at s3://dumps/missing (endpoint " in line
     assert line.endswith(", bucket dumps) (no manifest found)")
     assert s3.list_objects_v2(Bucket="dumps", Prefix="missing").get("KeyCount", 0) == 0

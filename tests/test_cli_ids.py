@@ -1,43 +1,21 @@
-"""The id subcommands, run as a real process: output shapes, stdin mode, exit codes."""
+"""The id subcommands: output shapes, stdin mode, exit codes. They run in-process
+(tests/clikit.py); test_the_real_entry_point runs `python -m opendata_kv` itself."""
 
 from __future__ import annotations
 
 import csv
 import itertools
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
+from clikit import CliResult, json_lines, run_in_process, run_process
 
-REPO = Path(__file__).resolve().parent.parent
 ALPHABET = "234567abcdefghijklmnopqrstuvwxyz"
 
-
-def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO)
-    return subprocess.run(
-        [sys.executable, "-m", "opendata_kv", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        env=env,
-        cwd=REPO,
-        timeout=60,
-        check=False,
-    )
+run = run_in_process
 
 
-def json_lines(out: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in out.splitlines()]
-
-
-def assert_bad_input(result: subprocess.CompletedProcess[str]) -> None:
+def assert_bad_input(result: CliResult) -> None:
     assert result.returncode == 1, result
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("opendata-kv: error: "), result.stderr
@@ -46,6 +24,17 @@ def assert_bad_input(result: subprocess.CompletedProcess[str]) -> None:
 
 def tid_int(s: str) -> int:
     return int(s.translate(str.maketrans(ALPHABET, "0123456789abcdefghijklmnopqrstuv")), 32)
+
+
+def test_the_real_entry_point() -> None:
+    """The process itself: output, and exit statuses 0, 1 (one line, no traceback), 2."""
+    made = run_process("tid", "validate", "-", stdin="3jzfcijpj2z2a\nnope\n")
+    assert made.returncode == 1
+    assert [r["valid"] for r in json_lines(made.stdout)] == [True, False]
+    assert_bad_input(run_process("muid", "parse", "zz"))
+    usage = run_process("tid", "decode")
+    assert usage.returncode == 2 and "usage:" in usage.stderr and "Traceback" not in usage.stderr
+    assert run_process("url-key", "https://example.com").returncode == 0
 
 
 # --- tid ---------------------------------------------------------------------------------------

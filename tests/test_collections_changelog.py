@@ -8,9 +8,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
-from aio import run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from storekit import run, with_store
 
 from opendata_kv import Store
 from opendata_kv.collections import CHANGELOG, ChangeLog, default_schema
@@ -42,12 +42,8 @@ def stepping_clock(start_us: int = T0, step_us: int = 1000) -> Callable[[], int]
 
 
 def with_log(db_url: str, body: Callable[[ChangeLog], Awaitable[None]]) -> None:
-    async def main() -> None:
-        async with Store.open(db_url, default_schema()) as store:
-            generator = MuidGenerator(MED, time_ns=stepping_clock())
-            await body(ChangeLog(store, generator=generator))
-
-    run(main())
+    generator = MuidGenerator(MED, time_ns=stepping_clock())
+    with_store(db_url, default_schema(), lambda store: body(ChangeLog(store, generator=generator)))
 
 
 async def stored(log: ChangeLog) -> tuple[list[Muid], list[tuple[int, Muid]]]:

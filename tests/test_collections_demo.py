@@ -1,34 +1,24 @@
-"""`python -m opendata_kv demo DIR`: writes every collection, dumps it, reruns, refuses
-directories it did not create."""
+"""`opendata-kv demo DIR`: writes every collection, dumps it, reruns, refuses directories it
+did not create. Run in-process; tests/test_cli_dump.py proves the real entry point."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from clikit import CliResult, run_in_process
 
 from opendata_kv.cli.demo import MARKER, prepare
 from opendata_kv.cli.main import build_parser
 from opendata_kv.errors import OpendataKvError
 
-SRC = Path(__file__).resolve().parent.parent
 RECORD_NAMES = ("atproto_record", "change", "change_by_medallion", "page", "page_id")
 
 
-def demo(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(SRC)}
-    return subprocess.run(
-        [sys.executable, "-m", "opendata_kv", "demo", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=120,
-    )
+def demo(*args: str, cwd: Path | None = None) -> CliResult:
+    """`opendata-kv demo ARGS`, in-process (tests/clikit.py)."""
+    return run_in_process("demo", *args, cwd=cwd)
 
 
 def test_demo_writes_and_dumps_every_collection(tmp_path: Path) -> None:

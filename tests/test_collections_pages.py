@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
-from aio import run
+from storekit import run, with_store
 
 from opendata_kv import Store
 from opendata_kv.collections import PAGES, PageStore, default_schema, default_values
@@ -26,11 +26,7 @@ CANONICAL = "https://example.com/blog/the-post"
 
 
 def with_pages(db_url: str, body: Callable[[PageStore], Awaitable[None]], **kw: Any) -> None:
-    async def main() -> None:
-        async with Store.open(db_url, default_schema()) as store:
-            await body(PageStore(store, **kw))
-
-    run(main())
+    with_store(db_url, default_schema(), lambda store: body(PageStore(store, **kw)))
 
 
 async def raw_records(pages: PageStore) -> tuple[list[Any], list[Any]]:

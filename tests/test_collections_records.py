@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from aio import run
+from storekit import run, with_store
 
 from opendata_kv import RecordType, Schema, Store, fields
 from opendata_kv.collections import (
@@ -46,11 +46,11 @@ Body = Callable[[RecordCollection], Awaitable[None]]
 
 
 def with_records(db_url: str, body: Body, **options: Any) -> None:
-    async def main() -> None:
-        async with Store.open(db_url, default_schema()) as store:
-            await body(RecordCollection(store, key_types=KEY_TYPES, **options))
-
-    run(main())
+    with_store(
+        db_url,
+        default_schema(),
+        lambda store: body(RecordCollection(store, key_types=KEY_TYPES, **options)),
+    )
 
 
 class FixedTids:
@@ -385,9 +385,11 @@ def test_list_rejects_bad_cursor_and_limit() -> None:
     async def body(rc: RecordCollection) -> None:
         with pytest.raises(RkeyError, match="cursor"):
             await rc.list(ALICE, POST, cursor="bad/cursor")
-        for limit in (0, -1, True, 1.5):
+        for limit in (-1, True, 1.5):
             with pytest.raises(InvalidInputError):
                 await rc.list(ALICE, POST, limit=limit)  # type: ignore[arg-type]
+        # limit=0 is an empty page, as Store.scan(limit=0) yields nothing
+        assert (await rc.list(ALICE, POST, limit=0)).records == []
         # a cursor need not name an existing record
         await rc.put(ALICE, POST, "3jzfcijpj2z2a", {})
         await rc.put(ALICE, POST, "3jzfcijpj2z2c", {})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import dataclasses
+import importlib
 import importlib.metadata
 import inspect
 import struct
@@ -12,12 +13,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from opendata_kv.store import ffi_patch
 
-binding: Any = pytest.importorskip("slatedb.uniffi._slatedb_uniffi.slatedb")
+# slatedb is a runtime dependency: its binding missing is a failure, not a reason to skip
+binding: Any = importlib.import_module("slatedb.uniffi._slatedb_uniffi.slatedb")
 Builder: Any = binding._UniffiRustBufferBuilder
 ORIGINAL_WRITE = Builder.__dict__["write"]
 ORIGINAL_PACK_INTO = Builder.__dict__["_pack_into"]
@@ -33,6 +35,7 @@ def pristine(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.delenv(ffi_patch.ENV_DISABLE, raising=False)
     ffi_patch.uninstall()
     monkeypatch.setattr(ffi_patch, "_self_check_failure", None)
+    monkeypatch.setattr(ffi_patch, "_warned", False)
     yield
     ffi_patch.uninstall()
     monkeypatch.undo()  # put back what a test swapped into the binding, then check it is pristine
@@ -362,3 +365,137 @@ def test_round_trip_through_a_memory_db() -> None:
             await db.shutdown()
 
     asyncio.run(main())
+
+
+# --- memory safety over large values (issue 13: keep the review's properties in the suite) -----
+
+SIZES = st.one_of(
+    st.integers(0, 300),
+    st.integers(0, 8 << 20),
+    st.sampled_from([0, 1, 4095, 4096, 65535, 65536, (1 << 20) + 1, 8 << 20]),
+)
+
+
+def as_kind(data: bytes, kind: str) -> Any:
+    if kind == "bytearray":
+        return bytearray(data)
+    if kind == "memoryview":
+        return memoryview(data)
+    if kind == "strided memoryview":  # not contiguous: the patch must copy it element-wise
+        return memoryview(data + data)[::2] if data else memoryview(data)
+    return data
+
+
+@settings(deadline=None, max_examples=24)
+@given(
+    size_kind=st.one_of(
+        st.tuples(SIZES, st.sampled_from(["bytes", "bytearray", "memoryview"])),
+        # a strided view goes through the generated element-by-element loop: keep it small
+        st.tuples(st.integers(0, 1 << 16), st.just("strided memoryview")),
+    ),
+    seed=st.integers(0, 2**32),
+)
+@example(size_kind=(8 << 20, "bytes"), seed=1)
+@example(size_kind=(8 << 20, "bytearray"), seed=2)
+@example(size_kind=(8 << 20, "memoryview"), seed=3)
+@example(size_kind=((3 << 20) + 7, "memoryview"), seed=4)
+def test_values_up_to_8_mib_round_trip_through_put_get_and_the_row_readers(
+    size_kind: tuple[int, str], seed: int
+) -> None:
+    """bytes, bytearray and memoryview values of 0 to 8 MiB go in through the patched
+    lowering and come back equal through get, get_key_value (single-row reader) and a scan's
+    next_batch (list reader); the caller's buffer is left as it was."""
+    import random
+
+    size, kind = size_kind
+    data = random.Random(seed).randbytes(size)
+    expected = bytes(as_kind(data, kind))
+    value = as_kind(data, kind)
+
+    async def main() -> None:
+        assert ffi_patch.install()
+        db = await binding.DbBuilder("ffi-sizes", binding.ObjectStore.resolve("memory:///")).build()
+        try:
+            await db.put(b"k1", value)
+            batch = binding.WriteBatch()
+            batch.put(b"k2", value)
+            await db.write(batch)
+            assert await db.get(b"k1") == expected
+            row = await db.get_key_value(b"k2")
+            assert row is not None and row.key == b"k2" and row.value == expected
+            everything = binding.KeyRange(
+                start=b"k", start_inclusive=True, end=b"l", end_inclusive=False
+            )
+            rows = await (await db.scan(everything)).next_batch(10)
+            assert [(r.key, r.value) for r in rows] == [(b"k1", expected), (b"k2", expected)]
+        finally:
+            await db.shutdown()
+
+    asyncio.run(main())
+    assert bytes(value) == expected  # the source buffer untouched
+
+
+# --- what it says it does, and saying so when it cannot ----------------------------------------
+
+
+def _owner_attr(qualname: str) -> tuple[Any, str]:
+    owner_name, attr = qualname.split(".", 1)
+    return getattr(binding, owner_name), attr
+
+
+def test_the_patch_is_active_on_the_pinned_slatedb() -> None:
+    """The slatedb this project pins (0.17.0) is the build the patch was written for: opening a
+    store applies it, replacing exactly the functions REPLACED (and the docstring) names."""
+    from opendata_kv import SyncStore
+    from opendata_kv.keys import Schema
+
+    originals = {}
+    for name in ffi_patch.REPLACED:
+        owner, attr = _owner_attr(name)
+        originals[name] = owner.__dict__[attr]
+    assert importlib.metadata.version("slatedb") == "0.17.0"
+    with SyncStore.open("memory://pinned", Schema()):
+        pass
+    state = ffi_patch.status()
+    assert state.applied and state.slatedb_version == "0.17.0", state
+    for name, original in originals.items():
+        owner, attr = _owner_attr(name)
+        assert owner.__dict__[attr] is not original, f"{name} was not replaced"
+    assert ffi_patch._patched is not None
+    replaced = {f"{owner.__name__}.{attr}" for owner, attr, _ in ffi_patch._patched}
+    assert replaced == set(ffi_patch.REPLACED)
+    doc = ffi_patch.__doc__ or ""
+    assert "five generated functions" in doc and len(ffi_patch.REPLACED) == 5
+    for name in ffi_patch.REPLACED:
+        owner_name, attr = name.split(".", 1)
+        assert owner_name in doc and attr in doc
+
+
+def test_an_unknown_build_logs_one_warning_with_version_and_cost(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    real = importlib.metadata.version
+    monkeypatch.setattr(
+        importlib.metadata, "version", lambda name: "0.18.2" if name == "slatedb" else real(name)
+    )
+    with caplog.at_level("WARNING", logger="opendata_kv.store.ffi_patch"):
+        assert ffi_patch.install() is False
+        assert ffi_patch.install() is False  # looked again, but warned once
+    [record] = [r for r in caplog.records if r.name == "opendata_kv.store.ffi_patch"]
+    message = record.getMessage()
+    assert record.levelname == "WARNING"
+    assert "slatedb 0.18.2" in message and "slower" in message and ffi_patch.ENV_DISABLE in message
+
+
+def test_changed_generated_code_warns_but_an_asked_for_skip_does_not(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level("WARNING", logger="opendata_kv.store.ffi_patch"):
+        monkeypatch.setenv(ffi_patch.ENV_DISABLE, "1")
+        assert ffi_patch.install() is False
+        assert not caplog.records  # turned off on purpose: no warning
+        monkeypatch.delenv(ffi_patch.ENV_DISABLE)
+        monkeypatch.setattr(Builder, "_pack_into", lambda *args: None)
+        assert ffi_patch.install() is False
+    [record] = caplog.records
+    assert "slatedb 0.17.0" in record.getMessage() and "differs" in record.getMessage()

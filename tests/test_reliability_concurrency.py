@@ -19,27 +19,22 @@ import asyncio
 import hashlib
 import random
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hang_guard import hang_guard
 
 from opendata_kv import RecordType, Schema
 from opendata_kv import fields as F
 from opendata_kv.store import Store, SyncStore
 
+pytestmark = pytest.mark.hang_guard(180)
+
 LOG = RecordType("log", 1, [("writer", F.u16), ("seq", F.u32)])
 CELL = RecordType("cell", 2, [("slot", F.u8)])
 SCHEMA = Schema(LOG, CELL)
 SLOTS = 5
-
-
-@pytest.fixture(autouse=True)
-def _hang_guard() -> Iterator[None]:
-    with hang_guard(180):
-        yield
 
 
 def make_value(writer: int, seq: int, where: str) -> dict[str, Any]:

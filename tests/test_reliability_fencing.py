@@ -21,25 +21,19 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import crash_writer as cw
 import pytest
-from hang_guard import hang_guard
 from writer_process import WriterProcess
 
 from opendata_kv.errors import FencedError
 from opendata_kv.store import Store, SyncStore
 
+pytestmark = pytest.mark.hang_guard(120)
+
 FENCED_WORDS = "another writer opened the same database"
-
-
-@pytest.fixture(autouse=True)
-def _hang_guard() -> Iterator[None]:
-    with hang_guard(120):
-        yield
 
 
 async def _get(store: Store, batch: int) -> Any:
@@ -52,9 +46,7 @@ def test_fencing_step_by_step(tmp_path: Path) -> None:
     async def scenario() -> None:
         a = await Store.open(url, cw.SCHEMA, values=cw.VALUES)
         for batch in range(3):
-            async with a.batch(durable=True) as b:
-                for rt, key, value in cw.expected_batch(batch):
-                    b.put(rt, key, value)
+            await cw.write_batch(a, batch, durable=True)
         reader = await Store.open_reader(url, cw.SCHEMA, values=cw.VALUES, poll_interval=0.05)
         assert (await cw.check_database(reader)).batches == {0, 1, 2}
 
@@ -91,9 +83,7 @@ def test_fencing_step_by_step(tmp_path: Path) -> None:
         for key in (99, 100, 101, 102):
             assert await _get(b_store, key) is None, f"fenced write {key} reached B"
         for batch in range(3, 6):
-            async with b_store.batch(durable=True) as b:
-                for rt, key, value in cw.expected_batch(batch):
-                    b.put(rt, key, value)
+            await cw.write_batch(b_store, batch, durable=True)
 
         # The reader follows the new writer (it polls every 50 ms).
         deadline = time.monotonic() + 10

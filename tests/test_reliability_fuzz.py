@@ -20,20 +20,19 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import importlib.util
 import json
 import math
 import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import fuzz_schema as fs
 import msgpack
 import pytest
-from hang_guard import hang_guard
+from clikit import run_in_process_bytes
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from writer_process import child_env
@@ -46,15 +45,17 @@ from opendata_kv.errors import (
     TidError,
     UrlKeyError,
     ValueDecodeError,
+    ValueLimitError,
 )
 from opendata_kv.ids import muid as muid_mod
 from opendata_kv.ids import nsid, rkey, tid, urlkey
 from opendata_kv.ids.muid import Muid
 from opendata_kv.keys import Field, RecordType
-from opendata_kv.values import Values
+from opendata_kv.values import DEFAULT_LIMITS, Values
 from opendata_kv.values.codecs import DataclassCodec, MsgpackCodec, RawCodec
 
 LONG = os.environ.get("OPENDATA_KV_FUZZ") == "long"
+pytestmark = pytest.mark.hang_guard(3600 if LONG else 300)
 #: per-example deadline: decoding a few hundred bytes takes microseconds, so a second means
 #: "hangs" and not "the machine was busy"
 FUZZ = settings(deadline=datetime.timedelta(seconds=1))
@@ -64,12 +65,12 @@ CHILD = settings(
     deadline=datetime.timedelta(seconds=60),
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _hang_guard() -> Iterator[None]:
-    with hang_guard(3600 if LONG else 300):
-        yield
+#: CLI runs in-process (tests/clikit.py) cost milliseconds: more examples than CHILD
+IN_PROCESS_CLI = settings(
+    max_examples=200 if LONG else 20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 # --- mutation ------------------------------------------------------------------------------------
@@ -470,6 +471,15 @@ def _reference(data: bytes) -> tuple[bool, Any]:
         return False, None
 
 
+def _nesting(value: Any, stop: int = DEFAULT_LIMITS.max_depth + 1) -> int:
+    """How deep lists and maps nest in `value`, counted up to `stop` (an independent,
+    recursive count; stopping keeps it clear of the recursion limit on hostile values)."""
+    if stop <= 0 or not isinstance(value, (dict, list)):
+        return 0
+    children = value.values() if isinstance(value, dict) else value
+    return 1 + max((_nesting(v, stop - 1) for v in children), default=0)
+
+
 #: a NaN nested in a list and a map: equal decodes that == calls unequal
 NESTED_NAN = msgpack.packb([math.nan, {"a": math.nan}])
 
@@ -483,6 +493,11 @@ def test_value_codecs(data: bytes) -> None:
     ok, expected = _reference(data)
     try:
         value = MsgpackCodec().decode(data)
+    except ValueLimitError as exc:  # garbage may claim anything; of valid small values,
+        # only the depth cap can refuse one, and only one nested deeper than it
+        assert not ok or (
+            exc.cap == "max_depth" and _nesting(expected) > DEFAULT_LIMITS.max_depth
+        )
     except ValueDecodeError:
         assert not ok
     else:
@@ -605,18 +620,25 @@ def _check_cli(
     lines: list[bytes],
     strict_io: bool,
     oracle: Callable[[str], bool],
+    *,
+    process: bool = False,
 ) -> None:
-    """Run `opendata-kv COMMAND - --json` on `lines`: exit 0/1, no traceback, one JSON line per
-    input line, and an error exactly when `oracle(line)` says the line is bad."""
-    done = _run_child(
-        ["-m", "opendata_kv", *command, "-", "--json"],
-        b"\n".join(lines) + b"\n",
-        strict_io=strict_io,
-    )
-    assert done.returncode in (0, 1), f"{command}: status {done.returncode} {done.stderr[-3000:]!r}"
-    assert b"Traceback" not in done.stderr, done.stderr[-3000:]
+    """Run `opendata-kv COMMAND - --json` on `lines` (in-process with byte-level stdio, or as a
+    real process): exit 0/1, no traceback, one JSON line per input line, and an error exactly
+    when `oracle(line)` says the line is bad."""
+    stdin = b"\n".join(lines) + b"\n"
+    if process:
+        argv = ["-m", "opendata_kv", *command, "-", "--json"]
+        done = _run_child(argv, stdin, strict_io=strict_io)
+        status, stdout, stderr = done.returncode, done.stdout, done.stderr
+    else:
+        status, stdout, stderr = run_in_process_bytes(
+            *command, "-", "--json", stdin=stdin, strict_io=strict_io
+        )
+    assert status in (0, 1), f"{command}: status {status} {stderr[-3000:]!r}"
+    assert b"Traceback" not in stderr, stderr[-3000:]
     # Split on b"\n" only: JSON may carry U+2028 and friends raw (ensure_ascii=False).
-    out = [row.decode("utf-8", "surrogateescape") for row in done.stdout.split(b"\n")[:-1]]
+    out = [row.decode("utf-8", "surrogateescape") for row in stdout.split(b"\n")[:-1]]
     assert len(out) == len(lines), f"{command}: {len(lines)} lines in, {len(out)} out"
     any_bad = False
     for raw, row in zip(lines, out, strict=True):
@@ -625,7 +647,7 @@ def _check_cli(
         bad = result.get("error") is not None
         assert bad == oracle(text), f"{command} on {raw!r}: {result}"
         any_bad |= bad
-    assert done.returncode == (1 if any_bad else 0)
+    assert status == (1 if any_bad else 0)
 
 
 cli_lines = st.lists(
@@ -654,11 +676,13 @@ def _url_bad(text: str) -> bool:
     return False
 
 
-@CHILD
+@IN_PROCESS_CLI
 @given(lines=cli_lines, strict_io=st.booleans())
 def test_cli_id_commands(lines: list[bytes], strict_io: bool) -> None:
     """`tid decode`, `muid parse`, `rkey validate`, `url-key` on damaged stdin, including bytes
-    that are not UTF-8 and a strict-UTF-8 stdio (PYTHONIOENCODING=utf-8:strict)."""
+    that are not UTF-8 and a strict-UTF-8 stdio (as PYTHONIOENCODING=utf-8:strict gives);
+    in-process, so many more examples than child processes would allow.
+    test_cli_lines_that_are_not_utf8 drives the same checks through real processes."""
     _check_cli(["tid", "decode"], lines, strict_io, _tid_bad)
     _check_cli(["muid", "parse"], lines, strict_io, _muid_bad)
     _check_cli(["url-key"], lines, strict_io, _url_bad)
@@ -673,11 +697,11 @@ def test_cli_lines_that_are_not_utf8(strict_io: bool) -> None:
     """Bytes that are not UTF-8 are bad lines like any other (one JSON error line each, run
     goes on, exit 1), also when stdio is strict UTF-8 (as under a UTF-8 locale)."""
     lines = [b"3jzfcijpj2z2a", *NOT_UTF8, b"2222222222222"]
-    _check_cli(["tid", "decode"], lines, strict_io, _tid_bad)
-    _check_cli(["rkey", "validate"], lines, strict_io, lambda t: not rkey.is_valid(t))
-
-
-HAVE_INSPECT = importlib.util.find_spec("opendata_kv.cli.inspect_cmds") is not None
+    _check_cli(["tid", "decode"], lines, strict_io, _tid_bad, process=True)
+    _check_cli(["rkey", "validate"], lines, strict_io, lambda t: not rkey.is_valid(t), process=True)
+    keys = [b"0110", b"\xff", b"0120" + b"\xc3"]
+    schema = ["key", "inspect", "--schema", "fuzz_schema:SCHEMA"]
+    _check_cli(schema, keys, strict_io, _key_bad, process=True)
 
 
 def _key_bad(text: str) -> bool:
@@ -688,8 +712,7 @@ def _key_bad(text: str) -> bool:
     return False
 
 
-@pytest.mark.skipif(not HAVE_INSPECT, reason="`opendata-kv key inspect` is not in this tree yet")
-@CHILD
+@IN_PROCESS_CLI
 @given(
     keys=st.lists(damaged(valid_keys).filter(bool), min_size=1, max_size=60),
     strict_io=st.booleans(),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import sys
 import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -294,8 +295,11 @@ def test_timestamp_overflow_raises() -> None:
 
 
 def test_threads_never_repeat() -> None:
+    """8 threads share one generator. The interpreter is told to switch threads as often as
+    it can (every microsecond instead of every 5 ms), so 20,000 calls per thread interleave
+    more densely than the 100,000 of the default switch interval did."""
     gen = tid.TidGenerator()
-    threads_count, per_thread = 8, 100_000
+    threads_count, per_thread = 8, 20_000
     results: list[list[str]] = [[] for _ in range(threads_count)]
     barrier = threading.Barrier(threads_count)
 
@@ -305,10 +309,15 @@ def test_threads_never_repeat() -> None:
         out.extend(next_tid() for _ in range(per_thread))
 
     threads = [threading.Thread(target=work, args=(out,)) for out in results]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
     everything: set[str] = set()
     for out in results:
         assert len(out) == per_thread

@@ -3,6 +3,8 @@
     python tools/bench.py codec     our key codec vs fdb.tuple (pip install '.[bench]')
     python tools/bench.py ids       TID generation, muid pack/parse rates
     python tools/bench.py store     typed Store vs raw slatedb calls on the same data
+    python tools/bench.py values    decode caps and dataclass type checks vs plain msgpack
+    python tools/bench.py feed      change feed row rate vs a typed scan; flush-to-follower delay
     python tools/bench.py all
 
 Each section lives in tools/bench_<section>.py and exposes run(quick: bool) -> None.
@@ -16,7 +18,7 @@ import importlib
 import sys
 from pathlib import Path
 
-SECTIONS = ("codec", "ids", "store")
+SECTIONS = ("codec", "ids", "store", "values", "feed")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from opendata_kv.errors import OpendataKvError, show_text
-from opendata_kv.keys import RecordType, Schema
+from opendata_kv.keys import Schema
 from opendata_kv.values import Values
+from opendata_kv.values.schema_forms import schema_and_values
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 1
@@ -38,8 +39,15 @@ def add_json_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def emit_json(obj: Any) -> None:
-    """Print one JSON line (compact, UTF-8 kept readable)."""
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, separators=(", ", ": ")) + "\n")
+    """Print one JSON line (compact, UTF-8 kept readable; all-ASCII escapes when a string
+    holds input bytes that were not UTF-8, so the line is always valid UTF-8 JSON)."""
+    text = json.dumps(obj, ensure_ascii=False, separators=(", ", ": "))
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # input bytes that were not UTF-8 (surrogate escapes)
+            text = json.dumps(obj, ensure_ascii=True, separators=(", ", ": "))
+    sys.stdout.write(text + "\n")
 
 
 def fail(message: str) -> int:
@@ -101,6 +109,7 @@ def run_each(
 # --- shared helpers for the key and database commands ------------------------------------------
 
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+_HEX_SEPARATORS = str.maketrans("", "", " \t\n\r\v\f_:")
 
 
 def parse_hex(text: str, what: str = "key") -> bytes:
@@ -114,6 +123,12 @@ def parse_hex(text: str, what: str = "key") -> bytes:
     if body[:2] in ("0x", "0X"):
         body = body[2:]
         skipped += 2
+    compact = body.translate(_HEX_SEPARATORS)
+    if compact and len(compact) % 2 == 0 and compact.isascii():
+        try:  # the common case at C speed; anything odd goes the slow way for its message
+            return bytes.fromhex(compact)
+        except ValueError:
+            pass
     digits = []
     for pos, char in enumerate(body):
         if char in _HEX_DIGITS:
@@ -223,7 +238,7 @@ def load_schema(spec: str) -> SchemaSpec:
             raise CliError(f"--schema {spec}: {walked!r} has no attribute {part!r}")
         obj = getattr(obj, part)
         walked = f"{walked}.{part}" if ":" in walked else f"{walked}:{part}"
-    found = _as_schema(obj)
+    found = schema_and_values(obj)
     if found is None and callable(obj):
         try:
             obj = obj()
@@ -231,7 +246,7 @@ def load_schema(spec: str) -> SchemaSpec:
             raise CliError(
                 f"--schema {spec}: calling it failed: {type(exc).__name__}: {exc}"
             ) from None
-        found = _as_schema(obj)
+        found = schema_and_values(obj)
     if found is None:
         raise CliError(
             f"--schema {spec} is a {type(obj).__name__}, not a Schema (give a Schema, a Values, "
@@ -288,19 +303,3 @@ def _load_file(spec: str, path: str) -> Any:
             f"--schema {spec}: running {path} failed: {type(exc).__name__}: {exc}"
         ) from None
     return module
-
-
-def _as_schema(obj: Any) -> tuple[Schema, Values | None] | None:
-    if isinstance(obj, Schema):
-        return obj, None
-    if isinstance(obj, Values):
-        return obj.schema, obj
-    if isinstance(obj, RecordType):
-        return Schema(obj), None
-    if isinstance(obj, (list, tuple)) and obj and all(isinstance(t, RecordType) for t in obj):
-        return Schema(obj), None
-    inner = getattr(obj, "schema", None)
-    if isinstance(inner, Schema):
-        values = getattr(obj, "values", None)
-        return inner, values if isinstance(values, Values) and values.schema is inner else None
-    return None

@@ -43,6 +43,16 @@ T = TypeVar("T")
 _NO_DATABASE = "failed to find latest transactional object"
 
 
+def checkpoint_arg(parser: argparse.ArgumentParser) -> None:
+    """--checkpoint ID, for the read-only commands (dump, stats)."""
+    parser.add_argument(
+        "--checkpoint",
+        metavar="ID",
+        help="read this checkpoint's pinned state instead of the latest one: its id, or its "
+        "name when unique (see `opendata-kv checkpoint list`)",
+    )
+
+
 @dataclass(frozen=True)
 class ReadLimits:
     """How long a read-only command waits for the database (--timeout, --retries).
@@ -88,9 +98,13 @@ def endpoint_text(location: Location) -> str:
     return f" (endpoint {endpoint}, bucket {location.bucket})"
 
 
-async def open_reader(db: str, limits: ReadLimits | None = None) -> Store:
+async def open_reader(
+    db: str, limits: ReadLimits | None = None, checkpoint: str | None = None
+) -> Store:
     """A read-only Store on `db` (an empty Schema: keys come back raw); CliError if missing,
     and within `limits` a CliError naming the endpoint and bucket when nothing answers.
+    It follows the latest state, or reads the pinned state of `checkpoint`; either way it
+    writes nothing to the store.
 
     slatedb's reader creates nothing: on a path without a database it fails with a Data
     error ("failed to find latest transactional object (e.g. manifest)"). A local path is
@@ -111,6 +125,7 @@ async def open_reader(db: str, limits: ReadLimits | None = None) -> Store:
     opening = Store.open_reader(
         db,
         Schema(),
+        checkpoint=checkpoint,
         object_store_options=limits.object_store_options(location),
         object_store_max_retries=limits.retries,
     )

@@ -24,7 +24,7 @@ from opendata_kv.cli.db_args import (
     type_arg,
     version_arg,
 )
-from opendata_kv.cli.db_read import Walk, open_reader, walk_from_args
+from opendata_kv.cli.db_read import Walk, checkpoint_arg, open_reader, walk_from_args
 from opendata_kv.cli.rows import Decoder, Row
 from opendata_kv.cli.text import cut, shorten
 from opendata_kv.keys import record_type_text
@@ -64,6 +64,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="decode values (msgpack, or the codecs of a --schema Values) instead of hex",
     )
+    checkpoint_arg(dump)
     read_limit_args(dump)
     add_json_flag(dump)
     dump.set_defaults(handler=run_dump)
@@ -82,7 +83,7 @@ async def _dump(args: argparse.Namespace, decoder: Decoder, walk: Walk) -> int:
     table = None if args.json else DumpTable(sys.stdout, with_fields=decoder.schema is not None)
     printer: Callable[[list[Row]], None] = table.rows if table is not None else _json_rows
     total = failed = 0
-    store = await open_reader(args.db, walk.limits)
+    store = await open_reader(args.db, walk.limits, args.checkpoint)
     try:
         async for chunk in walk.chunks(store):
             rows = [decoder.row(k, v, with_values=args.values) for k, v in chunk]

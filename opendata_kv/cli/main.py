@@ -17,6 +17,9 @@ COMMAND_MODULES: tuple[str, ...] = (
     "opendata_kv.cli.inspect_cmds",
     "opendata_kv.cli.dump_cmds",
     "opendata_kv.cli.stats_cmds",
+    "opendata_kv.cli.changes_cmds",
+    "opendata_kv.cli.checkpoint_cmds",
+    "opendata_kv.cli.verify_cmds",
     "opendata_kv.cli.demo",
 )
 

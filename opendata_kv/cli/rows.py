@@ -97,6 +97,8 @@ class Decoder:
             return unpack(data), None
         except ValueDecodeError as exc:
             return None, f"value: {exc}"
+        except RecursionError:  # an upgrade or codec that walks a deep value recursively
+            return None, "value: nested too deeply to decode (RecursionError)"
 
 
 def prefix_note(key: bytes, keyspace: bytes) -> str:

@@ -13,7 +13,7 @@ from typing import IO, Any
 
 from opendata_kv.cli.common import EXIT_OK, add_json_flag, emit_json
 from opendata_kv.cli.db_args import database_arg, read_limit_args, schema_args
-from opendata_kv.cli.db_read import ReadLimits, Walk, open_reader
+from opendata_kv.cli.db_read import ReadLimits, Walk, checkpoint_arg, open_reader
 from opendata_kv.cli.rows import Decoder
 from opendata_kv.cli.text import shorten
 from opendata_kv.keys import prefix_range, record_type_text
@@ -32,6 +32,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     stats.add_argument("db", metavar="DB", type=database_arg, help="database directory or URL")
     schema_args(stats)
+    checkpoint_arg(stats)
     read_limit_args(stats)
     add_json_flag(stats)
     stats.set_defaults(handler=run_stats)
@@ -131,7 +132,7 @@ def run_stats(args: argparse.Namespace) -> int:
         None,
         ReadLimits.from_args(args),
     )
-    groups = asyncio.run(_stats(args.db, decoder, walk))
+    groups = asyncio.run(_stats(args.db, decoder, walk, args.checkpoint))
     ordered = sorted(
         groups.values(),
         key=lambda g: (g.keyspace, g.version is None, g.version or 0, g.record_type or 0),
@@ -148,11 +149,13 @@ def run_stats(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def _stats(db: str, decoder: Decoder, walk: Walk) -> dict[Any, Group]:
+async def _stats(
+    db: str, decoder: Decoder, walk: Walk, checkpoint: str | None = None
+) -> dict[Any, Group]:
     groups: dict[Any, Group] = {}
     progress = Progress(sys.stderr)
     seen = size = 0
-    store = await open_reader(db, walk.limits)
+    store = await open_reader(db, walk.limits, checkpoint)
     try:
         async for chunk in walk.chunks(store):
             for key, value in chunk:

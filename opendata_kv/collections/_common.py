@@ -7,10 +7,15 @@ import datetime
 from collections.abc import AsyncIterator, Awaitable, Iterable
 from typing import Generic, TypeVar
 
-from opendata_kv.errors import InvalidInputError, SchemaError
+from opendata_kv.errors import (
+    ArgumentTypeError,
+    InvalidArgumentError,
+    InvalidInputError,
+    SchemaError,
+)
 from opendata_kv.ids import micros as micros_ids
 from opendata_kv.keys import Key, RecordType, Schema
-from opendata_kv.store import Record, Store
+from opendata_kv.store import Record, Store, SyncStore
 from opendata_kv.values import MsgpackCodec, Values
 
 T = TypeVar("T")
@@ -47,7 +52,20 @@ class Layout:
         return values
 
     def check(self, store: Store) -> None:
-        """SchemaError unless `store` can hold this layout's records."""
+        """SchemaError unless `store` can hold this layout's records; ArgumentTypeError unless it
+        is an async Store (a SyncStore wraps one: pass `sync_store.store`)."""
+        given: object = store  # typed as Store, but callers pass what they have
+        if isinstance(given, SyncStore) or not isinstance(getattr(given, "schema", None), Schema):
+            raise ArgumentTypeError(
+                f"{self.kind} needs an async opendata_kv Store, got {type(store).__name__}"
+                + (
+                    "; a SyncStore wraps one as its .store (the collections are async)"
+                    if isinstance(given, SyncStore)
+                    else ""
+                ),
+                field="store",
+                value=store,
+            )
         schema = store.schema
         missing = [t.name for t in self.record_types if t not in schema]
         if missing:
@@ -98,11 +116,13 @@ def to_micros(value: Instant, what: str) -> int:
 
 
 def check_limit(limit: int | None) -> int | None:
-    """None or a positive int, else InvalidInputError."""
+    """None or an int >= 0 (0: nothing, as for Store.scan), else InvalidArgumentError."""
     if limit is None:
         return None
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidInputError(f"limit must be a positive int or None, got {limit!r}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise InvalidArgumentError(
+            f"limit must be an int >= 0 or None, got {limit!r}", field="limit", value=limit
+        )
     return limit
 
 

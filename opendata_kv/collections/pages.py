@@ -313,6 +313,8 @@ class PageStore:
         return Results(self._expired(at, limit))
 
     async def _expired(self, at: int, limit: int | None) -> AsyncIterator[Page]:
+        if limit == 0:
+            return
         found = 0
         async for row in self.store.scan(self.page, batch_size=1024):
             expires = row.value.get("expires") if isinstance(row.value, dict) else None

@@ -141,10 +141,12 @@ class RecordList:
 
     `cursor` is the record key of the last record returned when more records follow, None
     when the listing is complete. Pass it back as `cursor=` (with the same `reverse`).
+    `has_more`: whether records follow (with `limit=0`, an empty page, whether any exist).
     """
 
     records: list[RepoRecord]
     cursor: str | None
+    has_more: bool = False
 
     def __iter__(self) -> Iterator[RepoRecord]:
         return iter(self.records)
@@ -314,13 +316,13 @@ class RecordCollection:
             repo,
             collection,
             reverse=reverse,
-            limit=None if limit is None else limit + 1,
+            limit=limit,
             after=after,
         )
-        rows = await scan.to_list()
-        more = limit is not None and len(rows) > limit
-        records = [self._record(r) for r in (rows[:limit] if more else rows)]
-        return RecordList(records, records[-1].rkey if more else None)
+        records = [self._record(r) for r in await scan.to_list()]
+        more = limit is not None and await scan.has_more()
+        next_cursor = (records[-1].rkey if records else cursor) if more else None
+        return RecordList(records, next_cursor, more)
 
     def scan(
         self, repo: str | None = None, collection: str | None = None, *, reverse: bool = False

@@ -4,23 +4,49 @@
     SyncStore      the same, blocking, on a private event loop
     Record         what scans yield: (key, value, raw_key), the key a typed Key
     RawRecord      a row no RecordType owns (scan_all(on_unknown="raw")): key and value bytes
+    Change         what the change feed yields (Store.changes)
+    Checkpoint     a pinned state (Store.checkpoint, Store.open_reader(checkpoint=...))
+    clone          copy a database (at a checkpoint) into a new, independent one
+    verify         check every object of a database; a VerifyReport of Problems (read-only)
 """
 
+from opendata_kv.store.checkpoints import Checkpoint
+from opendata_kv.store.clone import CloneResult, clone, clone_sync
+from opendata_kv.store.feed import Change
+from opendata_kv.store.integrity import Problem
 from opendata_kv.store.scan import RawRecord, Record, Scan
 from opendata_kv.store.store import Batch, Snapshot, Store, Transaction
-from opendata_kv.store.sync import SyncScan, SyncStore, SyncTransaction, SyncView, SyncWriteView
+from opendata_kv.store.sync import (
+    SyncChanges,
+    SyncScan,
+    SyncStore,
+    SyncTransaction,
+    SyncView,
+    SyncWriteView,
+)
+from opendata_kv.store.verifier import VerifyReport, verify, verify_async
 
 __all__ = [
     "Batch",
+    "Change",
+    "Checkpoint",
+    "CloneResult",
+    "Problem",
     "RawRecord",
     "Record",
     "Scan",
     "Snapshot",
     "Store",
+    "SyncChanges",
     "SyncScan",
     "SyncStore",
     "SyncTransaction",
     "SyncView",
     "SyncWriteView",
     "Transaction",
+    "VerifyReport",
+    "clone",
+    "clone_sync",
+    "verify",
+    "verify_async",
 ]

@@ -6,7 +6,7 @@ also what a writer leaves to fence older writers); a replay point past the newes
 skips them all; and an SST shorter than the manifest says makes every read retry forever.
 `check_open` finds these on a local directory with one listing and one manifest read (and
 reads WAL files only around an empty one), before the writer or a reader opens. `verify`
-(store/verify.py) runs the same checks and more over every object.
+(store/verifier.py) runs the same checks and more over every object.
 """
 
 from __future__ import annotations
@@ -84,6 +84,48 @@ def replay_problems(manifest: Any, listing: Listing) -> list[Problem]:
     ]
 
 
+def l0_problems(older: Any, newer: Any) -> list[Problem]:
+    """Two consecutive manifest versions: an SST keeps its facts (key range, offsets) in every
+    version; last_l0_seq moves only with a new L0 SST; an L0 SST leaves only by compaction,
+    which takes the oldest views (L0 lists the newest first) up to the one it records in
+    last_compacted_l0_sst_view_id. Otherwise reads would skip records."""
+    kept = {view.id for view in newer.l0}
+    compacted = newer.last_compacted_l0_sst_view_id
+    problems = []
+    before = dict(manifest_ssts(older))
+    for ulid, handle in manifest_ssts(newer):
+        if ulid in before and before[ulid].info != handle.info:
+            problems.append(
+                Problem(
+                    manifest_name(newer.id),
+                    f"the facts of SST {ulid} (key range, offsets) differ from those in "
+                    f"{manifest_name(older.id)}; an SST never changes: the manifest is damaged",
+                )
+            )
+    added = kept - {view.id for view in older.l0}
+    if newer.last_l0_seq != older.last_l0_seq and not added:
+        problems.append(
+            Problem(
+                manifest_name(newer.id),
+                f"last_l0_seq moved from {older.last_l0_seq} ({manifest_name(older.id)}) to "
+                f"{newer.last_l0_seq} without a new L0 SST: the manifest is damaged",
+            )
+        )
+    # L0 is listed newest first; a compaction takes the oldest views up to the one it names
+    order = [view.id for view in older.l0]
+    cut = order.index(compacted) if compacted in order else len(order)
+    for position, view in enumerate(older.l0):
+        if view.id not in kept and position < cut:
+            problems.append(
+                Problem(
+                    manifest_name(newer.id),
+                    f"L0 SST {view.sst.id.value} of {manifest_name(older.id)} is gone from it, "
+                    "but no compaction took it: the manifest is damaged",
+                )
+            )
+    return problems
+
+
 def sst_problems(manifest: Any, listing: Listing) -> list[Problem]:
     """Every SST the manifest references must be present and at least as long as its info says."""
     problems = []
@@ -130,7 +172,7 @@ async def wal_sequence_problems(
     problems: list[Problem] = []
     previous = manifest.last_l0_seq
     empties: list[int] = []
-    last_named = wal_name(wal_ids[0] - 1) if wal_ids[0] > 1 else "the SSTs"
+    first_named = last_named = wal_name(wal_ids[0] - 1) if wal_ids[0] > 1 else "the SSTs"
     for expected in wal_ids:
         if upto is not None and expected > upto:
             break
@@ -178,7 +220,35 @@ async def wal_sequence_problems(
         empties = []
         previous = max(previous, high)
         last_named = wal_name(got)
+    if upto is None and last_named != first_named:
+        problems.extend(seq_problems(manifest, previous, last_named))
     return problems
+
+
+def seq_problems(manifest: Any, newest_seq: int, newest_file: str) -> list[Problem]:
+    """The manifest's last_l0_seq against the newest sequence number in the WAL files after
+    its replay point: replay skips every write numbered up to last_l0_seq (those are in L0
+    already), so one above every write there is would skip them all."""
+    if manifest.last_l0_seq <= newest_seq:
+        return []
+    return [
+        Problem(
+            manifest_name(manifest.id),
+            f"last_l0_seq {manifest.last_l0_seq} is above the newest sequence number "
+            f"{newest_seq} (in {newest_file}): the manifest is damaged, and replay would skip "
+            "the writes in the WAL files after its replay point",
+        )
+    ]
+
+
+async def newest_seq(object_store: Any, location: Location, wal_id: int) -> int | None:
+    """The highest sequence number in one WAL file (None: it holds no writes)."""
+    reader = SlateDbWalReader(location.db_path, object_store)
+    iterator = await asyncio.wait_for(reader.iterator(wal_id), WAL_READ_TIMEOUT)
+    rows = await asyncio.wait_for(iterator.next(), WAL_READ_TIMEOUT)
+    if rows is None or not rows.rows:
+        return None
+    return int(max(row.seq for row in rows.rows))
 
 
 def _raise(problems: list[Problem], where: str) -> None:
@@ -225,11 +295,29 @@ async def open_problems(location: Location, object_store: Any, where: str) -> li
     if not problems:
         admin = AdminBuilder(location.db_path, object_store).build()
         problems = await epoch_problems(admin, manifest, listing, strict=False)
+        if not problems and manifest.id - 1 in listing.manifests:
+            try:
+                older = await admin.read_manifest(manifest.id - 1)
+            except FOREIGN:
+                older = None  # an old version that does not decode does not stop an open
+            if older is not None:
+                problems = l0_problems(older, manifest)
     if problems:
         return problems
     after = sorted(i for i in listing.wals if i > manifest.replay_after_wal_id)
-    # An empty file before the newest is either a writer's fence or a damaged one: the
-    # sequence numbers around it tell. (The newest file empty: see docs/reliability.md.)
+    # The newest file with writes: the manifest's last_l0_seq may not be above its writes.
+    newest = next((i for i in reversed(after) if listing.wals[i] > 0), None)
+    if newest is not None:
+        try:
+            seq = await newest_seq(object_store, location, newest)
+        except (asyncio.TimeoutError, *FOREIGN):  # type: ignore[misc]
+            seq = None  # unreadable: slatedb's replay reports it, naming the file
+        if seq is not None:
+            problems = seq_problems(manifest, seq, wal_name(newest))
+            if problems:
+                return problems
+    # An empty file before the newest is a writer's fence or a damaged file: the sequence
+    # numbers around it tell (the newest file empty: see docs/reliability.md).
     middle_empty = [i for i in after[:-1] if listing.wals[i] == 0]
     if middle_empty:
         return await wal_sequence_problems(

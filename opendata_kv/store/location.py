@@ -50,7 +50,12 @@ from urllib.parse import unquote, urlsplit
 
 from slatedb.uniffi import Error, ObjectStore, ObjectStoreBuilder, ObjectStoreType
 
-from opendata_kv.errors import InvalidInputError, StoreDataError, StoreError
+from opendata_kv.errors import (
+    InvalidInputError,
+    StoreError,
+    StoreLocationError,
+    StoreNotFoundError,
+)
 
 _TRUE = frozenset({"1", "true", "yes", "on", "y"})
 _FALSE = frozenset({"0", "false", "no", "off", "n"})
@@ -151,12 +156,17 @@ class Location:
         if self.scheme == "memory":
             return ObjectStore.resolve(self.store_url)
         if self.scheme == "file":
+            if os.path.exists(self.path) and not os.path.isdir(self.path):
+                raise StoreLocationError(
+                    f"{self.url}: {self.path} is a file, not a database directory",
+                    value=self.path,
+                )
             if create:
                 os.makedirs(self.path, exist_ok=True)
             elif not os.path.isdir(self.path):
-                raise StoreDataError(
-                    f"open reader on {self.url}: there is no database here "
-                    f"({self.path} is not a directory)"
+                raise StoreNotFoundError(
+                    f"{self.url}: there is no database here ({self.path} does not exist)",
+                    value=self.path,
                 )
             try:
                 builder = ObjectStoreBuilder.from_env(ObjectStoreType.LOCAL)

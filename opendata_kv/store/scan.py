@@ -8,7 +8,7 @@ a cursor (the last raw key yielded) from which a later scan can resume.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar
 
@@ -31,6 +31,12 @@ class Record(NamedTuple):
     key: Key
     value: Any
     raw_key: bytes
+
+
+def object_gone(exc: BaseException) -> bool:
+    """True for slatedb's error when an object it was reading no longer exists."""
+    message = str(getattr(exc, "message", None) or exc).lower()
+    return "not found" in message and ".sst" in message
 
 
 class RawRecord(NamedTuple):
@@ -160,6 +166,13 @@ class Scan(Generic[R]):
         self._buffer: list[R] = []
         self._pos = 0
         self._cursor: bytes | None = after
+        self._more: bool | None = None  # has_more's answer once the limit is reached
+        # Set for readers that pin nothing (FOLLOW_LATEST): called when an SST the iterator
+        # reads was deleted by the writer's garbage collector, with the attempt number; it
+        # waits for the reader to see a newer manifest (the scan then re-seeks after its
+        # cursor) or raises SnapshotGoneError.
+        self.on_gone: Callable[[int], Awaitable[None]] | None = None
+        self._gone = 0
 
     @property
     def cursor(self) -> bytes | None:
@@ -193,6 +206,25 @@ class Scan(Generic[R]):
         chunk = self._buffer[self._pos : end]
         self._pos = end
         return chunk
+
+    async def has_more(self) -> bool:
+        """True when another record follows: before `limit` is reached, whether the scan has
+        one more to yield; once it is, whether one more lies in the range past the limit (one
+        row is read from the open iterator, no new scan). A page of `limit` records thus
+        tells whether a next page exists without an empty round trip to find out."""
+        if self._pos < len(self._buffer):
+            return True
+        if self._remaining is None or self._remaining > 0:
+            return await self._fill()
+        if self._more is None:
+            buffer, pos, cursor = self._buffer, self._pos, self.cursor
+            self._remaining = 1
+            try:
+                self._more = await self._fill()
+            finally:
+                self._remaining = 0
+                self._buffer, self._pos, self._cursor = buffer, pos, cursor
+        return self._more
 
     async def to_list(self) -> list[R]:
         """Every remaining record."""
@@ -228,6 +260,14 @@ class Scan(Generic[R]):
             return True
         return False
 
+    def _reseek(self) -> None:
+        """Reopen the current span just after the last row read (the buffer is consumed)."""
+        if self._buffer:
+            self._after = self._cursor = self._buffer[-1].raw_key
+            self._buffer, self._pos = [], 0
+        self._span_index -= 1
+        self._iterator = None
+
     async def _fill(self) -> bool:
         """Load the next non-empty batch into the buffer; False at the end."""
         while True:
@@ -241,7 +281,12 @@ class Scan(Generic[R]):
             try:
                 rows = await self._iterator.next_batch(want)
             except FOREIGN as exc:
-                raise translate(exc, self._where) from exc
+                if self.on_gone is None or not object_gone(exc):
+                    raise translate(exc, self._where) from exc
+                self._gone += 1
+                await self.on_gone(self._gone)
+                self._reseek()
+                continue
             self._batch = min(self._batch * 2, self._max_batch)
             if not rows:
                 self._iterator = None

@@ -9,37 +9,50 @@
 
 from __future__ import annotations
 
-import json
+import asyncio
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from slatedb.uniffi import (
-    DbBuilder,
-    DbReaderBuilder,
     Error,
     IsolationLevel,
     KeyRange,
     PutOptions,
-    ReaderOptions,
-    Settings,
     Ttl,
     WriteBatch,
     WriteOptions,
 )
 
-from opendata_kv.errors import ReadOnlyError, StoreClosedError, StoreDataError, StoreError
+from opendata_kv.errors import (
+    InvalidArgumentError,
+    ReadOnlyError,
+    SnapshotGoneError,
+    StoreClosedError,
+    StoreError,
+)
 from opendata_kv.keys import Key, RecordType, Schema
-from opendata_kv.store import ffi_patch
+from opendata_kv.store import feed, ffi_patch
+from opendata_kv.store.checkpoints import Checkpoint, Checkpoints, require_id
+from opendata_kv.store.deletes import MAX_KEYS, check_max_keys, keys_in
 from opendata_kv.store.failures import FOREIGN, call, translate
-from opendata_kv.store.integrity import check_open, opening_error
 from opendata_kv.store.location import Location, parse_location
+from opendata_kv.store.opening import (
+    READER_TIMEOUT,
+    bounded,
+    check_retries,
+    check_seconds,
+    open_db,
+    open_reader_db,
+)
 from opendata_kv.store.scan import scan_options
+from opendata_kv.store.schema_arg import SchemaArg, as_schema
 from opendata_kv.store.views import (
     MISSING,
+    Bound,
     Fields,
     ReadView,
     Target,
@@ -48,29 +61,16 @@ from opendata_kv.store.views import (
     key_bytes,
 )
 from opendata_kv.values import Values
+from opendata_kv.values.limits import check_stored_size
+
+if TYPE_CHECKING:
+    from opendata_kv.store.clone import CloneResult
 
 _WRITE_OPTIONS = WriteOptions()
 _ISOLATION = {
     "snapshot": IsolationLevel.SNAPSHOT,
     "serializable": IsolationLevel.SERIALIZABLE_SNAPSHOT,
 }
-
-
-def _retries(value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"object_store_max_retries must be an int >= 0, got {value!r}")
-    return value
-
-
-def _settings(settings: Mapping[str, Any] | None) -> Any:
-    """slatedb Settings: defaults, overridden key by key (values as JSON-able Python)."""
-    result = Settings.default()
-    for name, value in (settings or {}).items():
-        try:
-            result.set(name, json.dumps(value))
-        except FOREIGN as exc:
-            raise translate(exc, f"setting {name}={value!r}") from exc
-    return result
 
 
 class Store(ReadView):
@@ -94,71 +94,245 @@ class Store(ReadView):
         self.check_expiry = check_expiry
         self.where = str(location)
         self._closed = False
+        self._object_store: Any = None  # set by the openers: admin and WAL reads share it
+        self.checkpoint_id: str | None = None  # the checkpoint a pinned reader reads
+        self.poll_interval = 1.0  # a reader's manifest poll interval, seconds
 
     # --- opening --------------------------------------------------------------------------------
 
     @staticmethod
     def open(
         url: str | os.PathLike[str],
-        schema: Schema,
+        schema: SchemaArg,
         *,
         values: Values | None = None,
+        create_if_missing: bool = True,
+        error_if_exists: bool = False,
+        timeout: float | None = None,
+        object_store_max_retries: int | None = None,
         settings: Mapping[str, Any] | None = None,
         object_store_options: Mapping[str, str] | None = None,
-        object_store_max_retries: int | None = None,
         check_expiry: bool = True,
         speedup: bool = True,
     ) -> _Opening:
-        """Open (or create) the database as its writer: `async with Store.open(...) as s` or
+        """Open the database as its writer: `async with Store.open(...) as s` or
         `s = await Store.open(...)`. A second writer on the same database fences this one.
 
+        `schema`: a Schema, a RecordType, RecordTypes, or a Values (schema and codecs);
+            anything else is a SchemaError here. `values`: the codecs, built for that schema.
+        `create_if_missing` (default True, as SlateDB, LMDB, RocksDB's Python bindings and
+            sqlite3 do): False refuses a location without a database (StoreNotFoundError), so a
+            mistyped path fails instead of starting an empty store. `error_if_exists`: refuse
+            a location that holds one (StoreExistsError). memory:// always starts empty.
+        `timeout`: seconds the open may take before StoreUnavailableError; None (default)
+            waits as long as slatedb retries.
+        `object_store_max_retries`: slatedb retries failed object-store calls forever by
+            default, so a writer rides out an outage but opening a missing bucket or a stopped
+            endpoint waits forever; a number makes such calls fail (StoreUnavailableError)
+            after that many retries, for the open and for the writer's background flushes.
         `settings`: slatedb Settings keys (e.g. {"flush_interval": "50ms"}).
         `object_store_options`: object_store config entries for s3:// (see location.py),
             applied over the AWS_* environment variables.
-        `object_store_max_retries`: slatedb retries failed object-store calls forever by
-            default, so opening a missing bucket or an endpoint that is down waits forever;
-            a number makes such calls fail (StoreUnavailableError) after that many retries.
-            The same limit then applies to the writer's background flushes.
         `check_expiry`: hide records whose TTL has passed (reads fetch each row's expiry);
             False skips that check for stores that never write a TTL (put(ttl=) then fails).
         `speedup`: install the binding byte-copy speed-up (see ffi_patch).
         """
         merged = dict(settings or {})
-        if object_store_max_retries is not None:
-            merged["object_store_max_retries"] = _retries(object_store_max_retries)
+        retries = check_retries(object_store_max_retries)
+        if retries is not None:
+            merged["object_store_max_retries"] = retries
         return _Opening(
             _open_writer(
-                url, schema, values, merged, object_store_options, check_expiry, speedup
+                url,
+                schema,
+                values,
+                merged,
+                object_store_options,
+                check_expiry,
+                speedup,
+                bool(create_if_missing),
+                bool(error_if_exists),
+                check_seconds(timeout, "timeout"),
             )
         )
 
     @staticmethod
     def open_reader(
         url: str | os.PathLike[str],
-        schema: Schema,
+        schema: SchemaArg,
         *,
         values: Values | None = None,
+        timeout: float | None = READER_TIMEOUT,
+        object_store_max_retries: int | None = None,
         poll_interval: float = 1.0,
         object_store_options: Mapping[str, str] | None = None,
-        object_store_max_retries: int | None = None,
         check_expiry: bool = True,
         speedup: bool = True,
+        checkpoint: str | None = None,
     ) -> _Opening:
         """Open read-only through DbReaderBuilder: sees flushed data (refreshed every
-        `poll_interval` seconds) and never fences the writer. Options as for Store.open."""
-        retries = None if object_store_max_retries is None else _retries(object_store_max_retries)
+        `poll_interval` seconds), never fences the writer, creates and writes nothing (no
+        database there: StoreNotFoundError).
+
+        `timeout` (default 30 s): the open gives up with StoreUnavailableError naming the
+        location, bucket and endpoint; None waits as long as slatedb retries. Other options
+        as for Store.open.
+
+        Without `checkpoint` it follows the latest state (slatedb's FOLLOW_LATEST mode: the
+        default mode would write manifests). It pins nothing, so the writer's garbage
+        collector may delete an SST a long scan still reads (SnapshotGoneError): scan a
+        checkpoint for long reads of a busy store. With `checkpoint=ID` it reads that
+        checkpoint's pinned state, which never changes (a unique checkpoint name works too).
+        """
+        if checkpoint is not None:
+            require_id(checkpoint)
         return _Opening(
             _open_reader(
                 url,
                 schema,
                 values,
-                poll_interval,
+                check_seconds(poll_interval, "poll_interval") or 1.0,
                 object_store_options,
-                retries,
+                check_retries(object_store_max_retries),
                 check_expiry,
                 speedup,
+                check_seconds(timeout, "timeout"),
+                checkpoint,
             )
         )
+
+    # --- change feed and checkpoints -------------------------------------------------------------
+
+    def changes(
+        self,
+        since: str | None = None,
+        *,
+        follow: bool = False,
+        limit: int | None = None,
+        poll_interval: float = 0.1,
+    ) -> AsyncGenerator[feed.Change, None]:
+        """Every write still in the WAL after `since`, as typed Changes in sequence order.
+
+        `since`: a Change's (or a Checkpoint's) cursor; None starts at the oldest WAL file
+        the garbage collector has kept. Resuming from a cursor yields exactly the changes
+        after it, across writer restarts and crashes. A cursor whose WAL file was already
+        collected raises ChangeCursorExpiredError; a malformed one ChangeCursorError.
+        `follow`: keep waiting for new changes (polling every `poll_interval` seconds) until
+        the consumer stops iterating or the task is cancelled; otherwise stop at the WAL's
+        end as it was when the call started. `limit`: stop after that many changes.
+        The feed only reads: it works on a writer and on a reader alike.
+        """
+        changes: AsyncGenerator[feed.Change, None] = self._feed(
+            feed.changes, since, follow, limit, poll_interval
+        )
+        return changes
+
+    def change_batches(
+        self,
+        since: str | None = None,
+        *,
+        follow: bool = False,
+        limit: int | None = None,
+        poll_interval: float = 0.1,
+    ) -> AsyncGenerator[list[feed.Change], None]:
+        """Store.changes a WAL file at a time: lists of Changes (never empty)."""
+        batches: AsyncGenerator[list[feed.Change], None] = self._feed(
+            feed.change_batches, since, follow, limit, poll_interval
+        )
+        return batches
+
+    def _feed(
+        self, kind: Any, since: str | None, follow: bool, limit: int | None, poll: float
+    ) -> Any:
+        self._open_check()
+        return kind(
+            feed.wal_reader(self.location.db_path, self._object_store),
+            feed.admin(self.location.db_path, self._object_store, self.where),
+            self.schema,
+            self.values,
+            since,
+            follow=follow,
+            limit=limit,
+            poll_interval=poll,
+            where=self.where,
+        )
+
+    @staticmethod
+    async def clone(
+        source: str | os.PathLike[str],
+        destination: str | os.PathLike[str],
+        *,
+        checkpoint: str | None = None,
+        source_options: Mapping[str, str] | None = None,
+        destination_options: Mapping[str, str] | None = None,
+    ) -> CloneResult:
+        """Copy `source` (at `checkpoint`, or its latest state) into a new, independent
+        database at `destination` (see opendata_kv.store.clone); returns a CloneResult."""
+        from opendata_kv.store.clone import clone
+
+        return await clone(
+            source,
+            destination,
+            checkpoint=checkpoint,
+            source_options=source_options,
+            destination_options=destination_options,
+        )
+
+    def _on_gone(self, where: str) -> Callable[[int], Awaitable[None]] | None:
+        """A reader that follows the latest state pins nothing: when the writer's garbage
+        collector deleted an SST a scan was reading, wait for the reader's next manifest poll
+        and let the scan re-seek after its cursor; after three tries, SnapshotGoneError."""
+        if not self.readonly or self.checkpoint_id is not None:
+            return None
+        poll = self.poll_interval
+
+        async def gone(attempt: int) -> None:
+            if attempt > 3:
+                raise SnapshotGoneError(
+                    f"{where}: the writer's garbage collector deleted SSTs this scan was "
+                    f"reading, and {attempt - 1} re-seeks at newer states found more gone. This "
+                    "reader follows the latest state and pins nothing: for long scans of a "
+                    "busy store read a checkpoint (Store.open_reader(url, schema, "
+                    "checkpoint=ID), or --checkpoint ID on the command line)"
+                )
+            await asyncio.sleep(poll)
+
+        return gone
+
+    def _checkpoints(self) -> Checkpoints:
+        self._open_check()
+        return Checkpoints(self.location.db_path, self._object_store, self.where)
+
+    def _open_check(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"{self.where} is closed")
+
+    async def checkpoint(
+        self, name: str | None = None, lifetime: TtlArg = None
+    ) -> Checkpoint:
+        """Pin the current state as a checkpoint holding every write acknowledged so far.
+
+        On the writer the memtable is flushed to an SST first. On a reader nothing can be
+        flushed: if the WAL holds writes not yet in an SST, CheckpointError says so and no
+        checkpoint is kept. `lifetime` (seconds or a timedelta): the checkpoint expires after
+        it; None keeps it until deleted. Returns its id, name, times and feed cursor.
+        """
+        writer = None if self.readonly else self._writable()
+        return await self._checkpoints().create(writer=writer, name=name, lifetime=lifetime)
+
+    async def checkpoints(self, name: str | None = None) -> list[Checkpoint]:
+        """The store's checkpoints (only those named `name` if given), oldest first."""
+        return await self._checkpoints().list(name)
+
+    async def refresh_checkpoint(
+        self, checkpoint_id: str, lifetime: TtlArg
+    ) -> Checkpoint:
+        """Give a checkpoint a new lifetime from now (None: keep it until deleted)."""
+        return await self._checkpoints().refresh(require_id(checkpoint_id), lifetime)
+
+    async def delete_checkpoint(self, checkpoint_id: str) -> None:
+        """Delete a checkpoint (CheckpointError if the store has none with this id)."""
+        await self._checkpoints().delete(require_id(checkpoint_id))
 
     async def close(self) -> None:
         """Shut the database down (flushing what the writer buffered). Idempotent.
@@ -241,8 +415,63 @@ class Store(ReadView):
         except FOREIGN as exc:
             raise translate(exc, f"delete on {self.where}") from exc
 
+    async def delete_range(
+        self,
+        record: RecordType | str | None = None,
+        *leading: Any,
+        partial: Any = None,
+        version: int | None = None,
+        prefix: bytes | None = None,
+        start: Bound = None,
+        end: Bound = None,
+        max_keys: int = MAX_KEYS,
+        durable: bool = False,
+    ) -> int:
+        """Delete every record a scan with the same arguments would see (every version of a
+        record name; or, with no record, every key under `prefix` / in [start, end)), in one
+        atomic batch; returns how many keys were deleted.
+
+        slatedb has no range tombstone: the keys are read first, then one tombstone per key is
+        written. A range of more than `max_keys` keys is refused before anything is written;
+        records written into the range after the keys were read are not deleted.
+        """
+        self._writable()
+        keys = await self._range_keys(
+            record, leading, partial, version, prefix, start, end, max_keys
+        )
+        batch = Batch(self)
+        for key in keys:
+            batch.delete_raw(key)
+        await self.write(batch, durable=durable)
+        return len(keys)
+
+    async def _range_keys(
+        self,
+        record: RecordType | str | None,
+        leading: tuple[Any, ...],
+        partial: Any,
+        version: int | None,
+        prefix: bytes | None,
+        start: Bound,
+        end: Bound,
+        max_keys: int,
+    ) -> list[bytes]:
+        """The keys delete_range removes (see there)."""
+        max_keys = check_max_keys(max_keys)
+        if record is None and not prefix and start is None and end is None:
+            raise InvalidArgumentError(
+                "delete_range needs a record, a prefix or start/end bounds (it never deletes "
+                "every key of the database by default)",
+                field="record",
+            )
+        spans = self._bounded_spans(
+            self._spans(record, leading, partial, version, prefix), start, end
+        )
+        return await keys_in(self._writable(), spans, max_keys, f"delete_range on {self.where}")
+
     async def put_raw(self, key: bytes, data: bytes) -> None:
         """Store raw bytes under a raw key (tools and migrations)."""
+        check_stored_size(data)
         try:
             await self._writable().put(key, data)
         except FOREIGN as exc:
@@ -285,7 +514,11 @@ class Store(ReadView):
         db = self._writable()
         level = _ISOLATION.get(isolation)
         if level is None:
-            raise ValueError(f"isolation must be one of {sorted(_ISOLATION)}, got {isolation!r}")
+            raise InvalidArgumentError(
+                f"isolation must be one of {sorted(_ISOLATION)}, got {isolation!r}",
+                field="isolation",
+                value=isolation,
+            )
         txn = await call(db.begin(level), f"begin transaction on {self.where}")
         tx = Transaction(txn, self)
         try:
@@ -325,8 +558,12 @@ class Store(ReadView):
         tombstones of records already moved); passes repeat until one finds nothing, which
         also catches old-version records written by others during the migration.
         """
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidArgumentError(
+                f"batch_size must be an int >= 1, got {batch_size!r}",
+                field="batch_size",
+                value=batch_size,
+            )
         db = self._writable()
         current = self.schema.get(name)
         moved = 0
@@ -409,69 +646,62 @@ class _Opening:
 
 async def _open_writer(
     url: str | os.PathLike[str],
-    schema: Schema,
+    schema_arg: SchemaArg,
     values: Values | None,
-    settings: Mapping[str, Any] | None,
+    settings: Mapping[str, Any],
     object_store_options: Mapping[str, str] | None,
     check_expiry: bool,
     speedup: bool,
+    create_if_missing: bool,
+    error_if_exists: bool,
+    timeout: float | None,
 ) -> Store:
+    schema, values = as_schema(schema_arg, values)
     if speedup:
         ffi_patch.install()
     location = parse_location(url)
-    object_store = location.object_store(object_store_options, create=True)
-    await check_open(location, object_store, f"open {location}")
-    builder = DbBuilder(location.db_path, object_store)
-    builder.with_settings(_settings(settings))
-    try:
-        db = await builder.build()
-    except FOREIGN as exc:
-        raise await opening_error(exc, location, object_store, f"open {location}") from exc
-    return Store(
-        db, location, schema, values or Values(schema), readonly=False, check_expiry=check_expiry
+    db, object_store = await bounded(
+        open_db(location, object_store_options, settings, create_if_missing, error_if_exists),
+        timeout,
+        location,
+        object_store_options,
+        "open",
     )
+    store = Store(db, location, schema, values, readonly=False, check_expiry=check_expiry)
+    store._object_store = object_store
+    return store
 
 
 async def _open_reader(
     url: str | os.PathLike[str],
-    schema: Schema,
+    schema_arg: SchemaArg,
     values: Values | None,
     poll_interval: float,
     object_store_options: Mapping[str, str] | None,
     object_store_max_retries: int | None,
     check_expiry: bool,
     speedup: bool,
+    timeout: float | None,
+    checkpoint: str | None,
 ) -> Store:
+    schema, values = as_schema(schema_arg, values)
     if speedup:
         ffi_patch.install()
     location = parse_location(url)
-    object_store = location.object_store(object_store_options)
-    await check_open(location, object_store, f"open reader on {location}")
-    builder = DbReaderBuilder(location.db_path, object_store)
-    builder.with_options(
-        ReaderOptions(
-            manifest_poll_interval_ms=max(1, round(poll_interval * 1000)),
-            checkpoint_lifetime_ms=max(1000, round(poll_interval * 10_000)),
-            max_memtable_bytes=64 << 20,
-            skip_wal_replay=False,
-            object_store_max_retries=object_store_max_retries,
-        )
+    reader, object_store, checkpoint_id = await bounded(
+        open_reader_db(
+            location, object_store_options, poll_interval, object_store_max_retries, checkpoint
+        ),
+        timeout,
+        location,
+        object_store_options,
+        "open reader on",
     )
-    try:
-        reader = await builder.build()
-    except FOREIGN as exc:
-        message = getattr(exc, "message", None) or str(exc)
-        if isinstance(exc, Error.Data) and "failed to find latest" in message:
-            # what a reader gets where no writer ever created the database
-            raise StoreDataError(
-                f"open reader on {location}: there is no database here (no manifest); "
-                f"a writer must create it first with Store.open [{message}]"
-            ) from exc
-        where = f"open reader on {location}"
-        raise await opening_error(exc, location, object_store, where) from exc
-    return Store(
-        reader, location, schema, values or Values(schema), readonly=True, check_expiry=check_expiry
-    )
+    store = Store(reader, location, schema, values, readonly=True, check_expiry=check_expiry)
+    store._object_store = object_store
+    store.checkpoint_id = checkpoint_id
+    store.poll_interval = poll_interval
+    return store
 
 
 # --- batches, transactions, snapshots ------------------------------------------------------------
@@ -532,8 +762,29 @@ class Batch:
         _, key = key_bytes(self._store.schema, target, fields)
         self.delete_raw(key)
 
+    async def delete_range(
+        self,
+        record: RecordType | str | None = None,
+        *leading: Any,
+        partial: Any = None,
+        version: int | None = None,
+        prefix: bytes | None = None,
+        start: Bound = None,
+        end: Bound = None,
+        max_keys: int = MAX_KEYS,
+    ) -> int:
+        """Queue a tombstone for every key Store.delete_range would delete (read now, deleted
+        atomically with the rest of the batch); returns how many were queued."""
+        keys = await self._store._range_keys(
+            record, leading, partial, version, prefix, start, end, max_keys
+        )
+        for key in keys:
+            self.delete_raw(key)
+        return len(keys)
+
     def put_raw(self, key: bytes, data: bytes, *, expire_at: int | None = None) -> None:
         """Queue raw bytes under a raw key; `expire_at`: absolute expiry, Unix ms."""
+        check_stored_size(data)
         try:
             if expire_at is None:
                 self._wb().put(key, data)

@@ -7,15 +7,22 @@ so one SyncStore may be used from many threads at once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Coroutine, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Generic, Literal, TypeVar, overload
 
-from opendata_kv.errors import StoreClosedError
+from opendata_kv.errors import ReentrantCallError, StoreClosedError
 from opendata_kv.keys import Key, RecordType, Schema
+from opendata_kv.store.checkpoints import Checkpoint
+from opendata_kv.store.clone import CloneResult, clone_sync
+from opendata_kv.store.deletes import MAX_KEYS
+from opendata_kv.store.feed import Change
+from opendata_kv.store.opening import READER_TIMEOUT
 from opendata_kv.store.scan import R, RawRecord, Record, Scan
+from opendata_kv.store.schema_arg import SchemaArg
 from opendata_kv.store.store import Batch, Snapshot, Store, Transaction
 from opendata_kv.store.views import MISSING, Bound, Fields, ReadView, Target, TtlArg
 from opendata_kv.values import Values
@@ -40,7 +47,10 @@ class _LoopThread:
             raise StoreClosedError(f"{self.where} is closed")
         if threading.current_thread() is self._thread:
             coro.close()
-            raise RuntimeError("a SyncStore cannot be called from its own event loop thread")
+            raise ReentrantCallError(
+                f"{self.where}: a SyncStore cannot be called from its own event loop thread "
+                "(a callback it runs calling it back would wait for itself forever)"
+            )
         try:
             future = asyncio.run_coroutine_threadsafe(coro, self.loop)
         except RuntimeError:  # closed between the check and the submit
@@ -85,9 +95,89 @@ class SyncScan(Generic[R]):
         self._pos += 1
         return record
 
+    def next_chunk(self, size: int | None = None) -> list[R]:
+        """Up to `size` records (the rest of the current batch by default); [] at the end."""
+        if self._pos < len(self._chunk):
+            end = len(self._chunk) if size is None else min(len(self._chunk), self._pos + size)
+            chunk = self._chunk[self._pos : end]
+            self._pos = end
+            return chunk
+        self._chunk, self._pos = [], 0
+        fetched: list[R] = self._run(self._scan.next_chunk(size))
+        return fetched
+
+    def has_more(self) -> bool:
+        """As Scan.has_more: another record follows (past `limit` once it is reached)."""
+        if self._pos < len(self._chunk):
+            return True
+        more: bool = self._run(self._scan.has_more())
+        return more
+
     def to_list(self) -> list[R]:
         """Every remaining record."""
         return list(self)
+
+
+class SyncChanges:
+    """A blocking iterator over Store.changes, fetched a WAL file at a time.
+
+    With follow=True it blocks until the next change; stop it with close() (or leave the
+    `with` block): a KeyboardInterrupt while waiting cancels the wait before propagating.
+    """
+
+    def __init__(self, batches: Any, loop: _LoopThread) -> None:
+        self._batches = batches
+        self._loop = loop
+        self._chunk: list[Change] = []
+        self._pos = 0
+        self._done = False
+
+    def __iter__(self) -> Iterator[Change]:
+        return self
+
+    def __next__(self) -> Change:
+        if self._pos >= len(self._chunk):
+            if self._done:
+                raise StopIteration
+            future = asyncio.run_coroutine_threadsafe(self._next_batch(), self._loop.loop)
+            try:
+                chunk = future.result()
+            except BaseException:
+                future.cancel()
+                self.close()
+                raise
+            if chunk is None:
+                self.close()
+                raise StopIteration
+            self._chunk, self._pos = chunk, 0
+        change = self._chunk[self._pos]
+        self._pos += 1
+        return change
+
+    async def _next_batch(self) -> list[Change] | None:
+        try:
+            batch: list[Change] = await self._batches.__anext__()
+        except StopAsyncIteration:
+            return None
+        return batch
+
+    def close(self) -> None:
+        """Stop the feed (idempotent)."""
+        self._chunk, self._pos = [], 0
+        if self._done:
+            return
+        self._done = True
+        if not self._loop.loop.is_closed():
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(
+                    self._batches.aclose(), self._loop.loop
+                ).result(timeout=10)
+
+    def __enter__(self) -> SyncChanges:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 class SyncView:
@@ -249,68 +339,72 @@ class SyncStore(SyncWriteView):
     def open(
         cls,
         url: str | os.PathLike[str],
-        schema: Schema,
+        schema: SchemaArg,
         *,
         values: Values | None = None,
+        create_if_missing: bool = True,
+        error_if_exists: bool = False,
+        timeout: float | None = None,
+        object_store_max_retries: int | None = None,
         settings: Mapping[str, Any] | None = None,
         object_store_options: Mapping[str, str] | None = None,
-        object_store_max_retries: int | None = None,
         check_expiry: bool = True,
         speedup: bool = True,
     ) -> SyncStore:
         """Open as the writer; the arguments are Store.open's."""
-        loop = _LoopThread(str(url))
-        try:
-            store = loop.run(
-                _await(
-                    Store.open(
-                        url,
-                        schema,
-                        values=values,
-                        settings=settings,
-                        object_store_options=object_store_options,
-                        object_store_max_retries=object_store_max_retries,
-                        check_expiry=check_expiry,
-                        speedup=speedup,
-                    )
-                )
-            )
-        except BaseException:
-            loop.stop()
-            raise
-        loop.where = store.where
-        return cls(store, loop)
+        return cls._start(
+            url,
+            Store.open(
+                url,
+                schema,
+                values=values,
+                create_if_missing=create_if_missing,
+                error_if_exists=error_if_exists,
+                timeout=timeout,
+                object_store_max_retries=object_store_max_retries,
+                settings=settings,
+                object_store_options=object_store_options,
+                check_expiry=check_expiry,
+                speedup=speedup,
+            ),
+        )
 
     @classmethod
     def open_reader(
         cls,
         url: str | os.PathLike[str],
-        schema: Schema,
+        schema: SchemaArg,
         *,
         values: Values | None = None,
+        timeout: float | None = READER_TIMEOUT,
+        object_store_max_retries: int | None = None,
         poll_interval: float = 1.0,
         object_store_options: Mapping[str, str] | None = None,
-        object_store_max_retries: int | None = None,
         check_expiry: bool = True,
         speedup: bool = True,
     ) -> SyncStore:
         """Open read-only; the arguments are Store.open_reader's."""
+        return cls._start(
+            url,
+            Store.open_reader(
+                url,
+                schema,
+                values=values,
+                timeout=timeout,
+                object_store_max_retries=object_store_max_retries,
+                poll_interval=poll_interval,
+                object_store_options=object_store_options,
+                check_expiry=check_expiry,
+                speedup=speedup,
+            ),
+        )
+
+    @classmethod
+    def _start(cls, url: str | os.PathLike[str], opening: Any) -> SyncStore:
+        """Run `opening` (a Store.open or open_reader) on a new loop thread."""
         loop = _LoopThread(str(url))
         try:
-            store = loop.run(
-                _await(
-                    Store.open_reader(
-                        url,
-                        schema,
-                        values=values,
-                        poll_interval=poll_interval,
-                        object_store_options=object_store_options,
-                        object_store_max_retries=object_store_max_retries,
-                        check_expiry=check_expiry,
-                        speedup=speedup,
-                    )
-                )
-            )
+            store = loop.run(_await(opening))
         except BaseException:
             loop.stop()
             raise
@@ -341,6 +435,33 @@ class SyncStore(SyncWriteView):
 
     def flush(self) -> None:
         self._loop.run(self.store.flush())
+
+    def delete_range(
+        self,
+        record: RecordType | str | None = None,
+        *leading: Any,
+        partial: Any = None,
+        version: int | None = None,
+        prefix: bytes | None = None,
+        start: Bound = None,
+        end: Bound = None,
+        max_keys: int = MAX_KEYS,
+        durable: bool = False,
+    ) -> int:
+        """As Store.delete_range, blocking."""
+        return self._loop.run(
+            self.store.delete_range(
+                record,
+                *leading,
+                partial=partial,
+                version=version,
+                prefix=prefix,
+                start=start,
+                end=end,
+                max_keys=max_keys,
+                durable=durable,
+            )
+        )
 
     def write(self, batch: Batch, *, durable: bool = False) -> None:
         self._loop.run(self.store.write(batch, durable=durable))
@@ -389,6 +510,44 @@ class SyncStore(SyncWriteView):
         return self._loop.run(
             self.store.migrate(name, batch_size=batch_size, progress=progress, durable=durable)
         )
+
+    @staticmethod
+    def clone(
+        source: str | os.PathLike[str], destination: str | os.PathLike[str], **options: Any
+    ) -> CloneResult:
+        """Same as Store.clone, blocking."""
+        return clone_sync(source, destination, **options)
+
+    def changes(
+        self,
+        since: str | None = None,
+        *,
+        follow: bool = False,
+        limit: int | None = None,
+        poll_interval: float = 0.1,
+    ) -> SyncChanges:
+        """Same as Store.changes, blocking: `for change in store.changes(since=cursor):`."""
+        batches = self.store.change_batches(
+            since, follow=follow, limit=limit, poll_interval=poll_interval
+        )
+        return SyncChanges(batches, self._loop)
+
+    def checkpoint(
+        self, name: str | None = None, lifetime: TtlArg = None
+    ) -> Checkpoint:
+        """Same as Store.checkpoint."""
+        return self._loop.run(self.store.checkpoint(name, lifetime))
+
+    def checkpoints(self, name: str | None = None) -> list[Checkpoint]:
+        return self._loop.run(self.store.checkpoints(name))
+
+    def refresh_checkpoint(
+        self, checkpoint_id: str, lifetime: TtlArg
+    ) -> Checkpoint:
+        return self._loop.run(self.store.refresh_checkpoint(checkpoint_id, lifetime))
+
+    def delete_checkpoint(self, checkpoint_id: str) -> None:
+        self._loop.run(self.store.delete_checkpoint(checkpoint_id))
 
 
 async def _await(opening: Any) -> Store:

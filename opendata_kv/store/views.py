@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, overload
 
 from slatedb.uniffi import PutOptions, Ttl
@@ -323,27 +323,7 @@ class ReadView:
         CursorError. `limit=0` yields nothing. Versions are walked in version order (reversed
         when `reverse`), since the version byte leads the key.
         """
-        if isinstance(record, str):
-            resolve(self.schema, record)  # SchemaError naming an unknown name
-            if version is None:
-                record_types = self.schema.versions(record)
-            else:
-                record_types = [self.schema.get(record, version)]
-        else:
-            record_type = resolve(self.schema, record)
-            if version is not None and version != record_type.version:
-                raise SchemaError(
-                    f"{record_type.name} is version {record_type.version}; version={version} "
-                    "contradicts it",
-                    record=record_type.name,
-                    field="version",
-                    value=version,
-                )
-            record_types = [record_type]
-        spans = []
-        for record_type in record_types:
-            lo, hi = record_type.range(*leading, partial=partial)
-            spans.append(narrow(KeySpan(record_type, lo, hi), prefix, None, None))
+        spans = self._spans(record, leading, partial, version, prefix)
         return self._scan(spans, start, end, after, reverse, limit, "raise", batch_size, upgrade)
 
     @overload
@@ -396,6 +376,60 @@ class ReadView:
         span = narrow(KeySpan(None, None, None), prefix or None, None, None)
         return self._scan([span], start, end, after, reverse, limit, policy, batch_size, upgrade)
 
+    def _spans(
+        self,
+        record: RecordType | str | None,
+        leading: tuple[Any, ...],
+        partial: Any,
+        version: int | None,
+        prefix: bytes | None,
+    ) -> list[KeySpan]:
+        """The key spans of a scan: one per version of the record (None: every key), narrowed
+        to leading field values, a partial string and a raw prefix."""
+        if record is None:
+            if leading or partial is not None or version is not None:
+                raise ArgumentTypeError(
+                    "leading fields, partial and version need a record type",
+                    field="record",
+                )
+            return [narrow(KeySpan(None, None, None), prefix or None, None, None)]
+        if isinstance(record, str):
+            resolve(self.schema, record)  # SchemaError naming an unknown name
+            if version is None:
+                record_types = self.schema.versions(record)
+            else:
+                record_types = [self.schema.get(record, version)]
+        else:
+            record_type = resolve(self.schema, record)
+            if version is not None and version != record_type.version:
+                raise SchemaError(
+                    f"{record_type.name} is version {record_type.version}; version={version} "
+                    "contradicts it",
+                    record=record_type.name,
+                    field="version",
+                    value=version,
+                )
+            record_types = [record_type]
+        spans = []
+        for record_type in record_types:
+            lo, hi = record_type.range(*leading, partial=partial)
+            spans.append(narrow(KeySpan(record_type, lo, hi), prefix, None, None))
+        return spans
+
+    def _bounded_spans(
+        self, spans: list[KeySpan], start: Bound, end: Bound
+    ) -> list[KeySpan]:
+        """`spans` narrowed to [start, end), each bound encoded for the span's record type."""
+        return [
+            narrow(
+                span,
+                None,
+                bound_bytes(start, span.record_type, "start"),
+                bound_bytes(end, span.record_type, "end"),
+            )
+            for span in spans
+        ]
+
     def _scan(
         self,
         spans: list[KeySpan],
@@ -412,16 +446,8 @@ class ReadView:
         cursor = bound_bytes(after, None, "after")
         if cursor is not None:
             check_cursor(spans, cursor, where)
-        narrowed = [
-            narrow(
-                span,
-                None,
-                bound_bytes(start, span.record_type, "start"),
-                bound_bytes(end, span.record_type, "end"),
-            )
-            for span in spans
-        ]
-        return Scan[Any](
+        narrowed = self._bounded_spans(spans, start, end)
+        scan = Scan[Any](
             self._source,
             narrowed,
             schema=self.schema,
@@ -435,3 +461,10 @@ class ReadView:
             check_expiry=self.check_expiry,
             where=where,
         )
+        scan.on_gone = self._on_gone(where)
+        return scan
+
+    def _on_gone(self, where: str) -> Callable[[int], Awaitable[None]] | None:
+        """What a scan does when the garbage collector deleted an SST it reads (see Scan):
+        nothing by default; a reader that pins nothing re-seeks (Store)."""
+        return None

@@ -14,6 +14,7 @@ from opendata_kv.values.codecs import (
     raw,
     unpack,
 )
+from opendata_kv.values.limits import DEFAULT_LIMITS, DecodeLimits
 from opendata_kv.values.registry import (
     UNKNOWN_POLICIES,
     UnknownPolicy,
@@ -23,8 +24,10 @@ from opendata_kv.values.registry import (
 )
 
 __all__ = [
+    "DEFAULT_LIMITS",
     "UNKNOWN_POLICIES",
     "DataclassCodec",
+    "DecodeLimits",
     "MsgpackCodec",
     "RawCodec",
     "UnknownPolicy",

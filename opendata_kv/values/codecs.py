@@ -6,13 +6,23 @@ not exactly one valid value raise ValueDecodeError; nothing comes back half-deco
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import msgpack
 
-from opendata_kv.errors import ValueDecodeError, ValueEncodeError, show_bytes
+from opendata_kv.errors import (
+    ArgumentTypeError,
+    ValueDecodeError,
+    ValueEncodeError,
+    ValueLimitError,
+    show_bytes,
+)
+from opendata_kv.values.limits import DEFAULT_LIMITS, DecodeLimits, limited_unpackb
+from opendata_kv.values.typecheck import field_checkers
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -66,54 +76,89 @@ def pack(value: Any, what: str = "value") -> bytes:
         raise ValueEncodeError(f"{what} cannot be msgpack-encoded: {exc}") from None
 
 
-_UNPACKB = msgpack.unpackb
-
-
-def unpack(data: bytes) -> Any:
-    """The one msgpack value in `data`; ValueDecodeError for garbage, truncation or extra bytes."""
+def unpack(data: bytes, limits: DecodeLimits = DEFAULT_LIMITS) -> Any:
+    """The one msgpack value in `data`; ValueDecodeError for garbage, truncation or extra
+    bytes, ValueLimitError (a ValueDecodeError) for a value over one of the decode caps."""
     try:
-        return _UNPACKB(data, raw=False, timestamp=3, strict_map_key=False)
+        return limited_unpackb(data, limits)
+    except ValueLimitError:
+        raise
     except msgpack.ExtraData:
         raise ValueDecodeError(f"extra bytes after a msgpack value in {show_bytes(data)}") from None
-    except Exception as exc:  # msgpack raises ValueError, TypeError, FormatError, StackError...
+    except Exception as exc:  # msgpack raises ValueError, TypeError, FormatError, ...
         raise ValueDecodeError(
             f"not a msgpack value ({type(exc).__name__}: {exc}): {show_bytes(data)}"
         ) from None
 
 
-def _fast_unpack(data: bytes) -> Any:
-    return _UNPACKB(data, raw=False, timestamp=3, strict_map_key=False)
+class _Limited:
+    """Codecs whose decoding honours DecodeLimits: their own if given, else the store's
+    (Values(schema, limits=...) hands them theirs through `with_limits`)."""
+
+    limits: DecodeLimits
+    explicit_limits: bool
+
+    def _set_limits(self, limits: DecodeLimits | None) -> None:
+        self.limits = DEFAULT_LIMITS if limits is None else limits
+        self.explicit_limits = limits is not None
+
+    def with_limits(self, limits: DecodeLimits) -> Any:
+        """This codec with `limits`, unless it was given its own (then itself)."""
+        if self.explicit_limits or limits == self.limits:
+            return self
+        clone = copy.copy(self)
+        clone.limits = limits
+        clone.fast_decode = functools.partial(limited_unpackb, limits=limits)  # type: ignore[attr-defined]
+        return clone
 
 
-class MsgpackCodec:
+class MsgpackCodec(_Limited):
     """Plain data (dicts, lists, scalars) as msgpack: the default codec.
 
+    `limits`: decode caps (values/limits.py; default DEFAULT_LIMITS or the store's).
     `fast_decode` is `decode` without the error translation, for batch decoders that redo a
     failed batch through `decode` to get the precise error.
     """
 
     name = "msgpack"
-    fast_decode = staticmethod(_fast_unpack)
+
+    def __init__(self, *, limits: DecodeLimits | None = None) -> None:
+        self._set_limits(limits)
+        self.fast_decode: Callable[[bytes], Any] = functools.partial(
+            limited_unpackb, limits=self.limits
+        )
 
     def encode(self, value: Any) -> bytes:
         return pack(value)
 
     def decode(self, data: bytes) -> Any:
-        return unpack(data)
+        return unpack(data, self.limits)
 
     def __repr__(self) -> str:
-        return "MsgpackCodec()"
+        extra = f"limits={self.limits!r}" if self.explicit_limits else ""
+        return f"MsgpackCodec({extra})"
 
 
-class DataclassCodec(Generic[T]):
+class DataclassCodec(_Limited, Generic[T]):
     """A dataclass stored as a msgpack map of its field names; fields with defaults may be
-    absent from old records, unknown names are an error (never silently dropped)."""
+    absent from old records, unknown names are an error (never silently dropped).
 
-    def __init__(self, cls: type[T]) -> None:
+    `check_types` (default True): a stored value must match each field's declared type
+    (values/typecheck.py), so {"text": 1} for `text: str` is a ValueDecodeError, not a
+    dataclass holding an int. `limits`: decode caps, as for MsgpackCodec.
+    """
+
+    def __init__(
+        self, cls: type[T], *, check_types: bool = True, limits: DecodeLimits | None = None
+    ) -> None:
         if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
-            raise TypeError(f"DataclassCodec needs a dataclass type, got {cls!r}")
+            raise ArgumentTypeError(
+                f"DataclassCodec needs a dataclass type, got {cls!r}", field="cls", value=cls
+            )
+        self._set_limits(limits)
         self.cls = cls
         self.name = f"dataclass:{cls.__qualname__}"
+        self.check_types = check_types
         fields = dataclasses.fields(cls)
         self._names = tuple(f.name for f in fields if f.init)
         self._required = frozenset(
@@ -123,6 +168,7 @@ class DataclassCodec(Generic[T]):
             and f.default is dataclasses.MISSING
             and f.default_factory is dataclasses.MISSING
         )
+        self._checks = tuple(field_checkers(cls).items()) if check_types else ()
 
     def encode(self, value: T) -> bytes:
         if not isinstance(value, self.cls):
@@ -132,7 +178,7 @@ class DataclassCodec(Generic[T]):
         return pack({n: getattr(value, n) for n in self._names}, self.name)
 
     def decode(self, data: bytes) -> T:
-        mapping = unpack(data)
+        mapping = unpack(data, self.limits)
         if not isinstance(mapping, dict):
             raise ValueDecodeError(
                 f"{self.name}: expected a msgpack map, got {type(mapping).__name__}"
@@ -143,13 +189,28 @@ class DataclassCodec(Generic[T]):
         missing = sorted(self._required - mapping.keys())
         if missing:
             raise ValueDecodeError(f"{self.name}: missing fields {missing}")
+        for name, (check, shown) in self._checks:
+            if name in mapping and not check(mapping[name]):
+                value = mapping[name]
+                raise ValueDecodeError(
+                    f"{self.name}: field {name!r} is declared {shown}, but the stored value is "
+                    f"{type(value).__name__} {_show_value(value)}"
+                )
         try:
             return self.cls(**mapping)
         except (TypeError, ValueError) as exc:
             raise ValueDecodeError(f"{self.name}: {exc}") from None
 
     def __repr__(self) -> str:
-        return f"DataclassCodec({self.cls.__qualname__})"
+        extra = "" if self.check_types else ", check_types=False"
+        if self.explicit_limits:
+            extra += f", limits={self.limits!r}"
+        return f"DataclassCodec({self.cls.__qualname__}{extra})"
+
+
+def _show_value(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
 
 
 raw = RawCodec()
@@ -166,4 +227,8 @@ def as_codec(spec: Any) -> ValueCodec[Any]:
         return DataclassCodec(spec)
     if isinstance(spec, ValueCodec):
         return spec
-    raise TypeError(f"not a value codec: {spec!r} (give a codec, a dataclass, bytes or dict)")
+    raise ArgumentTypeError(
+        f"not a value codec: {spec!r} (give a codec, a dataclass, bytes or dict)",
+        field="codec",
+        value=spec,
+    )

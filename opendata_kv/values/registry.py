@@ -12,14 +12,17 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from opendata_kv.errors import (
+    InvalidArgumentError,
     SchemaError,
     UnknownVersionError,
     ValueDecodeError,
     ValueEncodeError,
+    ValueLimitError,
     show_bytes,
 )
 from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.values.codecs import ValueCodec, as_codec
+from opendata_kv.values.limits import DEFAULT_LIMITS, DecodeLimits, check_stored_size
 
 UnknownPolicy = Literal["raise", "skip", "raw"]
 UNKNOWN_POLICIES: tuple[UnknownPolicy, ...] = ("raise", "skip", "raw")
@@ -43,12 +46,21 @@ class VersionCodec:
 class Values:
     """Value codecs for every RecordType of a schema; msgpack unless registered otherwise."""
 
-    __slots__ = ("_plans", "default", "schema")
+    __slots__ = ("_plans", "default", "limits", "schema")
 
-    def __init__(self, schema: Schema, default: Any = None) -> None:
+    def __init__(
+        self, schema: Schema, default: Any = None, *, limits: DecodeLimits | None = None
+    ) -> None:
+        """`limits`: the msgpack decode caps of this store's codecs (values/limits.py), except
+        codecs created with their own; None: DEFAULT_LIMITS."""
         self.schema = schema
-        self.default: ValueCodec[Any] = as_codec(default)
+        self.limits = DEFAULT_LIMITS if limits is None else limits
+        self.default: ValueCodec[Any] = self._limited(as_codec(default))
         self._plans: dict[bytes, VersionCodec] = {}
+
+    def _limited(self, codec: ValueCodec[Any]) -> ValueCodec[Any]:
+        with_limits = getattr(codec, "with_limits", None)
+        return codec if with_limits is None else with_limits(self.limits)
 
     def register(
         self,
@@ -62,7 +74,7 @@ class Values:
         if record_type not in self.schema:
             raise SchemaError(f"{record_type.name!r} v{record_type.version} is not in the schema")
         self._plans[record_type.head] = VersionCodec(
-            record_type, as_codec(codec) if codec is not None else self.default,
+            record_type, self._limited(as_codec(codec)) if codec is not None else self.default,
             upgrade, upgrade_key,
         )
         return self
@@ -85,7 +97,7 @@ class Values:
     def encode(self, record_type: RecordType, value: Any, key: bytes | None = None) -> bytes:
         """Value bytes for a record of `record_type`; errors name the record (and key)."""
         try:
-            return self.plan(record_type).codec.encode(value)
+            return check_stored_size(self.plan(record_type).codec.encode(value))
         except ValueEncodeError as exc:
             where = f" key {show_bytes(key)}" if key is not None else ""
             raise ValueEncodeError(
@@ -103,10 +115,13 @@ class Values:
         try:
             value = plan.codec.decode(data)
         except ValueDecodeError as exc:
-            raise ValueDecodeError(
+            message = (
                 f"{record_type.name} v{record_type.version} key {show_bytes(key)}: value "
                 f"does not decode with {plan.codec.name}: {exc}"
-            ) from None
+            )
+            if isinstance(exc, ValueLimitError):  # keep the class and the cap's facts
+                raise ValueLimitError(message, cap=exc.cap, limit=exc.limit) from None
+            raise ValueDecodeError(message) from None
         if upgrade and plan.upgrade is not None:
             try:
                 value = plan.upgrade(value)
@@ -139,4 +154,8 @@ def check_policy(policy: object) -> UnknownPolicy:
     for known in UNKNOWN_POLICIES:
         if policy == known:
             return known
-    raise ValueError(f"on_unknown must be one of {UNKNOWN_POLICIES}, got {policy!r}")
+    raise InvalidArgumentError(
+        f"on_unknown must be one of {UNKNOWN_POLICIES}, got {policy!r}",
+        field="on_unknown",
+        value=policy,
+    )

@@ -1,0 +1,137 @@
+"""`opendata-kv changes`: print a database's change feed (read-only), or follow it.
+
+One line (or JSON object) per change, in sequence order. Each carries its cursor: pass the
+last one to --since to continue exactly after it. --follow waits for new changes until
+Ctrl-C, which stops cleanly and prints the cursor to resume from on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+from opendata_kv.cli.common import EXIT_OK, add_json_flag, emit_json, jsonable
+from opendata_kv.cli.db_args import count_arg, database_arg, read_limit_args, schema_args
+from opendata_kv.cli.db_read import ReadLimits, open_reader
+from opendata_kv.cli.rows import Decoder
+from opendata_kv.cli.text import shorten
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `changes`."""
+    changes = subparsers.add_parser(
+        "changes",
+        help="print the change feed of a database (read-only)",
+        description=(
+            "Print every write still in the database's WAL, in sequence order, read-only. "
+            "Each change has a cursor: --since CURSOR continues exactly after it. A cursor "
+            "whose WAL files were already garbage-collected is an error that says how to "
+            "resync. --follow keeps waiting for new changes until Ctrl-C."
+        ),
+    )
+    changes.add_argument("db", metavar="DB", type=database_arg, help="database directory or URL")
+    schema_args(changes)
+    changes.add_argument("--since", metavar="CURSOR", help="start right after this change")
+    changes.add_argument(
+        "--follow", action="store_true", help="keep waiting for new changes (stop: Ctrl-C)"
+    )
+    changes.add_argument("--limit", type=count_arg, metavar="N", help="at most N changes")
+    changes.add_argument(
+        "--poll",
+        type=float,
+        default=0.1,
+        metavar="SECONDS",
+        help="with --follow: how often to look for new WAL files (default 0.1)",
+    )
+    read_limit_args(changes)
+    add_json_flag(changes)
+    changes.set_defaults(handler=run_changes)
+
+
+def change_object(decoder: Decoder, change: Any) -> dict[str, Any]:
+    """The JSON object of one change: cursor, seq, op, key_hex, record, key, value."""
+    key: bytes = change.raw_key
+    _keyspace, owner, _prefix, _error = decoder.classify(key)
+    record: str | None = None
+    fields: dict[str, Any] | None = None
+    if owner is not None:
+        try:
+            decoded = owner.decode(key)
+        except Exception:  # a malformed key under a known prefix: shown raw
+            owner = None
+        else:
+            record = owner.name
+            fields = {n: jsonable(v) for n, v in decoded.asdict().items()}
+    value: Any = None
+    data = change.raw_value
+    if change.op != "delete" and data is not None:
+        decoded_value, error = decoder.value(owner, key, data)
+        value = jsonable(data if error is not None else decoded_value)
+    return {
+        "cursor": change.cursor,
+        "seq": change.seq,
+        "op": change.op,
+        "key_hex": key.hex(),
+        "record": record,
+        "key": fields,
+        "value": value,
+    }
+
+
+def change_line(obj: dict[str, Any]) -> str:
+    """The text form: seq, op, record and key fields (or key hex), value, cursor."""
+    if obj["record"] is not None:
+        fields = ", ".join(f"{k}={v!r}" for k, v in obj["key"].items())
+        key = f"{obj['record']}({fields})"
+    else:
+        key = f"0x{obj['key_hex']}"
+    value = "" if obj["op"] == "delete" else " " + shorten(repr(obj["value"]), 60)
+    return f"{obj['seq']:>6}  {obj['op']:<6}  {key}{value}  [{obj['cursor']}]"
+
+
+def run_changes(args: argparse.Namespace) -> int:
+    decoder = Decoder.from_args(args)
+    if args.poll <= 0:
+        raise ValueError(f"--poll must be > 0 seconds, got {args.poll}")
+    last: list[str] = []
+    try:
+        asyncio.run(_changes(args, decoder, last))
+    except KeyboardInterrupt:
+        sys.stdout.flush()
+        resume = f"; resume with --since {last[0]}" if last else ""
+        sys.stderr.write(f"opendata-kv: stopped{resume}\n")
+    return EXIT_OK
+
+
+async def _changes(args: argparse.Namespace, decoder: Decoder, last: list[str]) -> None:
+    limits = ReadLimits.from_args(args)
+    store = await open_reader(args.db, limits)
+    try:
+        batches = store.change_batches(
+            args.since, follow=args.follow, limit=args.limit, poll_interval=args.poll
+        )
+        while True:
+            # a finite read bounds each WAL file's read by --timeout; --follow waits for new
+            # changes as long as it takes, until Ctrl-C (the point of following)
+            step = batches.__anext__()
+            try:
+                if args.follow:
+                    batch = await step
+                else:
+                    batch = await limits.bound(step, f"read the change feed of {store.where}")
+            except StopAsyncIteration:
+                break
+            out = sys.stdout
+            for change in batch:
+                obj = change_object(decoder, change)
+                if args.json:
+                    emit_json(obj)
+                else:
+                    out.write(change_line(obj) + "\n")
+            out.flush()
+            last[:] = [batch[-1].cursor]
+        await batches.aclose()
+    finally:
+        await store.close()

@@ -1,0 +1,153 @@
+"""`opendata-kv checkpoint create|list|delete` and `opendata-kv clone`.
+
+checkpoint create pins the database's current state. Run from the CLI it cannot flush the
+writer's memtable, so when the WAL holds writes no SST has yet it refuses (and keeps nothing)
+rather than make a checkpoint that lacks them: make it from the writer (Store.checkpoint()).
+clone copies a database (at a checkpoint, or its latest state) into a new, empty location.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+from opendata_kv.cli.common import EXIT_OK, add_json_flag, aligned, emit_json
+from opendata_kv.cli.db_args import database_arg, read_limit_args
+from opendata_kv.cli.db_read import ReadLimits, open_reader
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"lifetime must be seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"lifetime must be > 0 seconds, got {text!r}")
+    return value
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `checkpoint` (create, list, delete) and `clone`."""
+    checkpoint = subparsers.add_parser(
+        "checkpoint",
+        help="create, list or delete checkpoints (pinned database states)",
+        description="Checkpoints pin a database state for readers (dump/stats --checkpoint) "
+        "and clones.",
+    )
+    actions = checkpoint.add_subparsers(dest="action", metavar="ACTION", required=True)
+    create = actions.add_parser("create", help="pin the current state")
+    create.add_argument("db", metavar="DB", type=database_arg, help="database directory or URL")
+    create.add_argument("--name", help="a name for the checkpoint")
+    create.add_argument(
+        "--lifetime", type=_seconds, metavar="SECONDS", help="expire after this long"
+    )
+    read_limit_args(create)
+    add_json_flag(create)
+    create.set_defaults(handler=run_create)
+    listing = actions.add_parser("list", help="list the checkpoints")
+    listing.add_argument("db", metavar="DB", type=database_arg, help="database directory or URL")
+    read_limit_args(listing)
+    add_json_flag(listing)
+    listing.set_defaults(handler=run_list)
+    delete = actions.add_parser("delete", help="delete a checkpoint")
+    delete.add_argument("db", metavar="DB", type=database_arg, help="database directory or URL")
+    delete.add_argument("id", metavar="ID", help="the checkpoint id (or its name, when unique)")
+    read_limit_args(delete)
+    add_json_flag(delete)
+    delete.set_defaults(handler=run_delete)
+
+    clone = subparsers.add_parser(
+        "clone",
+        help="copy a database into a new, independent one",
+        description="Copy every live record of SRC (at --checkpoint, or its latest state) "
+        "into a new database at DST, which must not hold one. SRC is only read; the clone "
+        "shares nothing with it.",
+    )
+    clone.add_argument("src", metavar="SRC", type=database_arg, help="source database")
+    clone.add_argument("dst", metavar="DST", type=database_arg, help="new database location")
+    clone.add_argument(
+        "--checkpoint", metavar="ID", help="copy this checkpoint's state (id, or unique name)"
+    )
+    read_limit_args(clone)
+    add_json_flag(clone)
+    clone.set_defaults(handler=run_clone)
+
+
+def _text(obj: dict[str, Any]) -> str:
+    return aligned((k, "-" if v is None else str(v)) for k, v in obj.items())
+
+
+def run_create(args: argparse.Namespace) -> int:
+    async def create() -> dict[str, Any]:
+        store = await open_reader(args.db, ReadLimits.from_args(args))
+        try:
+            made = await store.checkpoint(args.name, args.lifetime)
+        finally:
+            await store.close()
+        return made.as_json()
+
+    obj = asyncio.run(create())
+    if args.json:
+        emit_json(obj)
+    else:
+        sys.stdout.write(_text(obj) + "\n")
+    return EXIT_OK
+
+
+def run_list(args: argparse.Namespace) -> int:
+    async def listing() -> list[dict[str, Any]]:
+        store = await open_reader(args.db, ReadLimits.from_args(args))
+        try:
+            return [cp.as_json() for cp in await store.checkpoints()]
+        finally:
+            await store.close()
+
+    found = asyncio.run(listing())
+    if args.json:
+        for obj in found:
+            emit_json(obj)
+    elif not found:
+        sys.stdout.write("(no checkpoints)\n")
+    else:
+        sys.stdout.write("\n\n".join(_text(obj) for obj in found) + "\n")
+    return EXIT_OK
+
+
+def run_delete(args: argparse.Namespace) -> int:
+    async def delete() -> None:
+        store = await open_reader(args.db, ReadLimits.from_args(args))
+        try:
+            await store.delete_checkpoint(args.id)
+        finally:
+            await store.close()
+
+    asyncio.run(delete())
+    if args.json:
+        emit_json({"id": args.id, "deleted": True})
+    else:
+        sys.stdout.write(f"deleted checkpoint {args.id}\n")
+    return EXIT_OK
+
+
+def run_clone(args: argparse.Namespace) -> int:
+    from opendata_kv.store import clone
+
+    async def copy() -> dict[str, Any]:
+        # a clear "no database" / "no such checkpoint" first
+        source = await open_reader(args.src, ReadLimits.from_args(args), args.checkpoint)
+        await source.close()
+        result = await clone(args.src, args.dst, checkpoint=args.checkpoint)
+        return {
+            "source": result.source,
+            "destination": result.destination,
+            "checkpoint": result.checkpoint,
+        }
+
+    obj = asyncio.run(copy())
+    if args.json:
+        emit_json(obj)
+    else:
+        sys.stdout.write(_text(obj) + "\n")
+    return EXIT_OK

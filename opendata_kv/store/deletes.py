@@ -1,0 +1,54 @@
+"""Range deletes: slatedb 0.17 has no range tombstone (its WriteBatch offers put, delete and
+merge only), so deleting a range reads the keys in it and writes one tombstone per key, all in
+one WriteBatch (atomic), refusing ranges of more than `max_keys` keys before writing anything."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slatedb.uniffi import KeyRange
+
+from opendata_kv.errors import InvalidArgumentError
+from opendata_kv.store.failures import FOREIGN, call, translate
+from opendata_kv.store.scan import KeySpan, scan_options
+
+#: how many keys a delete_range may remove unless told otherwise (one WriteBatch holds them all)
+MAX_KEYS = 100_000
+
+
+def check_max_keys(max_keys: int) -> int:
+    """An int >= 1, else InvalidArgumentError."""
+    if isinstance(max_keys, bool) or not isinstance(max_keys, int) or max_keys < 1:
+        raise InvalidArgumentError(
+            f"max_keys must be an int >= 1, got {max_keys!r}", field="max_keys", value=max_keys
+        )
+    return max_keys
+
+
+async def keys_in(source: Any, spans: list[KeySpan], max_keys: int, where: str) -> list[bytes]:
+    """Every key stored in `spans` (expired ones too: their tombstones are harmless), at most
+    `max_keys`: one more is an InvalidArgumentError, and nothing is deleted."""
+    keys: list[bytes] = []
+    for span in spans:
+        if span.start is not None and span.end is not None and span.start >= span.end:
+            continue
+        key_range = KeyRange(
+            start=span.start, start_inclusive=True, end=span.end, end_inclusive=False
+        )
+        iterator = await call(source.scan_with_options(key_range, scan_options(False)), where)
+        while True:
+            try:
+                rows = await iterator.next_batch(min(1024, max_keys + 1 - len(keys)))
+            except FOREIGN as exc:
+                raise translate(exc, where) from exc
+            if not rows:
+                break
+            keys.extend(kv.key for kv in rows)
+            if len(keys) > max_keys:
+                raise InvalidArgumentError(
+                    f"{where}: the range holds more than max_keys={max_keys} keys; nothing was "
+                    "deleted (raise max_keys, or delete it in pieces with start/end)",
+                    field="max_keys",
+                    value=max_keys,
+                )
+    return keys

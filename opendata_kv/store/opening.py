@@ -1,0 +1,211 @@
+"""Opening a slatedb Db (writer) or DbReader: existence checks, settings, and the time bound.
+
+Bounds, by default (docs/object-storage.md has the figures):
+- a reader's open gives up after READER_TIMEOUT seconds (StoreUnavailableError naming the
+  location, bucket and endpoint): a reader is what tools and dashboards open, and they must not
+  hang on a wrong bucket or a stopped endpoint;
+- a writer's open waits as long as slatedb retries, which by default is forever: a service's
+  writer should ride out an object-store outage rather than stop. Bound it with `timeout=` (the
+  open) and `object_store_max_retries=` (every object-store call, also the background flushes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from collections.abc import Awaitable, Mapping
+from typing import Any, TypeVar
+
+from slatedb.uniffi import (
+    AdminBuilder,
+    DbBuilder,
+    DbReaderBuilder,
+    Error,
+    ReaderMode,
+    ReaderOptions,
+    Settings,
+)
+
+from opendata_kv.errors import (
+    CheckpointError,
+    InvalidArgumentError,
+    StoreExistsError,
+    StoreNotFoundError,
+    StoreUnavailableError,
+)
+from opendata_kv.store.checkpoints import resolve as resolve_checkpoint
+from opendata_kv.store.failures import FOREIGN, call, translate
+from opendata_kv.store.integrity import check_open, opening_error
+from opendata_kv.store.location import Location, s3_config
+
+T = TypeVar("T")
+
+#: seconds a reader's open waits by default before StoreUnavailableError
+READER_TIMEOUT = 30.0
+
+_NO_MANIFEST = "failed to find latest"
+
+
+def check_retries(value: int | None) -> int | None:
+    """None (slatedb's default: retry forever) or an int >= 0."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgumentError(
+            f"object_store_max_retries must be an int >= 0 or None, got {value!r}",
+            field="object_store_max_retries",
+            value=value,
+        )
+    return value
+
+
+def check_seconds(value: float | None, what: str) -> float | None:
+    """None (no bound) or a positive, finite number of seconds."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise InvalidArgumentError(
+            f"{what} must be a positive number of seconds or None, got {value!r}",
+            field=what,
+            value=value,
+        )
+    return float(value)
+
+
+def slatedb_settings(settings: Mapping[str, Any] | None) -> Any:
+    """slatedb Settings: defaults, overridden key by key (values as JSON-able Python)."""
+    result = Settings.default()
+    for name, value in (settings or {}).items():
+        try:
+            result.set(name, json.dumps(value))
+        except FOREIGN as exc:
+            raise translate(exc, f"setting {name}={value!r}") from exc
+    return result
+
+
+def describe(location: Location, options: Mapping[str, str] | None) -> str:
+    """The location, and for s3:// its bucket and endpoint, for an error message."""
+    if location.scheme != "s3":
+        return str(location)
+    endpoint = s3_config(location.bucket or "", options=options).get("endpoint", "AWS default")
+    return f"{location} (bucket {location.bucket!r}, endpoint {endpoint})"
+
+
+async def bounded(
+    awaitable: Awaitable[T],
+    timeout: float | None,
+    location: Location,
+    options: Mapping[str, str] | None,
+    what: str,
+) -> T:
+    """Await `awaitable`, at most `timeout` seconds (None: no bound)."""
+    if timeout is None:
+        return await awaitable
+    try:
+        return await asyncio.wait_for(awaitable, timeout)
+    except asyncio.TimeoutError:
+        raise StoreUnavailableError(
+            f"{what} {describe(location, options)}: no answer within {timeout:g} s (timeout=); "
+            "check the location, the bucket and that the endpoint is up",
+            value=str(location),
+        ) from None
+
+
+async def exists(location: Location, object_store: Any) -> bool:
+    """True when a database (a manifest) is stored at `location`; reads only."""
+    if location.scheme == "memory":
+        return False  # every open of memory:// gets a new, empty store
+    admin = AdminBuilder(location.db_path, object_store).build()
+    manifest = await call(admin.read_manifest(None), f"look for a database at {location}")
+    return manifest is not None
+
+
+async def open_db(
+    location: Location,
+    options: Mapping[str, str] | None,
+    settings: Mapping[str, Any],
+    create_if_missing: bool,
+    error_if_exists: bool,
+) -> tuple[Any, Any]:
+    """The slatedb Db, the writer of the database at `location` (checked for damage that
+    slatedb would not notice first: see integrity.py), and the ObjectStore it uses (admin
+    and WAL reads share it: a memory:// store is private to one ObjectStore)."""
+    where = f"open {location}"
+    object_store = location.object_store(options, create=create_if_missing)
+    await check_open(location, object_store, where)
+    if error_if_exists or not create_if_missing:
+        found = await exists(location, object_store)
+        if found and error_if_exists:
+            raise StoreExistsError(
+                f"{location}: a database already exists here (error_if_exists=True)",
+                value=str(location),
+            )
+        if not found and not create_if_missing:
+            raise StoreNotFoundError(
+                f"{location}: there is no database here and create_if_missing=False"
+                + (" (memory:// always starts empty)" if location.scheme == "memory" else ""),
+                value=str(location),
+            )
+    builder = DbBuilder(location.db_path, object_store)
+    builder.with_settings(slatedb_settings(settings))
+    try:
+        return await builder.build(), object_store
+    except FOREIGN as exc:
+        raise await opening_error(exc, location, object_store, where) from exc
+
+
+async def open_reader_db(
+    location: Location,
+    options: Mapping[str, str] | None,
+    poll_interval: float,
+    max_retries: int | None,
+    checkpoint: str | None = None,
+) -> tuple[Any, Any, str | None]:
+    """A slatedb DbReader of the database at `location` (latest state, or the pinned state
+    of `checkpoint`, an id or a unique name), its ObjectStore and the checkpoint id: creates
+    and writes nothing."""
+    where = f"open reader on {location}"
+    object_store = location.object_store(options)
+    await check_open(location, object_store, where)
+    if checkpoint is not None:  # a name is looked up (read-only)
+        checkpoint = await resolve_checkpoint(location.db_path, object_store, checkpoint, where)
+    builder = DbReaderBuilder(location.db_path, object_store)
+    # FOLLOW_LATEST and CHECKPOINT write nothing; the default mode writes manifests (it
+    # creates and refreshes a checkpoint of its own), which a reader must never do.
+    try:
+        builder.with_reader_mode(
+            ReaderMode.FOLLOW_LATEST() if checkpoint is None else ReaderMode.CHECKPOINT(checkpoint)
+        )
+    except Error as exc:
+        message = getattr(exc, "message", None) or str(exc)
+        raise CheckpointError(
+            f"{where}: {checkpoint!r} is not a checkpoint id (ids are UUIDs, as "
+            f"`opendata-kv checkpoint list` shows them) [{message}]"
+        ) from exc
+    builder.with_options(
+        ReaderOptions(
+            manifest_poll_interval_ms=max(1, round(poll_interval * 1000)),
+            checkpoint_lifetime_ms=max(1000, round(poll_interval * 10_000)),
+            max_memtable_bytes=64 << 20,
+            skip_wal_replay=False,
+            object_store_max_retries=max_retries,
+        )
+    )
+    try:
+        return await builder.build(), object_store, checkpoint
+    except FOREIGN as exc:
+        message = getattr(exc, "message", None) or str(exc)
+        if isinstance(exc, Error.Data) and _NO_MANIFEST in message:
+            # what a reader gets where no writer ever created the database
+            raise StoreNotFoundError(
+                f"{where}: there is no database here (no manifest); "
+                f"a writer must create it first with Store.open [{message}]",
+                value=str(location),
+            ) from exc
+        if checkpoint is not None and "checkpoint missing" in message.lower():
+            raise CheckpointError(
+                f"{where} at checkpoint {checkpoint!r}: no such checkpoint (list them with "
+                f"store.checkpoints() or `opendata-kv checkpoint list`) [{message}]"
+            ) from exc
+        raise await opening_error(exc, location, object_store, where) from exc

@@ -1,0 +1,347 @@
+"""verify: read every object of a database and report each damaged or inconsistent one.
+
+    report = verify("./data")            # or await verify_async(url)
+    for problem in report.problems:      # Problem(object_name, message)
+        print(problem)
+
+Read-only: slatedb's Admin decodes the manifests and compactions files, its WAL reader reads
+the WAL files after the replay point, and a FOLLOW_LATEST DbReader (which writes nothing)
+scans every row so that each block of every live SST passes its checksum. On a local
+directory the objects are listed too (missing ids, empty files, sizes against the manifest);
+s3:// cannot be listed through the binding, so there a missing WAL file shows only as one
+that cannot be read. What cannot be detected at all: docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import itertools
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from slatedb.uniffi import (
+    AdminBuilder,
+    DbReaderBuilder,
+    KeyRange,
+    ReaderMode,
+    ReaderOptions,
+    SlateDbWalReader,
+)
+
+from opendata_kv.store.failures import FOREIGN, object_named, one_line, translate
+from opendata_kv.store.integrity import (
+    WAL_READ_TIMEOUT,
+    Problem,
+    epoch_problems,
+    l0_problems,
+    replay_problems,
+    sst_problems,
+    wal_sequence_problems,
+)
+from opendata_kv.store.location import Location, parse_location
+from opendata_kv.store.objects import (
+    Listing,
+    compactions_name,
+    list_local,
+    manifest_name,
+    manifest_ssts,
+    wal_name,
+)
+
+#: Rows per next_batch of the checksum scan, and the seconds one batch may take.
+SCAN_BATCH = 1024
+SCAN_TIMEOUT = 120.0
+
+_COUNTERS = (
+    "writer_epoch",
+    "compactor_epoch",
+    "next_wal_sst_id",
+    "replay_after_wal_id",
+    "last_l0_seq",
+)
+
+
+@dataclass
+class VerifyReport:
+    """What verify found: `problems` (empty when the database is sound), how many objects of
+    each kind it checked, and `notes` on what it could not check."""
+
+    url: str
+    problems: list[Problem] = field(default_factory=list)
+    checked: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def add(self, problems: list[Problem]) -> None:
+        """Add problems, once per (object, message)."""
+        seen = {(p.object_name, p.message) for p in self.problems}
+        for problem in problems:
+            if (problem.object_name, problem.message) not in seen:
+                self.problems.append(problem)
+                seen.add((problem.object_name, problem.message))
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "url": self.url,
+            "ok": self.ok,
+            "problems": [{"object": p.object_name, "problem": p.message} for p in self.problems],
+            "checked": dict(self.checked),
+            "notes": list(self.notes),
+        }
+
+
+def _text(exc: BaseException) -> str:
+    return one_line(str(getattr(exc, "message", None) or exc))[:400]
+
+
+async def _manifests(admin: Any, listing: Listing | None, report: VerifyReport) -> dict[int, Any]:
+    """Every manifest present, decoded (id -> manifest); problems for those that do not."""
+    decoded: dict[int, Any] = {}
+    if listing is None:
+        try:
+            for manifest in await admin.list_manifests(None, None):
+                decoded[manifest.id] = manifest
+        except FOREIGN as exc:
+            report.notes.append(f"the manifests could not be listed one by one: {_text(exc)}")
+            try:
+                latest = await admin.read_manifest(None)
+            except FOREIGN as exc2:
+                report.add([Problem("manifest/ (newest)", f"does not decode: {_text(exc2)}")])
+                return decoded
+            if latest is not None:
+                decoded[latest.id] = latest
+        return decoded
+    for manifest_id, size in sorted(listing.manifests.items()):
+        name = manifest_name(manifest_id)
+        if size == 0:
+            report.add([Problem(name, "empty (0 bytes)")])
+            continue
+        try:
+            manifest = await admin.read_manifest(manifest_id)
+        except FOREIGN as exc:
+            report.add([Problem(name, f"does not decode: {_text(exc)}")])
+            continue
+        if manifest is not None:
+            decoded[manifest_id] = manifest
+    return decoded
+
+
+def _history_problems(decoded: dict[int, Any], listing: Listing | None) -> list[Problem]:
+    """Manifest versions in order: counters never go back, ids have no unexplained gaps."""
+    problems: list[Problem] = []
+    ids = sorted(decoded)
+    for before, after in itertools.pairwise(ids):
+        old, new = decoded[before], decoded[after]
+        if after == before + 1:
+            problems.extend(l0_problems(old, new))
+        for counter in _COUNTERS:
+            if getattr(new, counter) < getattr(old, counter):
+                problems.append(
+                    Problem(
+                        manifest_name(after),
+                        f"{counter} goes back from {getattr(old, counter)} in "
+                        f"{manifest_name(before)} to {getattr(new, counter)}: one of them is "
+                        "damaged",
+                    )
+                )
+    if listing is not None and listing.manifests:
+        present = sorted(listing.manifests)
+        latest = decoded.get(present[-1])
+        pinned = {cp.manifest_id for cp in latest.checkpoints} if latest is not None else set()
+        for missing in sorted(set(range(present[0], present[-1] + 1)) - set(present)):
+            # garbage collection deletes old versions, keeping those checkpoints pin
+            if any(i < missing and i not in pinned for i in present):
+                problems.append(
+                    Problem(
+                        manifest_name(missing),
+                        f"missing, between {manifest_name(present[0])} and "
+                        f"{manifest_name(present[-1])}",
+                    )
+                )
+    return problems
+
+
+def _checkpoint_problems(latest: Any, decoded: dict[int, Any], listing: Listing | None) -> list[
+    Problem
+]:
+    """Every checkpoint of the newest manifest pins a manifest that must still be there,
+    and the SSTs it references."""
+    problems: list[Problem] = []
+    for checkpoint in latest.checkpoints:
+        pinned = decoded.get(checkpoint.manifest_id)
+        if pinned is None:
+            if listing is not None and checkpoint.manifest_id not in listing.manifests:
+                problems.append(
+                    Problem(
+                        manifest_name(checkpoint.manifest_id),
+                        f"missing, but checkpoint {checkpoint.id} of "
+                        f"{manifest_name(latest.id)} pins it",
+                    )
+                )
+            continue
+        if listing is not None and pinned is not latest:
+            problems.extend(sst_problems(pinned, listing))
+    return problems
+
+
+async def _compactions(
+    admin: Any, latest: Any, listing: Listing | None, report: VerifyReport
+) -> None:
+    if listing is None:
+        try:
+            await admin.read_compactions(None)
+        except FOREIGN as exc:
+            report.add([Problem("compactions/ (newest)", f"does not decode: {_text(exc)}")])
+        return
+    for compactions_id, size in sorted(listing.compactions.items()):
+        name = compactions_name(compactions_id)
+        if size == 0:
+            report.add([Problem(name, "empty (0 bytes)")])
+            continue
+        try:
+            await admin.read_compactions(compactions_id)
+        except FOREIGN as exc:
+            report.add([Problem(name, f"does not decode: {_text(exc)}")])
+    report.checked["compactions files"] = len(listing.compactions)
+    if latest is not None:
+        report.add(await epoch_problems(admin, latest, listing, strict=False))
+
+
+async def _wal(
+    location: Location,
+    object_store: Any,
+    latest: Any,
+    listing: Listing | None,
+    report: VerifyReport,
+) -> None:
+    """The WAL files recovery needs: no gap, each readable, sequence numbers unbroken."""
+    replay = latest.replay_after_wal_id
+    if listing is not None:
+        problems = replay_problems(latest, listing)
+        report.add(problems)
+        after = sorted(i for i in listing.wals if i > replay)
+        if problems:
+            return  # reading on would wait at the gap
+        if after and listing.wals[after[-1]] == 0:
+            report.notes.append(
+                f"the newest WAL file {wal_name(after[-1])} is empty: a writer's fence, or a "
+                "file emptied by damage; the two cannot be told apart (docs/reliability.md)"
+            )
+    else:
+        if replay >= latest.next_wal_sst_id:
+            report.add(replay_problems(latest, Listing()))
+            return
+        reader = SlateDbWalReader(location.db_path, object_store)
+        try:
+            tail = await asyncio.wait_for(reader.last_wal_file_id(replay), WAL_READ_TIMEOUT)
+        except asyncio.TimeoutError:
+            report.notes.append("the newest WAL file id could not be read (timed out)")
+            return
+        except FOREIGN as exc:
+            report.notes.append(f"the newest WAL file id could not be read: {_text(exc)}")
+            return
+        after = list(range(replay + 1, tail + 1))
+    report.checked["WAL files"] = len(after)
+    report.add(await wal_sequence_problems(location, object_store, latest, after))
+
+
+async def _scan(location: Location, object_store: Any, report: VerifyReport) -> None:
+    """Every row of the newest state through a reader that writes nothing: each block of each
+    live SST is read, so a block that fails its checksum is reported by name."""
+    builder = DbReaderBuilder(location.db_path, object_store)
+    builder.with_reader_mode(ReaderMode.FOLLOW_LATEST())
+    builder.with_options(
+        ReaderOptions(
+            manifest_poll_interval_ms=3_600_000,
+            checkpoint_lifetime_ms=3_600_000,
+            max_memtable_bytes=64 << 20,
+            skip_wal_replay=True,
+            object_store_max_retries=0,
+        )
+    )
+    where = f"verify scan of {location}"
+    rows = 0
+    reader = None
+    try:
+        reader = await asyncio.wait_for(builder.build(), SCAN_TIMEOUT)
+        everything = KeyRange(start=None, start_inclusive=True, end=None, end_inclusive=False)
+        iterator = await asyncio.wait_for(reader.scan(everything), SCAN_TIMEOUT)
+        while True:
+            batch = await asyncio.wait_for(iterator.next_batch(SCAN_BATCH), SCAN_TIMEOUT)
+            if not batch:
+                break
+            rows += len(batch)
+    except asyncio.TimeoutError:
+        report.add([Problem("compacted/", f"reading the SSTs timed out after {rows} rows")])
+    except FOREIGN as exc:
+        error = translate(exc, where)
+        name = getattr(error, "object_name", None) or object_named(str(error))
+        if name is None and report.problems:  # most likely one already reported
+            report.notes.append(f"the SST scan stopped after {rows} rows: {_text(exc)}")
+        elif not any(p.object_name == name for p in report.problems):
+            report.add(
+                [Problem(name or "compacted/", f"unreadable after {rows} rows: {_text(exc)}")]
+            )
+    finally:
+        report.checked["rows read from SSTs"] = rows
+        if reader is not None:
+            with contextlib.suppress(*FOREIGN):
+                await reader.shutdown()
+
+
+async def verify_async(
+    url: str | os.PathLike[str], *, object_store_options: Mapping[str, str] | None = None
+) -> VerifyReport:
+    """Check every object of the database at `url` (see the module docstring); never writes."""
+    location = parse_location(url)
+    report = VerifyReport(str(location))
+    object_store = location.object_store(object_store_options)
+    listing = list_local(location.path) if location.scheme == "file" else None
+    if listing is None:
+        report.notes.append(
+            f"{location.scheme}:// objects cannot be listed through the binding: missing ids, "
+            "empty files and sizes are not checked"
+        )
+    admin = AdminBuilder(location.db_path, object_store).build()
+    decoded = await _manifests(admin, listing, report)
+    report.checked["manifests"] = len(decoded)
+    if not decoded:
+        if not report.problems:
+            report.add([Problem("manifest/", "no manifest: there is no database here")])
+        return report
+    report.add(_history_problems(decoded, listing))
+    newest = max(decoded)
+    latest = decoded[newest]
+    newest_decodes = listing is None or max(listing.manifests) == newest
+    if not newest_decodes:
+        report.notes.append(
+            f"the newest manifest does not decode: checked against {manifest_name(newest)}; "
+            "the SSTs were not read"
+        )
+    ssts = dict(manifest_ssts(latest))
+    report.checked["SSTs"] = len(ssts)
+    if listing is not None:
+        report.add(sst_problems(latest, listing))
+    report.add(_checkpoint_problems(latest, decoded, listing))
+    await _compactions(admin, latest if newest_decodes else None, listing, report)
+    await _wal(location, object_store, latest, listing, report)
+    if newest_decodes:
+        await _scan(location, object_store, report)
+    return report
+
+
+def verify(
+    url: str | os.PathLike[str], *, object_store_options: Mapping[str, str] | None = None
+) -> VerifyReport:
+    """verify_async, blocking (on a private event loop, so it works inside a running one)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(
+            asyncio.run, verify_async(url, object_store_options=object_store_options)
+        ).result()

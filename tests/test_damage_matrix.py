@@ -1,0 +1,238 @@
+"""The corruption matrix of issue 13: flip, truncate, zero, delete and garbage on a middle WAL
+file, the last WAL file, an SST, the latest manifest and the compactions file of a local
+database, opened by a reader and by the writer, and checked by verify.
+
+Every trial must end, within the hang guard, with the complete data or an opendata_kv error:
+never fewer records without an error, except the cells docs/reliability.md names as
+undetectable. EXPECTED pins each cell's outcome, so a change in what is caught shows up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import damaged_store as ds
+import pytest
+from hang_guard import hang_guard
+from writer_process import child_env
+
+from opendata_kv.errors import OpendataKvError, StoreDataError
+from opendata_kv.store import Store, verify
+
+COMPLETE, ERROR, LOSS = "complete", "error", "undetectable loss"
+
+#: (target, damage) -> (reader, writer) outcome
+EXPECTED: dict[tuple[str, str], tuple[str, str]] = {
+    **{("middle WAL", d): (ERROR, ERROR) for d in ds.DAMAGES},
+    ("last WAL", "flip"): (ERROR, ERROR),
+    ("last WAL", "truncate"): (ERROR, ERROR),
+    ("last WAL", "zero"): (LOSS, LOSS),
+    ("last WAL", "delete"): (LOSS, LOSS),
+    ("last WAL", "garbage"): (ERROR, ERROR),
+    **{("SST", d): (ERROR, ERROR) for d in ds.DAMAGES},
+    ("latest manifest", "flip"): (ERROR, ERROR),
+    ("latest manifest", "truncate"): (ERROR, ERROR),
+    ("latest manifest", "zero"): (ERROR, ERROR),
+    ("latest manifest", "delete"): (ERROR, ERROR),
+    ("latest manifest", "garbage"): (ERROR, ERROR),
+    # readers never read the compactions file; the writer refuses a damaged one, and a
+    # deleted newest one only sends it back to the previous one (nothing lost)
+    ("compactions file", "flip"): (COMPLETE, ERROR),
+    ("compactions file", "truncate"): (COMPLETE, ERROR),
+    ("compactions file", "zero"): (COMPLETE, ERROR),
+    ("compactions file", "delete"): (COMPLETE, COMPLETE),
+    ("compactions file", "garbage"): (COMPLETE, ERROR),
+}
+
+#: cells verify cannot flag (docs/reliability.md, "What cannot be detected")
+VERIFY_BLIND = {
+    ("last WAL", "zero"),
+    ("last WAL", "delete"),
+    ("compactions file", "delete"),
+}
+
+TARGETS = ("middle WAL", "last WAL", "SST", "latest manifest", "compactions file")
+CELLS = [(t, d) for t in TARGETS for d in ds.DAMAGES]
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("damage") / "base"
+    ds.build(path)
+    return path
+
+
+def damaged(base: Path, tmp_path: Path, target: str, how: str) -> Path:
+    path = ds.copy(base, tmp_path / "db")
+    ds.damage(ds.targets(path)[target], how)
+    return path
+
+
+async def read_all(path: Path, writer: bool) -> dict[int, object]:
+    opening = Store.open(path, ds.SCHEMA) if writer else Store.open_reader(path, ds.SCHEMA)
+    async with opening as store:
+        return {record.key.n: record.value async for record in store.scan(ds.item)}
+
+
+def outcome(path: Path, writer: bool) -> tuple[str, BaseException | None]:
+    with hang_guard(60):
+        try:
+            found = asyncio.run(read_all(path, writer))
+        except OpendataKvError as exc:
+            return ERROR, exc
+    if found == ds.expected():
+        return COMPLETE, None
+    assert set(found) < set(ds.expected()), "records that were never written"
+    assert all(found[n] == ds.expected()[n] for n in found), "a record changed"
+    return LOSS, None
+
+
+def test_the_undamaged_base_is_complete_and_verifies(base: Path, tmp_path: Path) -> None:
+    assert outcome(ds.copy(base, tmp_path / "r"), writer=False)[0] == COMPLETE
+    assert outcome(ds.copy(base, tmp_path / "w"), writer=True)[0] == COMPLETE
+    report = verify(ds.copy(base, tmp_path / "v"))
+    assert report.ok, report.problems
+    assert report.checked["rows read from SSTs"] == ds.FIRST
+
+
+@pytest.mark.parametrize(("target", "how"), CELLS)
+@pytest.mark.parametrize("mode", ["reader", "writer"])
+def test_damage_ends_in_the_complete_data_or_an_error(
+    base: Path, tmp_path: Path, target: str, how: str, mode: str
+) -> None:
+    path = damaged(base, tmp_path, target, how)
+    got, error = outcome(path, writer=mode == "writer")
+    want = EXPECTED[target, how][mode == "writer"]
+    assert got == want, f"{target} {how} {mode}: {got} ({error!r}), expected {want}"
+    if want == ERROR:
+        assert isinstance(error, StoreDataError), repr(error)
+        name = ds.targets(base)[target].relative_to(base).as_posix()
+        assert error.object_name == name, f"{error!r} does not name {name}"
+
+
+def _digest(path: Path) -> dict[str, str]:
+    return {
+        p.relative_to(path).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(path.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.mark.parametrize(("target", "how"), CELLS)
+def test_verify_names_the_damaged_object_and_writes_nothing(
+    base: Path, tmp_path: Path, target: str, how: str
+) -> None:
+    path = damaged(base, tmp_path, target, how)
+    before = _digest(path)
+    with hang_guard(60):
+        report = verify(path)
+    assert _digest(path) == before, "verify wrote to the store"
+    if (target, how) in VERIFY_BLIND:
+        assert report.ok, report.problems
+        return
+    assert not report.ok
+    name = ds.targets(base)[target].relative_to(base).as_posix()
+    assert name in {p.object_name for p in report.problems}, report.problems
+
+
+def test_random_manifest_flips_never_lose_records_silently(base: Path, tmp_path: Path) -> None:
+    """A sample of single-byte flips of the latest manifest (the audit found 3 in 200 silent):
+    each one ends in the complete data or an error, for a reader."""
+    rng = random.Random(1313)
+    manifest = ds.targets(base)["latest manifest"]
+    size = manifest.stat().st_size
+    for trial in range(40):
+        path = ds.copy(base, tmp_path / f"db{trial}")
+        target = ds.targets(path)["latest manifest"]
+        data = bytearray(target.read_bytes())
+        offset, bit = rng.randrange(size), 1 << rng.randrange(8)
+        data[offset] ^= bit
+        target.write_bytes(bytes(data))
+        got, _ = outcome(path, writer=False)
+        assert got in (COMPLETE, ERROR), f"flip of bit {bit:#x} at {offset}: {got}"
+
+
+def compacted(path: Path) -> bool:
+    """True once the newest manifest has a sorted run (a compaction happened)."""
+    from slatedb.uniffi import AdminBuilder
+
+    from opendata_kv.store.location import parse_location
+
+    location = parse_location(path)
+    admin = AdminBuilder(location.db_path, location.object_store()).build()
+    manifest = asyncio.run(admin.read_manifest(None))
+    return manifest is not None and bool(manifest.compacted)
+
+
+def test_sound_databases_of_every_shape_verify_clean(tmp_path: Path) -> None:
+    """No false alarms: batches, transactions, deletes, TTLs, several writer sessions (closed
+    and crashed), small L0 SSTs that get compacted, a checkpoint, empty fence WAL files."""
+    from opendata_kv.store import SyncStore
+
+    path = tmp_path / "db"
+    settings = {
+        "l0_sst_size_bytes": 4096,
+        "flush_interval": "60s",
+        "compactor_options.poll_interval": "50ms",
+        "compactor_options.worker.compactions_poll_interval": "50ms",
+        "compactor_options.commit_compacted_interval": "50ms",
+    }
+    with SyncStore.open(str(path), ds.SCHEMA, settings=settings) as store:
+        for n in range(36):  # 9 L0 SSTs: the compactor merges them into a sorted run
+            store.put(ds.item, (10_000 + n,), {"n": n, "pad": "z" * 1000})
+            if n % 4 == 3:
+                store.flush()
+        with hang_guard(60):
+            while not compacted(path):
+                time.sleep(0.05)
+    for session in range(3):
+        with SyncStore.open(str(path), ds.SCHEMA, settings=settings) as store:
+            for n in range(40):
+                key = session * 1000 + n
+                if n % 3 == 0:
+                    with store.batch() as batch:
+                        batch.put(ds.item, (key,), {"n": key, "pad": "x" * 200})
+                        batch.delete(ds.item, (key + 1,))
+                elif n % 3 == 1:
+                    with store.transaction() as tx:
+                        tx.put(ds.item, (key,), {"n": key, "pad": "y" * 200})
+                else:
+                    store.put(ds.item, (key,), {"n": key}, ttl=3600)
+                if n % 7 == 0:
+                    store.flush()
+            if session == 1:
+                store.checkpoint()
+            store.flush()
+    ds.build(tmp_path / "crashed")  # a crashed writer too
+    for db in (path, tmp_path / "crashed"):
+        with hang_guard(60):
+            report = verify(db)
+        assert report.ok, report.problems
+        assert report.checked["rows read from SSTs"] > 0
+        for writer in (False, True):  # the open checks raise no false alarm either
+            with hang_guard(60):
+                assert asyncio.run(read_all(db, writer))
+
+
+@pytest.mark.parametrize("command", ["dump", "stats"])
+def test_the_dump_tool_refuses_a_wal_gap_naming_the_file(
+    base: Path, tmp_path: Path, command: str
+) -> None:
+    path = damaged(base, tmp_path, "middle WAL", "delete")
+    name = ds.targets(base)["middle WAL"].relative_to(base).as_posix()
+    result = subprocess.run(
+        [sys.executable, "-m", "opendata_kv", command, str(path)],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=120,
+    )
+    assert result.returncode == 1 and result.stdout == ""
+    err = result.stderr
+    assert err.count("\n") == 1 and name in err and "missing" in err, err

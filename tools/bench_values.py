@@ -1,0 +1,133 @@
+"""Value decoding: what the decode caps and DataclassCodec's type checks cost.
+
+    python tools/bench.py values [--quick]
+
+Side by side on the same stored bytes, interleaved rounds (see bench_codec.py):
+- msgpack.unpackb as the binding-free baseline vs MsgpackCodec.decode (caps on) on a small
+  record and on a 20 KiB record with 300 containers (past the cheap depth bound: it walks);
+- DataclassCodec with check_types=True vs check_types=False;
+- the time a hostile value (2 levels of 3000 empty arrays, 9 MB) takes to be refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+try:
+    from opendata_kv.errors import ValueLimitError
+    from opendata_kv.values import DataclassCodec, MsgpackCodec
+except ImportError:  # run from a checkout without installing: use the checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from opendata_kv.errors import ValueLimitError
+    from opendata_kv.values import DataclassCodec, MsgpackCodec
+
+
+@dataclasses.dataclass
+class Post:
+    text: str
+    lang: str
+    likes: int
+    tags: list[str]
+    reply_to: str | None = None
+
+
+def _loop(decode: Callable[[bytes], Any], items: Sequence[bytes]) -> None:
+    for item in items:
+        decode(item)
+
+
+def _time(fn: Callable[[], None], ops: int, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter_ns()
+        fn()
+        best = min(best, time.perf_counter_ns() - start)
+    return best / ops / 1000.0
+
+
+def _rounds(cases: dict[str, Callable[[], None]], ops: int, rounds: int, repeat: int) -> dict[
+    str, list[float]
+]:
+    names = list(cases)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for fn in cases.values():
+        fn()
+    gc.collect()
+    gc.disable()
+    try:
+        for r in range(rounds):
+            shift = r % len(names)
+            for name in names[shift:] + names[:shift]:
+                samples[name].append(_time(cases[name], ops, repeat))
+    finally:
+        gc.enable()
+    return samples
+
+
+def run(quick: bool) -> None:
+    count, rounds, repeat = (200, 5, 3) if quick else (1000, 11, 5)
+    post = {"text": "hello world " * 8, "lang": "en", "likes": 42, "tags": ["a", "b", "c"]}
+    small = [msgpack.packb({**post, "likes": i}) for i in range(count)]
+    big_value = [{"id": i, "tags": ["x", "y"], "text": "é" * 20} for i in range(150)]
+    big = [msgpack.packb(big_value)] * max(1, count // 20)
+    codec = MsgpackCodec()
+    checked = DataclassCodec(Post)
+    unchecked = DataclassCodec(Post, check_types=False)
+    assert checked.decode(small[0]) == unchecked.decode(small[0])
+    unpackb = msgpack.unpackb
+
+    def baseline(data: bytes) -> Any:
+        return unpackb(data, raw=False, timestamp=3, strict_map_key=False)
+
+    cases = {
+        "small unpackb": lambda: _loop(baseline, small),
+        "small MsgpackCodec": lambda: _loop(codec.decode, small),
+        "big unpackb": lambda: _loop(baseline, big),
+        "big MsgpackCodec": lambda: _loop(codec.decode, big),
+        "dataclass checked": lambda: _loop(checked.decode, small),
+        "dataclass unchecked": lambda: _loop(unchecked.decode, small),
+    }
+    samples = _rounds(cases, count, rounds, repeat)
+    big_ops = len(big) / count  # the big cases ran len(big) items but were divided by count
+    print(
+        f"{count} values of {len(small[0])} B, {len(big)} of {len(big[0])} B; "
+        f"{rounds} interleaved rounds, best of {repeat}"
+    )
+    for name, values in samples.items():
+        scale = 1 / big_ops if name.startswith("big") else 1.0
+        print(f"  {name:<22} {statistics.median(values) * scale:8.3f} us/op")
+    for label, mine, other in (
+        ("caps, small record", "small MsgpackCodec", "small unpackb"),
+        ("caps, 300-container record", "big MsgpackCodec", "big unpackb"),
+        ("type checks", "dataclass checked", "dataclass unchecked"),
+    ):
+        ratios = [a / b for a, b in zip(samples[mine], samples[other], strict=True)]
+        print(
+            f"  {label}: {mine} / {other} = {statistics.median(ratios):.2f}x "
+            f"(range {min(ratios):.2f}-{max(ratios):.2f})"
+        )
+    side = 3000
+    hostile = (b"\xdc" + side.to_bytes(2, "big")) + (
+        b"\xdc" + side.to_bytes(2, "big") + b"\x90" * side
+    ) * side
+    start = time.perf_counter()
+    try:
+        codec.decode(hostile)
+    except ValueLimitError as exc:
+        print(
+            f"  hostile {len(hostile) / 1e6:.1f} MB of empty arrays refused ({exc.cap}) in "
+            f"{time.perf_counter() - start:.2f} s"
+        )
+
+
+if __name__ == "__main__":
+    run("--quick" in sys.argv)
