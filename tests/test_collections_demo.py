@@ -69,10 +69,9 @@ def test_demo_json_lines(tmp_path: Path) -> None:
     page_keys = {r["fields"]["url_key"] for r in rows if r["record"] == "page"}
     assert {v["key"] for v in ids} <= page_keys
 
-    dumped = subprocess.run(
-        [sys.executable, "-m", "opendata_kv", "dump", str(tmp_path / "db"), "--values",
-         "--json", "--schema", "opendata_kv.collections:default_schema"],
-        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(SRC)}, timeout=120,
+    dumped = run_in_process(
+        "dump", str(tmp_path / "db"), "--values", "--json",
+        "--schema", "opendata_kv.collections:default_schema",
     )
     assert dumped.returncode == 0, dumped.stderr
     assert [json.loads(line) for line in dumped.stdout.splitlines()] == rows
