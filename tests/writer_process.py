@@ -236,6 +236,12 @@ class ForkedWriter(_WriterLines):
             return
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
+        self._out.join(5)
+        if self._out.is_alive():
+            # A kill that lands before the child opened its end of the FIFO leaves our reader
+            # blocked in open() forever: open and close a write end so that it reads EOF.
+            with contextlib.suppress(OSError):
+                os.close(os.open(self.out, os.O_WRONLY | os.O_NONBLOCK))
         self._out.join(60)
         assert not self._out.is_alive(), f"writer {self.pid}: its output never ended"
         err = Path(f"{self.out}.err")

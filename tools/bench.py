@@ -5,9 +5,13 @@
     python tools/bench.py store     typed Store vs raw slatedb calls on the same data
     python tools/bench.py values    decode caps and dataclass type checks vs plain msgpack
     python tools/bench.py feed      change feed row rate vs a typed scan; flush-to-follower delay
-    python tools/bench.py all
+    python tools/bench.py scale [--records N] [--store file|s3] [--json]
+                                    N records of two record types: typed Store, raw slatedb
+                                    and rocksdict side by side (see tools/bench_scale.py)
+    python tools/bench.py all       every section but scale (run on its own)
 
-Each section lives in tools/bench_<section>.py and exposes run(quick: bool) -> None.
+Each section lives in tools/bench_<section>.py and exposes run(quick: bool) -> None; one that
+takes options of its own (scale) also exposes main(argv) and gets the arguments after its name.
 Numbers are never asserted in tests; they are recorded in the README and issue notes.
 """
 
@@ -25,10 +29,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("section", choices=(*SECTIONS, "all"))
+    parser.add_argument("section", choices=(*SECTIONS, "scale", "all"))
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
-    args = parser.parse_args(argv)
+    args, rest = parser.parse_known_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    if args.section == "scale":
+        module = importlib.import_module("bench_scale")
+        return int(module.main([*rest, *(["--records", "20000"] if args.quick else [])]))
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     for section in SECTIONS if args.section == "all" else (args.section,):
         print(f"== {section}")
         importlib.import_module(f"bench_{section}").run(args.quick)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
+from itertools import repeat
 from typing import Any
 
 from opendata_kv.keys.codecs import Field, TerminatedBytes, TerminatedStr, escape, unescape
@@ -21,7 +22,7 @@ class PlanMismatch(Exception):
 
 EncodeFn = Callable[..., bytes]
 DecodeFn = Callable[[bytes], Any]
-
+DecodeManyFn = Callable[[list[bytes]], list[Any]]
 
 
 def _family(field: Field) -> str:
@@ -221,3 +222,31 @@ def compile_plan(
     )
     exec(compile(enc_src + dec_src, "<opendata_kv.keys.plan>", "exec"), ns)
     return ns["encode"], ns["decode"]
+
+
+def compile_decode_many(
+    head: bytes, fields: Sequence[Field], key_class: type[tuple[Any, ...]], decode: DecodeFn
+) -> DecodeManyFn:
+    """decode_many(keys) -> [decode(k) for k in keys], with the per-key Python call removed
+    where it can be: when every field is a fixed-width integer taken as is (u64, i32 ...:
+    struct codes with no conversion), one struct with the prefix as pad bytes unpacks each
+    key in C (its exact size is the length check), after one C pass that checks every
+    prefix. Any failure re-decodes key by key through `decode`, whose error names the key.
+    """
+    if not fields or not all(f.struct_code is not None and f.raw_identity for f in fields):
+        def decode_each(keys: list[bytes]) -> list[Any]:
+            return list(map(decode, keys))
+
+        return decode_each
+    unpack = struct.Struct(f">{len(head)}x" + "".join(f.struct_code or "" for f in fields)).unpack
+    starts = bytes.startswith
+
+    def decode_many(keys: list[bytes]) -> list[Any]:
+        try:
+            if all(map(starts, keys, repeat(head))):
+                return list(map(key_class, map(unpack, keys)))
+        except (struct.error, TypeError):
+            pass
+        return [decode(key) for key in keys]
+
+    return decode_many

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from opendata_kv.errors import KeyDecodeError, KeyEncodeError, SchemaError, show_bytes
 from opendata_kv.keys.fields import Field
-from opendata_kv.keys.plan import PlanMismatch, compile_plan
+from opendata_kv.keys.plan import PlanMismatch, compile_decode_many, compile_plan
 from opendata_kv.keys.prefix import (
     RecordPrefix,
     as_key_bytes,
@@ -154,6 +154,7 @@ class RecordType:
         "_index",
         "_token",
         "decode",
+        "decode_many",
         "fields",
         "head",
         "keyspace",
@@ -194,6 +195,11 @@ class RecordType:
         self.decode: Callable[[bytes], Key]
         self._encode, self.decode = compile_plan(
             self.head, self._fields, self.Key, self._decode_fallback, _FAST_PATH_ERRORS
+        )
+        #: decode_many(keys: list[bytes]) -> list[Key]: decode over a batch (scans), equal to
+        #: [decode(k) for k in keys] and raising the same error on the first bad key.
+        self.decode_many: Callable[[list[bytes]], list[Key]] = compile_decode_many(
+            self.head, self._fields, self.Key, self.decode
         )
         _BY_TOKEN[self._token] = self
         _BY_DEFINITION.setdefault(self._definition, self)

@@ -12,7 +12,16 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Mapping
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Generator,
+    Iterable,
+    Mapping,
+)
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
@@ -487,6 +496,53 @@ class Store(ReadView):
             await self._writable().flush()
         except FOREIGN as exc:
             raise translate(exc, f"flush of {self.where}") from exc
+
+    async def put_many(
+        self,
+        records: Iterable[tuple[Any, ...]] | AsyncIterable[tuple[Any, ...]],
+        *,
+        batch_size: int = 1000,
+        durable: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Put a stream of records, `batch_size` per atomic batch; returns how many were put.
+
+        Each item is `(record_type, fields, value)` or `(key_obj, value)`. A generator (sync or
+        async) is consumed lazily, so memory holds one batch, never the whole stream. Batches
+        are atomic one by one, not as a whole; `durable=True` flushes once at the end.
+        `progress(total_so_far)` is called after each batch.
+        """
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self._writable()
+        total = 0
+        batch = Batch(self)
+        put = batch.put
+
+        async def send() -> None:
+            nonlocal batch, put, total
+            total += len(batch)
+            await self.write(batch)
+            batch = Batch(self)
+            put = batch.put
+            if progress is not None:
+                progress(total)
+
+        if isinstance(records, AsyncIterable):
+            async for item in records:
+                put(*item)
+                if len(batch) >= batch_size:
+                    await send()
+        else:
+            for item in records:
+                put(*item)
+                if len(batch) >= batch_size:
+                    await send()
+        if batch:
+            await send()
+        if durable:
+            await self.flush()
+        return total
 
     def batch(self, *, durable: bool = False) -> _BatchContext:
         """`async with store.batch() as b: b.put(...)`: one atomic write on exit (none if empty,

@@ -207,6 +207,7 @@ class SyncView:
     def exists(self, target: Target, fields: Fields = None) -> bool:
         return self._loop.run(self._view.exists(target, fields))
 
+    @overload
     def scan(
         self,
         record: RecordType | str,
@@ -221,7 +222,43 @@ class SyncView:
         limit: int | None = None,
         batch_size: int = 1024,
         upgrade: bool = True,
-    ) -> SyncScan[Record]:
+        on_error: Literal["raise", "skip"] = "raise",
+    ) -> SyncScan[Record]: ...
+
+    @overload
+    def scan(
+        self,
+        record: RecordType | str,
+        *leading: Any,
+        partial: Any = None,
+        version: int | None = None,
+        prefix: bytes | None = None,
+        start: Bound = None,
+        end: Bound = None,
+        after: bytes | Key | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        batch_size: int = 1024,
+        upgrade: bool = True,
+        on_error: str,
+    ) -> SyncScan[Record | RawRecord]: ...
+
+    def scan(
+        self,
+        record: RecordType | str,
+        *leading: Any,
+        partial: Any = None,
+        version: int | None = None,
+        prefix: bytes | None = None,
+        start: Bound = None,
+        end: Bound = None,
+        after: bytes | Key | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        batch_size: int = 1024,
+        upgrade: bool = True,
+        on_error: str = "raise",
+    ) -> SyncScan[Record] | SyncScan[Record | RawRecord]:
         """As Store.scan, blocking."""
         scan = self._view.scan(
             record,
@@ -236,8 +273,9 @@ class SyncView:
             limit=limit,
             batch_size=batch_size,
             upgrade=upgrade,
+            on_error=on_error,
         )
-        return SyncScan(scan, self._loop.run)
+        return SyncScan[Any](scan, self._loop.run)
 
     @overload
     def scan_all(
@@ -252,6 +290,7 @@ class SyncView:
         on_unknown: Literal["raise", "skip"] = "raise",
         batch_size: int = 1024,
         upgrade: bool = True,
+        on_error: Literal["raise", "skip"] = "raise",
     ) -> SyncScan[Record]: ...
 
     @overload
@@ -267,6 +306,23 @@ class SyncView:
         on_unknown: str,
         batch_size: int = 1024,
         upgrade: bool = True,
+        on_error: str = "raise",
+    ) -> SyncScan[Record | RawRecord]: ...
+
+    @overload
+    def scan_all(
+        self,
+        *,
+        prefix: bytes = b"",
+        start: bytes | Key | None = None,
+        end: bytes | Key | None = None,
+        after: bytes | Key | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        on_unknown: str = "raise",
+        batch_size: int = 1024,
+        upgrade: bool = True,
+        on_error: str,
     ) -> SyncScan[Record | RawRecord]: ...
 
     def scan_all(
@@ -281,6 +337,7 @@ class SyncView:
         on_unknown: str = "raise",
         batch_size: int = 1024,
         upgrade: bool = True,
+        on_error: str = "raise",
     ) -> SyncScan[Record] | SyncScan[Record | RawRecord]:
         """As Store.scan_all, blocking."""
         scan = self._view.scan_all(
@@ -293,6 +350,7 @@ class SyncView:
             on_unknown=on_unknown,
             batch_size=batch_size,
             upgrade=upgrade,
+            on_error=on_error,
         )
         return SyncScan[Any](scan, self._loop.run)
 

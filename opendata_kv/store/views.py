@@ -24,7 +24,14 @@ from opendata_kv.errors import (
 )
 from opendata_kv.keys import Key, RecordType, Schema, intersect, prefix_range
 from opendata_kv.store.failures import FOREIGN, translate
-from opendata_kv.store.scan import KeySpan, RawRecord, Record, Scan, check_cursor
+from opendata_kv.store.scan import (
+    KeySpan,
+    RawRecord,
+    Record,
+    Scan,
+    check_cursor,
+    check_error_policy,
+)
 from opendata_kv.store.ttl import ttl_seconds
 from opendata_kv.values import Values, check_policy
 
@@ -298,6 +305,7 @@ class ReadView:
         _, key = key_bytes(self.schema, target, fields)
         return await self._fetch(key) is not None
 
+    @overload
     def scan(
         self,
         record: RecordType | str,
@@ -312,7 +320,43 @@ class ReadView:
         limit: int | None = None,
         batch_size: int = 1024,
         upgrade: bool = True,
-    ) -> Scan[Record]:
+        on_error: Literal["raise", "skip"] = "raise",
+    ) -> Scan[Record]: ...
+
+    @overload
+    def scan(
+        self,
+        record: RecordType | str,
+        *leading: Any,
+        partial: Any = None,
+        version: int | None = None,
+        prefix: bytes | None = None,
+        start: Bound = None,
+        end: Bound = None,
+        after: bytes | Key | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        batch_size: int = 1024,
+        upgrade: bool = True,
+        on_error: str,
+    ) -> Scan[Record | RawRecord]: ...
+
+    def scan(
+        self,
+        record: RecordType | str,
+        *leading: Any,
+        partial: Any = None,
+        version: int | None = None,
+        prefix: bytes | None = None,
+        start: Bound = None,
+        end: Bound = None,
+        after: bytes | Key | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        batch_size: int = 1024,
+        upgrade: bool = True,
+        on_error: str = "raise",
+    ) -> Scan[Record] | Scan[Record | RawRecord]:
         """Records of one RecordType (or every registered version of a record name), in key
         order, optionally narrowed to leading field values, a partial string (the next field
         starts with it), a raw key `prefix`, and [start, end).
@@ -322,9 +366,14 @@ class ReadView:
         cursor: raw key or Key) resumes after that key; a cursor outside the scan's range is a
         CursorError. `limit=0` yields nothing. Versions are walked in version order (reversed
         when `reverse`), since the version byte leads the key.
+        `on_error`: a row whose key or value does not decode "raise"s (default), is "skip"ped
+        and counted in `scan.failed`, or comes back "raw" as a RawRecord holding the error
+        (so the scan's type is `Scan[Record | RawRecord]`).
         """
         spans = self._spans(record, leading, partial, version, prefix)
-        return self._scan(spans, start, end, after, reverse, limit, "raise", batch_size, upgrade)
+        return self._scan(
+            spans, start, end, after, reverse, limit, "raise", on_error, batch_size, upgrade
+        )
 
     @overload
     def scan_all(
@@ -339,6 +388,7 @@ class ReadView:
         on_unknown: Literal["raise", "skip"] = "raise",
         batch_size: int = 1024,
         upgrade: bool = True,
+        on_error: Literal["raise", "skip"] = "raise",
     ) -> Scan[Record]: ...
 
     @overload
@@ -354,6 +404,23 @@ class ReadView:
         on_unknown: str,
         batch_size: int = 1024,
         upgrade: bool = True,
+        on_error: str = "raise",
+    ) -> Scan[Record | RawRecord]: ...
+
+    @overload
+    def scan_all(
+        self,
+        *,
+        prefix: bytes = b"",
+        start: bytes | Key | None = None,
+        end: bytes | Key | None = None,
+        after: bytes | Key | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        on_unknown: str = "raise",
+        batch_size: int = 1024,
+        upgrade: bool = True,
+        on_error: str,
     ) -> Scan[Record | RawRecord]: ...
 
     def scan_all(
@@ -368,13 +435,17 @@ class ReadView:
         on_unknown: str = "raise",
         batch_size: int = 1024,
         upgrade: bool = True,
+        on_error: str = "raise",
     ) -> Scan[Record] | Scan[Record | RawRecord]:
         """Every record (or those under a raw `prefix`), each key decoded by the RecordType its
         prefix names. Keys no RecordType owns: on_unknown "raise" (default), "skip", or "raw"
-        (yielded as RawRecord, so the scan's type is `Scan[Record | RawRecord]`)."""
+        (yielded as RawRecord, so the scan's type is `Scan[Record | RawRecord]`). Rows of a
+        known RecordType that fail to decode: `on_error`, as for scan()."""
         policy = check_policy(on_unknown)
         span = narrow(KeySpan(None, None, None), prefix or None, None, None)
-        return self._scan([span], start, end, after, reverse, limit, policy, batch_size, upgrade)
+        return self._scan(
+            [span], start, end, after, reverse, limit, policy, on_error, batch_size, upgrade
+        )
 
     def _spans(
         self,
@@ -439,6 +510,7 @@ class ReadView:
         reverse: bool,
         limit: int | None,
         on_unknown: Any,
+        on_error: str,
         batch_size: int,
         upgrade: bool,
     ) -> Scan[Any]:
@@ -456,6 +528,7 @@ class ReadView:
             limit=limit,
             after=cursor,
             on_unknown=on_unknown,
+            on_error=check_error_policy(on_error),
             batch_size=batch_size,
             upgrade=upgrade,
             check_expiry=self.check_expiry,

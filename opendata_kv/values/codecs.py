@@ -112,12 +112,24 @@ class _Limited:
         return clone
 
 
+def limited_unpack_many(batch: list[bytes], limits: DecodeLimits) -> list[Any]:
+    """[limited_unpackb(data, limits) for data in batch], cheaper: a value too short to
+    trip the size-gated caps (objects, depth, value bytes) goes straight to the capped
+    unpackb, as limited_unpackb would send it, without a Python call of its own."""
+    unpackb = limits.unpackb
+    gate = min(limits.max_depth, limits.max_objects, limits.max_value_bytes)
+    return [
+        unpackb(data) if len(data) <= gate else limited_unpackb(data, limits) for data in batch
+    ]
+
+
 class MsgpackCodec(_Limited):
     """Plain data (dicts, lists, scalars) as msgpack: the default codec.
 
     `limits`: decode caps (values/limits.py; default DEFAULT_LIMITS or the store's).
-    `fast_decode` is `decode` without the error translation, for batch decoders that redo a
-    failed batch through `decode` to get the precise error.
+    `fast_decode` is `decode` without the error translation, and `fast_decode_many` the same
+    over a list, for batch decoders (scans) that redo a failed batch through `decode` to get
+    the precise error.
     """
 
     name = "msgpack"
@@ -127,6 +139,9 @@ class MsgpackCodec(_Limited):
         self.fast_decode: Callable[[bytes], Any] = functools.partial(
             limited_unpackb, limits=self.limits
         )
+
+    def fast_decode_many(self, batch: list[bytes]) -> list[Any]:
+        return limited_unpack_many(batch, self.limits)
 
     def encode(self, value: Any) -> bytes:
         return pack(value)

@@ -1,0 +1,206 @@
+"""Rows that fail to decode: the per-scan on_error policy (raise, skip and count, raw with the
+error), the batch key decoder it sits on, and put_many streaming into batches."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import msgpack
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from storekit import aio
+
+from opendata_kv import RecordType, Schema, Store
+from opendata_kv import fields as F
+from opendata_kv.errors import KeyDecodeError, ValueDecodeError
+from opendata_kv.store.scan import DECODE_CHUNK, RawRecord
+
+num = RecordType("num", 1, [("n", F.u64)])
+pair = RecordType("pair", 2, [("a", F.u32), ("b", F.u16)])
+name = RecordType("name", 3, [("who", F.string), ("at", F.desc(F.u64))])
+SCHEMA = Schema(num, pair, name)
+
+
+def _outcome(fn: Any, *args: Any) -> Any:
+    try:
+        return ("ok", fn(*args))
+    except KeyDecodeError as exc:
+        return ("error", type(exc), str(exc))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from([num, pair, name]),
+    st.lists(
+        st.one_of(
+            st.integers(0, 2**16 - 1).map(lambda n: ("valid", n)),
+            st.binary(max_size=12).map(lambda b: ("suffix", b)),
+            st.binary(max_size=12).map(lambda b: ("garbage", b)),
+        ),
+        max_size=20,
+    ),
+)
+def test_decode_many_is_decode_over_a_list(record_type: RecordType, items: list[Any]) -> None:
+    keys = []
+    for kind, item in items:
+        if kind == "valid":
+            fields = {num: (item,), pair: (item, item), name: (f"w{item}", item)}[record_type]
+            keys.append(record_type.encode(*fields))
+        elif kind == "suffix":  # the right prefix, anything after it
+            keys.append(record_type.head + item)
+        else:
+            keys.append(item)
+    expected: list[Any] = []
+    for key in keys:
+        outcome = _outcome(record_type.decode, key)
+        if outcome[0] == "error":
+            expected = outcome  # the first bad key's error, as decode raises it
+            break
+        expected.append(outcome[1])
+    got = _outcome(record_type.decode_many, keys)
+    if isinstance(expected, tuple):
+        assert got == expected
+    else:
+        assert got == ("ok", expected)
+        assert all(type(k) is record_type.Key for k in got[1])
+
+
+def _value(n: int) -> dict[str, Any]:
+    return {"n": n, "text": f"row {n}"}
+
+
+# Bad rows under registered prefixes: keys that do not decode, values that are not msgpack.
+BAD_KEY = st.one_of(
+    st.binary(max_size=7).map(lambda b: num.head + b),  # too short for a u64
+    st.binary(min_size=9, max_size=12).map(lambda b: num.head + b),  # too long
+)
+BAD_VALUE = st.sampled_from([b"\xc1", b"\x92\x01", b"\x01\x02", b"\xd9\x05ab"])
+
+
+async def _fill(store: Store, good: int, bad_keys: list[bytes], bad_values: list[int]) -> None:
+    async with store.batch() as batch:
+        for n in range(good):
+            if n in bad_values:
+                batch.put_raw(num.encode(n), b"\xc1")  # 0xc1: never valid msgpack
+            else:
+                batch.put(num, (n,), _value(n))
+        for key in bad_keys:
+            batch.put_raw(key, msgpack.packb({"bad": True}))
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    good=st.integers(0, 300),
+    bad_keys=st.lists(BAD_KEY, max_size=5, unique=True),
+    bad_values=st.lists(st.integers(0, 299), max_size=5, unique=True),
+)
+@aio
+async def test_on_error_policies(good: int, bad_keys: list[bytes], bad_values: list[int]) -> None:
+    bad_values = [n for n in bad_values if n < good]
+    async with Store.open("memory://on-error", SCHEMA) as store:
+        await _fill(store, good, bad_keys, bad_values)
+        every = sorted([num.encode(n) for n in range(good)] + bad_keys)
+        bad = set(bad_keys) | {num.encode(n) for n in bad_values}
+        good_keys = [k for k in every if k not in bad]
+
+        # raise (the default): the first bad row stops the scan with an error naming it
+        if bad:
+            with pytest.raises((KeyDecodeError, ValueDecodeError)) as info:
+                await store.scan(num, batch_size=64).to_list()
+            assert "num" in str(info.value)  # the error names the record type
+        else:
+            assert len(await store.scan(num).to_list()) == good
+
+        # skip: every good row, in order, and a count of the others
+        scan = store.scan(num, on_error="skip", batch_size=64)
+        rows = [r async for r in scan]
+        assert [r.raw_key for r in rows] == good_keys
+        assert all(r.value == _value(r.key.n) for r in rows)
+        assert scan.failed == len(bad)
+        assert (scan.last_error is None) == (not bad)
+
+        # raw: every row in key order, the bad ones as RawRecord holding their error
+        scan = store.scan(num, on_error="raw", batch_size=64)
+        rows = await scan.to_list()
+        assert [r.raw_key for r in rows] == every
+        for record in rows:
+            if record.raw_key in bad:
+                assert isinstance(record, RawRecord)
+                assert isinstance(record.error, (KeyDecodeError, ValueDecodeError))
+                assert record.key == record.raw_key
+            else:
+                assert not isinstance(record, RawRecord)
+        assert scan.failed == len(bad)
+
+        # scan_all: the same policy for rows of every record type
+        all_rows = await store.scan_all(on_error="skip").to_list()
+        assert [r.raw_key for r in all_rows] == good_keys
+
+
+@aio
+async def test_on_unknown_skip_with_on_error_skip_skips_a_malformed_key() -> None:
+    """The issue-13 case: one malformed key under a registered prefix no longer aborts."""
+    async with Store.open("memory://malformed", SCHEMA) as store:
+        await store.put(num, (1,), _value(1))
+        await store.put_raw(num.head + b"\x00", b"\x80")  # a u64 key one byte long
+        await store.put(num, (2,), _value(2))
+        with pytest.raises(KeyDecodeError):
+            await store.scan_all(on_unknown="skip").to_list()
+        rows = await store.scan_all(on_unknown="skip", on_error="skip").to_list()
+        assert [tuple(r.key) for r in rows] == [(1,), (2,)]
+        with pytest.raises(ValueError, match="on_error"):
+            store.scan(num, on_error="ignore")
+
+
+@aio
+async def test_async_for_and_next_chunk_mix() -> None:
+    """async for decodes DECODE_CHUNK rows at a time; next_chunk and the cursor stay exact."""
+    count = 3 * DECODE_CHUNK + 5
+    async with Store.open("memory://mix", SCHEMA) as store:
+        await store.put_many(((num, (n,), _value(n)) for n in range(count)), batch_size=100)
+        scan = store.scan(num, batch_size=1000)
+        seen: list[int] = []
+        async for record in scan:
+            seen.append(record.key.n)
+            assert scan.cursor == record.raw_key
+            if len(seen) == DECODE_CHUNK // 2:
+                seen += [r.key.n for r in await scan.next_chunk(7)]
+            if len(seen) >= 2 * DECODE_CHUNK:
+                break
+        seen += [r.key.n for r in await scan.to_list()]
+        assert seen == list(range(count))
+
+
+@aio
+async def test_put_many_streams_batches() -> None:
+    made = 0
+
+    def records() -> Iterator[tuple[Any, ...]]:
+        nonlocal made
+        for n in range(2500):
+            made += 1
+            yield (num, (n,), _value(n)) if n % 2 else (num.key(n), _value(n))
+
+    seen: list[tuple[int, int]] = []
+    async with Store.open("memory://put-many", SCHEMA) as store:
+        total = await store.put_many(
+            records(), batch_size=1000, progress=lambda n: seen.append((n, made))
+        )
+        assert total == 2500
+        # each batch is written before the generator is asked for the next one
+        assert seen == [(1000, 1000), (2000, 2000), (2500, 2500)]
+        rows = await store.scan(num).to_list()
+        assert [r.value for r in rows] == [_value(n) for n in range(2500)]
+
+        async def arecords() -> AsyncIterator[tuple[Any, ...]]:
+            for n in range(3):
+                yield name, (f"w{n}", n), n
+
+        assert await store.put_many(arecords(), durable=True) == 3
+        assert [r.value for r in await store.scan(name).to_list()] == [0, 1, 2]
+        with pytest.raises(ValueError):
+            await store.put_many([], batch_size=0)
