@@ -447,7 +447,7 @@ class TypedSide(Side):
         counts = []
         for record_type in (ITEM, EVENT):
             n = 0
-            async for record in self.store.scan(record_type):
+            async for record in self.store.scan(record_type, fill_cache=False):
                 record.value  # noqa: B018 - every side touches the decoded value
                 n += 1
             counts.append(n)
@@ -455,7 +455,7 @@ class TypedSide(Side):
 
     async def item_scan(self) -> int:
         n = 0
-        async for record in self.store.scan(ITEM):
+        async for record in self.store.scan(ITEM, fill_cache=False):
             record.value  # noqa: B018
             n += 1
         return n
@@ -487,8 +487,10 @@ class RawSide(Side):
     name = "raw"
 
     db: Any
-    #: the typed Store's default ScanOptions, so the two sides differ only in decoding
+    #: the typed Store's ScanOptions (prefix scans: default; full scans: fill_cache=False),
+    #: so the two sides differ only in decoding
     options = scan_options(False)
+    bulk_options = scan_options(False, fill_cache=False)
 
     async def open(self, create: bool) -> None:
         location = parse_location(self.env.url("raw"))
@@ -521,10 +523,12 @@ class RawSide(Side):
         data = await self.db.get(key)
         return None if data is None else unpack(data)
 
-    async def _scan(self, lo: bytes, hi: bytes) -> Any:
+    async def _scan(self, lo: bytes, hi: bytes, bulk: bool = False) -> Any:
         """An iterator with the ScanOptions the typed Store uses."""
         key_range = KeyRange(start=lo, start_inclusive=True, end=hi, end_inclusive=False)
-        return await self.db.scan_with_options(key_range, self.options)
+        return await self.db.scan_with_options(
+            key_range, self.bulk_options if bulk else self.options
+        )
 
     async def _rows(self, lo: bytes, hi: bytes) -> AsyncIterator[Any]:
         it = await self._scan(lo, hi)
@@ -541,7 +545,7 @@ class RawSide(Side):
             yield hand_decode_event(kv.key), unpack(kv.value)
 
     async def _count(self, lo: bytes, hi: bytes, decode_key: Callable[[bytes], Any]) -> int:
-        it = await self._scan(lo, hi)
+        it = await self._scan(lo, hi, bulk=True)
         n = 0
         unpackb = msgpack.unpackb
         while rows := await it.next_batch(1024):

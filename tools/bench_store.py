@@ -9,6 +9,9 @@ Cases (local temporary directories, default slatedb settings):
                             decode) vs raw db.get of the same keys, on the same database
     scan                    a full scan of msgpack records: typed scan (key and value decoded)
                             vs a raw next_batch loop that only touches kv.key / kv.value
+    scan vs hand            the typed scan vs a loop decoding the same rows by hand (u64 from
+                            the key, msgpack.unpackb), both on the patched binding, same
+                            ScanOptions: what the typed layer costs over the decode floor
 
 The typed side runs with the binding speed-up (ffi_patch.install()); the raw side with it
 uninstalled (ffi_patch.uninstall(), once that exists), i.e. the binding as shipped. The two
@@ -29,18 +32,21 @@ import asyncio
 import os
 import random
 import statistics
+import struct
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import msgpack
 from slatedb.uniffi import DbBuilder, KeyRange, ObjectStore, WriteBatch
 
 from opendata_kv import RecordType, Schema, Store
 from opendata_kv import fields as F
 from opendata_kv.store import ffi_patch
 from opendata_kv.store.location import parse_location
+from opendata_kv.store.scan import scan_options
 from opendata_kv.values import Values, pack
 
 REC = RecordType("bench", 1, [("id", F.u64)])
@@ -53,6 +59,9 @@ TARGETS = {
     "put 4 KiB": ("time", 0.2, "<="),  # typed >= 5x faster: needs the ffi speed-up
     "get": ("time", 1.15, "<="),
     "scan": ("rate", 0.75, ">="),
+    # typed scan vs the same rows decoded by hand (u64 from the key, msgpack.unpackb), both
+    # on the patched binding with the same ScanOptions (issue 15)
+    "scan vs hand": ("rate", 0.85, ">="),
 }
 
 
@@ -76,10 +85,11 @@ async def _interleaved(
     steps: int,
     typed: Callable[[int], Awaitable[Any]],
     raw: Callable[[int], Awaitable[Any]],
+    raw_patched: bool = False,
 ) -> tuple[float, float]:
     """Run step i of both sides back to back, alternating which goes first (A-B, B-A, ...),
     so background work (memtable flushes, compaction) lands on both alike. Returns the total
-    seconds of each side."""
+    seconds of each side. `raw_patched`: the raw side too runs on the patched binding."""
     typed_total = raw_total = 0.0
     clock = time.perf_counter
     for i in range(steps):
@@ -90,7 +100,8 @@ async def _interleaved(
                 await typed(i)
                 typed_total += clock() - start
             else:
-                _raw_side()
+                if not raw_patched:
+                    _raw_side()
                 start = clock()
                 await raw(i)
                 raw_total += clock() - start
@@ -234,6 +245,30 @@ async def _bench_scan(root: Path, count: int, rounds: int) -> None:
             typed_times.append(t / 2)
             raw_times.append(w / 2)
         _report("scan", count, typed_times, raw_times)
+
+        u64 = struct.Struct(">Q").unpack_from
+        head = len(REC.head)
+        unpackb = msgpack.unpackb
+        options = scan_options(False)
+
+        async def hand(step: int) -> None:
+            key_range = KeyRange(start=lo, start_inclusive=True, end=hi, end_inclusive=False)
+            it = await db.scan_with_options(key_range, options)
+            n = 0
+            while rows := await it.next_batch(1024):
+                for kv in rows:
+                    u64(kv.key, head)
+                    unpackb(kv.value, raw=False, timestamp=3, strict_map_key=False)
+                n += len(rows)
+            assert n == count, n
+
+        await _interleaved(1, typed, hand, raw_patched=True)  # warm-up
+        typed_times, raw_times = [], []
+        for _ in range(rounds):
+            t, w = await _interleaved(2, typed, hand, raw_patched=True)
+            typed_times.append(t / 2)
+            raw_times.append(w / 2)
+        _report("scan vs hand", count, typed_times, raw_times)
 
 
 async def _bench_durability(label: str, url: str, count: int) -> None:

@@ -651,7 +651,7 @@ class Store(ReadView):
         key_range = KeyRange(start=lo, start_inclusive=True, end=hi, end_inclusive=False)
         # The iterator reads at the sequence number of its creation: the batches this pass
         # writes (new records, tombstones of old ones) do not show up in it.
-        iterator = await call(db.scan_with_options(key_range, scan_options(False)), where)
+        iterator = await call(db.scan_with_options(key_range, scan_options(False, False)), where)
         values = self.values
         moved = 0
         now = time.time_ns() // 1_000_000

@@ -222,6 +222,7 @@ class SyncView:
         limit: int | None = None,
         batch_size: int = 1024,
         upgrade: bool = True,
+        fill_cache: bool = True,
         on_error: Literal["raise", "skip"] = "raise",
     ) -> SyncScan[Record]: ...
 
@@ -240,6 +241,7 @@ class SyncView:
         limit: int | None = None,
         batch_size: int = 1024,
         upgrade: bool = True,
+        fill_cache: bool = True,
         on_error: str,
     ) -> SyncScan[Record | RawRecord]: ...
 
@@ -257,6 +259,7 @@ class SyncView:
         limit: int | None = None,
         batch_size: int = 1024,
         upgrade: bool = True,
+        fill_cache: bool = True,
         on_error: str = "raise",
     ) -> SyncScan[Record] | SyncScan[Record | RawRecord]:
         """As Store.scan, blocking."""
@@ -273,6 +276,7 @@ class SyncView:
             limit=limit,
             batch_size=batch_size,
             upgrade=upgrade,
+            fill_cache=fill_cache,
             on_error=on_error,
         )
         return SyncScan[Any](scan, self._loop.run)
@@ -290,6 +294,7 @@ class SyncView:
         on_unknown: Literal["raise", "skip"] = "raise",
         batch_size: int = 1024,
         upgrade: bool = True,
+        fill_cache: bool = True,
         on_error: Literal["raise", "skip"] = "raise",
     ) -> SyncScan[Record]: ...
 
@@ -306,6 +311,7 @@ class SyncView:
         on_unknown: str,
         batch_size: int = 1024,
         upgrade: bool = True,
+        fill_cache: bool = True,
         on_error: str = "raise",
     ) -> SyncScan[Record | RawRecord]: ...
 
@@ -322,6 +328,7 @@ class SyncView:
         on_unknown: str = "raise",
         batch_size: int = 1024,
         upgrade: bool = True,
+        fill_cache: bool = True,
         on_error: str,
     ) -> SyncScan[Record | RawRecord]: ...
 
@@ -337,6 +344,7 @@ class SyncView:
         on_unknown: str = "raise",
         batch_size: int = 1024,
         upgrade: bool = True,
+        fill_cache: bool = True,
         on_error: str = "raise",
     ) -> SyncScan[Record] | SyncScan[Record | RawRecord]:
         """As Store.scan_all, blocking."""
@@ -350,6 +358,7 @@ class SyncView:
             on_unknown=on_unknown,
             batch_size=batch_size,
             upgrade=upgrade,
+            fill_cache=fill_cache,
             on_error=on_error,
         )
         return SyncScan[Any](scan, self._loop.run)

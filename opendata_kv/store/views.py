@@ -320,6 +320,7 @@ class ReadView:
         limit: int | None = None,
         batch_size: int = 1024,
         upgrade: bool = True,
+        fill_cache: bool = True,
         on_error: Literal["raise", "skip"] = "raise",
     ) -> Scan[Record]: ...
 
@@ -338,6 +339,7 @@ class ReadView:
         limit: int | None = None,
         batch_size: int = 1024,
         upgrade: bool = True,
+        fill_cache: bool = True,
         on_error: str,
     ) -> Scan[Record | RawRecord]: ...
 
@@ -355,6 +357,7 @@ class ReadView:
         limit: int | None = None,
         batch_size: int = 1024,
         upgrade: bool = True,
+        fill_cache: bool = True,
         on_error: str = "raise",
     ) -> Scan[Record] | Scan[Record | RawRecord]:
         """Records of one RecordType (or every registered version of a record name), in key
@@ -369,10 +372,13 @@ class ReadView:
         `on_error`: a row whose key or value does not decode "raise"s (default), is "skip"ped
         and counted in `scan.failed`, or comes back "raw" as a RawRecord holding the error
         (so the scan's type is `Scan[Record | RawRecord]`).
+        `fill_cache=False`: blocks this scan reads are not kept in slatedb's block cache, so
+        a bulk scan does not evict what point reads rely on (and holds no extra memory).
         """
         spans = self._spans(record, leading, partial, version, prefix)
         return self._scan(
-            spans, start, end, after, reverse, limit, "raise", on_error, batch_size, upgrade
+            spans, start, end, after, reverse, limit, "raise", on_error, batch_size, upgrade,
+            fill_cache,
         )
 
     @overload
@@ -388,6 +394,7 @@ class ReadView:
         on_unknown: Literal["raise", "skip"] = "raise",
         batch_size: int = 1024,
         upgrade: bool = True,
+        fill_cache: bool = True,
         on_error: Literal["raise", "skip"] = "raise",
     ) -> Scan[Record]: ...
 
@@ -404,6 +411,7 @@ class ReadView:
         on_unknown: str,
         batch_size: int = 1024,
         upgrade: bool = True,
+        fill_cache: bool = True,
         on_error: str = "raise",
     ) -> Scan[Record | RawRecord]: ...
 
@@ -420,6 +428,7 @@ class ReadView:
         on_unknown: str = "raise",
         batch_size: int = 1024,
         upgrade: bool = True,
+        fill_cache: bool = True,
         on_error: str,
     ) -> Scan[Record | RawRecord]: ...
 
@@ -435,6 +444,7 @@ class ReadView:
         on_unknown: str = "raise",
         batch_size: int = 1024,
         upgrade: bool = True,
+        fill_cache: bool = True,
         on_error: str = "raise",
     ) -> Scan[Record] | Scan[Record | RawRecord]:
         """Every record (or those under a raw `prefix`), each key decoded by the RecordType its
@@ -444,7 +454,8 @@ class ReadView:
         policy = check_policy(on_unknown)
         span = narrow(KeySpan(None, None, None), prefix or None, None, None)
         return self._scan(
-            [span], start, end, after, reverse, limit, policy, on_error, batch_size, upgrade
+            [span], start, end, after, reverse, limit, policy, on_error, batch_size, upgrade,
+            fill_cache,
         )
 
     def _spans(
@@ -513,6 +524,7 @@ class ReadView:
         on_error: str,
         batch_size: int,
         upgrade: bool,
+        fill_cache: bool = True,
     ) -> Scan[Any]:
         where = f"scan on {self.where}"
         cursor = bound_bytes(after, None, "after")
@@ -531,6 +543,7 @@ class ReadView:
             on_error=check_error_policy(on_error),
             batch_size=batch_size,
             upgrade=upgrade,
+            fill_cache=fill_cache,
             check_expiry=self.check_expiry,
             where=where,
         )
