@@ -126,6 +126,7 @@ async def open_reader(
         db,
         Schema(),
         checkpoint=checkpoint,
+        timeout=None,  # bounded here by --timeout (0: not at all), with the CLI's message
         object_store_options=limits.object_store_options(location),
         object_store_max_retries=limits.retries,
     )
