@@ -4,16 +4,26 @@ reads against S3 (wrong bucket, stopped endpoint), --timeout/--retries, Ctrl-C, 
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from cli_schema import EVENT, LIKE, LIKE_V3, POST, POST_V2, SCHEMA, VALUES, Post
 from conftest import S3_BUCKET, MotoServer, free_port
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from opendata_kv import SyncStore
 from opendata_kv.cli.main import main
+from opendata_kv.ids.muid import Muid
+
+MUID = Muid(1_700_000_000_000_000, 0x12345678901, 3)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -152,7 +162,6 @@ def test_a_long_bad_line_is_cut_in_the_output(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import io
-    import json
 
     garbage = "z" * 200
     monkeypatch.setattr(sys, "stdin", io.StringIO(garbage + "\n"))
@@ -162,3 +171,127 @@ def test_a_long_bad_line_is_cut_in_the_output(
     assert garbage not in out
     assert row["input"].endswith("... (200 characters)")
     assert "(200 characters)" in row["error"] and "not a hex digit" in row["error"]
+
+
+# --- key encode, dump --type NAME, one JSON row shape, one record type style ------------------
+
+SCHEMA_ARG = ("--schema", "cli_schema:SCHEMA")
+
+
+@pytest.mark.parametrize(
+    ("argv", "key"),
+    [
+        (("post", "did:plc:x", "3k2a"), POST_V2.encode("did:plc:x", "3k2a")),  # newest version
+        (("post", "did:plc:x", "3k2a", "--version", "1"), POST.encode("did:plc:x", "3k2a")),
+        (("like", "0x10"), LIKE_V3.encode(16)),
+        (("event", str(MUID), "00ff", "-1.5"),
+         EVENT.encode(MUID, b"\x00\xff", -1.5)),
+        (("event", str(MUID), "", "nan"), EVENT.encode(MUID, b"", float("nan"))),
+    ],
+)
+def test_key_encode_is_the_inverse_of_key_inspect(
+    capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], key: bytes
+) -> None:
+    status, out, err = run(capsys, "key", "encode", *argv, *SCHEMA_ARG)
+    assert status == 0, err
+    assert out == key.hex() + "\n"
+    status, inspected, _ = run(capsys, "key", "inspect", out.strip(), *SCHEMA_ARG, "--json")
+    assert status == 0
+    status, encoded, _ = run(capsys, "key", "encode", *argv, *SCHEMA_ARG, "--json")
+    assert status == 0 and json.loads(encoded) == json.loads(inspected)
+
+
+@given(
+    repo=st.text(min_size=1, max_size=20).filter(lambda s: "\x00" not in s and s.strip() == s),
+    n=st.integers(0, 2**64 - 1),
+)
+@settings(max_examples=30)
+def test_key_encode_round_trips_any_field_text(repo: str, n: int) -> None:
+    import contextlib
+    import io
+
+    for argv, key in (
+        (("post", repo, "3k2a", "--version", "1"), POST.encode(repo, "3k2a")),
+        (("like", str(n)), LIKE_V3.encode(n)),
+        (("like", hex(n)), LIKE_V3.encode(n)),
+    ):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert main(["key", "encode", *argv, *SCHEMA_ARG]) == 0
+        assert out.getvalue() == key.hex() + "\n"
+
+
+def test_key_encode_prefix_and_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "key", "encode", "post", "did:plc:x", "--prefix", *SCHEMA_ARG)
+    assert status == 0 and out == POST_V2.prefix("did:plc:x").hex() + "\n"
+    for argv, message in (
+        (("post", "did:plc:x"), "has 2 fields ['repo', 'rkey'], got 1 values; missing ['rkey']"),
+        (("post", "a", "b", "c"), "got 3 values"),
+        (("nope",), "no record type named 'nope'"),
+        (("like", "ten"), "like: field 'n' (u64): 'ten' is not an integer"),
+        (("event", "x" * 100, "00", "1"), "event: field 'id' (muid): muid string 'xxxx"),
+        (("event", str(MUID), "0g", "1"), "event: field 'blob' (bytes): '0g' is not hex bytes"),
+        (("event", str(MUID), "00", "many"), "field 'score' (f64): 'many' is not a number"),
+        (("post", "did:plc:x", "3k2a", "--version", "7"), "'post' has no version 7"),
+    ):
+        status, _, err = run(capsys, "key", "encode", *argv, *SCHEMA_ARG)
+        assert status == 1 and message in one_error_line(err), (argv, err)
+    status, _, err = run(capsys, "key", "encode", "post", "a", "b")  # --schema is required
+    assert status == 2 and "--schema" in err
+
+
+@pytest.fixture(scope="module")
+def small_db(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = str(tmp_path_factory.mktemp("cli") / "db")
+    with SyncStore.open(path, SCHEMA, values=VALUES) as store:
+        store.put(POST, ("did:plc:a", "1"), {"text": "v1"})
+        store.put(POST_V2, ("did:plc:a", "2"), Post("v2"))
+        store.put(LIKE, (1,), {"n": 1})
+        store.put(LIKE_V3, (3,), {"n": 3})
+        store.put_raw(b"\x05\x10unowned", b"\x01")  # version 5 of record type 1: not in SCHEMA
+        store.flush()
+    return path
+
+
+def dumped(
+    capsys: pytest.CaptureFixture[str], *argv: str, code: int = 0
+) -> list[dict[str, Any]]:
+    status, out, err = run(capsys, "dump", *argv, "--json")
+    assert status == code, err
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def test_dump_type_by_record_name(capsys: pytest.CaptureFixture[str], small_db: str) -> None:
+    rows = dumped(capsys, small_db, "--type", "post", "--values", "--schema", "cli_schema:VALUES")
+    assert [(r["record"], r["version"], r["fields"]["rkey"]) for r in rows] == [
+        ("post", 1, "1"),
+        ("post", 2, "2"),
+    ]  # every registered version; the unowned version-5 key of record type 1 is left out
+    assert rows[1]["value"] == {"text": "v2", "lang": "en"}
+    by_number = dumped(capsys, small_db, "--type", "0x1", *SCHEMA_ARG, code=1)
+    assert len(by_number) == 3 and by_number[-1]["record"] is None
+    rows = dumped(capsys, small_db, "--type", "like", "--version", "3", "--reverse", *SCHEMA_ARG)
+    assert [r["key_hex"] for r in rows] == [LIKE_V3.encode(3).hex()]
+    rows = dumped(capsys, small_db, "--type", "post", "--reverse", "--limit", "1", *SCHEMA_ARG)
+    assert [r["version"] for r in rows] == [2]
+
+    status, _, err = run(capsys, "dump", small_db, "--type", "post")
+    assert status == 1 and "a record name needs --schema" in one_error_line(err)
+    status, _, err = run(capsys, "dump", small_db, "--type", "nope", *SCHEMA_ARG)
+    assert status == 1 and "no record type named 'nope'" in one_error_line(err)
+    status, _, err = run(capsys, "dump", small_db, "--type", "like", "--version", "2", *SCHEMA_ARG)
+    assert status == 1 and "no version 2 of 'like' (it has [1, 3])" in one_error_line(err)
+
+
+def test_record_types_are_written_0xN_everywhere(
+    capsys: pytest.CaptureFixture[str], small_db: str
+) -> None:
+    _, out, _ = run(capsys, "dump", small_db, "--type", "like", *SCHEMA_ARG)
+    assert "like v1 0x2" in out and "like v3 0x2" in out
+    _, out, _ = run(capsys, "stats", small_db, *SCHEMA_ARG)
+    assert re.search(r"^ +1 +0x2 +like ", out, re.MULTILINE), out
+    _, out, _ = run(capsys, "key", "inspect", LIKE.encode(1).hex())
+    assert "record type: 0x2" in out
+    status, _, err = run(capsys, "key", "inspect", "0530", *SCHEMA_ARG)
+    assert status == 1 and "record type 0x3" in err
+    assert "type=0x2" in repr(LIKE)

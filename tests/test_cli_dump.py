@@ -134,7 +134,7 @@ def test_inspect_text_is_aligned_label_value_lines() -> None:
     text = ok("key", "inspect", key.hex(), *SCHEMA_ARG)
     lines = text.splitlines()
     assert lines[0] == f"key:         {key.hex()}"
-    assert "record type: 1" in lines
+    assert "record type: 0x1" in lines
     assert "record:      post" in lines
     assert "  repo:      did:plc:alice  (string)" in lines
     column = lines[0].index(key.hex())
@@ -362,7 +362,7 @@ def test_dump_plain_table(clean_db: str) -> None:
     body = lines[1:-1]
     assert len(body) == len(CLEAN)
     assert body[0].startswith("0110 ")  # the prefix is set apart
-    assert "post v1 t1" in body[0] and "repo=did:plc:alice rkey=3k2a" in body[0]
+    assert "post v1 0x1" in body[0] and "repo=did:plc:alice rkey=3k2a" in body[0]
     record_column = lines[0].index("RECORD")
     assert all(line[record_column - 2 : record_column] == "  " for line in body)
 
@@ -490,7 +490,7 @@ def test_dump_plain_table_shows_reasons(messy_db: str) -> None:
     assert result.returncode == 1
     lines = result.stdout.splitlines()
     unknown = next(line for line in lines if line.startswith("0550 "))
-    assert "v5 t5" in unknown and "! prefix not in the schema" in unknown
+    assert "v5 0x5" in unknown and "! prefix not in the schema" in unknown
     assert '"raw"' in unknown
     bad = next(line for line in lines if "rkey=3k9z" in line)
     assert "c1  ! value does not decode with msgpack: not msgpack (FormatError)" in bad
@@ -505,7 +505,7 @@ def test_dump_plain_table_without_schema(tmp_path: Path) -> None:
     lines = result.stdout.splitlines()
     assert re.match(r"KEY +RECORD +VALUE$", lines[0])  # no FIELDS column without a schema
     assert re.match(r"00107a65726f +! version 0 +\(empty\)  ! not msgpack", lines[1])
-    assert re.match(r"0120 0000000000000001 +v1 t2 +10$", lines[2])
+    assert re.match(r"0120 0000000000000001 +v1 0x2 +10$", lines[2])
     assert re.match(r"07 +! too short +1$", lines[3])
     assert lines[-1] == "(3 records, 2 with errors)"
 
@@ -597,7 +597,7 @@ def test_stats_text(clean_db: str) -> None:
     assert re.match(r"VERSION +TYPE +RECORD +COUNT +KEY BYTES +VALUE BYTES +FIRST KEY +LAST KEY$",
                     lines[0])
     like = next(line for line in lines[1:] if " like " in line and line.split()[0] == "1")
-    assert like.split()[:7] == ["1", "2", "like", "5", "50", str(sum(
+    assert like.split()[:7] == ["1", "0x2", "like", "5", "50", str(sum(
         len(i.value) for i in CLEAN if i.key[:2] == b"\x01\x20")), "01200000000000000000"]
     total = lines[-1].split()
     assert total[0] == "total" and total[1] == str(len(CLEAN))

@@ -50,8 +50,11 @@ def test_demo_json_lines(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert {row["record"] for row in rows} == set(RECORD_NAMES)
-    assert all(set(row) == {"record", "record_type", "key", "value", "raw_key"} for row in rows)
-    profile = next(r for r in rows if r["key"].get("rkey") == "self")
+    # the row shape of `dump --values --json`
+    shape = {"key_hex", "version", "record_type", "reserved", "record", "fields", "value",
+             "value_size", "error"}
+    assert all(set(row) == shape and row["error"] is None for row in rows)
+    profile = next(r for r in rows if r["fields"].get("rkey") == "self")
     assert profile["record_type"] == 0xA
     assert profile["value"]["$type"] == "app.bsky.actor.profile"
     ids = [r["value"] for r in rows if r["record"] == "page_id"]
@@ -63,8 +66,15 @@ def test_demo_json_lines(tmp_path: Path) -> None:
             "key": redirects[0]["key"],
         }
     ]
-    page_keys = {r["key"]["url_key"] for r in rows if r["record"] == "page"}
+    page_keys = {r["fields"]["url_key"] for r in rows if r["record"] == "page"}
     assert {v["key"] for v in ids} <= page_keys
+
+    dumped = run_in_process(
+        "dump", str(tmp_path / "db"), "--values", "--json",
+        "--schema", "opendata_kv.collections:default_schema",
+    )
+    assert dumped.returncode == 0, dumped.stderr
+    assert [json.loads(line) for line in dumped.stdout.splitlines()] == rows
 
 
 def test_demo_default_dir_is_relative_to_cwd(tmp_path: Path) -> None:

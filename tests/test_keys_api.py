@@ -476,11 +476,11 @@ def test_unknown_record_errors_name_the_prefix() -> None:
         schema.decode(b"\x01\x40abc")
     message = str(info.value)
     assert "0x014061626" in message and "prefix 0x0140" in message
-    assert "version 1, record type 4, reserved 0" in message
-    with pytest.raises(UnknownRecordError, match=r"prefix 0x0530 \(version 5, record type 3"):
+    assert "version 1, record type 0x4, reserved 0" in message
+    with pytest.raises(UnknownRecordError, match=r"prefix 0x0530 \(version 5, record type 0x3"):
         schema.decode(b"\x05\x30")
     with pytest.raises(
-        UnknownRecordError, match=r"prefix 0x0140 .*version 1, record type 4.* keyspace 0x07"
+        UnknownRecordError, match=r"prefix 0x0140 .*version 1, record type 0x4.* keyspace 0x07"
     ):
         schema.decode(b"\x07\x01\x40")
     with pytest.raises(UnknownRecordError, match="version 0x00 at offset 0 is reserved"):

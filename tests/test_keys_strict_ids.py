@@ -45,7 +45,9 @@ def test_a_tid_field_refuses_anything_but_a_string_saying_what_it_got(value: Any
         direct.value
     )
     # the compiled fast path of a RecordType falls back to the same error, naming the field
-    with pytest.raises(KeyEncodeError, match=r"^event: field 'at': tid needs a TID string"):
+    with pytest.raises(
+        KeyEncodeError, match=r"^event: field 'at' at offset 4: tid needs a TID string"
+    ):
         EVENT.encode("a", value, 1)
 
 

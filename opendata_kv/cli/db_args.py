@@ -96,6 +96,18 @@ def nibble_arg(text: str) -> int:
     return _int_arg(text, 1, 15, "record type (0 is reserved)")
 
 
+def type_arg(text: str) -> int | str:
+    """argparse type for dump --type: a record type number (1..15, decimal or 0x) or, when it
+    is not a number, a record name that --schema must define (checked once it is loaded)."""
+    try:
+        int(text, 0)
+    except ValueError:
+        if not text or not text.strip():
+            raise argparse.ArgumentTypeError("empty record type") from None
+        return text
+    return nibble_arg(text)
+
+
 def version_arg(text: str) -> int:
     """argparse type for a key version: 1..255 (0 is reserved)."""
     return _int_arg(text, 1, 255, "version (0 is reserved)")

@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, TypeVar
 
 from opendata_kv.cli.common import CliError, parse_hex
 from opendata_kv.cli.db_args import DEFAULT_RETRIES, DEFAULT_TIMEOUT
-from opendata_kv.errors import StoreDataError, StoreUnavailableError, show_text
+from opendata_kv.errors import (
+    SchemaError,
+    StoreDataError,
+    StoreError,
+    StoreUnavailableError,
+    show_text,
+)
 from opendata_kv.keys import (
     UNBOUNDED,
     Bounds,
@@ -120,6 +126,7 @@ async def open_reader(
         db,
         Schema(),
         checkpoint=checkpoint,
+        timeout=None,  # bounded here by --timeout (0: not at all), with the CLI's message
         object_store_options=limits.object_store_options(location),
         object_store_max_retries=limits.retries,
     )
@@ -136,6 +143,8 @@ async def open_reader(
             f"cannot open {db}{where}: the object store failed after {limits.retries} "
             f"retries (--retries): {reason}"
         ) from None
+    except StoreError as exc:  # refused access, damaged data, ...: say where it happened
+        raise CliError(f"cannot open {db}{where}: {exc}") from None
     store.where = str(location) + where  # later errors name the endpoint and bucket too
     return store
 
@@ -151,6 +160,8 @@ class Walk:
     reverse: bool
     limit: int | None
     limits: ReadLimits = field(default_factory=ReadLimits)
+    #: exact record prefixes to read (dump --type NAME: every version of one record)
+    heads: tuple[bytes, ...] | None = None
 
     def type_bounds(self, version: int) -> Bounds:
         """Keys of record type `record_type` (any reserved bits) under `version`."""
@@ -160,7 +171,12 @@ class Walk:
     async def chunks(self, store: Store) -> AsyncIterator[list[tuple[bytes, bytes]]]:
         """Raw (key, value) pairs in order, a batch at a time, honouring every filter."""
         remaining = [self.limit]
-        if self.version is not None:
+        if self.heads is not None:
+            for head in sorted(self.heads, reverse=self.reverse):
+                span = intersect(self.bounds, prefix_range(head))
+                async for chunk in self._scan(store, span, remaining):
+                    yield chunk
+        elif self.version is not None:
             span = (
                 self.type_bounds(self.version)
                 if self.record_type is not None
@@ -223,7 +239,9 @@ class Walk:
             yield [(r.raw_key, r.value) for r in chunk]
 
 
-def walk_from_args(args: argparse.Namespace, keyspace: bytes | None) -> Walk:
+def walk_from_args(
+    args: argparse.Namespace, keyspace: bytes | None, schema: Schema | None = None
+) -> Walk:
     bounds: Bounds = UNBOUNDED
     if keyspace:
         bounds = prefix_range(keyspace)
@@ -233,12 +251,36 @@ def walk_from_args(args: argparse.Namespace, keyspace: bytes | None) -> Walk:
         bounds = intersect(bounds, (parse_hex(args.start, "--start"), None))
     if args.end is not None:
         bounds = intersect(bounds, (None, parse_hex(args.end, "--end")))
+    record_type: int | None = args.type
+    heads: tuple[bytes, ...] | None = None
+    if isinstance(args.type, str):
+        record_type = None
+        heads = record_heads(args.type, args.version, schema)
     return Walk(
         bounds,
         keyspace or b"",
         args.version,
-        args.type,
+        record_type,
         args.reverse,
         args.limit,
         ReadLimits.from_args(args),
+        heads,
     )
+
+
+def record_heads(name: str, version: int | None, schema: Schema | None) -> tuple[bytes, ...]:
+    """The key prefixes of record `name` in `schema` (of one version, if given)."""
+    if schema is None:
+        raise CliError(f"--type {show_text(name)}: a record name needs --schema (or give 1..15)")
+    try:
+        record_types = schema.versions(name)
+    except SchemaError as exc:
+        raise CliError(f"--type {show_text(name)}: {exc}") from None
+    if version is not None:
+        record_types = [t for t in record_types if t.version == version]
+        if not record_types:
+            raise CliError(
+                f"--type {name} --version {version}: the schema has no version {version} of "
+                f"{name!r} (it has {[t.version for t in schema.versions(name)]})"
+            )
+    return tuple(t.head for t in record_types)

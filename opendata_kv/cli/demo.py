@@ -3,7 +3,8 @@
 The demo writes AT Protocol records (profiles, posts, likes, a follow), two change-log
 transactions and a sentinel container, and a few web pages (one reached through an id_map
 redirect, one expired) into DIR, flushes and closes it, then reopens it read-only and prints
-every record: an aligned table, or JSON lines with --json.
+every record: an aligned table, or with --json the JSON lines `dump DIR --values --json`
+prints for the collections' schema.
 
 DIR gets a marker file; rerunning the demo into a directory holding that marker wipes it
 first. A non-empty directory without the marker is refused (exit 1): the demo never deletes
@@ -23,16 +24,18 @@ from pathlib import Path
 from typing import Any
 
 from opendata_kv.cli.common import EXIT_OK, CliError, add_json_flag, emit_json, jsonable
+from opendata_kv.cli.rows import Decoder
 from opendata_kv.collections import (
     BSKY_KEY_TYPES,
     ChangeLog,
     PageStore,
     RecordCollection,
     default_schema,
+    default_values,
 )
 from opendata_kv.ids.muid import Muid, MuidGenerator
 from opendata_kv.ids.tid import TidGenerator
-from opendata_kv.keys import Key, Schema
+from opendata_kv.keys import Key, Schema, record_type_text
 from opendata_kv.store import Record, Store
 
 DEFAULT_DIR = "./opendata-kv-demo"
@@ -79,8 +82,10 @@ def run(args: argparse.Namespace) -> int:
     schema = default_schema()
     rows = asyncio.run(_write_and_read(directory, schema))
     if args.json:
-        for record in rows:
-            emit_json(as_json(record))
+        # the rows `dump DIR --values --json` prints with this schema: one shape for both
+        decoder = Decoder(schema, default_values(schema), None)
+        for key, value in asyncio.run(_read_raw(directory)):
+            emit_json(decoder.row(key, value, with_values=True).obj)
     else:
         _print_table(rows, directory)
     return EXIT_OK
@@ -204,24 +209,17 @@ async def _write_and_read(directory: Path, schema: Schema) -> list[Record]:
         return await reader.scan_all().to_list()
 
 
+async def _read_raw(directory: Path) -> list[tuple[bytes, bytes]]:
+    """Every stored (key, value) pair, undecoded."""
+    async with Store.open_reader(directory, Schema()) as reader:
+        return [(r.raw_key, r.value) for r in await reader.scan_all(on_unknown="raw").to_list()]
+
+
 # --- output --------------------------------------------------------------------------------------
 
 
 def _key_of(record: Record) -> Key:
     return record.key
-
-
-def as_json(record: Record) -> dict[str, Any]:
-    """One JSON line of the dump."""
-    key = _key_of(record)
-    record_type = key.record_type
-    return {
-        "record": record_type.name,
-        "record_type": record_type.record_type,
-        "key": {name: jsonable(value) for name, value in key.asdict().items()},
-        "value": jsonable(record.value),
-        "raw_key": record.raw_key.hex(),
-    }
 
 
 def _key_text(key: Key) -> str:
@@ -247,7 +245,7 @@ def _table(rows: list[Record]) -> Iterator[tuple[str, str, str]]:
         key = _key_of(record)
         record_type = key.record_type
         yield (
-            f"{record_type.name} (0x{record_type.record_type:X})",
+            f"{record_type.name} ({record_type_text(record_type.record_type)})",
             _key_text(key),
             _short(record.value),
         )

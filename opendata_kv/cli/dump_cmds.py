@@ -19,14 +19,15 @@ from opendata_kv.cli.common import EXIT_BAD_INPUT, EXIT_OK, add_json_flag, emit_
 from opendata_kv.cli.db_args import (
     count_arg,
     database_arg,
-    nibble_arg,
     read_limit_args,
     schema_args,
+    type_arg,
     version_arg,
 )
 from opendata_kv.cli.db_read import Walk, checkpoint_arg, open_reader, walk_from_args
 from opendata_kv.cli.rows import Decoder, Row
 from opendata_kv.cli.text import cut, shorten
+from opendata_kv.keys import record_type_text
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,7 +46,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     dump.add_argument("db", metavar="DB", type=database_arg, help="database directory or URL")
     schema_args(dump)
     dump.add_argument(
-        "--type", type=nibble_arg, metavar="N", help="only record type N (1..15, e.g. 3 or 0x3)"
+        "--type",
+        type=type_arg,
+        metavar="N|NAME",
+        help="only record type N (1..15, e.g. 3 or 0x3), or the record NAME of --schema",
     )
     dump.add_argument(
         "--version", type=version_arg, metavar="V", help="only key version V (1..255)"
@@ -71,7 +75,7 @@ def run_dump(args: argparse.Namespace) -> int:
     key_hex, version, record_type, reserved, record, fields, value | value_hex, value_size,
     error (and keyspace_hex under a keyspace)."""
     decoder = Decoder.from_args(args)
-    walk = walk_from_args(args, decoder.keyspace)
+    walk = walk_from_args(args, decoder.keyspace, decoder.schema)
     return asyncio.run(_dump(args, decoder, walk))
 
 
@@ -130,7 +134,7 @@ def record_cell(row: Row) -> str:
     obj = row.obj
     if obj["version"] is None:
         return f"! {row.prefix_note}"
-    where = f"v{obj['version']} t{obj['record_type']}"
+    where = f"v{obj['version']} {record_type_text(obj['record_type'])}"
     if obj["reserved"]:
         where += f" r{obj['reserved']}"
     return f"{obj['record']} {where}" if obj["record"] else where

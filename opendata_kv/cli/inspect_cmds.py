@@ -25,14 +25,14 @@ from opendata_kv.cli.common import (
     parse_hex,
     run_each,
 )
-from opendata_kv.keys import Schema, parse_prefix
+from opendata_kv.keys import Schema, parse_prefix, record_type_text
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `key inspect`."""
     key = subparsers.add_parser(
         "key",
-        help="inspect record keys",
+        help="decode (inspect) and build (encode) record keys",
         description="Work with opendata_kv record keys.",
     )
     actions = key.add_subparsers(dest="key_command", metavar="ACTION", required=True)
@@ -61,6 +61,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_json_flag(inspect)
     inspect.set_defaults(handler=run_inspect)
+
+    from opendata_kv.cli import encode_cmds  # `key encode` lives in its own module
+
+    encode_cmds.register(actions)
 
 
 def run_inspect(args: argparse.Namespace) -> int:
@@ -92,7 +96,7 @@ class KeyInspector:
         pairs += [
             ("prefix", result["prefix_hex"]),
             ("version", str(result["version"])),
-            ("record type", str(result["record_type"])),
+            ("record type", record_type_text(result["record_type"])),
             ("reserved", str(result["reserved"])),
         ]
         if self.schema is not None:

@@ -16,7 +16,7 @@ from opendata_kv.cli.db_args import database_arg, read_limit_args, schema_args
 from opendata_kv.cli.db_read import ReadLimits, Walk, checkpoint_arg, open_reader
 from opendata_kv.cli.rows import Decoder
 from opendata_kv.cli.text import shorten
-from opendata_kv.keys import prefix_range
+from opendata_kv.keys import prefix_range, record_type_text
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -192,7 +192,7 @@ def stats_table(groups: list[Group], totals: dict[str, int], *, show_keyspace: b
         line = [g.keyspace.hex() or "-"] if keyspaces else []
         line += [
             "?" if g.version is None else str(g.version),
-            "?" if g.record_type is None else str(g.record_type),
+            "?" if g.record_type is None else record_type_text(g.record_type),
             ", ".join(sorted(g.records)) or "-",
             f"{g.count:,}",
             f"{g.key_bytes:,}",

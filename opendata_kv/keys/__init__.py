@@ -16,6 +16,7 @@ from opendata_kv.keys.prefix import (
     check_prefix,
     parse_prefix,
     prefix_successor,
+    record_type_text,
 )
 from opendata_kv.keys.ranges import (
     UNBOUNDED,
@@ -46,5 +47,6 @@ __all__ = [
     "prefix_range",
     "prefix_successor",
     "record_type_range",
+    "record_type_text",
     "version_range",
 ]

@@ -588,11 +588,27 @@ class Desc(Field):
         return self.inner.from_raw(self._max - raw)
 
     def decode(self, data: bytes, pos: int = 0) -> tuple[Any, int]:
-        end = self.inner.end(data, pos, True)
+        # Offsets and bytes in errors are those of `data` (the whole key), never of the
+        # inverted copy the inner codec reads.
+        inner = self.inner
+        if inner.width:
+            end = pos + inner.width
+            if end > len(data):
+                raise self._short(data, pos, inner.width)
+        else:
+            end = inner.end(data, pos, True)
         segment = invert(data[pos:end])
-        value, used = self.inner.decode(segment, 0)
+        try:
+            value, used = inner.decode(segment, 0)
+        except KeyDecodeError as exc:
+            raise KeyDecodeError(
+                f"{self.kind}: the {end - pos} bytes {show_bytes(data[pos:end])} at offset "
+                f"{pos} of {show_bytes(data)} do not decode once inverted: {exc}"
+            ) from None
         if used != len(segment):
-            raise KeyDecodeError(f"{self.kind}: malformed field at offset {pos}")
+            raise KeyDecodeError(
+                f"{self.kind}: malformed field at offset {pos} of {show_bytes(data)}"
+            )
         return value, end
 
     def end(self, data: bytes, pos: int, inverted: bool) -> int:

@@ -33,6 +33,11 @@ def check_prefix(version: object, record_type: object, reserved: object) -> None
         raise SchemaError("record type 0x0 is reserved")
 
 
+def record_type_text(record_type: int) -> str:
+    """How a record type number is written in every message and table: `0xA`."""
+    return f"0x{record_type:X}"
+
+
 def build_prefix(version: int, record_type: int, reserved: int = 0, keyspace: bytes = b"") -> bytes:
     """`keyspace + [version, record_type << 4 | reserved]`, validated."""
     check_prefix(version, record_type, reserved)

@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from opendata_kv.errors import KeyDecodeError, KeyEncodeError, SchemaError, show_bytes
 from opendata_kv.keys.fields import Field
 from opendata_kv.keys.plan import PlanMismatch, compile_decode_many, compile_plan
-from opendata_kv.keys.prefix import RecordPrefix, as_key_bytes, build_prefix, prefix_successor
+from opendata_kv.keys.prefix import (
+    RecordPrefix,
+    as_key_bytes,
+    build_prefix,
+    prefix_successor,
+    record_type_text,
+)
 
 # Exceptions a fast path may hit on bad input; the slow path then names the field.
 _FAST_PATH_ERRORS = (
@@ -255,7 +261,8 @@ class RecordType:
     def __repr__(self) -> str:
         inner = ", ".join(f"{n}={f!r}" for n, f in self.fields)
         return (
-            f"RecordType({self.name!r}, type={self.record_type}, version={self.version}, "
+            f"RecordType({self.name!r}, type={record_type_text(self.record_type)}, "
+            f"version={self.version}, "
             f"reserved={self.reserved}, prefix={show_bytes(self.head)}, fields=({inner}))"
         )
 
@@ -295,15 +302,24 @@ class RecordType:
                 f"got {len(values)}"
             )
         parts = [self.head]
+        offset = len(self.head)
         for (field_name, field), value in zip(self.fields, values, strict=True):
-            parts.append(self._encode_field(field_name, field, value))
+            part = self._encode_field(field_name, field, value, offset)
+            parts.append(part)
+            offset += len(part)
         return b"".join(parts)
 
-    def _encode_field(self, field_name: str, field: Field, value: Any) -> bytes:
+    def _encode_field(self, field_name: str, field: Field, value: Any, offset: int) -> bytes:
         try:
             return field.encode(value)
         except KeyEncodeError as exc:
-            raise KeyEncodeError(f"{self.name}: field {field_name!r}: {exc}") from None
+            raise KeyEncodeError(
+                f"{self.name}: field {field_name!r} at offset {offset}: {exc}",
+                record=self.name,
+                field=field_name,
+                value=value,
+                offset=offset,
+            ) from None
 
     def key(self, *values: Any, **named: Any) -> Key:
         """A validated Key object, exactly as decoding its bytes would give it.
@@ -327,8 +343,10 @@ class RecordType:
                 f"{len(self._fields)}"
             )
         parts = [self.head]
+        offset = len(self.head)
         for (field_name, field), value in zip(self.fields, values, strict=False):
-            parts.append(self._encode_field(field_name, field, value))
+            parts.append(self._encode_field(field_name, field, value, offset))
+            offset += len(parts[-1])
         if partial is not None:
             if len(values) == len(self._fields):
                 raise KeyEncodeError(f"{self.name}: partial given but every field is set")
@@ -340,7 +358,13 @@ class RecordType:
             try:
                 parts.append(field.encode_partial(partial))
             except KeyEncodeError as exc:
-                raise KeyEncodeError(f"{self.name}: field {field_name!r}: {exc}") from None
+                raise KeyEncodeError(
+                    f"{self.name}: field {field_name!r} at offset {offset}: {exc}",
+                    record=self.name,
+                    field=field_name,
+                    value=partial,
+                    offset=offset,
+                ) from None
         return b"".join(parts)
 
     def range(self, *values: Any, partial: Any = None) -> tuple[bytes, bytes | None]:
@@ -364,7 +388,10 @@ class RecordType:
         where = f"{self.name} key {show_bytes(key)}"
         if not key.startswith(self.head):
             raise KeyDecodeError(
-                f"{where} does not start with this record type's prefix {show_bytes(self.head)}"
+                f"{where} does not start with this record type's prefix {show_bytes(self.head)}",
+                record=self.name,
+                value=key,
+                offset=0,
             )
         pos = len(self.head)
         out: list[Any] = []
@@ -373,14 +400,23 @@ class RecordType:
                 value, end = field.decode(key, pos)
             except KeyDecodeError as exc:
                 raise KeyDecodeError(
-                    f"{where}: field {field_name!r} at offset {pos}: {exc}"
+                    f"{where}: field {field_name!r} at offset {pos}: {exc}",
+                    record=self.name,
+                    field=field_name,
+                    value=key,
+                    offset=pos,
                 ) from None
             out.append(value)
             pos = end
         if pos != len(key):
+            last = f"last field {self.fields[-1][0]!r}" if self.fields else "prefix"
             raise KeyDecodeError(
                 f"{where}: {len(key) - pos} unexpected bytes {show_bytes(key[pos:])} after the "
-                f"last field at offset {pos}"
+                f"{last} at offset {pos}",
+                record=self.name,
+                field=self.fields[-1][0] if self.fields else None,
+                value=key,
+                offset=pos,
             )
         return tuple(out)
 

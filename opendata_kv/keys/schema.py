@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from opendata_kv.errors import KeyDecodeError, SchemaError, UnknownRecordError, show_bytes
-from opendata_kv.keys.prefix import as_key_bytes, parse_prefix
+from opendata_kv.keys.prefix import as_key_bytes, parse_prefix, record_type_text
 from opendata_kv.keys.record import Key, RecordType
 
 
@@ -37,7 +37,8 @@ class Schema:
             raise SchemaError(
                 f"{record_type.name!r} and {other.name!r} share the prefix "
                 f"{show_bytes(record_type.head)} (keyspace, version {record_type.version}, "
-                f"record type {record_type.record_type}, reserved {record_type.reserved})"
+                f"record type {record_type_text(record_type.record_type)}, reserved "
+                f"{record_type.reserved})"
             )
         for head, owner in self._by_head.items():
             if head.startswith(record_type.head) or record_type.head.startswith(head):
@@ -163,7 +164,7 @@ class Schema:
             return UnknownRecordError(
                 f"key {show_bytes(key)}: no record type registered for prefix "
                 f"{show_bytes(key[k : k + 2])} (version {parts.version}, record type "
-                f"{parts.record_type}, reserved {parts.reserved})"
+                f"{record_type_text(parts.record_type)}, reserved {parts.reserved})"
                 + (f" in keyspace {show_bytes(keyspace)}" if keyspace else "")
             )
         return UnknownRecordError(str(first_error))
@@ -187,7 +188,7 @@ class Schema:
 def _describe(record_type: RecordType) -> str:
     keyspace = show_bytes(record_type.keyspace) if record_type.keyspace else "none"
     return (
-        f"record type {record_type.record_type}, version {record_type.version}, "
+        f"record type {record_type_text(record_type.record_type)}, version {record_type.version}, "
         f"keyspace {keyspace}, prefix {show_bytes(record_type.head)}"
     )
 
