@@ -207,3 +207,44 @@ async def test_put_many_streams_batches() -> None:
         assert [r.value for r in await store.scan(name).to_list()] == [0, 1, 2]
         with pytest.raises(ValueError):
             await store.put_many([], batch_size=0)
+
+
+MSGPACK_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=20)
+    | st.binary(max_size=20),
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            MSGPACK_VALUES.map(lambda v: msgpack.packb(v, use_bin_type=True)),
+            st.binary(max_size=12),  # garbage: truncated, extra bytes, invalid
+            st.integers(1, 120).map(lambda n: b"\x91" * n + b"\xc0"),  # nested n deep
+        ),
+        max_size=12,
+    ),
+    st.integers(2, 50),
+)
+def test_limited_unpack_many_is_limited_unpackb_over_a_list(
+    batch: list[bytes], max_depth: int
+) -> None:
+    """The stream decode of a batch gives exactly the per-value decodes, or fails when any
+    per-value decode fails (under the same caps, depth included)."""
+    from opendata_kv.values.codecs import limited_unpack_many
+    from opendata_kv.values.limits import DEFAULT_LIMITS, limited_unpackb
+
+    limits = DEFAULT_LIMITS.but(max_depth=max_depth, max_array_len=60)
+    try:
+        expected: Any = [limited_unpackb(data, limits) for data in batch]
+    except Exception:
+        expected = None
+    try:
+        got: Any = limited_unpack_many(batch, limits)
+    except Exception:
+        got = None
+    assert repr(got) == repr(expected)

@@ -22,7 +22,7 @@ class PlanMismatch(Exception):
 
 EncodeFn = Callable[..., bytes]
 DecodeFn = Callable[[bytes], Any]
-DecodeManyFn = Callable[[list[bytes]], list[Any]]
+DecodeManyFn = Callable[..., list[Any]]
 
 
 def _family(field: Field) -> str:
@@ -231,19 +231,21 @@ def compile_decode_many(
     where it can be: when every field is a fixed-width integer taken as is (u64, i32 ...:
     struct codes with no conversion), one struct with the prefix as pad bytes unpacks each
     key in C (its exact size is the length check), after one C pass that checks every
-    prefix. Any failure re-decodes key by key through `decode`, whose error names the key.
+    prefix (skipped when the caller knows every key starts with it: `prefixed=True`, e.g. the
+    keys of a range scan inside this prefix). Any failure re-decodes key by key through
+    `decode`, whose error names the key.
     """
     if not fields or not all(f.struct_code is not None and f.raw_identity for f in fields):
-        def decode_each(keys: list[bytes]) -> list[Any]:
+        def decode_each(keys: list[bytes], prefixed: bool = False) -> list[Any]:
             return list(map(decode, keys))
 
         return decode_each
     unpack = struct.Struct(f">{len(head)}x" + "".join(f.struct_code or "" for f in fields)).unpack
     starts = bytes.startswith
 
-    def decode_many(keys: list[bytes]) -> list[Any]:
+    def decode_many(keys: list[bytes], prefixed: bool = False) -> list[Any]:
         try:
-            if all(map(starts, keys, repeat(head))):
+            if prefixed or all(map(starts, keys, repeat(head))):
                 return list(map(key_class, map(unpack, keys)))
         except (struct.error, TypeError):
             pass

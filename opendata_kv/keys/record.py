@@ -196,9 +196,10 @@ class RecordType:
         self._encode, self.decode = compile_plan(
             self.head, self._fields, self.Key, self._decode_fallback, _FAST_PATH_ERRORS
         )
-        #: decode_many(keys: list[bytes]) -> list[Key]: decode over a batch (scans), equal to
-        #: [decode(k) for k in keys] and raising the same error on the first bad key.
-        self.decode_many: Callable[[list[bytes]], list[Key]] = compile_decode_many(
+        #: decode_many(keys: list[bytes], prefixed=False) -> list[Key]: decode over a batch
+        #: (scans), equal to [decode(k) for k in keys] and raising the same error on the first
+        #: bad key; prefixed=True: the caller guarantees every key starts with `head`.
+        self.decode_many: Callable[..., list[Key]] = compile_decode_many(
             self.head, self._fields, self.Key, self.decode
         )
         _BY_TOKEN[self._token] = self

@@ -3,7 +3,8 @@
     Store          async, typed SlateDB database (writer, or read-only reader)
     SyncStore      the same, blocking, on a private event loop
     Record         what scans yield: (key, value, raw_key), the key a typed Key
-    RawRecord      a row no RecordType owns (scan_all(on_unknown="raw")): key and value bytes
+    RawRecord      a row yielded undecoded: no RecordType owns it (scan_all(on_unknown="raw"))
+                   or it failed to decode (on_error="raw", with the error)
     Change         what the change feed yields (Store.changes)
     Checkpoint     a pinned state (Store.checkpoint, Store.open_reader(checkpoint=...))
     clone          copy a database (at a checkpoint) into a new, independent one

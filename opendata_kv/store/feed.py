@@ -199,23 +199,8 @@ def admin(db_path: str, object_store: Any, where: str) -> Any:
         raise translate(exc, f"admin of {where}") from exc
 
 
-async def changes(
-    reader: Any,
-    admin: Any,
-    schema: Schema,
-    values: Values,
-    since: str | None,
-    *,
-    follow: bool,
-    limit: int | None,
-    poll_interval: float,
-    where: str,
-) -> AsyncGenerator[Change, None]:
-    """The feed over `reader` (a SlateDbWalReader), one Change at a time; see Store.changes."""
-    batches = change_batches(
-        reader, admin, schema, values, since,
-        follow=follow, limit=limit, poll_interval=poll_interval, where=where,
-    )
+async def flatten(batches: AsyncGenerator[list[Change], None]) -> AsyncGenerator[Change, None]:
+    """The feed one Change at a time, from change_batches' lists; see Store.changes."""
     try:
         async for batch in batches:
             for change in batch:

@@ -29,7 +29,7 @@ from opendata_kv.errors import (
     ValueDecodeError,
     show_bytes,
 )
-from opendata_kv.keys import Key, RecordType, Schema, intersect, is_empty
+from opendata_kv.keys import Key, RecordType, Schema, intersect, is_empty, prefix_successor
 from opendata_kv.store.failures import FOREIGN, translate
 from opendata_kv.values import RawCodec, UnknownPolicy, Values
 
@@ -324,7 +324,7 @@ class Scan(Generic[R]):
                 start=lo, start_inclusive=lo_inclusive, end=hi, end_inclusive=False
             )
             self._iterator = await self._source.scan_with_options(key_range, self._options)
-            self._decode_rows = self._row_decoder(span.record_type)
+            self._decode_rows = self._row_decoder(span.record_type, lo, hi)
             return True
         return False
 
@@ -391,7 +391,9 @@ class Scan(Generic[R]):
                 rows = live_rows(rows)
             self._rows, self._row_pos = rows, 0
 
-    def _row_decoder(self, record_type: RecordType | None) -> Callable[[list[Any]], list[Any]]:
+    def _row_decoder(
+        self, record_type: RecordType | None, lo: bytes | None = None, hi: bytes | None = None
+    ) -> Callable[[list[Any]], list[Any]]:
         """A function decoding a batch of KeyValue rows, compiled once per span.
 
         The fast path decodes the whole batch with a few C-level passes: the keys through
@@ -403,6 +405,14 @@ class Scan(Generic[R]):
         if record_type is None:
             return self._decode_dispatch
         decode_keys = record_type.decode_many
+        head = record_type.head
+        # every key of [lo, hi) starts with the record's prefix: decode_many need not check
+        prefixed = (
+            lo is not None
+            and lo.startswith(head)
+            and hi is not None
+            and hi <= (prefix_successor(head) or hi)
+        )
         plan = self._values.plan(record_type)
         codec = plan.codec
         upgrade = plan.upgrade if self._upgrade else None
@@ -416,7 +426,7 @@ class Scan(Generic[R]):
 
         def fast(rows: list[Any]) -> list[Record]:
             raw_keys = list(map(_KEY, rows))
-            keys = decode_keys(raw_keys)
+            keys = decode_keys(raw_keys, prefixed=prefixed)
             data = list(map(_VALUE, rows))
             if not raw_values:
                 data = decode_values(data)

@@ -231,10 +231,9 @@ class Store(ReadView):
         end as it was when the call started. `limit`: stop after that many changes.
         The feed only reads: it works on a writer and on a reader alike.
         """
-        changes: AsyncGenerator[feed.Change, None] = self._feed(
-            feed.changes, since, follow, limit, poll_interval
+        return feed.flatten(
+            self.change_batches(since, follow=follow, limit=limit, poll_interval=poll_interval)
         )
-        return changes
 
     def change_batches(
         self,
@@ -245,16 +244,8 @@ class Store(ReadView):
         poll_interval: float = 0.1,
     ) -> AsyncGenerator[list[feed.Change], None]:
         """Store.changes a WAL file at a time: lists of Changes (never empty)."""
-        batches: AsyncGenerator[list[feed.Change], None] = self._feed(
-            feed.change_batches, since, follow, limit, poll_interval
-        )
-        return batches
-
-    def _feed(
-        self, kind: Any, since: str | None, follow: bool, limit: int | None, poll: float
-    ) -> Any:
         self._open_check()
-        return kind(
+        return feed.change_batches(
             feed.wal_reader(self.location.db_path, self._object_store),
             feed.admin(self.location.db_path, self._object_store, self.where),
             self.schema,
@@ -262,7 +253,7 @@ class Store(ReadView):
             since,
             follow=follow,
             limit=limit,
-            poll_interval=poll,
+            poll_interval=poll_interval,
             where=self.where,
         )
 

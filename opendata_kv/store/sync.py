@@ -246,40 +246,11 @@ class SyncView:
     ) -> SyncScan[Record | RawRecord]: ...
 
     def scan(
-        self,
-        record: RecordType | str,
-        *leading: Any,
-        partial: Any = None,
-        version: int | None = None,
-        prefix: bytes | None = None,
-        start: Bound = None,
-        end: Bound = None,
-        after: bytes | Key | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
-        batch_size: int = 1024,
-        upgrade: bool = True,
-        fill_cache: bool = True,
-        on_error: str = "raise",
+        self, record: RecordType | str, *leading: Any, **options: Any
     ) -> SyncScan[Record] | SyncScan[Record | RawRecord]:
-        """As Store.scan, blocking."""
-        scan = self._view.scan(
-            record,
-            *leading,
-            partial=partial,
-            version=version,
-            prefix=prefix,
-            start=start,
-            end=end,
-            after=after,
-            reverse=reverse,
-            limit=limit,
-            batch_size=batch_size,
-            upgrade=upgrade,
-            fill_cache=fill_cache,
-            on_error=on_error,
-        )
-        return SyncScan[Any](scan, self._loop.run)
+        """As Store.scan, blocking (the overloads above are the typed signature; the
+        options and their defaults have one home, ReadView.scan)."""
+        return SyncScan[Any](self._view.scan(record, *leading, **options), self._loop.run)
 
     @overload
     def scan_all(
@@ -332,36 +303,9 @@ class SyncView:
         on_error: str,
     ) -> SyncScan[Record | RawRecord]: ...
 
-    def scan_all(
-        self,
-        *,
-        prefix: bytes = b"",
-        start: bytes | Key | None = None,
-        end: bytes | Key | None = None,
-        after: bytes | Key | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
-        on_unknown: str = "raise",
-        batch_size: int = 1024,
-        upgrade: bool = True,
-        fill_cache: bool = True,
-        on_error: str = "raise",
-    ) -> SyncScan[Record] | SyncScan[Record | RawRecord]:
-        """As Store.scan_all, blocking."""
-        scan = self._view.scan_all(
-            prefix=prefix,
-            start=start,
-            end=end,
-            after=after,
-            reverse=reverse,
-            limit=limit,
-            on_unknown=on_unknown,
-            batch_size=batch_size,
-            upgrade=upgrade,
-            fill_cache=fill_cache,
-            on_error=on_error,
-        )
-        return SyncScan[Any](scan, self._loop.run)
+    def scan_all(self, **options: Any) -> SyncScan[Record] | SyncScan[Record | RawRecord]:
+        """As Store.scan_all, blocking (options and defaults: ReadView.scan_all's)."""
+        return SyncScan[Any](self._view.scan_all(**options), self._loop.run)
 
 
 class SyncWriteView(SyncView):

@@ -21,7 +21,12 @@ from opendata_kv.errors import (
     ValueLimitError,
     show_bytes,
 )
-from opendata_kv.values.limits import DEFAULT_LIMITS, DecodeLimits, limited_unpackb
+from opendata_kv.values.limits import (
+    _CONTAINER_BYTES,
+    DEFAULT_LIMITS,
+    DecodeLimits,
+    limited_unpackb,
+)
 from opendata_kv.values.typecheck import field_checkers
 
 T = TypeVar("T")
@@ -112,15 +117,50 @@ class _Limited:
         return clone
 
 
+_HEADER_MARKS = bytes(1 if byte in _CONTAINER_BYTES else 0 for byte in range(256))
+
+
 def limited_unpack_many(batch: list[bytes], limits: DecodeLimits) -> list[Any]:
-    """[limited_unpackb(data, limits) for data in batch], cheaper: a value too short to
-    trip the size-gated caps (objects, depth, value bytes) goes straight to the capped
-    unpackb, as limited_unpackb would send it, without a Python call of its own."""
-    unpackb = limits.unpackb
-    gate = min(limits.max_depth, limits.max_objects, limits.max_value_bytes)
-    return [
-        unpackb(data) if len(data) <= gate else limited_unpackb(data, limits) for data in batch
-    ]
+    """[limited_unpackb(data, limits) for data in batch], or an exception when any of them
+    fails (the caller redoes the batch one by one for the precise error).
+
+    The batch is decoded as one stream by an Unpacker holding the caps, after checking each
+    value ends exactly where its bytes end: no keyword parsing per value, which is what the
+    caps cost on unpackb (~0.3 µs of ~0.6 µs for a small map). The size-gated caps are
+    checked first as limited_unpackb gates them: a value over max_objects or max_value_bytes
+    bytes, or with more than max_depth container header bytes, sends the whole batch through
+    limited_unpackb.
+    """
+    if not batch:
+        return []
+    sizes = list(map(len, batch))
+    longest = max(sizes)
+    if longest > limits.max_objects or longest > limits.max_value_bytes:
+        return [limited_unpackb(data, limits) for data in batch]
+    joined = b"".join(batch)
+    depth = limits.max_depth
+    if longest > depth:
+        marks = joined.translate(_HEADER_MARKS)
+        count = marks.count
+        if count(1) > depth:
+            start = 0
+            for size in sizes:
+                if count(1, start, start + size) > depth:
+                    return [limited_unpackb(data, limits) for data in batch]
+                start += size
+    keywords: dict[str, Any] = getattr(limits.unpackb, "keywords", {})  # the caps' partial
+    unpacker = msgpack.Unpacker(max_buffer_size=max(len(joined), 1), **keywords)
+    unpacker.feed(joined)
+    unpack, tell = unpacker.unpack, unpacker.tell
+    out: list[Any] = []
+    append = out.append
+    end = 0
+    for size in sizes:
+        append(unpack())
+        end += size
+        if tell() != end:
+            raise ValueError("a value is not exactly one msgpack object")
+    return out
 
 
 class MsgpackCodec(_Limited):
