@@ -21,14 +21,6 @@ from opendata_kv.errors import CheckpointError, SnapshotGoneError, StoreError
 from opendata_kv.store import Store, SyncStore
 
 
-@pytest.fixture(params=["local", "s3"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "local":
-        return str(tmp_path / "db")
-    s3: str = request.getfixturevalue("s3_url")
-    return s3
-
-
 async def likes(store: Store) -> dict[int, Any]:
     return {record.key.n: record.value async for record in store.scan("like")}
 
