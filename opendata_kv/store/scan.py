@@ -306,6 +306,7 @@ class Scan(Generic[R]):
         return out
 
     async def _open_next_span(self) -> bool:
+        """Open an iterator on the next non-empty span; slatedb's errors go to the caller."""
         while self._span_index < len(self._spans):
             span = self._spans[self._span_index]
             self._span_index += 1
@@ -322,12 +323,7 @@ class Scan(Generic[R]):
             key_range = KeyRange(
                 start=lo, start_inclusive=lo_inclusive, end=hi, end_inclusive=False
             )
-            try:
-                self._iterator = await self._source.scan_with_options(
-                    key_range, self._options
-                )
-            except FOREIGN as exc:
-                raise translate(exc, self._where) from exc
+            self._iterator = await self._source.scan_with_options(key_range, self._options)
             self._decode_rows = self._row_decoder(span.record_type, lo, hi)
             return True
         return False
@@ -371,12 +367,13 @@ class Scan(Generic[R]):
                 continue
             if self._remaining is not None and self._remaining <= 0:
                 return False
-            if self._iterator is None and not await self._open_next_span():
-                return False
             want = self._batch
             if self._remaining is not None:
                 want = min(want, self._remaining)
-            try:
+            try:  # opening a span reads ahead too, so a vanished SST can show at either step
+                if self._iterator is None and not await self._open_next_span():
+                    return False
+                assert self._iterator is not None
                 rows = await self._iterator.next_batch(want)
             except FOREIGN as exc:
                 if self.on_gone is None or not object_gone(exc):
