@@ -91,6 +91,8 @@ def test_checkpoint_commands(db: str, capsys: pytest.CaptureFixture[str], tmp_pa
     assert code == 1 and "no checkpoint" in err
     code, _, err = run(capsys, "dump", db, "--checkpoint", made[0]["id"])
     assert code == 1 and "no such checkpoint" in err
+    code, _, err = run(capsys, "dump", db, "--checkpoint", "nosuch")  # named once, not twice
+    assert code == 1 and err.startswith(f"opendata-kv: error: open reader on {db}: no checkpoint")
 
 
 def test_checkpoint_create_refuses_while_writes_are_only_in_the_wal(
