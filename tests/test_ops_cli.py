@@ -56,6 +56,13 @@ def test_changes_json(db: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert [c["seq"] for c in first] == [changes[0]["seq"]]
     code, _, err = run(capsys, "changes", db, "--since", "nonsense")
     assert code == 1 and "malformed change cursor" in err
+    for poll in ("0", "-1", "nan", "soon"):  # a usage error, not a traceback
+        with pytest.raises(SystemExit) as usage:
+            main(["changes", db, "--poll", poll])
+        assert usage.value.code == 2
+        assert capsys.readouterr().err.splitlines()[-1].startswith(
+            "opendata-kv changes: error: argument --poll: poll must be"
+        )
 
 
 def test_checkpoint_commands(db: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -91,6 +98,8 @@ def test_checkpoint_commands(db: str, capsys: pytest.CaptureFixture[str], tmp_pa
     assert code == 1 and "no checkpoint" in err
     code, _, err = run(capsys, "dump", db, "--checkpoint", made[0]["id"])
     assert code == 1 and "no such checkpoint" in err
+    code, _, err = run(capsys, "dump", db, "--checkpoint", "nosuch")  # named once, not twice
+    assert code == 1 and err.startswith(f"opendata-kv: error: open reader on {db}: no checkpoint")
 
 
 def test_checkpoint_create_refuses_while_writes_are_only_in_the_wal(
