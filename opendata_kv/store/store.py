@@ -42,6 +42,7 @@ from opendata_kv.errors import (
     SnapshotGoneError,
     StoreClosedError,
     StoreError,
+    check_count,
 )
 from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.store import feed, ffi_patch
@@ -606,12 +607,7 @@ class Store(ReadView):
         tombstones of records already moved); passes repeat until one finds nothing, which
         also catches old-version records written by others during the migration.
         """
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidArgumentError(
-                f"batch_size must be an int >= 1, got {batch_size!r}",
-                field="batch_size",
-                value=batch_size,
-            )
+        check_count(batch_size, "batch_size", 1)
         db = self._writable()
         current = self.schema.get(name)
         moved = 0
