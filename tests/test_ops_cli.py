@@ -82,8 +82,8 @@ def test_checkpoint_commands(db: str, capsys: pytest.CaptureFixture[str], tmp_pa
     assert by_name == dumped
     code, stats, _ = run(capsys, "stats", db, "--checkpoint", made[0]["id"], "--json")
     assert stats[0]["count"] == 2
-    code, cloned, _ = run(
-        capsys, "clone", db, str(tmp_path / "copy"), "--checkpoint", made[0]["id"], "--json"
+    code, cloned, _ = run(  # by name: the JSON names the checkpoint by its id
+        capsys, "clone", db, str(tmp_path / "copy"), "--checkpoint", "nightly", "--json"
     )
     assert code == 0 and cloned == [
         {"source": db, "destination": str(tmp_path / "copy"), "checkpoint": made[0]["id"]}
@@ -92,7 +92,7 @@ def test_checkpoint_commands(db: str, capsys: pytest.CaptureFixture[str], tmp_pa
     assert [d["key_hex"] for d in copied] == [d["key_hex"] for d in dumped]
     code, _, err = run(capsys, "clone", db, str(tmp_path / "copy"))
     assert code == 1 and "already holds a database" in err
-    code, deleted, _ = run(capsys, "checkpoint", "delete", db, made[0]["id"], "--json")
+    code, deleted, _ = run(capsys, "checkpoint", "delete", db, "nightly", "--json")
     assert code == 0 and deleted == [{"id": made[0]["id"], "deleted": True}]
     code, _, err = run(capsys, "checkpoint", "delete", db, made[0]["id"])
     assert code == 1 and "no checkpoint" in err

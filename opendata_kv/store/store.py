@@ -331,9 +331,10 @@ class Store(ReadView):
         """Give a checkpoint a new lifetime from now (None: keep it until deleted)."""
         return await self._checkpoints().refresh(require_id(checkpoint_id), lifetime)
 
-    async def delete_checkpoint(self, checkpoint_id: str) -> None:
-        """Delete a checkpoint (CheckpointError if the store has none with this id)."""
-        await self._checkpoints().delete(require_id(checkpoint_id))
+    async def delete_checkpoint(self, checkpoint_id: str) -> Checkpoint:
+        """Delete a checkpoint (id or unique name) and return what was deleted
+        (CheckpointError if the store has none with this id)."""
+        return await self._checkpoints().delete(require_id(checkpoint_id))
 
     async def close(self) -> None:
         """Shut the database down (flushing what the writer buffered). Idempotent.

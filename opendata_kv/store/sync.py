@@ -555,8 +555,8 @@ class SyncStore(SyncWriteView):
     ) -> Checkpoint:
         return self._loop.run(self.store.refresh_checkpoint(checkpoint_id, lifetime))
 
-    def delete_checkpoint(self, checkpoint_id: str) -> None:
-        self._loop.run(self.store.delete_checkpoint(checkpoint_id))
+    def delete_checkpoint(self, checkpoint_id: str) -> Checkpoint:
+        return self._loop.run(self.store.delete_checkpoint(checkpoint_id))
 
 
 async def _await(opening: Any) -> Store:
