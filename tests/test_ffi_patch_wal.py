@@ -4,18 +4,17 @@ broken one fails the self-check."""
 
 from __future__ import annotations
 
-import ctypes
-import importlib
 from collections.abc import Iterator
 from typing import Any
 
+import ffikit
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from opendata_kv.store import ffi_patch
 
-binding: Any = importlib.import_module("slatedb.uniffi._slatedb_uniffi.slatedb")
+binding = ffikit.binding
 WalRows: Any = binding._UniffiFfiConverterSequenceTypeRowEntry
 ORIGINAL_READ = WalRows.__dict__["read"]
 
@@ -49,21 +48,11 @@ row_entries = st.lists(
 
 
 def read(raw: bytes) -> Any:
-    buffer = binding._UniffiRustBuffer.alloc(len(raw))
-    ctypes.memmove(ctypes.addressof(buffer.data.contents), raw, len(raw))
-    buffer.len = len(raw)
-    try:
-        with buffer.read_with_stream() as stream:
-            return WalRows.read(stream)
-    finally:
-        buffer.free()
+    return ffikit.read(WalRows, raw)
 
 
 def lowered(rows: list[Any]) -> bytes:
-    buffer = WalRows.lower(rows)
-    raw: bytes = buffer.data[0 : buffer.len]
-    buffer.free()
-    return raw
+    return ffikit.lower(WalRows, rows)
 
 
 @settings(max_examples=60)
