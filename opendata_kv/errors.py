@@ -67,6 +67,19 @@ class InvalidArgumentError(InvalidInputError):
     `field` names the argument."""
 
 
+def check_count(
+    value: Any, field: str, minimum: int, *, none_ok: bool = False, hint: str = ""
+) -> None:
+    """InvalidArgumentError naming `field` unless `value` is an int >= `minimum` (never a bool;
+    None passes when `none_ok`): one wording for every count argument (limit, batch_size...)."""
+    if none_ok and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidArgumentError(
+            f"{field} must be an int >= {minimum}{hint}, got {value!r}", field=field, value=value
+        )
+
+
 class ArgumentTypeError(OpendataKvError, TypeError):
     """A call argument of the wrong type, or a required one missing (`put` without a value);
     `field` names the argument."""

@@ -294,6 +294,16 @@ def s3_url(s3_env: MotoServer) -> str:
 
 # --- database locations for store tests ---------------------------------------------------------
 
+@pytest.fixture(params=["local", "s3"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh location on a real object store (a local directory, or s3:// on moto): the
+    backends the ops tests (feed, checkpoints, read-only) must hold on."""
+    if request.param == "local":
+        return str(tmp_path / "db")
+    s3: str = request.getfixturevalue("s3_url")
+    return s3
+
+
 #: every kind of location Store.open accepts; tests narrow it with
 #: @pytest.mark.parametrize("store_url", [...], indirect=True)
 STORE_BACKENDS = ("memory", "local", "relative", "file_url", "s3")

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from cli_schema import EVENT, LIKE, LIKE_V3, POST, POST_V2, SCHEMA, VALUES, Post
 from conftest import S3_BUCKET, MotoServer, free_port
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from opendata_kv import SyncStore
@@ -205,19 +205,22 @@ def test_key_encode_is_the_inverse_of_key_inspect(
     repo=st.text(min_size=1, max_size=20).filter(lambda s: "\x00" not in s and s.strip() == s),
     n=st.integers(0, 2**64 - 1),
 )
+@example(repo="-:", n=0)  # found by hypothesis: a value that starts with "-"
 @settings(max_examples=30)
 def test_key_encode_round_trips_any_field_text(repo: str, n: int) -> None:
     import contextlib
     import io
 
-    for argv, key in (
-        (("post", repo, "3k2a", "--version", "1"), POST.encode(repo, "3k2a")),
-        (("like", str(n)), LIKE_V3.encode(n)),
-        (("like", hex(n)), LIKE_V3.encode(n)),
+    for options, values, key in (
+        (("--version", "1"), ("post", repo, "3k2a"), POST.encode(repo, "3k2a")),
+        ((), ("like", str(n)), LIKE_V3.encode(n)),
+        ((), ("like", hex(n)), LIKE_V3.encode(n)),
     ):
+        # options first, then `--`: a value such as "-x" is a value, not an option
+        argv = ["key", "encode", *SCHEMA_ARG, *options, "--", *values]
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
-            assert main(["key", "encode", *argv, *SCHEMA_ARG]) == 0
+            assert main(argv) == 0
         assert out.getvalue() == key.hex() + "\n"
 
 

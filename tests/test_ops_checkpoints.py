@@ -33,14 +33,6 @@ def one_block_per_request(monkeypatch: pytest.MonkeyPatch) -> None:
     )
 
 
-@pytest.fixture(params=["local", "s3"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "local":
-        return str(tmp_path / "db")
-    s3: str = request.getfixturevalue("s3_url")
-    return s3
-
-
 async def likes(store: Store) -> dict[int, Any]:
     return {record.key.n: record.value async for record in store.scan("like")}
 
@@ -156,12 +148,12 @@ async def test_long_follow_latest_scan_while_the_writer_collects_garbage(tmp_pat
     compactor = json.loads(Settings.default().to_json_string())["compactor_options"]
     compactor["poll_interval"] = "10ms"
     settings = {"l0_sst_size_bytes": 1 << 20, "compactor_options": compactor}
-    total = 600  # L0 SSTs of ~8 blocks each: a scan reads most blocks lazily
+    total = 600  # L0 SSTs of ~300 KB, more than a scan reads ahead: most blocks are read lazily
     async with Store.open(path, SCHEMA, values=VALUES, settings=settings) as writer:
         for start in range(0, total, 100):
             async with writer.batch() as batch:
                 for n in range(start, start + 100):
-                    batch.put(like, (n,), {"v": "x" * 400})
+                    batch.put(like, (n,), {"v": "x" * 3000})
             await writer.checkpoint()  # flushes the memtable: one more L0 SST
         for made in await writer.checkpoints():
             await writer.delete_checkpoint(made.id)
@@ -173,7 +165,7 @@ async def test_long_follow_latest_scan_while_the_writer_collects_garbage(tmp_pat
             for start in range(0, total, 200):  # more L0 SSTs: the compactor merges them all
                 async with writer.batch() as batch:
                     for n in range(start, start + 200):
-                        batch.put(like, (n,), {"v": "y" * 400})
+                        batch.put(like, (n,), {"v": "y" * 3000})
                 await writer.checkpoint()
             for made in await writer.checkpoints():
                 await writer.delete_checkpoint(made.id)
@@ -199,7 +191,7 @@ async def test_scan_whose_ssts_vanish_says_to_use_a_checkpoint(tmp_path: Path) -
         for start in range(0, 400, 100):
             async with writer.batch() as batch:
                 for n in range(start, start + 100):
-                    batch.put(like, (n,), {"v": "x" * 300})
+                    batch.put(like, (n,), {"v": "x" * 3000})  # SSTs beyond the read-ahead
             await writer.checkpoint()
         for made in await writer.checkpoints():
             await writer.delete_checkpoint(made.id)

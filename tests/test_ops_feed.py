@@ -23,14 +23,6 @@ from opendata_kv.store import Change, Store, SyncStore
 from opendata_kv.store.feed import decode_cursor, encode_cursor
 
 
-@pytest.fixture(params=["local", "s3"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "local":
-        return str(tmp_path / "db")
-    s3: str = request.getfixturevalue("s3_url")
-    return s3
-
-
 async def feed(store: Store, since: str | None = None, **options: Any) -> list[Change]:
     return [change async for change in store.changes(since, **options)]
 

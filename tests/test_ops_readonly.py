@@ -17,14 +17,6 @@ from opendata_kv.store import Store
 from opendata_kv.store.location import parse_location
 
 
-@pytest.fixture(params=["local", "s3"])
-def url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
-    if request.param == "local":
-        return str(tmp_path / "db")
-    s3: str = request.getfixturevalue("s3_url")
-    return s3
-
-
 async def _populate(url: str) -> str:
     """A closed store with records, a deletion, one checkpoint; its checkpoint id."""
     async with Store.open(url, SCHEMA, values=VALUES) as store:

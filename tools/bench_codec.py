@@ -11,14 +11,14 @@ of fdb/ours (the ratio within one round is the figure that counts; absolute time
 
 from __future__ import annotations
 
-import gc
 import random
 import statistics
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from bench_timing import interleaved, loop, ratio
 
 try:
     from opendata_kv.keys import RecordType, Schema, fields
@@ -68,21 +68,6 @@ def _loop_pack(pack: Callable[[tuple[Any, ...]], bytes], rows: Sequence[tuple[An
         pack(row)
 
 
-def _loop_decode(decode: Callable[[bytes], Any], keys: Sequence[bytes]) -> None:
-    for key in keys:
-        decode(key)
-
-
-def _time(fn: Callable[[], None], ops: int, repeat: int) -> float:
-    """Best of `repeat` runs of fn, in microseconds per operation."""
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter_ns()
-        fn()
-        best = min(best, time.perf_counter_ns() - start)
-    return best / ops / 1000.0
-
-
 def run(quick: bool) -> None:
     try:
         import fdb.tuple as fdb_tuple
@@ -105,25 +90,12 @@ def run(quick: bool) -> None:
     cases: dict[str, Callable[[], None]] = {
         "ours encode": lambda: _loop_encode(BENCH.encode, rows),
         "fdb  pack": lambda: _loop_pack(fdb_tuple.pack, rows),
-        "ours decode": lambda: _loop_decode(BENCH.decode, ours),
-        "fdb  unpack": lambda: _loop_decode(fdb_tuple.unpack, theirs),
-        "ours Schema.decode": lambda: _loop_decode(schema.decode, ours),
+        "ours decode": lambda: loop(BENCH.decode, ours),
+        "fdb  unpack": lambda: loop(fdb_tuple.unpack, theirs),
+        "ours Schema.decode": lambda: loop(schema.decode, ours),
     }
     names = list(cases)
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for fn in cases.values():  # warm up
-        fn()
-    gc.collect()
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        for r in range(rounds):
-            shift = r % len(names)
-            for name in names[shift:] + names[:shift]:
-                samples[name].append(_time(cases[name], count, repeat))
-    finally:
-        if was_enabled:
-            gc.enable()
+    samples = interleaved(cases, count, rounds, repeat)
 
     print(
         f"5-field key (u8, string, string, u64, u64), {count} rows, {rounds} interleaved rounds, "
@@ -140,10 +112,10 @@ def run(quick: bool) -> None:
         ("encode", "ours encode", "fdb  pack"),
         ("decode", "ours decode", "fdb  unpack"),
     ):
-        per_round = [t / o for o, t in zip(samples[mine], samples[other], strict=True)]
+        median, low, high = ratio(samples, other, mine)
         print(
-            f"  {label}: fdb/ours = {statistics.median(per_round):.2f}x "
-            f"(median of per-round ratios; range {min(per_round):.2f}-{max(per_round):.2f})"
+            f"  {label}: fdb/ours = {median:.2f}x "
+            f"(median of per-round ratios; range {low:.2f}-{high:.2f})"
         )
 
 

@@ -12,15 +12,14 @@ Side by side on the same stored bytes, interleaved rounds (see bench_codec.py):
 from __future__ import annotations
 
 import dataclasses
-import gc
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import msgpack
+from bench_timing import interleaved, loop, ratio
 
 try:
     from opendata_kv.errors import ValueLimitError
@@ -40,39 +39,6 @@ class Post:
     reply_to: str | None = None
 
 
-def _loop(decode: Callable[[bytes], Any], items: Sequence[bytes]) -> None:
-    for item in items:
-        decode(item)
-
-
-def _time(fn: Callable[[], None], ops: int, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter_ns()
-        fn()
-        best = min(best, time.perf_counter_ns() - start)
-    return best / ops / 1000.0
-
-
-def _rounds(cases: dict[str, Callable[[], None]], ops: int, rounds: int, repeat: int) -> dict[
-    str, list[float]
-]:
-    names = list(cases)
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for fn in cases.values():
-        fn()
-    gc.collect()
-    gc.disable()
-    try:
-        for r in range(rounds):
-            shift = r % len(names)
-            for name in names[shift:] + names[:shift]:
-                samples[name].append(_time(cases[name], ops, repeat))
-    finally:
-        gc.enable()
-    return samples
-
-
 def run(quick: bool) -> None:
     count, rounds, repeat = (200, 5, 3) if quick else (1000, 11, 5)
     post = {"text": "hello world " * 8, "lang": "en", "likes": 42, "tags": ["a", "b", "c"]}
@@ -89,14 +55,14 @@ def run(quick: bool) -> None:
         return unpackb(data, raw=False, timestamp=3, strict_map_key=False)
 
     cases = {
-        "small unpackb": lambda: _loop(baseline, small),
-        "small MsgpackCodec": lambda: _loop(codec.decode, small),
-        "big unpackb": lambda: _loop(baseline, big),
-        "big MsgpackCodec": lambda: _loop(codec.decode, big),
-        "dataclass checked": lambda: _loop(checked.decode, small),
-        "dataclass unchecked": lambda: _loop(unchecked.decode, small),
+        "small unpackb": lambda: loop(baseline, small),
+        "small MsgpackCodec": lambda: loop(codec.decode, small),
+        "big unpackb": lambda: loop(baseline, big),
+        "big MsgpackCodec": lambda: loop(codec.decode, big),
+        "dataclass checked": lambda: loop(checked.decode, small),
+        "dataclass unchecked": lambda: loop(unchecked.decode, small),
     }
-    samples = _rounds(cases, count, rounds, repeat)
+    samples = interleaved(cases, count, rounds, repeat)
     big_ops = len(big) / count  # the big cases ran len(big) items but were divided by count
     print(
         f"{count} values of {len(small[0])} B, {len(big)} of {len(big[0])} B; "
@@ -110,11 +76,8 @@ def run(quick: bool) -> None:
         ("caps, 300-container record", "big MsgpackCodec", "big unpackb"),
         ("type checks", "dataclass checked", "dataclass unchecked"),
     ):
-        ratios = [a / b for a, b in zip(samples[mine], samples[other], strict=True)]
-        print(
-            f"  {label}: {mine} / {other} = {statistics.median(ratios):.2f}x "
-            f"(range {min(ratios):.2f}-{max(ratios):.2f})"
-        )
+        median, low, high = ratio(samples, mine, other)
+        print(f"  {label}: {mine} / {other} = {median:.2f}x (range {low:.2f}-{high:.2f})")
     side = 3000
     hostile = (b"\xdc" + side.to_bytes(2, "big")) + (
         b"\xdc" + side.to_bytes(2, "big") + b"\x90" * side

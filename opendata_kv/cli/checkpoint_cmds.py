@@ -116,18 +116,18 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_delete(args: argparse.Namespace) -> int:
-    async def delete() -> None:
+    async def delete() -> str:
         store = await open_reader(args.db, ReadLimits.from_args(args))
         try:
-            await store.delete_checkpoint(args.id)
+            return (await store.delete_checkpoint(args.id)).id
         finally:
             await store.close()
 
-    asyncio.run(delete())
+    deleted = asyncio.run(delete())  # the id, also when ID was a name
     if args.json:
-        emit_json({"id": args.id, "deleted": True})
+        emit_json({"id": deleted, "deleted": True})
     else:
-        sys.stdout.write(f"deleted checkpoint {args.id}\n")
+        sys.stdout.write(f"deleted checkpoint {deleted}\n")
     return EXIT_OK
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, TypeVar
 from opendata_kv.cli.common import CliError, parse_hex
 from opendata_kv.cli.db_args import DEFAULT_RETRIES, DEFAULT_TIMEOUT
 from opendata_kv.errors import (
+    CheckpointError,
     SchemaError,
     StoreDataError,
     StoreError,
@@ -143,6 +144,8 @@ async def open_reader(
             f"cannot open {db}{where}: the object store failed after {limits.retries} "
             f"retries (--retries): {reason}"
         ) from None
+    except CheckpointError as exc:  # it already says "open reader on DB": no second prefix
+        raise CliError(str(exc)) from None
     except StoreError as exc:  # refused access, damaged data, ...: say where it happened
         raise CliError(f"cannot open {db}{where}: {exc}") from None
     store.where = str(location) + where  # later errors name the endpoint and bucket too

@@ -28,6 +28,7 @@ from opendata_kv.errors import (
     InvalidArgumentError,
     OpendataKvError,
     StoreError,
+    check_count,
 )
 from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.store.failures import translate
@@ -199,23 +200,8 @@ def admin(db_path: str, object_store: Any, where: str) -> Any:
         raise translate(exc, f"admin of {where}") from exc
 
 
-async def changes(
-    reader: Any,
-    admin: Any,
-    schema: Schema,
-    values: Values,
-    since: str | None,
-    *,
-    follow: bool,
-    limit: int | None,
-    poll_interval: float,
-    where: str,
-) -> AsyncGenerator[Change, None]:
-    """The feed over `reader` (a SlateDbWalReader), one Change at a time; see Store.changes."""
-    batches = change_batches(
-        reader, admin, schema, values, since,
-        follow=follow, limit=limit, poll_interval=poll_interval, where=where,
-    )
+async def flatten(batches: AsyncGenerator[list[Change], None]) -> AsyncGenerator[Change, None]:
+    """The feed one Change at a time, from change_batches' lists; see Store.changes."""
     try:
         async for batch in batches:
             for change in batch:
@@ -237,10 +223,7 @@ async def change_batches(
     where: str,
 ) -> AsyncGenerator[list[Change], None]:
     """The feed a WAL file at a time: each list holds the changes of one file (never empty)."""
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise InvalidArgumentError(
-            f"limit must be an int >= 0, got {limit!r}", field="limit", value=limit
-        )
+    check_count(limit, "limit", 0, none_ok=True)
     if poll_interval <= 0:
         raise InvalidArgumentError(
             f"poll_interval must be > 0 seconds, got {poll_interval!r}",

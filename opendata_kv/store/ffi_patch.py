@@ -362,6 +362,36 @@ def _make_fast_methods(binding: ModuleType) -> tuple[Callable[..., None], Callab
     return write, _pack_into
 
 
+def _make_list_reader(
+    parse_row: Callable[[bytes, int, int], tuple[Any, int]], internal_error: type[Exception]
+) -> Callable[[Any, Any], list[Any]]:
+    """A list converter's `read`: an i32 count, then rows `parse_row(data, pos, size)` reads
+    (returning the row and the next position), all from one bytes copy of the buffer; a read
+    past its end is the generated code's InternalError."""
+    i32 = struct.Struct(">i").unpack_from
+
+    def read_rows(cls: Any, buf: Any) -> list[Any]:
+        start, end = buf.offset, buf.len
+        data: bytes = buf.data[start:end]
+        size = end - start
+        rows: list[Any] = []
+        append = rows.append
+        try:
+            (count,) = i32(data, 0)
+            if count < 0:
+                raise internal_error("Unexpected negative sequence length")
+            pos = 4
+            for _ in range(count):
+                row, pos = parse_row(data, pos, size)
+                append(row)
+        except (struct.error, IndexError):
+            raise internal_error("read past end of rust buffer") from None
+        buf.offset = start + pos
+        return rows
+
+    return read_rows
+
+
 def _make_row_readers(
     binding: ModuleType,
 ) -> tuple[Callable[[Any, Any], list[Any]], Callable[[Any], Any]]:
@@ -412,24 +442,7 @@ def _make_row_readers(
         }
         return row, pos
 
-    def read_rows(cls: Any, buf: Any) -> list[Any]:
-        start, end = buf.offset, buf.len
-        data: bytes = buf.data[start:end]
-        size = end - start
-        rows: list[Any] = []
-        append = rows.append
-        try:
-            (count,) = i32(data, 0)
-            if count < 0:
-                raise internal_error("Unexpected negative sequence length")
-            pos = 4
-            for _ in range(count):
-                row, pos = parse_row(data, pos, size)
-                append(row)
-        except struct.error:
-            raise internal_error("read past end of rust buffer") from None
-        buf.offset = start + pos
-        return rows
+    read_rows = _make_list_reader(parse_row, internal_error)
 
     def read_row(buf: Any) -> Any:
         start, end = buf.offset, buf.len
@@ -472,58 +485,44 @@ def _make_wal_rows_reader(binding: ModuleType) -> Callable[[Any, Any], list[Any]
             return i64(data, pos + 1)[0], pos + 9
         raise internal_error("Unexpected flag byte for optional type")
 
-    def read_rows(cls: Any, buf: Any) -> list[Any]:
-        start, end = buf.offset, buf.len
-        data: bytes = buf.data[start:end]
-        size = end - start
-        rows: list[Any] = []
-        append = rows.append
-        try:
-            (count,) = i32(data, 0)
-            if count < 0:
-                raise internal_error("Unexpected negative sequence length")
-            pos = 4
-            for _ in range(count):
-                kind = kinds.get(i32(data, pos)[0])
-                if kind is None:
-                    raise internal_error("Raw enum value doesn't match any cases")
-                (n,) = i32(data, pos + 4)
-                pos += 8
-                if n < 0 or pos + n > size:
-                    raise internal_error("byte string length past the end of the rust buffer")
-                key = data[pos : pos + n]
-                pos += n
-                flag = data[pos]
-                pos += 1
-                if flag == 0:
-                    value = None
-                elif flag == 1:
-                    (n,) = i32(data, pos)
-                    pos += 4
-                    if n < 0 or pos + n > size:
-                        raise internal_error("byte string length past the end of the rust buffer")
-                    value = data[pos : pos + n]
-                    pos += n
-                else:
-                    raise internal_error("Unexpected flag byte for optional type")
-                (seq,) = u64(data, pos)
-                create_ts, pos = optional_i64(data, pos + 8)
-                expire_ts, pos = optional_i64(data, pos)
-                row = new(row_entry)
-                row.__dict__ = {
-                    "kind": kind,
-                    "key": key,
-                    "value": value,
-                    "seq": seq,
-                    "create_ts": create_ts,
-                    "expire_ts": expire_ts,
-                }
-                append(row)
-        except (struct.error, IndexError):
-            raise internal_error("read past end of rust buffer") from None
-        buf.offset = start + pos
-        return rows
+    def parse_row(data: bytes, pos: int, size: int) -> tuple[Any, int]:
+        kind = kinds.get(i32(data, pos)[0])
+        if kind is None:
+            raise internal_error("Raw enum value doesn't match any cases")
+        (n,) = i32(data, pos + 4)
+        pos += 8
+        if n < 0 or pos + n > size:
+            raise internal_error("byte string length past the end of the rust buffer")
+        key = data[pos : pos + n]
+        pos += n
+        flag = data[pos]
+        pos += 1
+        if flag == 0:
+            value = None
+        elif flag == 1:
+            (n,) = i32(data, pos)
+            pos += 4
+            if n < 0 or pos + n > size:
+                raise internal_error("byte string length past the end of the rust buffer")
+            value = data[pos : pos + n]
+            pos += n
+        else:
+            raise internal_error("Unexpected flag byte for optional type")
+        (seq,) = u64(data, pos)
+        create_ts, pos = optional_i64(data, pos + 8)
+        expire_ts, pos = optional_i64(data, pos)
+        row = new(row_entry)
+        row.__dict__ = {
+            "kind": kind,
+            "key": key,
+            "value": value,
+            "seq": seq,
+            "create_ts": create_ts,
+            "expire_ts": expire_ts,
+        }
+        return row, pos
 
+    read_rows = _make_list_reader(parse_row, internal_error)
     read_rows.__qualname__ = f"{_WAL_ROWS_CONVERTER}.read"
     read_rows.__opendata_kv_ffi_patch__ = True  # type: ignore[attr-defined]
     return read_rows

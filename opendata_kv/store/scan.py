@@ -27,6 +27,7 @@ from opendata_kv.errors import (
     KeyDecodeError,
     OpendataKvError,
     ValueDecodeError,
+    check_count,
     show_bytes,
 )
 from opendata_kv.keys import Key, RecordType, Schema, intersect, is_empty, prefix_successor
@@ -181,20 +182,8 @@ class Scan(Generic[R]):
         check_expiry: bool = True,
         where: str = "scan",
     ) -> None:
-        if limit is not None and (
-            isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
-        ):
-            raise InvalidArgumentError(
-                f"limit must be an int >= 0 (0 yields nothing) or None, got {limit!r}",
-                field="limit",
-                value=limit,
-            )
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidArgumentError(
-                f"batch_size must be an int >= 1, got {batch_size!r}",
-                field="batch_size",
-                value=batch_size,
-            )
+        check_count(limit, "limit", 0, none_ok=True, hint=" (0 yields nothing) or None")
+        check_count(batch_size, "batch_size", 1)
         self._source = source
         self._spans = list(reversed(spans)) if reverse else list(spans)
         self._schema = schema
@@ -306,6 +295,7 @@ class Scan(Generic[R]):
         return out
 
     async def _open_next_span(self) -> bool:
+        """Open an iterator on the next non-empty span; slatedb's errors go to the caller."""
         while self._span_index < len(self._spans):
             span = self._spans[self._span_index]
             self._span_index += 1
@@ -322,12 +312,7 @@ class Scan(Generic[R]):
             key_range = KeyRange(
                 start=lo, start_inclusive=lo_inclusive, end=hi, end_inclusive=False
             )
-            try:
-                self._iterator = await self._source.scan_with_options(
-                    key_range, self._options
-                )
-            except FOREIGN as exc:
-                raise translate(exc, self._where) from exc
+            self._iterator = await self._source.scan_with_options(key_range, self._options)
             self._decode_rows = self._row_decoder(span.record_type, lo, hi)
             return True
         return False
@@ -371,12 +356,13 @@ class Scan(Generic[R]):
                 continue
             if self._remaining is not None and self._remaining <= 0:
                 return False
-            if self._iterator is None and not await self._open_next_span():
-                return False
             want = self._batch
             if self._remaining is not None:
                 want = min(want, self._remaining)
-            try:
+            try:  # opening a span reads ahead too, so a vanished SST can show at either step
+                if self._iterator is None and not await self._open_next_span():
+                    return False
+                assert self._iterator is not None
                 rows = await self._iterator.next_batch(want)
             except FOREIGN as exc:
                 if self.on_gone is None or not object_gone(exc):

@@ -42,6 +42,7 @@ from opendata_kv.errors import (
     SnapshotGoneError,
     StoreClosedError,
     StoreError,
+    check_count,
 )
 from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.store import feed, ffi_patch
@@ -231,10 +232,9 @@ class Store(ReadView):
         end as it was when the call started. `limit`: stop after that many changes.
         The feed only reads: it works on a writer and on a reader alike.
         """
-        changes: AsyncGenerator[feed.Change, None] = self._feed(
-            feed.changes, since, follow, limit, poll_interval
+        return feed.flatten(
+            self.change_batches(since, follow=follow, limit=limit, poll_interval=poll_interval)
         )
-        return changes
 
     def change_batches(
         self,
@@ -245,16 +245,8 @@ class Store(ReadView):
         poll_interval: float = 0.1,
     ) -> AsyncGenerator[list[feed.Change], None]:
         """Store.changes a WAL file at a time: lists of Changes (never empty)."""
-        batches: AsyncGenerator[list[feed.Change], None] = self._feed(
-            feed.change_batches, since, follow, limit, poll_interval
-        )
-        return batches
-
-    def _feed(
-        self, kind: Any, since: str | None, follow: bool, limit: int | None, poll: float
-    ) -> Any:
         self._open_check()
-        return kind(
+        return feed.change_batches(
             feed.wal_reader(self.location.db_path, self._object_store),
             feed.admin(self.location.db_path, self._object_store, self.where),
             self.schema,
@@ -262,7 +254,7 @@ class Store(ReadView):
             since,
             follow=follow,
             limit=limit,
-            poll_interval=poll,
+            poll_interval=poll_interval,
             where=self.where,
         )
 
@@ -339,9 +331,10 @@ class Store(ReadView):
         """Give a checkpoint a new lifetime from now (None: keep it until deleted)."""
         return await self._checkpoints().refresh(require_id(checkpoint_id), lifetime)
 
-    async def delete_checkpoint(self, checkpoint_id: str) -> None:
-        """Delete a checkpoint (CheckpointError if the store has none with this id)."""
-        await self._checkpoints().delete(require_id(checkpoint_id))
+    async def delete_checkpoint(self, checkpoint_id: str) -> Checkpoint:
+        """Delete a checkpoint (id or unique name) and return what was deleted
+        (CheckpointError if the store has none with this id)."""
+        return await self._checkpoints().delete(require_id(checkpoint_id))
 
     async def close(self) -> None:
         """Shut the database down (flushing what the writer buffered). Idempotent.
@@ -614,12 +607,7 @@ class Store(ReadView):
         tombstones of records already moved); passes repeat until one finds nothing, which
         also catches old-version records written by others during the migration.
         """
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidArgumentError(
-                f"batch_size must be an int >= 1, got {batch_size!r}",
-                field="batch_size",
-                value=batch_size,
-            )
+        check_count(batch_size, "batch_size", 1)
         db = self._writable()
         current = self.schema.get(name)
         moved = 0

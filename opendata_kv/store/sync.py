@@ -24,7 +24,7 @@ from opendata_kv.store.opening import READER_TIMEOUT
 from opendata_kv.store.scan import R, RawRecord, Record, Scan
 from opendata_kv.store.schema_arg import SchemaArg
 from opendata_kv.store.store import Batch, Snapshot, Store, Transaction
-from opendata_kv.store.views import MISSING, Bound, Fields, ReadView, Target, TtlArg
+from opendata_kv.store.views import Bound, Fields, ReadView, Target, TtlArg
 from opendata_kv.values import Values
 
 T = TypeVar("T")
@@ -246,40 +246,11 @@ class SyncView:
     ) -> SyncScan[Record | RawRecord]: ...
 
     def scan(
-        self,
-        record: RecordType | str,
-        *leading: Any,
-        partial: Any = None,
-        version: int | None = None,
-        prefix: bytes | None = None,
-        start: Bound = None,
-        end: Bound = None,
-        after: bytes | Key | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
-        batch_size: int = 1024,
-        upgrade: bool = True,
-        fill_cache: bool = True,
-        on_error: str = "raise",
+        self, record: RecordType | str, *leading: Any, **options: Any
     ) -> SyncScan[Record] | SyncScan[Record | RawRecord]:
-        """As Store.scan, blocking."""
-        scan = self._view.scan(
-            record,
-            *leading,
-            partial=partial,
-            version=version,
-            prefix=prefix,
-            start=start,
-            end=end,
-            after=after,
-            reverse=reverse,
-            limit=limit,
-            batch_size=batch_size,
-            upgrade=upgrade,
-            fill_cache=fill_cache,
-            on_error=on_error,
-        )
-        return SyncScan[Any](scan, self._loop.run)
+        """As Store.scan, blocking (the overloads above are the typed signature; the
+        options and their defaults have one home, ReadView.scan)."""
+        return SyncScan[Any](self._view.scan(record, *leading, **options), self._loop.run)
 
     @overload
     def scan_all(
@@ -332,36 +303,9 @@ class SyncView:
         on_error: str,
     ) -> SyncScan[Record | RawRecord]: ...
 
-    def scan_all(
-        self,
-        *,
-        prefix: bytes = b"",
-        start: bytes | Key | None = None,
-        end: bytes | Key | None = None,
-        after: bytes | Key | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
-        on_unknown: str = "raise",
-        batch_size: int = 1024,
-        upgrade: bool = True,
-        fill_cache: bool = True,
-        on_error: str = "raise",
-    ) -> SyncScan[Record] | SyncScan[Record | RawRecord]:
-        """As Store.scan_all, blocking."""
-        scan = self._view.scan_all(
-            prefix=prefix,
-            start=start,
-            end=end,
-            after=after,
-            reverse=reverse,
-            limit=limit,
-            on_unknown=on_unknown,
-            batch_size=batch_size,
-            upgrade=upgrade,
-            fill_cache=fill_cache,
-            on_error=on_error,
-        )
-        return SyncScan[Any](scan, self._loop.run)
+    def scan_all(self, **options: Any) -> SyncScan[Record] | SyncScan[Record | RawRecord]:
+        """As Store.scan_all, blocking (options and defaults: ReadView.scan_all's)."""
+        return SyncScan[Any](self._view.scan_all(**options), self._loop.run)
 
 
 class SyncWriteView(SyncView):
@@ -377,11 +321,9 @@ class SyncWriteView(SyncView):
         self, target: RecordType | str, fields: Fields, value: Any, *, ttl: TtlArg = None
     ) -> None: ...
 
-    def put(
-        self, target: Target, fields: Any = MISSING, value: Any = MISSING, *, ttl: TtlArg = None
-    ) -> None:
-        """As Store.put, blocking."""
-        self._loop.run(self._view.put(target, fields, value, ttl=ttl))  # type: ignore[arg-type]
+    def put(self, *args: Any, **options: Any) -> None:
+        """As Store.put, blocking (the overloads above are the typed signature)."""
+        self._loop.run(self._view.put(*args, **options))
 
     def delete(self, target: Target, fields: Fields = None) -> None:
         self._loop.run(self._view.delete(target, fields))
@@ -613,8 +555,8 @@ class SyncStore(SyncWriteView):
     ) -> Checkpoint:
         return self._loop.run(self.store.refresh_checkpoint(checkpoint_id, lifetime))
 
-    def delete_checkpoint(self, checkpoint_id: str) -> None:
-        self._loop.run(self.store.delete_checkpoint(checkpoint_id))
+    def delete_checkpoint(self, checkpoint_id: str) -> Checkpoint:
+        return self._loop.run(self.store.delete_checkpoint(checkpoint_id))
 
 
 async def _await(opening: Any) -> Store:
