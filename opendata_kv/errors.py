@@ -8,7 +8,9 @@ the field and the offending bytes (as hex) or characters (repr); the same facts 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
 
 
 def show_bytes(data: bytes | bytearray | memoryview, limit: int = 48) -> str:
@@ -78,6 +80,17 @@ def check_count(
         raise InvalidArgumentError(
             f"{field} must be an int >= {minimum}{hint}, got {value!r}", field=field, value=value
         )
+
+
+def check_choice(value: object, choices: tuple[_T, ...], field: str) -> _T:
+    """The member of `choices` equal to `value`, else an InvalidArgumentError naming `field`
+    (for policy names such as on_error="skip")."""
+    for known in choices:
+        if value == known:
+            return known
+    raise InvalidArgumentError(
+        f"{field} must be one of {choices}, got {value!r}", field=field, value=value
+    )
 
 
 class ArgumentTypeError(OpendataKvError, TypeError):

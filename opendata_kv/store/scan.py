@@ -23,10 +23,10 @@ from slatedb.uniffi import (
 
 from opendata_kv.errors import (
     CursorError,
-    InvalidArgumentError,
     KeyDecodeError,
     OpendataKvError,
     ValueDecodeError,
+    check_choice,
     check_count,
     show_bytes,
 )
@@ -69,14 +69,7 @@ ERROR_POLICIES: tuple[ErrorPolicy, ...] = ("raise", "skip", "raw")
 
 def check_error_policy(policy: object) -> ErrorPolicy:
     """Validate an on_error policy name."""
-    for known in ERROR_POLICIES:
-        if policy == known:
-            return known
-    raise InvalidArgumentError(
-        f"on_error must be one of {ERROR_POLICIES}, got {policy!r}",
-        field="on_error",
-        value=policy,
-    )
+    return check_choice(policy, ERROR_POLICIES, "on_error")
 
 
 _KEY = attrgetter("key")
