@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import ctypes
 import importlib
+from collections.abc import Iterator
 from typing import Any
+
+import pytest
+
+from opendata_kv.store import ffi_patch
 
 # slatedb is a runtime dependency: its binding missing is a failure, not a reason to skip
 binding: Any = importlib.import_module("slatedb.uniffi._slatedb_uniffi.slatedb")
@@ -28,3 +33,16 @@ def read(converter: Any, raw: bytes) -> Any:
             return converter.read(stream)
     finally:
         buffer.free()
+
+
+def fresh_patch_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """For an autouse fixture: the test starts with the original binding and a fresh patch
+    state (no env switch, no remembered self-check failure or warning) and ends uninstalled,
+    with whatever it swapped into the binding put back."""
+    monkeypatch.delenv(ffi_patch.ENV_DISABLE, raising=False)
+    ffi_patch.uninstall()
+    monkeypatch.setattr(ffi_patch, "_self_check_failure", None)
+    monkeypatch.setattr(ffi_patch, "_warned", False)
+    yield
+    ffi_patch.uninstall()
+    monkeypatch.undo()

@@ -32,13 +32,7 @@ ORIGINAL_ROW_READ = Row.__dict__["read"]
 @pytest.fixture(autouse=True)
 def pristine(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every test starts and ends with the original binding and a fresh patch state."""
-    monkeypatch.delenv(ffi_patch.ENV_DISABLE, raising=False)
-    ffi_patch.uninstall()
-    monkeypatch.setattr(ffi_patch, "_self_check_failure", None)
-    monkeypatch.setattr(ffi_patch, "_warned", False)
-    yield
-    ffi_patch.uninstall()
-    monkeypatch.undo()  # put back what a test swapped into the binding, then check it is pristine
+    yield from ffikit.fresh_patch_state(monkeypatch)
     assert_unpatched()
 
 

@@ -21,12 +21,7 @@ ORIGINAL_READ = WalRows.__dict__["read"]
 
 @pytest.fixture(autouse=True)
 def pristine(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.delenv(ffi_patch.ENV_DISABLE, raising=False)
-    ffi_patch.uninstall()
-    monkeypatch.setattr(ffi_patch, "_self_check_failure", None)
-    yield
-    ffi_patch.uninstall()
-    monkeypatch.undo()
+    yield from ffikit.fresh_patch_state(monkeypatch)
     assert WalRows.__dict__["read"] is ORIGINAL_READ
 
 
