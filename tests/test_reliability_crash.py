@@ -65,7 +65,7 @@ async def _verify(url: str, as_reader: bool, env_settings: dict[str, Any]) -> cw
 #: independent databases whose rounds run side by side: a round mostly waits (for the object
 #: store, for a kill timer, for acknowledgements), so two chains of ROUNDS/2 take about the
 #: time of one, with every round's checks unchanged
-CHAINS = 4
+CHAINS = 2
 
 
 def crash_rounds(
