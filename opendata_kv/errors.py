@@ -8,7 +8,9 @@ the field and the offending bytes (as hex) or characters (repr); the same facts 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
 
 
 def show_bytes(data: bytes | bytearray | memoryview, limit: int = 48) -> str:
@@ -65,6 +67,30 @@ class InvalidInputError(OpendataKvError, ValueError):
 class InvalidArgumentError(InvalidInputError):
     """A call argument out of range (`limit=-1`, `ttl=0`, an unknown isolation level, ...);
     `field` names the argument."""
+
+
+def check_count(
+    value: Any, field: str, minimum: int, *, none_ok: bool = False, hint: str = ""
+) -> None:
+    """InvalidArgumentError naming `field` unless `value` is an int >= `minimum` (never a bool;
+    None passes when `none_ok`): one wording for every count argument (limit, batch_size...)."""
+    if none_ok and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidArgumentError(
+            f"{field} must be an int >= {minimum}{hint}, got {value!r}", field=field, value=value
+        )
+
+
+def check_choice(value: object, choices: tuple[_T, ...], field: str) -> _T:
+    """The member of `choices` equal to `value`, else an InvalidArgumentError naming `field`
+    (for policy names such as on_error="skip")."""
+    for known in choices:
+        if value == known:
+            return known
+    raise InvalidArgumentError(
+        f"{field} must be one of {choices}, got {value!r}", field=field, value=value
+    )
 
 
 class ArgumentTypeError(OpendataKvError, TypeError):

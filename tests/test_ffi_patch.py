@@ -12,14 +12,14 @@ import struct
 from collections.abc import Iterator
 from typing import Any
 
+import ffikit
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from opendata_kv.store import ffi_patch
 
-# slatedb is a runtime dependency: its binding missing is a failure, not a reason to skip
-binding: Any = importlib.import_module("slatedb.uniffi._slatedb_uniffi.slatedb")
+binding = ffikit.binding
 Builder: Any = binding._UniffiRustBufferBuilder
 ORIGINAL_WRITE = Builder.__dict__["write"]
 ORIGINAL_PACK_INTO = Builder.__dict__["_pack_into"]
@@ -32,13 +32,7 @@ ORIGINAL_ROW_READ = Row.__dict__["read"]
 @pytest.fixture(autouse=True)
 def pristine(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every test starts and ends with the original binding and a fresh patch state."""
-    monkeypatch.delenv(ffi_patch.ENV_DISABLE, raising=False)
-    ffi_patch.uninstall()
-    monkeypatch.setattr(ffi_patch, "_self_check_failure", None)
-    monkeypatch.setattr(ffi_patch, "_warned", False)
-    yield
-    ffi_patch.uninstall()
-    monkeypatch.undo()  # put back what a test swapped into the binding, then check it is pristine
+    yield from ffikit.fresh_patch_state(monkeypatch)
     assert_unpatched()
 
 
@@ -265,22 +259,13 @@ key_values = st.lists(
 
 def read_rows(raw: bytes) -> Any:
     """Read a list of KeyValue rows from raw buffer bytes with the currently installed reader."""
-    buffer = binding._UniffiRustBuffer.alloc(len(raw))
-    ctypes.memmove(ctypes.addressof(buffer.data.contents), raw, len(raw))
-    buffer.len = len(raw)
-    try:
-        with buffer.read_with_stream() as stream:
-            return Rows.read(stream)
-    finally:
-        buffer.free()
+    return ffikit.read(Rows, raw)
 
 
 @settings(max_examples=60)
 @given(rows=key_values)
 def test_fast_row_reader_reads_what_the_generated_reader_reads(rows: list[Any]) -> None:
-    lowered = Rows.lower(rows)
-    raw = lowered.data[0 : lowered.len]
-    lowered.free()
+    raw = ffikit.lower(Rows, rows)
     expected = read_rows(raw)
     assert ffi_patch.install(db_check=False)
     assert read_rows(raw) == expected == rows
@@ -291,9 +276,7 @@ def test_fast_row_reader_reads_what_the_generated_reader_reads(rows: list[Any]) 
 def test_fast_row_reader_rejects_truncated_and_malformed_buffers(
     rows: list[Any], cut: int, flag: int
 ) -> None:
-    lowered = Rows.lower(rows)
-    raw = lowered.data[0 : lowered.len]
-    lowered.free()
+    raw = ffikit.lower(Rows, rows)
     assert ffi_patch.install(db_check=False)
     with pytest.raises(binding.InternalError):
         read_rows(raw[: max(0, len(raw) - cut)])

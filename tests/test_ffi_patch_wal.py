@@ -4,30 +4,24 @@ broken one fails the self-check."""
 
 from __future__ import annotations
 
-import ctypes
-import importlib
 from collections.abc import Iterator
 from typing import Any
 
+import ffikit
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from opendata_kv.store import ffi_patch
 
-binding: Any = importlib.import_module("slatedb.uniffi._slatedb_uniffi.slatedb")
+binding = ffikit.binding
 WalRows: Any = binding._UniffiFfiConverterSequenceTypeRowEntry
 ORIGINAL_READ = WalRows.__dict__["read"]
 
 
 @pytest.fixture(autouse=True)
 def pristine(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.delenv(ffi_patch.ENV_DISABLE, raising=False)
-    ffi_patch.uninstall()
-    monkeypatch.setattr(ffi_patch, "_self_check_failure", None)
-    yield
-    ffi_patch.uninstall()
-    monkeypatch.undo()
+    yield from ffikit.fresh_patch_state(monkeypatch)
     assert WalRows.__dict__["read"] is ORIGINAL_READ
 
 
@@ -49,21 +43,11 @@ row_entries = st.lists(
 
 
 def read(raw: bytes) -> Any:
-    buffer = binding._UniffiRustBuffer.alloc(len(raw))
-    ctypes.memmove(ctypes.addressof(buffer.data.contents), raw, len(raw))
-    buffer.len = len(raw)
-    try:
-        with buffer.read_with_stream() as stream:
-            return WalRows.read(stream)
-    finally:
-        buffer.free()
+    return ffikit.read(WalRows, raw)
 
 
 def lowered(rows: list[Any]) -> bytes:
-    buffer = WalRows.lower(rows)
-    raw: bytes = buffer.data[0 : buffer.len]
-    buffer.free()
-    return raw
+    return ffikit.lower(WalRows, rows)
 
 
 @settings(max_examples=60)

@@ -19,6 +19,18 @@ from storekit import SCHEMA, VALUES, aio, like
 
 from opendata_kv.errors import CheckpointError, SnapshotGoneError, StoreError
 from opendata_kv.store import Store, SyncStore
+from opendata_kv.store import scan as scanmod
+
+
+@pytest.fixture(autouse=True)
+def one_block_per_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scans here read one block per request (slatedb's own default): the tests delete SSTs
+    under a running scan, and with the store's 256 KiB read-ahead a scan would already hold
+    these small SSTs whole before they vanish."""
+    monkeypatch.setattr(scanmod, "READ_AHEAD_BYTES", 1)
+    monkeypatch.setattr(
+        scanmod, "_OPTIONS", {key: scanmod.scan_options(*key) for key in scanmod._OPTIONS}
+    )
 
 
 async def likes(store: Store) -> dict[int, Any]:

@@ -56,6 +56,13 @@ def test_changes_json(db: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert [c["seq"] for c in first] == [changes[0]["seq"]]
     code, _, err = run(capsys, "changes", db, "--since", "nonsense")
     assert code == 1 and "malformed change cursor" in err
+    for poll in ("0", "-1", "nan", "soon"):  # a usage error, not a traceback
+        with pytest.raises(SystemExit) as usage:
+            main(["changes", db, "--poll", poll])
+        assert usage.value.code == 2
+        assert capsys.readouterr().err.splitlines()[-1].startswith(
+            "opendata-kv changes: error: argument --poll: poll must be"
+        )
 
 
 def test_checkpoint_commands(db: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -75,8 +82,8 @@ def test_checkpoint_commands(db: str, capsys: pytest.CaptureFixture[str], tmp_pa
     assert by_name == dumped
     code, stats, _ = run(capsys, "stats", db, "--checkpoint", made[0]["id"], "--json")
     assert stats[0]["count"] == 2
-    code, cloned, _ = run(
-        capsys, "clone", db, str(tmp_path / "copy"), "--checkpoint", made[0]["id"], "--json"
+    code, cloned, _ = run(  # by name: the JSON names the checkpoint by its id
+        capsys, "clone", db, str(tmp_path / "copy"), "--checkpoint", "nightly", "--json"
     )
     assert code == 0 and cloned == [
         {"source": db, "destination": str(tmp_path / "copy"), "checkpoint": made[0]["id"]}
@@ -85,7 +92,7 @@ def test_checkpoint_commands(db: str, capsys: pytest.CaptureFixture[str], tmp_pa
     assert [d["key_hex"] for d in copied] == [d["key_hex"] for d in dumped]
     code, _, err = run(capsys, "clone", db, str(tmp_path / "copy"))
     assert code == 1 and "already holds a database" in err
-    code, deleted, _ = run(capsys, "checkpoint", "delete", db, made[0]["id"], "--json")
+    code, deleted, _ = run(capsys, "checkpoint", "delete", db, "nightly", "--json")
     assert code == 0 and deleted == [{"id": made[0]["id"], "deleted": True}]
     code, _, err = run(capsys, "checkpoint", "delete", db, made[0]["id"])
     assert code == 1 and "no checkpoint" in err

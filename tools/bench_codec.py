@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench_timing import interleaved, loop
+from bench_timing import interleaved, loop, ratio
 
 try:
     from opendata_kv.keys import RecordType, Schema, fields
@@ -112,10 +112,10 @@ def run(quick: bool) -> None:
         ("encode", "ours encode", "fdb  pack"),
         ("decode", "ours decode", "fdb  unpack"),
     ):
-        per_round = [t / o for o, t in zip(samples[mine], samples[other], strict=True)]
+        median, low, high = ratio(samples, other, mine)
         print(
-            f"  {label}: fdb/ours = {statistics.median(per_round):.2f}x "
-            f"(median of per-round ratios; range {min(per_round):.2f}-{max(per_round):.2f})"
+            f"  {label}: fdb/ours = {median:.2f}x "
+            f"(median of per-round ratios; range {low:.2f}-{high:.2f})"
         )
 
 

@@ -684,7 +684,8 @@ class Moto:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         self.endpoint = f"http://127.0.0.1:{self.port}"
-        self.log = open(Path(tempfile.gettempdir()) / f"bench-moto-{self.port}.log", "wb")  # noqa: SIM115
+        self.log_path = Path(tempfile.gettempdir()) / f"bench-moto-{self.port}.log"
+        self.log = open(self.log_path, "wb")  # noqa: SIM115
         self.process = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=self.log,
@@ -730,6 +731,7 @@ class Moto:
                 self.process.kill()
                 self.process.wait()
         self.log.close()
+        self.log_path.unlink(missing_ok=True)
 
 
 # --- running and reporting ------------------------------------------------------------------------

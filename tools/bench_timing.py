@@ -6,6 +6,7 @@ Not a bench section itself (tools/bench.py lists the sections).
 from __future__ import annotations
 
 import gc
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -48,3 +49,10 @@ def interleaved(
         if was_enabled:
             gc.enable()
     return samples
+
+
+def ratio(samples: dict[str, list[float]], num: str, den: str) -> tuple[float, float, float]:
+    """num/den round by round (the rounds interleave, so each ratio compares like with like):
+    the median, min and max of those ratios."""
+    ratios = [a / b for a, b in zip(samples[num], samples[den], strict=True)]
+    return statistics.median(ratios), min(ratios), max(ratios)

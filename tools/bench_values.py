@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
-from bench_timing import interleaved, loop
+from bench_timing import interleaved, loop, ratio
 
 try:
     from opendata_kv.errors import ValueLimitError
@@ -76,11 +76,8 @@ def run(quick: bool) -> None:
         ("caps, 300-container record", "big MsgpackCodec", "big unpackb"),
         ("type checks", "dataclass checked", "dataclass unchecked"),
     ):
-        ratios = [a / b for a, b in zip(samples[mine], samples[other], strict=True)]
-        print(
-            f"  {label}: {mine} / {other} = {statistics.median(ratios):.2f}x "
-            f"(range {min(ratios):.2f}-{max(ratios):.2f})"
-        )
+        median, low, high = ratio(samples, mine, other)
+        print(f"  {label}: {mine} / {other} = {median:.2f}x (range {low:.2f}-{high:.2f})")
     side = 3000
     hostile = (b"\xdc" + side.to_bytes(2, "big")) + (
         b"\xdc" + side.to_bytes(2, "big") + b"\x90" * side

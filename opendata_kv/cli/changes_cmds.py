@@ -13,7 +13,13 @@ import sys
 from typing import Any
 
 from opendata_kv.cli.common import EXIT_OK, add_json_flag, emit_json, jsonable
-from opendata_kv.cli.db_args import count_arg, database_arg, read_limit_args, schema_args
+from opendata_kv.cli.db_args import (
+    count_arg,
+    database_arg,
+    poll_arg,
+    read_limit_args,
+    schema_args,
+)
 from opendata_kv.cli.db_read import ReadLimits, open_reader
 from opendata_kv.cli.rows import Decoder
 from opendata_kv.cli.text import shorten
@@ -40,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     changes.add_argument("--limit", type=count_arg, metavar="N", help="at most N changes")
     changes.add_argument(
         "--poll",
-        type=float,
+        type=poll_arg,
         default=0.1,
         metavar="SECONDS",
         help="with --follow: how often to look for new WAL files (default 0.1)",
@@ -93,8 +99,6 @@ def change_line(obj: dict[str, Any]) -> str:
 
 def run_changes(args: argparse.Namespace) -> int:
     decoder = Decoder.from_args(args)
-    if args.poll <= 0:
-        raise ValueError(f"--poll must be > 0 seconds, got {args.poll}")
     last: list[str] = []
     try:
         asyncio.run(_changes(args, decoder, last))

@@ -79,6 +79,15 @@ def _text(obj: dict[str, Any]) -> str:
     return aligned((k, "-" if v is None else str(v)) for k, v in obj.items())
 
 
+def _emit(args: argparse.Namespace, obj: dict[str, Any]) -> int:
+    """Print one result: a JSON line with --json, else aligned `key value` lines."""
+    if args.json:
+        emit_json(obj)
+    else:
+        sys.stdout.write(_text(obj) + "\n")
+    return EXIT_OK
+
+
 def run_create(args: argparse.Namespace) -> int:
     async def create() -> dict[str, Any]:
         store = await open_reader(args.db, ReadLimits.from_args(args))
@@ -89,11 +98,7 @@ def run_create(args: argparse.Namespace) -> int:
         return made.as_json()
 
     obj = asyncio.run(create())
-    if args.json:
-        emit_json(obj)
-    else:
-        sys.stdout.write(_text(obj) + "\n")
-    return EXIT_OK
+    return _emit(args, obj)
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -116,18 +121,18 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_delete(args: argparse.Namespace) -> int:
-    async def delete() -> None:
+    async def delete() -> str:
         store = await open_reader(args.db, ReadLimits.from_args(args))
         try:
-            await store.delete_checkpoint(args.id)
+            return (await store.delete_checkpoint(args.id)).id
         finally:
             await store.close()
 
-    asyncio.run(delete())
+    deleted = asyncio.run(delete())  # the id, also when ID was a name
     if args.json:
-        emit_json({"id": args.id, "deleted": True})
+        emit_json({"id": deleted, "deleted": True})
     else:
-        sys.stdout.write(f"deleted checkpoint {args.id}\n")
+        sys.stdout.write(f"deleted checkpoint {deleted}\n")
     return EXIT_OK
 
 
@@ -146,8 +151,4 @@ def run_clone(args: argparse.Namespace) -> int:
         }
 
     obj = asyncio.run(copy())
-    if args.json:
-        emit_json(obj)
-    else:
-        sys.stdout.write(_text(obj) + "\n")
-    return EXIT_OK
+    return _emit(args, obj)

@@ -62,6 +62,17 @@ def timeout_arg(text: str) -> float:
     return value
 
 
+def poll_arg(text: str) -> float:
+    """argparse type for --poll: seconds > 0 (a follower polls the object store that often)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"poll must be seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"poll must be > 0 seconds, got {text}")
+    return value
+
+
 def retries_arg(text: str) -> int:
     """argparse type for --retries: 0 or more."""
     return _int_arg(text, 0, None, "retries")

@@ -9,9 +9,9 @@ from typing import Generic, TypeVar
 
 from opendata_kv.errors import (
     ArgumentTypeError,
-    InvalidArgumentError,
     InvalidInputError,
     SchemaError,
+    check_count,
 )
 from opendata_kv.ids import micros as micros_ids
 from opendata_kv.keys import Key, RecordType, Schema
@@ -117,12 +117,7 @@ def to_micros(value: Instant, what: str) -> int:
 
 def check_limit(limit: int | None) -> int | None:
     """None or an int >= 0 (0: nothing, as for Store.scan), else InvalidArgumentError."""
-    if limit is None:
-        return None
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-        raise InvalidArgumentError(
-            f"limit must be an int >= 0 or None, got {limit!r}", field="limit", value=limit
-        )
+    check_count(limit, "limit", 0, none_ok=True, hint=" or None")
     return limit
 
 

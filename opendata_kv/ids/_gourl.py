@@ -157,12 +157,8 @@ class GoURL:
 
     def escaped_path(self) -> str:
         """Go's EscapedPath."""
-        if self.raw_path and _valid_encoded(self.raw_path, PATH):
-            try:
-                if unescape(self.raw_path, PATH) == self.path:
-                    return self.raw_path
-            except GoUrlError:
-                pass
+        if _raw_form_holds(self.raw_path, self.path, PATH):
+            return self.raw_path
         if self.path == "*":
             return "*"
         return escape(self.path, PATH)
@@ -174,12 +170,8 @@ class GoURL:
 
     def escaped_fragment(self) -> str:
         """Go's EscapedFragment."""
-        if self.raw_fragment and _valid_encoded(self.raw_fragment, FRAGMENT):
-            try:
-                if unescape(self.raw_fragment, FRAGMENT) == self.fragment:
-                    return self.raw_fragment
-            except GoUrlError:
-                pass
+        if _raw_form_holds(self.raw_fragment, self.fragment, FRAGMENT):
+            return self.raw_fragment
         return escape(self.fragment, FRAGMENT)
 
     def string(self) -> str:
@@ -224,6 +216,17 @@ class GoURL:
 
 def _valid_encoded(s: str, mode: int) -> bool:
     return all(c in _VALID_ENCODED_OK or not should_escape(ord(c), mode) for c in s)
+
+
+def _raw_form_holds(raw: str, value: str, mode: int) -> bool:
+    """Go's test in EscapedPath/EscapedFragment: the kept raw form is validly encoded and
+    unescapes to the current value, so it may be printed as is."""
+    if not raw or not _valid_encoded(raw, mode):
+        return False
+    try:
+        return unescape(raw, mode) == value
+    except GoUrlError:
+        return False
 
 
 def _valid_optional_port(port: str) -> bool:

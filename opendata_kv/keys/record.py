@@ -304,14 +304,18 @@ class RecordType:
         parts = [self.head]
         offset = len(self.head)
         for (field_name, field), value in zip(self.fields, values, strict=True):
-            part = self._encode_field(field_name, field, value, offset)
+            part = self._encode_field(field_name, field.encode, value, offset)
             parts.append(part)
             offset += len(part)
         return b"".join(parts)
 
-    def _encode_field(self, field_name: str, field: Field, value: Any, offset: int) -> bytes:
+    def _encode_field(
+        self, field_name: str, encode: Callable[[Any], bytes], value: Any, offset: int
+    ) -> bytes:
+        """`encode(value)` (a field's encode or encode_partial); a KeyEncodeError comes back
+        naming the record, the field and the offset."""
         try:
-            return field.encode(value)
+            return encode(value)
         except KeyEncodeError as exc:
             raise KeyEncodeError(
                 f"{self.name}: field {field_name!r} at offset {offset}: {exc}",
@@ -345,7 +349,7 @@ class RecordType:
         parts = [self.head]
         offset = len(self.head)
         for (field_name, field), value in zip(self.fields, values, strict=False):
-            parts.append(self._encode_field(field_name, field, value, offset))
+            parts.append(self._encode_field(field_name, field.encode, value, offset))
             offset += len(parts[-1])
         if partial is not None:
             if len(values) == len(self._fields):
@@ -355,16 +359,7 @@ class RecordType:
                 raise KeyEncodeError(
                     f"{self.name}: field {field_name!r} ({field.kind}) cannot take a partial value"
                 )
-            try:
-                parts.append(field.encode_partial(partial))
-            except KeyEncodeError as exc:
-                raise KeyEncodeError(
-                    f"{self.name}: field {field_name!r} at offset {offset}: {exc}",
-                    record=self.name,
-                    field=field_name,
-                    value=partial,
-                    offset=offset,
-                ) from None
+            parts.append(self._encode_field(field_name, field.encode_partial, partial, offset))
         return b"".join(parts)
 
     def range(self, *values: Any, partial: Any = None) -> tuple[bytes, bytes | None]:

@@ -215,13 +215,15 @@ class Checkpoints:
         )
         return await self.get(found.id)
 
-    async def delete(self, checkpoint_id: str) -> None:
-        """Delete the checkpoint (id or name); CheckpointError when there is no such one."""
+    async def delete(self, checkpoint_id: str) -> Checkpoint:
+        """Delete the checkpoint (id or name) and return it, so a name's id is known;
+        CheckpointError when there is no such one."""
         found = await self.get(checkpoint_id)
         try:
             await self._admin().delete_checkpoint(found.id)
         except Error as exc:
             raise translate(exc, f"delete checkpoint on {self.where}") from exc
+        return found
 
 
 async def resolve(db_path: str, object_store: Any, ref: str, where: str) -> str:

@@ -84,6 +84,7 @@ async def clone(
     async with Store.open_reader(
         src_url, Schema(), checkpoint=checkpoint, object_store_options=source_options
     ) as reader:
+        checkpoint = reader.checkpoint_id  # the id, also when `checkpoint` was a name
         where = f"clone of {src_url}"
         iterator = await call(
             reader._source.scan_with_options(

@@ -8,7 +8,7 @@ from typing import Any
 
 from slatedb.uniffi import KeyRange
 
-from opendata_kv.errors import InvalidArgumentError
+from opendata_kv.errors import InvalidArgumentError, check_count
 from opendata_kv.store.failures import FOREIGN, call, translate
 from opendata_kv.store.scan import KeySpan, scan_options
 
@@ -18,10 +18,7 @@ MAX_KEYS = 100_000
 
 def check_max_keys(max_keys: int) -> int:
     """An int >= 1, else InvalidArgumentError."""
-    if isinstance(max_keys, bool) or not isinstance(max_keys, int) or max_keys < 1:
-        raise InvalidArgumentError(
-            f"max_keys must be an int >= 1, got {max_keys!r}", field="max_keys", value=max_keys
-        )
+    check_count(max_keys, "max_keys", 1)
     return max_keys
 
 

@@ -28,6 +28,7 @@ from opendata_kv.errors import (
     InvalidArgumentError,
     OpendataKvError,
     StoreError,
+    check_count,
 )
 from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.store.failures import translate
@@ -222,10 +223,7 @@ async def change_batches(
     where: str,
 ) -> AsyncGenerator[list[Change], None]:
     """The feed a WAL file at a time: each list holds the changes of one file (never empty)."""
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise InvalidArgumentError(
-            f"limit must be an int >= 0, got {limit!r}", field="limit", value=limit
-        )
+    check_count(limit, "limit", 0, none_ok=True)
     if poll_interval <= 0:
         raise InvalidArgumentError(
             f"poll_interval must be > 0 seconds, got {poll_interval!r}",

@@ -33,6 +33,7 @@ from opendata_kv.errors import (
     StoreExistsError,
     StoreNotFoundError,
     StoreUnavailableError,
+    check_count,
 )
 from opendata_kv.store.checkpoints import resolve as resolve_checkpoint
 from opendata_kv.store.failures import FOREIGN, call, translate
@@ -49,14 +50,7 @@ _NO_MANIFEST = "failed to find latest"
 
 def check_retries(value: int | None) -> int | None:
     """None (slatedb's default: retry forever) or an int >= 0."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidArgumentError(
-            f"object_store_max_retries must be an int >= 0 or None, got {value!r}",
-            field="object_store_max_retries",
-            value=value,
-        )
+    check_count(value, "object_store_max_retries", 0, none_ok=True, hint=" or None")
     return value
 
 

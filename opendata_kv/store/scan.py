@@ -23,10 +23,11 @@ from slatedb.uniffi import (
 
 from opendata_kv.errors import (
     CursorError,
-    InvalidArgumentError,
     KeyDecodeError,
     OpendataKvError,
     ValueDecodeError,
+    check_choice,
+    check_count,
     show_bytes,
 )
 from opendata_kv.keys import Key, RecordType, Schema, intersect, is_empty, prefix_successor
@@ -68,14 +69,7 @@ ERROR_POLICIES: tuple[ErrorPolicy, ...] = ("raise", "skip", "raw")
 
 def check_error_policy(policy: object) -> ErrorPolicy:
     """Validate an on_error policy name."""
-    for known in ERROR_POLICIES:
-        if policy == known:
-            return known
-    raise InvalidArgumentError(
-        f"on_error must be one of {ERROR_POLICIES}, got {policy!r}",
-        field="on_error",
-        value=policy,
-    )
+    return check_choice(policy, ERROR_POLICIES, "on_error")
 
 
 _KEY = attrgetter("key")
@@ -181,20 +175,8 @@ class Scan(Generic[R]):
         check_expiry: bool = True,
         where: str = "scan",
     ) -> None:
-        if limit is not None and (
-            isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
-        ):
-            raise InvalidArgumentError(
-                f"limit must be an int >= 0 (0 yields nothing) or None, got {limit!r}",
-                field="limit",
-                value=limit,
-            )
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidArgumentError(
-                f"batch_size must be an int >= 1, got {batch_size!r}",
-                field="batch_size",
-                value=batch_size,
-            )
+        check_count(limit, "limit", 0, none_ok=True, hint=" (0 yields nothing) or None")
+        check_count(batch_size, "batch_size", 1)
         self._source = source
         self._spans = list(reversed(spans)) if reverse else list(spans)
         self._schema = schema

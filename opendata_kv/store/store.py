@@ -42,6 +42,7 @@ from opendata_kv.errors import (
     SnapshotGoneError,
     StoreClosedError,
     StoreError,
+    check_count,
 )
 from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.store import feed, ffi_patch
@@ -330,9 +331,10 @@ class Store(ReadView):
         """Give a checkpoint a new lifetime from now (None: keep it until deleted)."""
         return await self._checkpoints().refresh(require_id(checkpoint_id), lifetime)
 
-    async def delete_checkpoint(self, checkpoint_id: str) -> None:
-        """Delete a checkpoint (CheckpointError if the store has none with this id)."""
-        await self._checkpoints().delete(require_id(checkpoint_id))
+    async def delete_checkpoint(self, checkpoint_id: str) -> Checkpoint:
+        """Delete a checkpoint (id or unique name) and return what was deleted
+        (CheckpointError if the store has none with this id)."""
+        return await self._checkpoints().delete(require_id(checkpoint_id))
 
     async def close(self) -> None:
         """Shut the database down (flushing what the writer buffered). Idempotent.
@@ -605,12 +607,7 @@ class Store(ReadView):
         tombstones of records already moved); passes repeat until one finds nothing, which
         also catches old-version records written by others during the migration.
         """
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidArgumentError(
-                f"batch_size must be an int >= 1, got {batch_size!r}",
-                field="batch_size",
-                value=batch_size,
-            )
+        check_count(batch_size, "batch_size", 1)
         db = self._writable()
         current = self.schema.get(name)
         moved = 0

@@ -24,7 +24,7 @@ from opendata_kv.store.opening import READER_TIMEOUT
 from opendata_kv.store.scan import R, RawRecord, Record, Scan
 from opendata_kv.store.schema_arg import SchemaArg
 from opendata_kv.store.store import Batch, Snapshot, Store, Transaction
-from opendata_kv.store.views import MISSING, Bound, Fields, ReadView, Target, TtlArg
+from opendata_kv.store.views import Bound, Fields, ReadView, Target, TtlArg
 from opendata_kv.values import Values
 
 T = TypeVar("T")
@@ -321,11 +321,9 @@ class SyncWriteView(SyncView):
         self, target: RecordType | str, fields: Fields, value: Any, *, ttl: TtlArg = None
     ) -> None: ...
 
-    def put(
-        self, target: Target, fields: Any = MISSING, value: Any = MISSING, *, ttl: TtlArg = None
-    ) -> None:
-        """As Store.put, blocking."""
-        self._loop.run(self._view.put(target, fields, value, ttl=ttl))  # type: ignore[arg-type]
+    def put(self, *args: Any, **options: Any) -> None:
+        """As Store.put, blocking (the overloads above are the typed signature)."""
+        self._loop.run(self._view.put(*args, **options))
 
     def delete(self, target: Target, fields: Fields = None) -> None:
         self._loop.run(self._view.delete(target, fields))
@@ -557,8 +555,8 @@ class SyncStore(SyncWriteView):
     ) -> Checkpoint:
         return self._loop.run(self.store.refresh_checkpoint(checkpoint_id, lifetime))
 
-    def delete_checkpoint(self, checkpoint_id: str) -> None:
-        self._loop.run(self.store.delete_checkpoint(checkpoint_id))
+    def delete_checkpoint(self, checkpoint_id: str) -> Checkpoint:
+        return self._loop.run(self.store.delete_checkpoint(checkpoint_id))
 
 
 async def _await(opening: Any) -> Store:

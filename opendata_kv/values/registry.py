@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from opendata_kv.errors import (
-    InvalidArgumentError,
     SchemaError,
     UnknownVersionError,
     ValueDecodeError,
     ValueEncodeError,
     ValueLimitError,
+    check_choice,
     show_bytes,
 )
 from opendata_kv.keys import Key, RecordType, Schema
@@ -151,11 +151,4 @@ class Values:
 
 def check_policy(policy: object) -> UnknownPolicy:
     """Validate an unknown-version policy name."""
-    for known in UNKNOWN_POLICIES:
-        if policy == known:
-            return known
-    raise InvalidArgumentError(
-        f"on_unknown must be one of {UNKNOWN_POLICIES}, got {policy!r}",
-        field="on_unknown",
-        value=policy,
-    )
+    return check_choice(policy, UNKNOWN_POLICIES, "on_unknown")
