@@ -41,6 +41,13 @@ def vectors() -> Path:
     return vectors_dir()
 
 
+@pytest.fixture(scope="session")
+def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One mypy cache directory for the session (tests/mypykit.py): only the first mypy run
+    checks the standard library stubs and opendata_kv."""
+    return tmp_path_factory.mktemp("mypy-cache")
+
+
 # --- hang guard: a hang fails the test instead of CI ----------------------------------------------
 
 

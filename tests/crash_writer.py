@@ -215,15 +215,21 @@ def serve(url: str, settings: dict[str, Any]) -> int:
         out = line.strip()
         if not out:
             continue
+        # The test holds the FIFO open for reading already: this open does not block, and the
+        # writer owns its write end from its first instant, so a kill at any moment ends the
+        # test's read with EOF.
+        stdout = os.open(out, os.O_WRONLY)
         pid = os.fork()
         if pid == 0:  # the writer: nothing but the database work is left to do
             status = 4
             try:
-                os.dup2(os.open(out, os.O_WRONLY), 1)
+                os.dup2(stdout, 1)
+                os.close(stdout)
                 os.dup2(os.open(out + ".err", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 2)
                 status = asyncio.run(run(url, settings, None, 0.0))
             finally:
                 os._exit(status)
+        os.close(stdout)
         _say("child", pid)
         try:
             while os.waitpid(-1, os.WNOHANG)[0]:  # reap the writers already killed

@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from cli_schema import EVENT, LIKE, LIKE_V3, POST, POST_V2, SCHEMA, VALUES, Post
 from conftest import S3_BUCKET, MotoServer, free_port
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from tcp_proxy import TcpProxy
 
 from opendata_kv import SyncStore
 from opendata_kv.cli.main import main
@@ -44,11 +46,20 @@ def one_error_line(err: str) -> str:
     return lines[0]
 
 
+@pytest.fixture
+def s3_behind_proxy(s3_env: MotoServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[TcpProxy]:
+    """The session's moto server reached through a TcpProxy (AWS_ENDPOINT_URL is the proxy):
+    `proxy.cut("refuse")` stops the endpoint without stopping the shared server."""
+    with TcpProxy(("127.0.0.1", s3_env.port)) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        yield proxy
+
+
 @pytest.mark.s3
 def test_read_commands_fail_fast_naming_endpoint_and_bucket(
-    private_moto: MotoServer, capsys: pytest.CaptureFixture[str]
+    s3_behind_proxy: TcpProxy, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    endpoint = private_moto.endpoint
+    endpoint = s3_behind_proxy.endpoint
     for command in ("dump", "stats"):
         status, out, err = run(capsys, command, "s3://no-such-bucket/db")
         assert status == 1 and out == ""
@@ -64,7 +75,7 @@ def test_read_commands_fail_fast_naming_endpoint_and_bucket(
     line = one_error_line(err)
     assert status == 1 and "no SlateDB database at" in line and f"bucket {S3_BUCKET}" in line
 
-    private_moto.stop()  # now nothing listens on the endpoint
+    s3_behind_proxy.cut("refuse")  # now nothing listens on the endpoint
     status, _, err = run(capsys, "dump", f"s3://{S3_BUCKET}/db")
     line = one_error_line(err)
     assert status == 1 and f"endpoint {endpoint}, bucket {S3_BUCKET}" in line

@@ -238,12 +238,14 @@ def test_evict_after_caps_the_expiry() -> None:
     so the page's own expiry is capped at the eviction time and fetch stops returning it."""
 
     async def body(pages: PageStore) -> None:
-        saved = await pages.save(REQUESTED, CANONICAL, "gone soon", 3600, evict_after=0.05)
-        assert saved.expires_at == saved.fetched_at + datetime.timedelta(milliseconds=50)
+        # 0.5 s, not less: the fetch right after the save must come before the eviction even
+        # on a loaded machine (50 ms was within reach of one scheduling stall)
+        saved = await pages.save(REQUESTED, CANONICAL, "gone soon", 3600, evict_after=0.5)
+        assert saved.expires_at == saved.fetched_at + datetime.timedelta(milliseconds=500)
         forever = await pages.save("https://a.example/", "https://a.example/", "x", evict_after=60)
         assert forever.expires_at == forever.fetched_at + datetime.timedelta(seconds=60)
         assert await pages.fetch(REQUESTED) is not None
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.65)
         assert await pages.fetch(REQUESTED) is None
         assert await pages.fetch(CANONICAL) is None
         assert await pages.fetch("https://a.example/") is not None

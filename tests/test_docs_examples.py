@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from mypykit import mypy_strict
 
 REPO = Path(__file__).resolve().parent.parent
 RUN_SECONDS = 60  # per block; the slowest today takes about a second
-MYPY_SECONDS = 300
 
 _FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)")
 
@@ -137,36 +137,17 @@ def test_example_runs(example: Example, tmp_path: Path) -> None:
         )
 
 
-def test_examples_pass_mypy_strict(tmp_path: Path) -> None:
+def test_examples_pass_mypy_strict(tmp_path: Path, mypy_cache: Path) -> None:
     """One mypy run over every block; each error is reported as document:line."""
     by_module: dict[str, Example] = {}
     for example in EXAMPLES:
         (tmp_path / f"{example.module}.py").write_text(example.source(), encoding="utf-8")
         by_module[example.module] = example
-    env = _env()
-    env["MYPYPATH"] = str(REPO)
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mypy",
-            "--strict",
-            "--config-file",
-            str(REPO / "pyproject.toml"),
-            "--no-error-summary",
-            "--show-error-codes",
-            *sorted(f"{m}.py" for m in by_module),
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=MYPY_SECONDS,
-    )
-    if done.returncode == 0:
+    status, output = mypy_strict(tmp_path, sorted(f"{m}.py" for m in by_module), mypy_cache)
+    if status == 0:
         return
     problems = []
-    for line in (done.stdout + done.stderr).splitlines():
+    for line in output.splitlines():
         module, sep, rest = line.partition(".py:")
         example = by_module.get(module) if sep else None
         problems.append(f"{example.doc}:{rest}" if example else line)

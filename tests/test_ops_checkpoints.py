@@ -145,24 +145,38 @@ async def test_long_follow_latest_scan_while_the_writer_collects_garbage(tmp_pat
     is reading and the garbage collector deletes them. The scan meets the deleted SST,
     re-seeks after its cursor at the newer state, and still yields every key once."""
     path = str(tmp_path / "db")
-    compactor = json.loads(Settings.default().to_json_string())["compactor_options"]
-    compactor["poll_interval"] = "10ms"
-    settings = {"l0_sst_size_bytes": 1 << 20, "compactor_options": compactor}
+    defaults = json.loads(Settings.default().to_json_string())["compactor_options"]
+
+    def compacting_every(interval: str) -> dict[str, Any]:
+        """Settings whose compactor (its scheduler and its worker) looks for work this often."""
+        compactor = json.loads(json.dumps(defaults))
+        compactor["poll_interval"] = interval
+        compactor["worker"]["compactions_poll_interval"] = interval
+        compactor["commit_compacted_interval"] = interval
+        return {"l0_sst_size_bytes": 1 << 20, "compactor_options": compactor}
+
     total = 600  # L0 SSTs of ~300 KB, more than a scan reads ahead: most blocks are read lazily
-    async with Store.open(path, SCHEMA, values=VALUES, settings=settings) as writer:
+    # The first writer never compacts: the scan below starts on its L0 SSTs.
+    async with Store.open(path, SCHEMA, values=VALUES, settings=compacting_every("1h")) as first:
         for start in range(0, total, 100):
-            async with writer.batch() as batch:
+            async with first.batch() as batch:
                 for n in range(start, start + 100):
                     batch.put(like, (n,), {"v": "x" * 3000})
-            await writer.checkpoint()  # flushes the memtable: one more L0 SST
-        for made in await writer.checkpoints():
-            await writer.delete_checkpoint(made.id)
-        admin = AdminBuilder("", opskit_store(path)).build()
-        async with Store.open_reader(path, SCHEMA, values=VALUES, poll_interval=0.05) as reader:
-            read_by_scan = {view.id for view in (await admin.read_manifest(None)).l0}
-            scan = reader.scan("like", batch_size=20)
-            seen = [r.key.n for r in await scan.next_chunk()]
-            for start in range(0, total, 200):  # more L0 SSTs: the compactor merges them all
+            await first.checkpoint()  # flushes the memtable: one more L0 SST
+        for made in await first.checkpoints():
+            await first.delete_checkpoint(made.id)
+    admin = AdminBuilder("", opskit_store(path)).build()
+    async with Store.open_reader(path, SCHEMA, values=VALUES, poll_interval=0.05) as reader:
+        read_by_scan = {view.id for view in (await admin.read_manifest(None)).l0}
+        assert len(read_by_scan) == total // 100
+        scan = reader.scan("like", batch_size=20)
+        seen = [r.key.n for r in await scan.next_chunk()]
+        # The next writer compacts at once (every 10 ms, not the default 5 s: the test waits
+        # for it): it merges the scan's L0 SSTs with the ones it adds.
+        async with Store.open(
+            path, SCHEMA, values=VALUES, settings=compacting_every("10ms")
+        ) as writer:
+            for start in range(0, total, 200):
                 async with writer.batch() as batch:
                     for n in range(start, start + 200):
                         batch.put(like, (n,), {"v": "y" * 3000})

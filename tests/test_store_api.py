@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mypykit import mypy_strict
 from storekit import SCHEMA, VALUES, Post, aio, like, post2
 
 from opendata_kv import RecordType, Schema, Store, SyncStore
@@ -54,10 +55,8 @@ async def test_scans_yield_typed_records_and_raw_rows_apart() -> None:
         assert [type(r) for r in await store.scan_all(on_unknown="skip").to_list()] == [Record]
 
 
-def test_types_check_and_typos_fail_under_mypy(tmp_path: Path) -> None:
+def test_types_check_and_typos_fail_under_mypy(tmp_path: Path, mypy_cache: Path) -> None:
     """`record.key.rkey` type-checks; misspelt keywords and a raw row's key do not."""
-    from mypy import api
-
     source = tmp_path / "client.py"
     source.write_text(
         textwrap.dedent(
@@ -92,9 +91,7 @@ def test_types_check_and_typos_fail_under_mypy(tmp_path: Path) -> None:
             """
         )
     )
-    out, err, status = api.run(
-        ["--strict", "--no-incremental", "--cache-dir", str(tmp_path / "cache"), str(source)]
-    )
+    status, out = mypy_strict(tmp_path, [source.name], mypy_cache)
     lines = [line for line in out.splitlines() if ": error:" in line]
     flagged = {
         line.split(":")[1] for line in lines
@@ -104,7 +101,7 @@ def test_types_check_and_typos_fail_under_mypy(tmp_path: Path) -> None:
         for i, text in enumerate(source.read_text().splitlines())
         if "# E" in text
     }
-    assert flagged == expected, out + err
+    assert flagged == expected, out
     assert status == 1
 
 

@@ -216,19 +216,30 @@ class ForkedWriter(_WriterLines):
         self.pid: int | None = None
         os.mkfifo(out)
         self._out = threading.Thread(target=self._read_fifo, daemon=True)
+        self._fd: int | None = None
 
     def _read_fifo(self) -> None:
-        with open(self.out, encoding="utf-8") as stream:  # blocks until the writer opens it
+        assert self._fd is not None
+        with open(self._fd, encoding="utf-8") as stream:
             self._collect(stream)
 
     def _status(self) -> object:
         return "unknown (a forked writer's status goes to the fork server)"
 
     def go(self) -> None:
-        """Fork the writer: it opens the database at once."""
-        self._out.start()
+        """Fork the writer: it opens the database at once.
+
+        The read end is opened first (non-blocking: there is no writer yet), so the fork
+        server's open of the write end does not block, and the forked writer holds that write
+        end from its first instant: reading starts once the fork is reported, and ends with EOF
+        when the writer dies, whenever the kill lands. (Opening the FIFO in the reader thread
+        and in the writer left a kill before the writer's open with a reader blocked in open().)
+        """
+        self._fd = os.open(self.out, os.O_RDONLY | os.O_NONBLOCK)
         self.started = time.monotonic()
         self.pid = self.server.fork(self.out)
+        os.set_blocking(self._fd, True)  # the writer holds the write end: reads wait for it
+        self._out.start()
 
     def kill(self) -> None:
         """SIGKILL the writer (if it ran) and collect everything it printed."""
@@ -236,12 +247,6 @@ class ForkedWriter(_WriterLines):
             return
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
-        self._out.join(5)
-        if self._out.is_alive():
-            # A kill that lands before the child opened its end of the FIFO leaves our reader
-            # blocked in open() forever: open and close a write end so that it reads EOF.
-            with contextlib.suppress(OSError):
-                os.close(os.open(self.out, os.O_WRONLY | os.O_NONBLOCK))
         self._out.join(60)
         assert not self._out.is_alive(), f"writer {self.pid}: its output never ended"
         err = Path(f"{self.out}.err")

@@ -1,0 +1,40 @@
+"""mypy --strict, in this process, on files a test wrote (docs examples, typing checks).
+
+Every call uses the project's pyproject.toml settings, finds opendata_kv in this checkout and
+shares the session's cache directory (the `mypy_cache` fixture in conftest.py): the first
+call checks the standard library stubs and opendata_kv, later calls only their own files.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from hang_guard import hang_guard
+
+REPO = Path(__file__).resolve().parent.parent
+#: a bound on one run (a cold one takes a few seconds)
+MYPY_SECONDS = 300
+
+
+def mypy_strict(directory: Path, files: Sequence[str], cache_dir: Path) -> tuple[int, str]:
+    """(exit status, output) of mypy --strict on `files`, names relative to `directory` (so
+    its messages say `name.py:LINE: ...`)."""
+    from mypy import api
+
+    options = ["--strict", "--config-file", str(REPO / "pyproject.toml")]
+    options += ["--cache-dir", str(cache_dir), "--no-error-summary", "--show-error-codes"]
+    cwd, mypypath = os.getcwd(), os.environ.get("MYPYPATH")
+    os.chdir(directory)
+    os.environ["MYPYPATH"] = str(REPO)
+    try:
+        with hang_guard(MYPY_SECONDS):
+            out, err, status = api.run([*options, *files])
+    finally:
+        os.chdir(cwd)
+        if mypypath is None:
+            os.environ.pop("MYPYPATH", None)
+        else:
+            os.environ["MYPYPATH"] = mypypath
+    return status, out + err
