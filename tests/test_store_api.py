@@ -33,7 +33,7 @@ from opendata_kv.errors import (
 )
 from opendata_kv.keys import Key
 from opendata_kv.store import RawRecord, Record
-from opendata_kv.store.opening import READER_TIMEOUT
+from opendata_kv.store.opening import READER_TIMEOUT, set_block_cache
 
 UNKNOWN_KEY = b"\x09\xf0stray"  # version 9, record type 0xF: no RecordType owns it
 
@@ -526,3 +526,38 @@ async def test_argument_errors_of_feed_checkpoints_and_codecs_are_opendata_error
     with pytest.raises(ArgumentTypeError, match="not a value codec") as info:
         Values(SCHEMA).register(like, 42)  # type: ignore[arg-type]
     assert isinstance(info.value, TypeError)
+
+
+# --- block cache size (issue 15 item 3) ----------------------------------------------------------
+
+
+@aio
+async def test_cache_bytes_sizes_or_disables_the_block_cache(tmp_path: Path) -> None:
+    calls: list[tuple[str, object]] = []
+
+    class Builder:  # records what set_block_cache asks of a slatedb builder
+        def with_db_cache(self, cache: object, cache_id: int) -> None:
+            calls.append(("cache", cache_id))
+
+        def with_db_cache_disabled(self) -> None:
+            calls.append(("disabled", None))
+
+    for size in (None, 0, 8 << 20):
+        set_block_cache(Builder(), size)
+    assert calls == [("disabled", None), ("cache", 0)]
+    url = tmp_path / "cached"
+    async with Store.open(url, SCHEMA, values=VALUES, cache_bytes=8 << 20) as store:
+        await store.put(post2, ("a", "x"), Post("a"))
+        await store.flush()
+    for size in (0, 1 << 20, None):  # an SST read through each kind of cache
+        async with Store.open_reader(url, SCHEMA, values=VALUES, cache_bytes=size) as reader:
+            assert [tuple(r.key) async for r in reader.scan(post2)] == [("a", "x")]
+            assert await reader.get(post2, ("a", "x")) == Post("a")
+    with SyncStore.open(tmp_path / "sync", SCHEMA, values=VALUES, cache_bytes=0) as sync:
+        sync.put(post2, ("b", "y"), Post("b"))
+        assert sync.get(post2, ("b", "y")) == Post("b")
+    for bad in (-1, True, 1.5, "8MiB"):
+        for opening in (Store.open, Store.open_reader):
+            with pytest.raises(InvalidArgumentError, match="cache_bytes") as raised:
+                await opening(url, SCHEMA, cache_bytes=bad)  # type: ignore[arg-type]
+            assert raised.value.field == "cache_bytes" and raised.value.value == bad

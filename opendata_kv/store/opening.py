@@ -20,8 +20,10 @@ from typing import Any, TypeVar
 from slatedb.uniffi import (
     AdminBuilder,
     DbBuilder,
+    DbCache,
     DbReaderBuilder,
     Error,
+    MokaCacheOptions,
     ReaderMode,
     ReaderOptions,
     Settings,
@@ -115,12 +117,32 @@ async def exists(location: Location, object_store: Any) -> bool:
     return manifest is not None
 
 
+def check_cache_bytes(cache_bytes: object) -> int | None:
+    """Validate a `cache_bytes` argument: None (slatedb's default cache) or an int >= 0."""
+    check_count(cache_bytes, "cache_bytes", 0, none_ok=True, hint=" (0 disables it) or None")
+    return cache_bytes  # type: ignore[return-value]
+
+
+def set_block_cache(builder: Any, cache_bytes: int | None) -> None:
+    """Give a DbBuilder/DbReaderBuilder an in-memory block and metadata cache of
+    `cache_bytes` (slatedb's Moka cache, private to this database: id 0); 0 disables the
+    cache, None keeps slatedb's default."""
+    if cache_bytes is None:
+        return
+    if cache_bytes == 0:
+        builder.with_db_cache_disabled()
+        return
+    options = MokaCacheOptions(max_capacity=cache_bytes, time_to_live=None, time_to_idle=None)
+    builder.with_db_cache(DbCache.new_moka_cache(options), 0)
+
+
 async def open_db(
     location: Location,
     options: Mapping[str, str] | None,
     settings: Mapping[str, Any],
     create_if_missing: bool,
     error_if_exists: bool,
+    cache_bytes: int | None = None,
 ) -> tuple[Any, Any]:
     """The slatedb Db, the writer of the database at `location` (checked for damage that
     slatedb would not notice first: see integrity.py), and the ObjectStore it uses (admin
@@ -143,6 +165,7 @@ async def open_db(
             )
     builder = DbBuilder(location.db_path, object_store)
     builder.with_settings(slatedb_settings(settings))
+    set_block_cache(builder, cache_bytes)
     try:
         return await builder.build(), object_store
     except FOREIGN as exc:
@@ -155,6 +178,7 @@ async def open_reader_db(
     poll_interval: float,
     max_retries: int | None,
     checkpoint: str | None = None,
+    cache_bytes: int | None = None,
 ) -> tuple[Any, Any, str | None]:
     """A slatedb DbReader of the database at `location` (latest state, or the pinned state
     of `checkpoint`, an id or a unique name), its ObjectStore and the checkpoint id: creates
@@ -186,6 +210,7 @@ async def open_reader_db(
             object_store_max_retries=max_retries,
         )
     )
+    set_block_cache(builder, cache_bytes)
     try:
         return await builder.build(), object_store, checkpoint
     except FOREIGN as exc:

@@ -53,6 +53,7 @@ from opendata_kv.store.location import Location, parse_location
 from opendata_kv.store.opening import (
     READER_TIMEOUT,
     bounded,
+    check_cache_bytes,
     check_retries,
     check_seconds,
     open_db,
@@ -124,6 +125,7 @@ class Store(ReadView):
         object_store_options: Mapping[str, str] | None = None,
         check_expiry: bool = True,
         speedup: bool = True,
+        cache_bytes: int | None = None,
     ) -> _Opening:
         """Open the database as its writer: `async with Store.open(...) as s` or
         `s = await Store.open(...)`. A second writer on the same database fences this one.
@@ -146,7 +148,11 @@ class Store(ReadView):
         `check_expiry`: hide records whose TTL has passed (reads fetch each row's expiry);
             False skips that check for stores that never write a TTL (put(ttl=) then fails).
         `speedup`: install the binding byte-copy speed-up (see ffi_patch).
+        `cache_bytes`: size of the in-memory SST block and metadata cache; None (default)
+            keeps slatedb's default cache, 0 disables it. Scans with fill_cache=False leave
+            it alone, so a long scan does not evict what point reads rely on.
         """
+        cache = check_cache_bytes(cache_bytes)
         merged = dict(settings or {})
         retries = check_retries(object_store_max_retries)
         if retries is not None:
@@ -163,6 +169,7 @@ class Store(ReadView):
                 bool(create_if_missing),
                 bool(error_if_exists),
                 check_seconds(timeout, "timeout"),
+                cache,
             )
         )
 
@@ -179,6 +186,7 @@ class Store(ReadView):
         check_expiry: bool = True,
         speedup: bool = True,
         checkpoint: str | None = None,
+        cache_bytes: int | None = None,
     ) -> _Opening:
         """Open read-only through DbReaderBuilder: sees flushed data (refreshed every
         `poll_interval` seconds), never fences the writer, creates and writes nothing (no
@@ -193,7 +201,9 @@ class Store(ReadView):
         collector may delete an SST a long scan still reads (SnapshotGoneError): scan a
         checkpoint for long reads of a busy store. With `checkpoint=ID` it reads that
         checkpoint's pinned state, which never changes (a unique checkpoint name works too).
+        `cache_bytes`: as for Store.open.
         """
+        cache = check_cache_bytes(cache_bytes)
         if checkpoint is not None:
             require_id(checkpoint)
         return _Opening(
@@ -208,6 +218,7 @@ class Store(ReadView):
                 speedup,
                 check_seconds(timeout, "timeout"),
                 checkpoint,
+                cache,
             )
         )
 
@@ -699,13 +710,21 @@ async def _open_writer(
     create_if_missing: bool,
     error_if_exists: bool,
     timeout: float | None,
+    cache_bytes: int | None = None,
 ) -> Store:
     schema, values = as_schema(schema_arg, values)
     if speedup:
         ffi_patch.install()
     location = parse_location(url)
     db, object_store = await bounded(
-        open_db(location, object_store_options, settings, create_if_missing, error_if_exists),
+        open_db(
+            location,
+            object_store_options,
+            settings,
+            create_if_missing,
+            error_if_exists,
+            cache_bytes,
+        ),
         timeout,
         location,
         object_store_options,
@@ -727,6 +746,7 @@ async def _open_reader(
     speedup: bool,
     timeout: float | None,
     checkpoint: str | None,
+    cache_bytes: int | None = None,
 ) -> Store:
     schema, values = as_schema(schema_arg, values)
     if speedup:
@@ -734,7 +754,12 @@ async def _open_reader(
     location = parse_location(url)
     reader, object_store, checkpoint_id = await bounded(
         open_reader_db(
-            location, object_store_options, poll_interval, object_store_max_retries, checkpoint
+            location,
+            object_store_options,
+            poll_interval,
+            object_store_max_retries,
+            checkpoint,
+            cache_bytes,
         ),
         timeout,
         location,

@@ -359,6 +359,7 @@ class SyncStore(SyncWriteView):
         object_store_options: Mapping[str, str] | None = None,
         check_expiry: bool = True,
         speedup: bool = True,
+        cache_bytes: int | None = None,
     ) -> SyncStore:
         """Open as the writer; the arguments are Store.open's."""
         return cls._start(
@@ -375,6 +376,7 @@ class SyncStore(SyncWriteView):
                 object_store_options=object_store_options,
                 check_expiry=check_expiry,
                 speedup=speedup,
+                cache_bytes=cache_bytes,
             ),
         )
 
@@ -391,6 +393,7 @@ class SyncStore(SyncWriteView):
         object_store_options: Mapping[str, str] | None = None,
         check_expiry: bool = True,
         speedup: bool = True,
+        cache_bytes: int | None = None,
     ) -> SyncStore:
         """Open read-only; the arguments are Store.open_reader's."""
         return cls._start(
@@ -405,6 +408,7 @@ class SyncStore(SyncWriteView):
                 object_store_options=object_store_options,
                 check_expiry=check_expiry,
                 speedup=speedup,
+                cache_bytes=cache_bytes,
             ),
         )
 
