@@ -44,7 +44,6 @@ from opendata_kv.store.integrity import (
     wal_sequence_problems,
 )
 from opendata_kv.store.location import Location, parse_location
-from opendata_kv.store.opening import READER_TIMEOUT, describe
 from opendata_kv.store.objects import (
     Listing,
     compactions_name,
@@ -53,6 +52,7 @@ from opendata_kv.store.objects import (
     manifest_ssts,
     wal_name,
 )
+from opendata_kv.store.opening import READER_TIMEOUT, describe
 
 #: Rows per next_batch of the checksum scan, and the seconds one batch may take.
 SCAN_BATCH = 1024
