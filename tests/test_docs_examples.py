@@ -2,8 +2,9 @@
 
 Each block is written to a module padded with blank lines so that its line numbers are the
 markdown file's: a traceback or a mypy error points at the document line. Blocks run one per
-subprocess (a fresh interpreter, a temporary working directory, a time bound); mypy checks all
-of them in one invocation. A block that is not meant to run on its own is not ```python: use
+process (forked from a warm interpreter by tests/example_runner.py: run as `python BLOCK.py`
+would, in a temporary working directory, with a time bound); mypy checks all of them in one
+invocation. A block that is not meant to run on its own is not ```python: use
 ```text or ```sh.
 """
 
@@ -13,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,29 +114,48 @@ def test_extract_keeps_document_line_numbers() -> None:
         extract("t.md", "\n```python\nx = 1\n")
 
 
+@pytest.fixture(scope="module")
+def runner() -> Iterator[subprocess.Popen[str]]:
+    """tests/example_runner.py: each block runs in a fresh process forked from it."""
+    process = subprocess.Popen(
+        [sys.executable, str(REPO / "tests" / "example_runner.py")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=_env(),
+        text=True,
+    )
+    assert process.stdout is not None and process.stdin is not None
+    try:
+        assert process.stdout.readline() == "ready\n"
+        yield process
+    finally:
+        process.stdin.close()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+        process.stdout.close()
+
+
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.where for e in EXAMPLES])
-def test_example_runs(example: Example, tmp_path: Path) -> None:
+def test_example_runs(example: Example, tmp_path: Path, runner: subprocess.Popen[str]) -> None:
     script = tmp_path / f"{example.module}.py"
     script.write_text(example.source(), encoding="utf-8")
     work = tmp_path / "cwd"
     work.mkdir()
-    try:
-        done = subprocess.run(
-            [sys.executable, str(script)],
-            cwd=work,
-            env=_env(),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=RUN_SECONDS,
-        )
-    except subprocess.TimeoutExpired:
+    assert runner.stdin is not None and runner.stdout is not None
+    runner.stdin.write(f"{script}\t{work}\t{RUN_SECONDS}\n")
+    runner.stdin.flush()
+    reply = runner.stdout.readline()
+    if reply == "timeout\n":
         pytest.fail(f"{example.where}: still running after {RUN_SECONDS} s", pytrace=False)
-    if done.returncode != 0:
-        trace = done.stderr.replace(str(script), example.doc)
-        pytest.fail(
-            f"{example.where}: the example exits {done.returncode}\n{trace}", pytrace=False
-        )
+    assert reply.startswith("status "), f"the example runner ended: {reply!r}"
+    returncode = int(reply.split()[1])
+    if returncode != 0:
+        stderr = Path(f"{script}.err").read_text(encoding="utf-8", errors="replace")
+        trace = stderr.replace(str(script), example.doc)
+        pytest.fail(f"{example.where}: the example exits {returncode}\n{trace}", pytrace=False)
 
 
 def test_examples_pass_mypy_strict(tmp_path: Path, mypy_cache: Path) -> None:

@@ -26,8 +26,8 @@ DEFAULT_TIMEOUT = 10.0
 DEFAULT_RETRIES = 0
 
 
-def read_limit_args(parser: argparse.ArgumentParser) -> None:
-    """--timeout and --retries, for commands that read a database."""
+def read_limit_args(parser: argparse.ArgumentParser, *, retries: bool = True) -> None:
+    """--timeout and (unless `retries` is False) --retries, for commands that read a database."""
     parser.add_argument(
         "--timeout",
         type=timeout_arg,
@@ -39,6 +39,8 @@ def read_limit_args(parser: argparse.ArgumentParser) -> None:
             "request"
         ),
     )
+    if not retries:
+        return
     parser.add_argument(
         "--retries",
         type=retries_arg,

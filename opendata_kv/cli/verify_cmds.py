@@ -7,7 +7,8 @@ import argparse
 import sys
 
 from opendata_kv.cli.common import EXIT_BAD_INPUT, EXIT_OK, add_json_flag, emit_json
-from opendata_kv.cli.db_args import database_arg
+from opendata_kv.cli.db_args import database_arg, read_limit_args
+from opendata_kv.cli.db_read import ReadLimits
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,14 +26,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     verify.add_argument("db", metavar="DB", type=database_arg, help="database directory or URL")
+    read_limit_args(verify, retries=False)  # its reads never retry: damage shows at once
     add_json_flag(verify)
     verify.set_defaults(handler=run_verify)
 
 
 def run_verify(args: argparse.Namespace) -> int:
+    from opendata_kv.store.location import parse_location
     from opendata_kv.store.verifier import verify
 
-    report = verify(args.db)
+    limits = ReadLimits.from_args(args)
+    report = verify(
+        args.db,
+        object_store_options=limits.object_store_options(parse_location(args.db)),
+        timeout=limits.timeout,
+    )
     if args.json:
         emit_json(report.as_json())
     else:

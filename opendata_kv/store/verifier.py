@@ -32,6 +32,7 @@ from slatedb.uniffi import (
     SlateDbWalReader,
 )
 
+from opendata_kv.errors import StoreUnavailableError
 from opendata_kv.store.failures import FOREIGN, object_named, one_line, translate
 from opendata_kv.store.integrity import (
     WAL_READ_TIMEOUT,
@@ -51,6 +52,7 @@ from opendata_kv.store.objects import (
     manifest_ssts,
     wal_name,
 )
+from opendata_kv.store.opening import READER_TIMEOUT, describe
 
 #: Rows per next_batch of the checksum scan, and the seconds one batch may take.
 SCAN_BATCH = 1024
@@ -296,10 +298,40 @@ async def _scan(location: Location, object_store: Any, report: VerifyReport) -> 
                 await reader.shutdown()
 
 
+class _BoundedAdmin:
+    """slatedb's Admin with every call bounded: against a dead endpoint or a missing bucket
+    each call would otherwise retry without end, and verify must not hang."""
+
+    def __init__(self, admin: Any, timeout: float | None, where: str) -> None:
+        self._admin, self._timeout, self._where = admin, timeout, where
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._admin, name)
+
+        async def call(*args: Any) -> Any:
+            if self._timeout is None:
+                return await method(*args)
+            try:
+                return await asyncio.wait_for(method(*args), self._timeout)
+            except asyncio.TimeoutError:
+                raise StoreUnavailableError(
+                    f"verify {self._where}: {name} had no answer within {self._timeout:g} s; "
+                    "check the location, the bucket and that the endpoint is up, or allow "
+                    "more time (timeout=, --timeout)"
+                ) from None
+
+        return call
+
+
 async def verify_async(
-    url: str | os.PathLike[str], *, object_store_options: Mapping[str, str] | None = None
+    url: str | os.PathLike[str],
+    *,
+    object_store_options: Mapping[str, str] | None = None,
+    timeout: float | None = READER_TIMEOUT,
 ) -> VerifyReport:
-    """Check every object of the database at `url` (see the module docstring); never writes."""
+    """Check every object of the database at `url` (see the module docstring); never writes.
+    `timeout` bounds each manifest and compactions read (None: no bound); a call that
+    overruns raises StoreUnavailableError naming the location, bucket and endpoint."""
     location = parse_location(url)
     report = VerifyReport(str(location))
     object_store = location.object_store(object_store_options)
@@ -309,7 +341,11 @@ async def verify_async(
             f"{location.scheme}:// objects cannot be listed through the binding: missing ids, "
             "empty files and sizes are not checked"
         )
-    admin = AdminBuilder(location.db_path, object_store).build()
+    admin = _BoundedAdmin(
+        AdminBuilder(location.db_path, object_store).build(),
+        timeout,
+        describe(location, object_store_options),
+    )
     decoded = await _manifests(admin, listing, report)
     report.checked["manifests"] = len(decoded)
     if not decoded:
@@ -338,10 +374,12 @@ async def verify_async(
 
 
 def verify(
-    url: str | os.PathLike[str], *, object_store_options: Mapping[str, str] | None = None
+    url: str | os.PathLike[str],
+    *,
+    object_store_options: Mapping[str, str] | None = None,
+    timeout: float | None = READER_TIMEOUT,
 ) -> VerifyReport:
     """verify_async, blocking (on a private event loop, so it works inside a running one)."""
+    checking = verify_async(url, object_store_options=object_store_options, timeout=timeout)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(
-            asyncio.run, verify_async(url, object_store_options=object_store_options)
-        ).result()
+        return pool.submit(asyncio.run, checking).result()
