@@ -310,7 +310,7 @@ async def _scan_vs_hand(
 async def _bench_durability(label: str, url: str, count: int) -> None:
     """Latency of one 100 B put: accepted, + flush(), + await_durable() (raw binding)."""
     location = parse_location(url)
-    db = await DbBuilder(location.path, location.object_store()).build()
+    db = await DbBuilder(location.path, location.object_store(create=True)).build()
     results = []
     try:
         for mode in ("put", "put+flush", "put+await_durable"):
