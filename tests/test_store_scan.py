@@ -3,6 +3,8 @@ reverse, limit, and cursors that resume exactly where a scan stopped."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 from collections.abc import Iterator
 from typing import Any
@@ -207,3 +209,49 @@ def test_cursor_resume_equals_uninterrupted_scan(
         cursor = page.cursor
         assert cursor == got[-1]
     assert resumed == expected
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    steps=st.lists(
+        st.one_of(
+            st.integers(1, 5).map(lambda n: ("for", n)),
+            st.integers(1, 7).map(lambda n: ("chunk", n)),
+            st.just(("anext", 1)),
+            st.just(("has_more", 0)),
+        ),
+        max_size=12,
+    ),
+    batch_size=st.integers(1, 9),
+)
+def test_async_for_mixed_with_next_chunk_anext_and_has_more(
+    steps: list[tuple[str, int]], batch_size: int
+) -> None:
+    """Every way of taking records from one scan, interleaved, yields each record once in
+    order, and `cursor` is always the last one taken."""
+
+    async def run() -> None:
+        async with Store.open("memory://mixed", SCHEMA, values=VALUES) as store:
+            for n in range(23):
+                await store.put(like, (n,), {"n": n})
+            scan = store.scan(like, batch_size=batch_size)
+            rows = aiter(scan)
+            taken: list[Any] = []
+            for op, n in steps:
+                if op == "for":
+                    async for record in rows:
+                        taken.append(record)
+                        if len(taken) % n == 0:
+                            break
+                elif op == "chunk":
+                    taken += await scan.next_chunk(n)
+                elif op == "anext":
+                    with contextlib.suppress(StopAsyncIteration):
+                        taken.append(await scan.__anext__())
+                else:
+                    assert await scan.has_more() == (len(taken) < 23)
+                assert scan.cursor == (taken[-1].raw_key if taken else None)
+            taken += [record async for record in rows]
+            assert [r.key.n for r in taken] == list(range(23))
+
+    asyncio.run(run())

@@ -233,13 +233,18 @@ class Scan(Generic[R]):
         """The rows of `async for`; reads the position each step, so next_chunk() and
         __anext__() may be mixed with it."""
         while True:
-            pos = self._pos
             buffer = self._buffer
-            if pos < len(buffer):
+            pos = self._pos
+            end = len(buffer)
+            while pos < end:
                 self._pos = pos + 1
                 yield buffer[pos]
-            elif not await self._fill():
-                return
+                if self._buffer is not buffer:  # next_chunk() or has_more() refilled it
+                    break
+                pos = self._pos
+            else:
+                if not await self._fill():
+                    return
 
     async def __anext__(self) -> R:
         # no attribute writes besides the position
