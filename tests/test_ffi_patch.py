@@ -308,6 +308,116 @@ def test_broken_row_reader_fails_the_self_check(monkeypatch: pytest.MonkeyPatch)
     assert_unpatched()
 
 
+# --- the read side as columns: what typed scans use instead of KeyValue rows ----------------------
+
+
+def read_columns(raw: bytes) -> Any:
+    """Read raw buffer bytes with the columns reader (a pure function of the buffer)."""
+    reader = ffi_patch._make_columns_reader(binding)
+
+    class Converter:
+        read = staticmethod(reader)
+
+    return ffikit.read(Converter, raw)
+
+
+@settings(max_examples=60)
+@given(rows=key_values)
+def test_columns_reader_reads_what_the_generated_reader_reads(rows: list[Any]) -> None:
+    raw = ffikit.lower(Rows, rows)
+    keys, values, expires = read_columns(raw)
+    assert keys == [row.key for row in rows]
+    assert values == [row.value for row in rows]
+    assert expires == [row.expire_ts for row in rows]
+
+
+@settings(max_examples=60)
+@given(rows=key_values.filter(bool), cut=st.integers(1, 40), flag=st.integers(2, 255))
+def test_columns_reader_rejects_truncated_and_malformed_buffers(
+    rows: list[Any], cut: int, flag: int
+) -> None:
+    raw = ffikit.lower(Rows, rows)
+    with pytest.raises(binding.InternalError):
+        read_columns(raw[: max(0, len(raw) - cut)])
+    first = rows[0]
+    flag_at = 4 + 4 + len(first.key) + 4 + len(first.value) + 16
+    with pytest.raises(binding.InternalError):
+        read_columns(raw[:flag_at] + bytes([flag]) + raw[flag_at + 1 :])
+    with pytest.raises(binding.InternalError):  # a key length past the end
+        read_columns(raw[:4] + struct.pack(">i", len(raw)) + raw[8:])
+
+
+def test_columns_are_offered_only_for_the_bindings_iterator_while_patched() -> None:
+    async def main() -> None:
+        db = await binding.DbBuilder("columns-for", binding.ObjectStore.resolve("memory:///")).build()
+        try:
+            everything = binding.KeyRange(
+                start=None, start_inclusive=True, end=None, end_inclusive=False
+            )
+            iterator = await db.scan(everything)
+            assert ffi_patch.columns_for(iterator) is None  # not installed
+            assert ffi_patch.install()
+            assert ffi_patch.columns_for(object()) is None  # not a DbIterator
+            assert ffi_patch.columns_for(iterator) is not None
+            ffi_patch.uninstall()
+            assert ffi_patch.columns_for(iterator) is None
+        finally:
+            await db.shutdown()
+
+    asyncio.run(main())
+
+
+def test_columns_by_batch_match_next_batch_on_a_memory_db() -> None:
+    rows = {b"k%04d" % i: bytes([i % 256]) * (i % 300) for i in range(700)}
+
+    async def main() -> None:
+        assert ffi_patch.install()
+        db = await binding.DbBuilder("columns-db", binding.ObjectStore.resolve("memory:///")).build()
+        try:
+            batch = binding.WriteBatch()
+            for key, value in rows.items():
+                batch.put(key, value)
+            await db.write(batch)
+            ttl = binding.PutOptions(ttl=binding.Ttl.EXPIRE_AFTER_MILLIS(60_000))
+            await db.put_with_options(b"k9999", b"ttl", ttl, binding.WriteOptions())
+            everything = binding.KeyRange(
+                start=None, start_inclusive=True, end=None, end_inclusive=False
+            )
+            expected = await (await db.scan(everything)).next_batch(1000)
+            next_columns = ffi_patch.columns_for(await db.scan(everything))
+            assert next_columns is not None
+            keys: list[bytes] = []
+            values: list[bytes] = []
+            expires: list[int | None] = []
+            for size in (0, 1, 64, 1000, 5):
+                k, v, e = await next_columns(size)
+                assert len(k) == len(v) == len(e) <= size
+                keys += k
+                values += v
+                expires += e
+            assert keys == [row.key for row in expected] == [*rows, b"k9999"]
+            assert values == [row.value for row in expected]
+            assert expires == [row.expire_ts for row in expected]
+            assert expires[-1] is not None and expires[:-1] == [None] * len(rows)
+        finally:
+            await db.shutdown()
+
+    asyncio.run(main())
+
+
+def test_broken_columns_reader_fails_the_self_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    make_reader = ffi_patch._make_columns_reader
+
+    def broken(binding_module: Any) -> Any:
+        reader = make_reader(binding_module)
+        return lambda buf: tuple(column[::-1] for column in reader(buf))
+
+    monkeypatch.setattr(ffi_patch, "_make_columns_reader", broken)
+    assert ffi_patch.install() is False
+    assert ffi_patch.status().reason.startswith("self-check failed, originals restored")
+    assert ffi_patch.columns_for(object()) is None and ffi_patch._columns == (None, None)
+
+
 # --- the real thing ------------------------------------------------------------------------------
 
 

@@ -3,6 +3,8 @@ error), the batch key decoder it sits on, and put_many streaming into batches.""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -15,6 +17,7 @@ from storekit import aio
 from opendata_kv import RecordType, Schema, Store
 from opendata_kv import fields as F
 from opendata_kv.errors import KeyDecodeError, ValueDecodeError
+from opendata_kv.store import ffi_patch
 from opendata_kv.store.scan import DECODE_CHUNK, RawRecord
 
 num = RecordType("num", 1, [("n", F.u64)])
@@ -139,6 +142,71 @@ async def test_on_error_policies(good: int, bad_keys: list[bytes], bad_values: l
         # scan_all: the same policy for rows of every record type
         all_rows = await store.scan_all(on_error="skip").to_list()
         assert [r.raw_key for r in all_rows] == good_keys
+
+
+ROW_KINDS = st.sampled_from(["good", "bad value", "expired", "expires later"])
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    rows=st.lists(st.tuples(st.integers(0, 400), ROW_KINDS), max_size=80, unique_by=lambda r: r[0]),
+    batch_size=st.integers(1, 300),
+    on_error=st.sampled_from(["skip", "raw"]),
+    reverse=st.booleans(),
+)
+def test_columns_and_row_objects_yield_the_same_records(
+    rows: list[tuple[int, str]], batch_size: int, on_error: Any, reverse: bool
+) -> None:
+    """Typed scans take batches as columns (ffi_patch.columns_for) and fall back to KeyValue
+    rows when the patch is off or the iterator is not the binding's: both paths yield the same
+    records, drop rows whose TTL has passed (slatedb still returns them before a flush) and
+    handle undecodable rows alike."""
+    now_ms = int(time.time() * 1000)
+    by_kind: dict[str, set[int]] = {}
+    for n, kind in rows:
+        by_kind.setdefault(kind, set()).add(n)
+
+    async def scan(columns: bool) -> tuple[list[Any], int, int]:
+        offered = 0
+        real = ffi_patch.columns_for
+
+        def columns_for(iterator: Any) -> Any:
+            nonlocal offered
+            found = real(iterator) if columns else None
+            offered += found is not None
+            return found
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(ffi_patch, "columns_for", columns_for)
+            async with Store.open("memory://paths", SCHEMA) as store:
+                async with store.batch() as batch:
+                    for n, kind in rows:
+                        if kind == "good":
+                            batch.put(num, (n,), _value(n))
+                        elif kind == "bad value":
+                            batch.put_raw(num.encode(n), b"\x92\x01")  # a 2-array holding 1
+                        else:
+                            at = now_ms - 1000 if kind == "expired" else now_ms + 3_600_000
+                            batch.put_raw(num.encode(n), msgpack.packb(_value(n)), expire_at=at)
+                found = store.scan(num, batch_size=batch_size, on_error=on_error, reverse=reverse)
+                got = [
+                    (type(r).__name__, r.raw_key, r.value, type(getattr(r, "error", None)))
+                    async for r in found
+                ]
+                return got, found.failed, offered
+
+    with_columns, failed, offered = asyncio.run(scan(columns=True))
+    with_rows, failed_rows, offered_rows = asyncio.run(scan(columns=False))
+    assert with_columns == with_rows and failed == failed_rows
+    assert offered >= 1 and offered_rows == 0
+    live = sorted(by_kind.get("good", set()) | by_kind.get("expires later", set()))
+    bad = by_kind.get("bad value", set())
+    shown = sorted(live + (sorted(bad) if on_error == "raw" else []), reverse=reverse)
+    assert [num.decode(raw_key).n for _, raw_key, _, _ in with_columns] == shown
+    assert failed == len(bad)
+    for kind, raw_key, value, _ in with_columns:
+        n = num.decode(raw_key).n
+        assert (kind, value) == (("RawRecord", b"\x92\x01") if n in bad else ("Record", _value(n)))
 
 
 @aio

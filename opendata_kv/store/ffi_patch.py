@@ -15,6 +15,11 @@ byte loop with ``ctypes.memmove``.
   the scan/get row readers, one precompiled ``struct`` layout per row;
 - ``_UniffiFfiConverterSequenceTypeRowEntry.read``: the change feed's WAL row reader, likewise.
 
+It also adds, replacing nothing, ``columns_for(iterator)``: the iterator's next batch lifted
+as three lists (keys, values, expire_ts) by repeating next_batch's FFI call with a reader of
+its own. Typed scans use it and so build no KeyValue object per row; the generated next_batch,
+the async driver and the buffer lift it repeats are among the hashed sources below.
+
 Guards:
 
 - It patches only when the installed distribution is in the 0.17 series *and* the source of
@@ -40,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import functools
 import hashlib
 import importlib.metadata
 import inspect
@@ -48,14 +54,16 @@ import os
 import struct
 import textwrap
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Final
 
 __all__ = [
     "ENV_DISABLE",
+    "Columns",
     "PatchStatus",
+    "columns_for",
     "install",
     "status",
     "uninstall",
@@ -109,6 +117,18 @@ KNOWN_SOURCE_SHA256: Final[dict[str, str]] = {
         "325d3e4a8d9c403a0b7019cd142371d82af1bb3df5c98053dc2f5c035705b1f1"
     ),
     "RowEntry.__init__": "20ffbbaff7108e73f2d6508d8001510f5377a6bcf686c965267fda4bf9aebcf2",
+    # next_columns (the typed scan's batch call) repeats next_batch's FFI steps with its own
+    # lift: the method, the async driver and the buffer lift it mirrors must be these.
+    "DbIterator.next_batch": "0eb4d86d41eced35ab8b6865aad9eaa64d56d9ffc541e3ccfaee5ecb693aa392",
+    "_uniffi_rust_call_async": (
+        "1fa6d2e8b917543dc5c99228f82669b57b387012de1c514b5b5294d58f906fbd"
+    ),
+    "_UniffiConverterRustBuffer.lift": (
+        "e0db0693c0562941c52d1a1e53d03714e505f0df44a3d5adbedc433dafecb8ba"
+    ),
+    "_UniffiRustBuffer.consume_with_stream": (
+        "40657127be73f58270e8cf6649649624f1f80f6181280d817ef435e96a22eb87"
+    ),
 }
 
 #: the generated functions install() replaces (owner.attribute), as the docstring lists them
@@ -134,6 +154,9 @@ _ROWS_CONVERTER: Final = "_UniffiFfiConverterSequenceTypeKeyValue"
 _ROW_CONVERTER: Final = "_UniffiFfiConverterTypeKeyValue"
 _WAL_ROWS_CONVERTER: Final = "_UniffiFfiConverterSequenceTypeRowEntry"
 
+#: One scan batch as columns: the keys, the values and each row's expire_ts (None: no TTL).
+Columns = tuple[list[bytes], list[bytes], list[int | None]]
+
 
 @dataclass(frozen=True)
 class PatchStatus:
@@ -153,6 +176,8 @@ _lock = threading.Lock()
 _status = PatchStatus(False, "install() not called yet")
 _patched: list[tuple[Any, str, Any]] | None = None  # (class, attribute, original) per patch
 _self_check_failure: str | None = None
+#: (next_columns, DbIterator) while the patch is applied, else (None, None)
+_columns: tuple[Callable[[Any, int], Awaitable[Columns]] | None, Any] = (None, None)
 _warned = False
 
 
@@ -252,9 +277,12 @@ def _binding_mismatch(binding: ModuleType) -> str | None:
     if not callable(getattr(rust_buffer, "reserve", None)):
         return "binding has no _UniffiRustBuffer.reserve"
     for qualname, expected in KNOWN_SOURCE_SHA256.items():
-        owner_name, attr = qualname.split(".", 1)
-        owner = getattr(binding, owner_name, None)
-        function = owner.__dict__.get(attr) if isinstance(owner, type) else None
+        if "." in qualname:
+            owner_name, attr = qualname.split(".", 1)
+            owner = getattr(binding, owner_name, None)
+            function = owner.__dict__.get(attr) if isinstance(owner, type) else None
+        else:  # a module-level function
+            function = getattr(binding, qualname, None)
         if function is None:
             return f"binding has no {qualname}"
         function = getattr(function, "__func__", function)  # classmethod / staticmethod
@@ -528,6 +556,96 @@ def _make_wal_rows_reader(binding: ModuleType) -> Callable[[Any, Any], list[Any]
     return read_rows
 
 
+def _make_columns_reader(binding: ModuleType) -> Callable[[Any], Columns]:
+    """read(stream) of a list of KeyValue rows as three columns (keys, values, expire_ts)
+    instead of KeyValue objects: the row reader's layout and checks, without an object and
+    a dict per row (0.5 against 1.4 µs/row for rows plus three attribute passes, measured
+    on 1,024 rows of 10 B keys and 40 B values)."""
+    internal_error = binding.InternalError
+    i32 = struct.Struct(">i").unpack_from
+    i64 = struct.Struct(">q").unpack_from
+
+    def read_columns(buf: Any) -> Columns:
+        start, end = buf.offset, buf.len
+        data: bytes = buf.data[start:end]
+        size = end - start
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        expires: list[int | None] = []
+        add_key, add_value, add_expire = keys.append, values.append, expires.append
+        try:
+            (count,) = i32(data, 0)
+            if count < 0:
+                raise internal_error("Unexpected negative sequence length")
+            pos = 4
+            for _ in range(count):
+                (n,) = i32(data, pos)
+                pos += 4
+                stop = pos + n
+                if n < 0 or stop > size:
+                    raise internal_error("byte string length past the end of the rust buffer")
+                add_key(data[pos:stop])
+                (n,) = i32(data, stop)
+                pos = stop + 4
+                stop = pos + n
+                if n < 0 or stop > size:
+                    raise internal_error("byte string length past the end of the rust buffer")
+                add_value(data[pos:stop])
+                flag = data[stop + 16]  # after the u64 seq and the i64 create_ts
+                if flag == 0:
+                    add_expire(None)
+                    pos = stop + 17
+                elif flag == 1:
+                    add_expire(i64(data, stop + 17)[0])
+                    pos = stop + 25
+                else:
+                    raise internal_error("Unexpected flag byte for optional type")
+        except (struct.error, IndexError):
+            raise internal_error("read past end of rust buffer") from None
+        buf.offset = start + pos
+        return keys, values, expires
+
+    return read_columns
+
+
+def _make_next_columns(
+    binding: ModuleType, read_columns: Callable[[Any], Columns]
+) -> Callable[[Any, int], Awaitable[Columns]]:
+    """next_columns(iterator, max): DbIterator.next_batch's FFI call (same Rust function, poll,
+    complete, free and error conversion) with the rows lifted by `read_columns`."""
+    lib = binding._UniffiLib
+    call_async = binding._uniffi_rust_call_async
+    start = lib.uniffi_slatedb_uniffi_fn_method_dbiterator_next_batch
+    poll = lib.ffi_slatedb_uniffi_rust_future_poll_rust_buffer
+    complete = lib.ffi_slatedb_uniffi_rust_future_complete_rust_buffer
+    free = lib.ffi_slatedb_uniffi_rust_future_free_rust_buffer
+    errors = binding._UniffiFfiConverterTypeError
+
+    def lift(rbuf: Any) -> Columns:
+        with rbuf.consume_with_stream() as stream:
+            return read_columns(stream)
+
+    async def next_columns(iterator: Any, max: int) -> Columns:
+        if type(max) is not int or not 0 <= max < 1 << 32:
+            raise ValueError(f"u32 requires 0 <= value < 4294967296, got {max!r}")
+        columns: Columns = await call_async(
+            start(iterator._uniffi_clone_handle(), max), poll, complete, free, lift, errors
+        )
+        return columns
+
+    return next_columns
+
+
+def columns_for(iterator: Any) -> Callable[[int], Awaitable[Columns]] | None:
+    """`next(max)` giving the iterator's next batch as columns (keys, values, expire_ts), or
+    None when the patch is off or `iterator` is not the binding's DbIterator (then use
+    next_batch). Scans use it to skip building a KeyValue object per row."""
+    next_columns, iterator_type = _columns
+    if next_columns is None or type(iterator) is not iterator_type:
+        return None
+    return functools.partial(next_columns, iterator)
+
+
 def _apply(binding: ModuleType) -> None:
     global _patched
     builder = binding._UniffiRustBufferBuilder
@@ -545,10 +663,13 @@ def _apply(binding: ModuleType) -> None:
     _patched = [(owner, name, owner.__dict__[name]) for owner, name, _ in replacements]
     for owner, name, method in replacements:
         setattr(owner, name, method)
+    global _columns
+    _columns = (_make_next_columns(binding, _make_columns_reader(binding)), binding.DbIterator)
 
 
 def _restore() -> None:
-    global _patched
+    global _patched, _columns
+    _columns = (None, None)
     if _patched is None:
         return
     for owner, name, original in _patched:
@@ -642,6 +763,7 @@ def _check_rows_reader(binding: ModuleType, samples: tuple[bytes, ...]) -> None:
     """The fast row reader must return what the generated reader returns, to the byte."""
     rows_converter = getattr(binding, _ROWS_CONVERTER)
     original = next(o for owner, name, o in _patched or () if owner is rows_converter)
+    read_columns = _make_columns_reader(binding)
     key_value = binding.KeyValue
     for count in (0, 1, len(samples)):
         rows = [
@@ -660,14 +782,22 @@ def _check_rows_reader(binding: ModuleType, samples: tuple[bytes, ...]) -> None:
                 fast = rows_converter.read(stream)
             with lowered.read_with_stream() as stream:
                 slow = original.__func__(rows_converter, stream)
+            with lowered.read_with_stream() as stream:
+                columns = read_columns(stream)
         finally:
             lowered.free()
         if fast != slow or fast != rows:
             raise AssertionError(f"fast row reader disagrees with the generated one ({count} rows)")
+        if columns != _as_columns(rows):
+            raise AssertionError(f"columns reader disagrees with the generated one ({count} rows)")
     optional = binding._UniffiFfiConverterOptionalTypeKeyValue
     for row in (None, *rows[:3]):
         if optional.lift(optional.lower(row)) != row:
             raise AssertionError("fast single-row reader disagrees with the row written")
+
+
+def _as_columns(rows: list[Any]) -> Columns:
+    return [r.key for r in rows], [r.value for r in rows], [r.expire_ts for r in rows]
 
 
 def _check_wal_rows_reader(binding: ModuleType, samples: tuple[bytes, ...]) -> None:
@@ -745,9 +875,18 @@ async def _db_round_trip(binding: ModuleType) -> None:
             start=None, start_inclusive=True, end=None, end_inclusive=False
         )
         iterator = await db.scan(everything)
-        scanned = {row.key: row.value for row in await iterator.next_batch(4 * len(rows))}
+        batch_rows = await iterator.next_batch(4 * len(rows))
+        scanned = {row.key: row.value for row in batch_rows}
         expected = {**rows, **{b"b" + key: value for key, value in rows.items()}}
         if scanned != expected:
             raise AssertionError("Db scan returned other keys or values")
+        next_columns = columns_for(await db.scan(everything))
+        if next_columns is None:
+            raise AssertionError("no columns reader for the binding's own DbIterator")
+        got = [await next_columns(5), await next_columns(4 * len(rows)), await next_columns(5)]
+        if got[0] != _as_columns(batch_rows[:5]) or got[1] != _as_columns(batch_rows[5:]):
+            raise AssertionError("Db scan by columns returned other rows than next_batch")
+        if got[2] != ([], [], []):
+            raise AssertionError("Db scan by columns did not end where next_batch ended")
     finally:
         await db.shutdown()

@@ -31,6 +31,7 @@ from opendata_kv.errors import (
     show_bytes,
 )
 from opendata_kv.keys import Key, RecordType, Schema, intersect, is_empty, prefix_successor
+from opendata_kv.store import ffi_patch
 from opendata_kv.store.failures import FOREIGN, translate
 from opendata_kv.values import RawCodec, UnknownPolicy, Values
 
@@ -74,6 +75,7 @@ def check_error_policy(policy: object) -> ErrorPolicy:
 
 _KEY = attrgetter("key")
 _VALUE = attrgetter("value")
+_EXPIRE = attrgetter("expire_ts")
 _DECODE_ERRORS = (KeyDecodeError, ValueDecodeError)
 
 #: rows decoded at a time for `async for` (see Scan._fill)
@@ -116,17 +118,23 @@ _OPTIONS = {
 }
 
 
-def live_rows(rows: list[Any]) -> list[Any]:
-    """`rows` without those whose TTL has passed (slatedb 0.17 returns them until a flush or
-    compaction drops them; see ReadView)."""
+def as_columns(rows: list[Any]) -> ffi_patch.Columns:
+    """KeyValue rows as the columns (keys, values, expire_ts) the scan works on."""
+    return list(map(_KEY, rows)), list(map(_VALUE, rows)), list(map(_EXPIRE, rows))
+
+
+def live_columns(
+    keys: list[bytes], values: list[bytes], expires: list[int | None]
+) -> tuple[list[bytes], list[bytes]]:
+    """The keys and values of the rows whose TTL has not passed (slatedb 0.17 returns expired
+    rows until a flush or compaction drops them; see ReadView). No TTL at all is one C pass."""
+    if expires.count(None) == len(expires):
+        return keys, values
     now = time.time_ns() // 1_000_000
-    for kv in rows:
-        expire = kv.expire_ts
-        if expire is not None and expire <= now:
-            break
-    else:
-        return rows
-    return [kv for kv in rows if kv.expire_ts is None or kv.expire_ts > now]
+    live = [i for i, expire in enumerate(expires) if expire is None or expire > now]
+    if len(live) == len(keys):
+        return keys, values
+    return [keys[i] for i in live], [values[i] for i in live]
 
 
 def check_cursor(spans: list[KeySpan], cursor: bytes, where: str) -> None:
@@ -200,8 +208,12 @@ class Scan(Generic[R]):
         self._where = where
         self._span_index = 0
         self._iterator: Any = None
-        self._decode_rows: Callable[[list[Any]], list[Any]] | None = None
-        self._rows: list[Any] = []  # fetched KeyValue rows, decoded from _row_pos on
+        # the open iterator's batch call as columns (ffi_patch), None: next_batch + as_columns
+        self._next_columns: Callable[[int], Awaitable[ffi_patch.Columns]] | None = None
+        self._decode_rows: Callable[[list[bytes], list[bytes]], list[Any]] | None = None
+        # fetched keys and values of live rows, decoded from _row_pos on
+        self._keys: list[bytes] = []
+        self._data: list[bytes] = []
         self._row_pos = 0
         self._last_read: bytes | None = None  # key of the last row fetched (for _reseek)
         self._buffer: list[R] = []
@@ -311,6 +323,7 @@ class Scan(Generic[R]):
                 start=lo, start_inclusive=lo_inclusive, end=hi, end_inclusive=False
             )
             self._iterator = await self._source.scan_with_options(key_range, self._options)
+            self._next_columns = ffi_patch.columns_for(self._iterator)
             self._decode_rows = self._row_decoder(span.record_type, lo, hi)
             return True
         return False
@@ -323,7 +336,7 @@ class Scan(Generic[R]):
             self._buffer, self._pos = [], 0
         if self._last_read is not None:
             self._after = self._last_read
-        self._rows, self._row_pos = [], 0
+        self._keys, self._data, self._row_pos = [], [], 0
         self._span_index -= 1
         self._iterator = None
 
@@ -337,13 +350,17 @@ class Scan(Generic[R]):
         the CPU cache; decoding a whole batch ahead cost ~1 µs/row more on a 1M-row scan.
         """
         while True:
-            rows = self._rows
+            keys = self._keys
             start = self._row_pos
-            if start < len(rows):
-                end = len(rows) if whole else start + DECODE_CHUNK
+            total = len(keys)
+            if start < total:
+                end = total if whole else min(total, start + DECODE_CHUNK)
                 self._row_pos = end
                 assert self._decode_rows is not None
-                records = self._decode_rows(rows[start:end] if start or end < len(rows) else rows)
+                if start or end < total:
+                    records = self._decode_rows(keys[start:end], self._data[start:end])
+                else:
+                    records = self._decode_rows(keys, self._data)
                 if self._remaining is not None:
                     self._remaining -= len(records)
                 if records:
@@ -360,8 +377,10 @@ class Scan(Generic[R]):
             try:  # opening a span reads ahead too, so a vanished SST can show at either step
                 if self._iterator is None and not await self._open_next_span():
                     return False
-                assert self._iterator is not None
-                rows = await self._iterator.next_batch(want)
+                if self._next_columns is not None:
+                    keys, values, expires = await self._next_columns(want)
+                else:
+                    keys, values, expires = as_columns(await self._iterator.next_batch(want))
             except FOREIGN as exc:
                 if self.on_gone is None or not object_gone(exc):
                     raise translate(exc, self._where) from exc
@@ -370,18 +389,18 @@ class Scan(Generic[R]):
                 self._reseek()
                 continue
             self._batch = min(self._batch * 2, self._max_batch)
-            if not rows:
-                self._iterator = None
+            if not keys:
+                self._iterator = self._next_columns = None
                 continue
-            self._last_read = rows[-1].key
+            self._last_read = keys[-1]
             if self._check_expiry:
-                rows = live_rows(rows)
-            self._rows, self._row_pos = rows, 0
+                keys, values = live_columns(keys, values, expires)
+            self._keys, self._data, self._row_pos = keys, values, 0
 
     def _row_decoder(
         self, record_type: RecordType | None, lo: bytes | None = None, hi: bytes | None = None
-    ) -> Callable[[list[Any]], list[Any]]:
-        """A function decoding a batch of KeyValue rows, compiled once per span.
+    ) -> Callable[[list[bytes], list[bytes]], list[Any]]:
+        """A function decoding a batch of rows (their keys and values), compiled once per span.
 
         The fast path decodes the whole batch with a few C-level passes: the keys through
         RecordType.decode_many, the values through the codec's `fast_decode` (which may raise
@@ -411,38 +430,35 @@ class Scan(Generic[R]):
         raw_values = isinstance(codec, RawCodec)
         slow = self._decode_one
 
-        def fast(rows: list[Any]) -> list[Record]:
-            raw_keys = list(map(_KEY, rows))
+        def fast(raw_keys: list[bytes], data: list[bytes]) -> list[Record]:
             keys = decode_keys(raw_keys, prefixed=prefixed)
-            data = list(map(_VALUE, rows))
             if not raw_values:
                 data = decode_values(data)
             if upgrade is not None:
                 data = list(map(upgrade, data))
             return list(map(new, repeat(Record), zip(keys, data, raw_keys, strict=True)))
 
-        def decode(rows: list[Any]) -> list[Record]:
+        def decode(raw_keys: list[bytes], data: list[bytes]) -> list[Record]:
             try:
-                return fast(rows)
+                return fast(raw_keys, data)
             except Exception:
                 pass
             out: list[Record] = []
-            for kv in rows:
-                record = slow(record_type, kv)
+            for key, value in zip(raw_keys, data, strict=True):
+                record = slow(record_type, key, value)
                 if record is not None:
                     out.append(record)
             return out
 
         return decode
 
-    def _decode_one(self, record_type: RecordType, kv: Any) -> Any:
+    def _decode_one(self, record_type: RecordType, key: bytes, value: bytes) -> Any:
         """One row decoded on the reference path; a failure goes to the on_error policy
         (raise, skip: None, raw: a RawRecord holding the error)."""
-        key = kv.key
         try:
             return Record(
                 record_type.decode(key),
-                self._values.decode(record_type, key, kv.value, upgrade=self._upgrade),
+                self._values.decode(record_type, key, value, upgrade=self._upgrade),
                 key,
             )
         except _DECODE_ERRORS as exc:
@@ -451,25 +467,24 @@ class Scan(Generic[R]):
             self.failed += 1
             self.last_error = exc
             if self._on_error == "raw":
-                return RawRecord(key, kv.value, key, exc)
+                return RawRecord(key, value, key, exc)
             return None
 
-    def _decode_dispatch(self, rows: list[Any]) -> list[Any]:
+    def _decode_dispatch(self, keys: list[bytes], data: list[bytes]) -> list[Any]:
         """Decode rows of a mixed range: each key's prefix picks its RecordType."""
         out: list[Any] = []
         schema, values = self._schema, self._values
         slow = self._decode_one
-        for kv in rows:
-            key = kv.key
+        for key, value in zip(keys, data, strict=True):
             record_type = schema.try_record_type_of(key)
             if record_type is None:
                 if self._on_unknown == "skip":
                     continue
                 if self._on_unknown == "raw":
-                    out.append(RawRecord(key, kv.value, key))
+                    out.append(RawRecord(key, value, key))
                     continue
                 raise values.unknown(key)
-            record = slow(record_type, kv)
+            record = slow(record_type, key, value)
             if record is not None:
                 out.append(record)
         return out
