@@ -270,19 +270,26 @@ def test_fast_row_reader_reads_what_the_generated_reader_reads(rows: list[Any]) 
     assert read_rows(raw) == expected == rows
 
 
+@pytest.mark.parametrize("reader", ["rows", "columns"])
 @settings(max_examples=60)
 @given(rows=key_values.filter(bool), cut=st.integers(1, 40), flag=st.integers(2, 255))
-def test_fast_row_reader_rejects_truncated_and_malformed_buffers(
-    rows: list[Any], cut: int, flag: int
+def test_fast_readers_reject_truncated_and_malformed_buffers(
+    reader: str, rows: list[Any], cut: int, flag: int
 ) -> None:
+    """The row reader and the columns reader refuse a buffer cut short, an optional flag
+    other than 0/1 and a key length past the end, as the generated reader does."""
     raw = ffikit.lower(Rows, rows)
     assert ffi_patch.install(db_check=False)
-    with pytest.raises(binding.InternalError):
-        read_rows(raw[: max(0, len(raw) - cut)])
+    read = read_rows if reader == "rows" else read_columns
     first = rows[0]
     flag_at = 4 + 4 + len(first.key) + 4 + len(first.value) + 16
-    with pytest.raises(binding.InternalError):
-        read_rows(raw[:flag_at] + bytes([flag]) + raw[flag_at + 1 :])
+    for bad in (
+        raw[: max(0, len(raw) - cut)],
+        raw[:flag_at] + bytes([flag]) + raw[flag_at + 1 :],
+        raw[:4] + struct.pack(">i", len(raw)) + raw[8:],
+    ):
+        with pytest.raises(binding.InternalError):
+            read(bad)
 
 
 @settings(max_examples=30)
@@ -328,22 +335,6 @@ def test_columns_reader_reads_what_the_generated_reader_reads(rows: list[Any]) -
     assert keys == [row.key for row in rows]
     assert values == [row.value for row in rows]
     assert expires == [row.expire_ts for row in rows]
-
-
-@settings(max_examples=60)
-@given(rows=key_values.filter(bool), cut=st.integers(1, 40), flag=st.integers(2, 255))
-def test_columns_reader_rejects_truncated_and_malformed_buffers(
-    rows: list[Any], cut: int, flag: int
-) -> None:
-    raw = ffikit.lower(Rows, rows)
-    with pytest.raises(binding.InternalError):
-        read_columns(raw[: max(0, len(raw) - cut)])
-    first = rows[0]
-    flag_at = 4 + 4 + len(first.key) + 4 + len(first.value) + 16
-    with pytest.raises(binding.InternalError):
-        read_columns(raw[:flag_at] + bytes([flag]) + raw[flag_at + 1 :])
-    with pytest.raises(binding.InternalError):  # a key length past the end
-        read_columns(raw[:4] + struct.pack(">i", len(raw)) + raw[8:])
 
 
 def test_columns_are_offered_only_for_the_bindings_iterator_while_patched() -> None:

@@ -437,13 +437,23 @@ def _make_fast_methods(binding: ModuleType) -> tuple[Callable[..., None], Callab
     return write, _pack_into
 
 
+def _list_count(data: bytes, internal_error: type[Exception]) -> int:
+    """The i32 row count that opens a lifted list (struct.error when the buffer is shorter)."""
+    (count,) = _I32(data, 0)
+    if count < 0:
+        raise internal_error("Unexpected negative sequence length")
+    return int(count)
+
+
+_I32 = struct.Struct(">i").unpack_from
+
+
 def _make_list_reader(
     parse_row: Callable[[bytes, int, int], tuple[Any, int]], internal_error: type[Exception]
 ) -> Callable[[Any, Any], list[Any]]:
     """A list converter's `read`: an i32 count, then rows `parse_row(data, pos, size)` reads
     (returning the row and the next position), all from one bytes copy of the buffer; a read
     past its end is the generated code's InternalError."""
-    i32 = struct.Struct(">i").unpack_from
 
     def read_rows(cls: Any, buf: Any) -> list[Any]:
         start, end = buf.offset, buf.len
@@ -452,11 +462,8 @@ def _make_list_reader(
         rows: list[Any] = []
         append = rows.append
         try:
-            (count,) = i32(data, 0)
-            if count < 0:
-                raise internal_error("Unexpected negative sequence length")
             pos = 4
-            for _ in range(count):
+            for _ in range(_list_count(data, internal_error)):
                 row, pos = parse_row(data, pos, size)
                 append(row)
         except (struct.error, IndexError):
@@ -621,11 +628,8 @@ def _make_columns_reader(binding: ModuleType) -> Callable[[Any], Columns]:
         expires: list[int | None] = []
         add_key, add_value, add_expire = keys.append, values.append, expires.append
         try:
-            (count,) = i32(data, 0)
-            if count < 0:
-                raise internal_error("Unexpected negative sequence length")
             pos = 4
-            for _ in range(count):
+            for _ in range(_list_count(data, internal_error)):
                 (n,) = i32(data, pos)
                 pos += 4
                 stop = pos + n
