@@ -214,6 +214,54 @@ async def test_ttl_expires_from_get_and_scan(store_url: str) -> None:
         assert await store.get(like, (1,)) == "back"
 
 
+@pytest.mark.parametrize("speedup", [True, False], ids=["point-reader", "get_key_value"])
+def test_rows_past_their_ttl_read_as_absent_in_every_view(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, speedup: bool
+) -> None:
+    """get / exists / get_raw on the store, a snapshot, a transaction and a reader hide a row
+    whose expire_ts has passed, whether the row comes through ffi_patch's point reader or the
+    binding's get_key_value. The clock the expiry check reads is moved, not waited for."""
+    from opendata_kv.store import ffi_patch, views
+
+    async def read_all(view: Any, now_ms: int) -> list[Any]:
+        monkeypatch.setattr(views.time, "time_ns", lambda: now_ms * 1_000_000)
+        try:
+            return [
+                await view.get(like, (1,)),
+                await view.get(like, (2,), default="gone"),
+                await view.exists(like, (2,)),
+                await view.get_raw(like.encode(2)),
+                await view.get(like, (3,), default="never"),
+            ]
+        finally:
+            monkeypatch.undo()
+
+    async def main() -> None:
+        path = tmp_path / "db"
+        async with Store.open(path, SCHEMA, speedup=speedup) as store:
+            if not speedup:
+                ffi_patch.uninstall()
+            await store.put(like, (1,), "forever")
+            await store.put(like, (2,), "an hour", ttl=3600)
+            await store.flush()
+            assert (ffi_patch.row_reader_for(store._source) is not None) is speedup
+            now = time.time_ns() // 1_000_000
+            async with (
+                Store.open_reader(path, SCHEMA, speedup=speedup) as reader,
+                store.snapshot() as snap,
+                store.transaction() as tx,
+            ):
+                for view in (store, snap, tx, reader):
+                    live = await read_all(view, now)
+                    assert live[:2] == ["forever", "an hour"] and live[2] is True, view
+                    assert live[3] is not None and live[4] == "never", view
+                    later = await read_all(view, now + 2 * 3600 * 1000)
+                    assert later == ["forever", "gone", False, None, "never"], view
+        ffi_patch.install()
+
+    asyncio.run(main())
+
+
 @aio
 async def test_check_expiry_off_refuses_ttl_writes() -> None:
     async with Store.open("memory://nottl", SCHEMA, check_expiry=False) as store:

@@ -20,6 +20,12 @@ as three lists (keys, values, expire_ts) by repeating next_batch's FFI call with
 its own. Typed scans use it and so build no KeyValue object per row; the generated next_batch,
 the async driver and the buffer lift it repeats are among the hashed sources below.
 
+And ``row_reader_for(source)``: ``get_key_value(key)`` of a Db, DbReader, DbSnapshot or
+DbTransaction as ``(value, expire_ts)`` (None: no row), by repeating that method's FFI call
+with the key lowered in one allocation and the row read without a KeyValue object or a
+stream. Typed point reads use it (a ~10-15 us saving on a ~90 us local get); the four
+methods, the key's lowering and the optional-row reader it imitates are hashed too.
+
 Guards:
 
 - It patches only when the installed distribution is in the 0.17 series *and* the source of
@@ -63,8 +69,11 @@ __all__ = [
     "ENV_DISABLE",
     "Columns",
     "PatchStatus",
+    "PointRow",
+    "RowReader",
     "columns_for",
     "install",
+    "row_reader_for",
     "status",
     "uninstall",
 ]
@@ -129,6 +138,30 @@ KNOWN_SOURCE_SHA256: Final[dict[str, str]] = {
     "_UniffiRustBuffer.consume_with_stream": (
         "40657127be73f58270e8cf6649649624f1f80f6181280d817ef435e96a22eb87"
     ),
+    # row_reader_for (typed point reads) repeats get_key_value's FFI steps: the four methods,
+    # the optional-row layout it reads and the key lowering (one i32 length + the bytes, in a
+    # buffer from alloc) it imitates must be these.
+    "Db.get_key_value": "b288898a4443463e2a048fea8d047d08af9ae3109d578fb993e844bdab0edbb9",
+    "DbReader.get_key_value": "47db2ac34b875d39b9e6e204a6a71c48b70076d5532a528ddfbe626037ddfed5",
+    "DbSnapshot.get_key_value": (
+        "6686301d49cf9c68787a4b55afc5c50894332a4012973097ef908589f2b7feb6"
+    ),
+    "DbTransaction.get_key_value": (
+        "05101da53d6d57a1f53b7c031fb9cdf7f28acc0e89b50e91977e37ae2c7b5b65"
+    ),
+    "_UniffiFfiConverterOptionalTypeKeyValue.read": (
+        "2b4fef338c141230b937801a699e5326e4ebd422812a6bc345ad1301855d497d"
+    ),
+    "_UniffiConverterRustBuffer.lower": (
+        "199b675782654e65db27a066f46be5c9adba8c91d54eb519c58968dd71ef5275"
+    ),
+    "_UniffiFfiConverterBytes.write": (
+        "304a746e1bba31183113701d2f22f3cfdae95c35ae3b54486cee3fc75169a175"
+    ),
+    "_UniffiFfiConverterBytes.check_lower": (
+        "977ff9aed0342f625267aadfea6bb9ecca1fc5bc4835d6d163ba32050269837a"
+    ),
+    "_UniffiRustBuffer.alloc": "45a0f758b06b705d5202c20266b77516a4eac091b738d86dd293b41fc67b889f",
 }
 
 #: the generated functions install() replaces (owner.attribute), as the docstring lists them
@@ -156,6 +189,18 @@ _WAL_ROWS_CONVERTER: Final = "_UniffiFfiConverterSequenceTypeRowEntry"
 
 #: One scan batch as columns: the keys, the values and each row's expire_ts (None: no TTL).
 Columns = tuple[list[bytes], list[bytes], list[int | None]]
+#: One point read: the row's value and expire_ts (None: no TTL), or None when there is no row.
+PointRow = tuple[bytes, int | None] | None
+#: read(source, key): source.get_key_value(key) as a PointRow
+RowReader = Callable[[Any, bytes], Awaitable[PointRow]]
+
+#: the binding classes with a get_key_value(key) method, and that method's Rust function
+_POINT_SOURCES: Final = {
+    "Db": "uniffi_slatedb_uniffi_fn_method_db_get_key_value",
+    "DbReader": "uniffi_slatedb_uniffi_fn_method_dbreader_get_key_value",
+    "DbSnapshot": "uniffi_slatedb_uniffi_fn_method_dbsnapshot_get_key_value",
+    "DbTransaction": "uniffi_slatedb_uniffi_fn_method_dbtransaction_get_key_value",
+}
 
 
 @dataclass(frozen=True)
@@ -178,6 +223,8 @@ _patched: list[tuple[Any, str, Any]] | None = None  # (class, attribute, origina
 _self_check_failure: str | None = None
 #: (next_columns, DbIterator) while the patch is applied, else (None, None)
 _columns: tuple[Callable[[Any, int], Awaitable[Columns]] | None, Any] = (None, None)
+#: source class -> its RowReader while the patch is applied, else empty
+_row_readers: dict[type, RowReader] = {}
 _warned = False
 
 
@@ -650,6 +697,130 @@ def columns_for(iterator: Any) -> Callable[[int], Awaitable[Columns]] | None:
     return functools.partial(next_columns, iterator)
 
 
+def _make_key_lowerer(binding: ModuleType) -> Callable[[bytes], Any]:
+    """lower(key): what ``_UniffiFfiConverterBytes.lower`` makes of a bytes key (a Rust buffer
+    holding its i32 length and its bytes), from one alloc and one memmove instead of the
+    builder's alloc, writes and context managers. Anything unusual goes to the generated one."""
+    generated = binding._UniffiFfiConverterBytes.lower
+    alloc = binding._UniffiRustBuffer.alloc
+    memmove = ctypes.memmove
+    addressof = ctypes.addressof
+    pack_size = struct.Struct(">i").pack
+
+    def lower_key(key: bytes) -> Any:
+        size = len(key)
+        if key.__class__ is not bytes or size > _MAX_KEY_BYTES:
+            return generated(key)
+        rbuf = alloc(size + 4)
+        if rbuf.capacity < size + 4:  # never the case for Rust's alloc; stay exact anyway
+            rbuf.free()
+            return generated(key)
+        memmove(addressof(rbuf.data.contents), pack_size(size) + key, size + 4)
+        rbuf.len = size + 4
+        return rbuf
+
+    return lower_key
+
+
+#: keys longer than this take the generated lowering (slatedb's own key limit is 64 KiB)
+_MAX_KEY_BYTES: Final = 1 << 20
+
+
+def _make_point_lift(binding: ModuleType) -> Callable[[Any], PointRow]:
+    """lift(rbuf) of an optional KeyValue (get_key_value's result) as (value, expire_ts), or
+    None for no row: the layout, checks and errors of the generated optional reader with the
+    patched row reader, the buffer freed as consume_with_stream frees it, no object built."""
+    internal_error = binding.InternalError
+    i32 = struct.Struct(">i").unpack_from
+    i64 = struct.Struct(">q").unpack_from
+
+    def lift(rbuf: Any) -> PointRow:
+        try:
+            size = rbuf.len
+            data: bytes = rbuf.data[0:size]
+            row: PointRow = None
+            try:
+                flag = data[0]
+                if flag == 1:
+                    (n,) = i32(data, 1)  # the key: skipped
+                    pos = 5 + n
+                    if n < 0 or pos > size:
+                        raise internal_error("byte string length past the end of the rust buffer")
+                    (n,) = i32(data, pos)
+                    pos += 4
+                    stop = pos + n
+                    if n < 0 or stop > size:
+                        raise internal_error("byte string length past the end of the rust buffer")
+                    value = data[pos:stop]
+                    flag = data[stop + 16]  # after the u64 seq and the i64 create_ts
+                    if flag == 0:
+                        row, pos = (value, None), stop + 17
+                    elif flag == 1:
+                        row, pos = (value, i64(data, stop + 17)[0]), stop + 25
+                    else:
+                        raise internal_error("Unexpected flag byte for optional type")
+                elif flag == 0:
+                    pos = 1
+                else:
+                    raise internal_error("Unexpected flag byte for optional type")
+            except (struct.error, IndexError):
+                raise internal_error("read past end of rust buffer") from None
+            if pos != size:
+                raise RuntimeError(
+                    f"junk data left in buffer at end of consume_with_stream {size - pos}"
+                )
+            return row
+        finally:
+            rbuf.free()
+
+    return lift
+
+
+def _make_row_readers_by_source(
+    binding: ModuleType,
+    lower_key: Callable[[bytes], Any],
+    lift: Callable[[Any], PointRow],
+) -> dict[type, RowReader]:
+    """For each binding class with get_key_value: read(source, key) making that method's FFI
+    call (same Rust function, poll, complete, free and error conversion) with `lower_key` and
+    `lift`. A key that is not bytes goes through the generated method (its checks, its errors)."""
+    lib = binding._UniffiLib
+    call_async = binding._uniffi_rust_call_async
+    poll = lib.ffi_slatedb_uniffi_rust_future_poll_rust_buffer
+    complete = lib.ffi_slatedb_uniffi_rust_future_complete_rust_buffer
+    free = lib.ffi_slatedb_uniffi_rust_future_free_rust_buffer
+    errors = binding._UniffiFfiConverterTypeError
+
+    def reader(start: Callable[[int, Any], int]) -> RowReader:
+        async def read(source: Any, key: bytes) -> PointRow:
+            if key.__class__ is not bytes:
+                kv = await source.get_key_value(key)
+                return None if kv is None else (kv.value, kv.expire_ts)
+            row: PointRow = await call_async(
+                start(source._uniffi_clone_handle(), lower_key(key)),
+                poll,
+                complete,
+                free,
+                lift,
+                errors,
+            )
+            return row
+
+        return read
+
+    return {
+        getattr(binding, owner): reader(getattr(lib, function))
+        for owner, function in _POINT_SOURCES.items()
+    }
+
+
+def row_reader_for(source: Any) -> RowReader | None:
+    """`read(source, key)` giving ``source.get_key_value(key)`` as (value, expire_ts), or None
+    when there is no row; None itself when the patch is off or `source` is not one of the
+    binding's Db, DbReader, DbSnapshot or DbTransaction (then call get_key_value)."""
+    return _row_readers.get(source.__class__)
+
+
 def _apply(binding: ModuleType) -> None:
     global _patched
     builder = binding._UniffiRustBufferBuilder
@@ -669,11 +840,15 @@ def _apply(binding: ModuleType) -> None:
         setattr(owner, name, method)
     global _columns
     _columns = (_make_next_columns(binding, _make_columns_reader(binding)), binding.DbIterator)
+    _row_readers.update(
+        _make_row_readers_by_source(binding, _make_key_lowerer(binding), _make_point_lift(binding))
+    )
 
 
 def _restore() -> None:
     global _patched, _columns
     _columns = (None, None)
+    _row_readers.clear()
     if _patched is None:
         return
     for owner, name, original in _patched:
@@ -759,6 +934,7 @@ def _self_check(binding: ModuleType, db_check: bool) -> None:
         raise AssertionError("bytes converter lower/lift round trip failed")
     _check_rows_reader(binding, samples)
     _check_wal_rows_reader(binding, samples)
+    _check_point_reads(binding, samples)
     if db_check:
         _run_isolated(_db_round_trip(binding))
 
@@ -834,6 +1010,39 @@ def _check_wal_rows_reader(binding: ModuleType, samples: tuple[bytes, ...]) -> N
             raise AssertionError(f"fast WAL row reader disagrees with the generated one ({count})")
 
 
+def _check_point_reads(binding: ModuleType, samples: tuple[bytes, ...]) -> None:
+    """The key lowering must write the generated lowering's bytes, and the point lift must
+    read back each optional row the binding lowers as (value, expire_ts)."""
+    if set(_row_readers) != {getattr(binding, owner) for owner in _POINT_SOURCES}:
+        raise AssertionError("no point reader for some get_key_value source")
+    lower_key = _make_key_lowerer(binding)
+    generated = binding._UniffiFfiConverterBytes.lower
+    for index, sample in enumerate(samples):
+        fast, slow = lower_key(sample), generated(sample)
+        try:
+            same = fast.data[0 : fast.len] == slow.data[0 : slow.len]
+        finally:
+            fast.free()
+            slow.free()
+        if not same:
+            raise AssertionError(f"key lowering differs from the generated one (sample {index})")
+    lift = _make_point_lift(binding)
+    optional = binding._UniffiFfiConverterOptionalTypeKeyValue
+    for index, value in enumerate((None, *samples)):
+        row = None
+        if value is not None:
+            row = binding.KeyValue(
+                key=value[-300:],
+                value=value,
+                seq=index,
+                create_ts=-index,
+                expire_ts=None if index % 2 else (1 << 62) + index,
+            )
+        got = lift(optional.lower(row))
+        if got != (None if row is None else (row.value, row.expire_ts)):
+            raise AssertionError(f"point lift disagrees with the row written (sample {index})")
+
+
 def _run_isolated(coroutine: Any) -> None:
     """Run a coroutine to completion on a private loop in a worker thread.
 
@@ -892,5 +1101,32 @@ async def _db_round_trip(binding: ModuleType) -> None:
             raise AssertionError("Db scan by columns returned other rows than next_batch")
         if got[2] != ([], [], []):
             raise AssertionError("Db scan by columns did not end where next_batch ended")
+        await _check_point_reads_on(binding, db, [*rows, b"b" + next(iter(rows)), b"missing"])
     finally:
         await db.shutdown()
+
+
+async def _check_point_reads_on(binding: ModuleType, db: Any, keys: list[bytes]) -> None:
+    """row_reader_for agrees with get_key_value on a Db, a snapshot and a transaction, for
+    present and absent keys and for a row with a TTL."""
+    ttl = binding.PutOptions(ttl=binding.Ttl.EXPIRE_AFTER_MILLIS(3_600_000))
+    await db.put_with_options(b"ttl", b"expiring", ttl, binding.WriteOptions())
+    snapshot = await db.snapshot()
+    transaction = await db.begin(binding.IsolationLevel.SNAPSHOT)
+    try:
+        for source in (db, snapshot, transaction):
+            read = row_reader_for(source)
+            if read is None:
+                raise AssertionError(f"no point reader for the binding's {type(source).__name__}")
+            for key in (*keys, b"ttl"):
+                kv = await source.get_key_value(key)
+                want = None if kv is None else (kv.value, kv.expire_ts)
+                if await read(source, key) != want:
+                    raise AssertionError(
+                        f"point read of {key[:12]!r} on {type(source).__name__} returned "
+                        "another row than get_key_value"
+                    )
+            if (await read(source, b"ttl") or (b"", None))[1] is None:
+                raise AssertionError("point read lost the expire_ts of a row with a TTL")
+    finally:
+        await transaction.rollback()
