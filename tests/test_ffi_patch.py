@@ -37,7 +37,7 @@ def pristine(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def assert_unpatched() -> None:
-    assert ffi_patch._row_readers == {}
+    assert ffi_patch._row_readers == {} and ffi_patch._value_readers == {}
     assert Builder.__dict__["write"] is ORIGINAL_WRITE
     assert Builder.__dict__["_pack_into"] is ORIGINAL_PACK_INTO
     assert Rows.__dict__["read"] is ORIGINAL_ROWS_READ
@@ -411,6 +411,7 @@ def test_broken_columns_reader_fails_the_self_check(monkeypatch: pytest.MonkeyPa
 # --- point reads: get_key_value as (value, expire_ts), what typed gets use ----------------------
 
 OptionalRow: Any = binding._UniffiFfiConverterOptionalTypeKeyValue
+OptionalBytes: Any = binding._UniffiFfiConverterOptionalBytes
 POINT_SOURCES = ("Db", "DbReader", "DbSnapshot", "DbTransaction")
 
 
@@ -469,6 +470,25 @@ def test_point_lift_reads_what_the_generated_optional_reader_reads(
         assert point == ("ok", None if row is None else (row.value, row.expire_ts))
 
 
+@settings(max_examples=150)
+@given(value=st.none() | st.binary(max_size=3000), how=mutations)
+@example(value=None, how=("set", 0, 2))
+@example(value=b"", how=("junk", 0, 0))
+@example(value=b"abc", how=("set", 1, 0x80))  # a negative length
+def test_value_lift_reads_what_the_generated_optional_bytes_reader_reads(
+    value: bytes | None, how: tuple[str, int, int] | None
+) -> None:
+    """get's result, optional bytes, as written or damaged like the rows above: the same
+    bytes or the same exception class as the generated reader."""
+    raw = ffikit.lower(OptionalBytes, value)
+    if how is not None:
+        raw = mutated(raw, how)
+    point = lift_outcome(ffi_patch._make_value_lift(binding), raw)
+    assert point == lift_outcome(OptionalBytes.lift, raw)
+    if how is None:
+        assert point == ("ok", value)
+
+
 @settings(max_examples=100)
 @given(key=st.binary(max_size=5000), kind=st.sampled_from(["bytes", "bytearray", "memoryview"]))
 @example(key=b"", kind="bytes")
@@ -486,16 +506,19 @@ def test_key_lowering_writes_the_generated_lowering_bytes(key: bytes, kind: str)
         slow.free()
 
 
-def test_point_readers_are_offered_for_the_four_sources_only_while_patched() -> None:
+@pytest.mark.parametrize("reader_for", [ffi_patch.row_reader_for, ffi_patch.value_reader_for])
+def test_point_readers_are_offered_for_the_four_sources_only_while_patched(
+    reader_for: Any,
+) -> None:
     sources = [getattr(binding, name) for name in POINT_SOURCES]
     fake = [object.__new__(cls) for cls in sources]  # never called: only the class is looked up
-    assert [ffi_patch.row_reader_for(source) for source in fake] == [None] * 4
+    assert [reader_for(source) for source in fake] == [None] * 4
     assert ffi_patch.install(db_check=False)
-    assert all(ffi_patch.row_reader_for(source) is not None for source in fake)
-    assert ffi_patch.row_reader_for(object()) is None
-    assert ffi_patch.row_reader_for(binding.DbIterator.__new__(binding.DbIterator)) is None
+    assert all(reader_for(source) is not None for source in fake)
+    assert reader_for(object()) is None
+    assert reader_for(binding.DbIterator.__new__(binding.DbIterator)) is None
     ffi_patch.uninstall()
-    assert [ffi_patch.row_reader_for(source) for source in fake] == [None] * 4
+    assert [reader_for(source) for source in fake] == [None] * 4
 
 
 def test_point_reads_match_get_key_value_on_every_source() -> None:
@@ -534,12 +557,17 @@ def test_point_reads_match_get_key_value_on_every_source() -> None:
             assert [type(s).__name__ for s in sources] == list(POINT_SOURCES)
             for source in sources:
                 read = ffi_patch.row_reader_for(source)
-                assert read is not None
+                read_value = ffi_patch.value_reader_for(source)
+                assert read is not None and read_value is not None
                 for key in keys:
                     got = await outcome(read(source, key))
                     assert got == await outcome(expected(source, key)), key
+                    value = await outcome(read_value(source, key))
+                    assert value == await outcome(source.get(key)), key
                 got = await read(source, bytearray(b"k001"))  # type: ignore[arg-type]
                 assert got == (rows[b"k001"], None)
+                same = await read_value(source, memoryview(b"k001"))  # type: ignore[arg-type]
+                assert same == rows[b"k001"]
                 ttl_row = await read(source, b"ttl")
                 assert ttl_row is not None and ttl_row[1] is not None
             await transaction.rollback()
@@ -550,6 +578,9 @@ def test_point_reads_match_get_key_value_on_every_source() -> None:
             assert read is not None
             failed = await outcome(read(db, b"k001"))
             assert failed[0] == "error" and failed == await outcome(expected(db, b"k001"))
+            read_value = ffi_patch.value_reader_for(db)
+            assert read_value is not None
+            assert await outcome(read_value(db, b"k001")) == await outcome(db.get(b"k001"))
         finally:
             if not closed:
                 await db.shutdown()
@@ -572,7 +603,20 @@ def test_broken_point_lift_fails_the_self_check(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(ffi_patch, "_make_point_lift", broken)
     assert ffi_patch.install() is False
     assert ffi_patch.status().reason.startswith("self-check failed, originals restored")
-    assert ffi_patch._row_readers == {}
+    assert ffi_patch._row_readers == {} and ffi_patch._value_readers == {}
+
+
+def test_broken_value_lift_fails_the_self_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    make_lift = ffi_patch._make_value_lift
+
+    def broken(binding_module: Any) -> Any:
+        lift = make_lift(binding_module)
+        return lambda rbuf: (lift(rbuf) or b"")[:100]  # long values cut, None read as b""
+
+    monkeypatch.setattr(ffi_patch, "_make_value_lift", broken)
+    assert ffi_patch.install() is False
+    assert ffi_patch.status().reason.startswith("self-check failed, originals restored")
+    assert ffi_patch._row_readers == {} and ffi_patch._value_readers == {}
 
 
 # --- the real thing ------------------------------------------------------------------------------

@@ -262,6 +262,41 @@ def test_rows_past_their_ttl_read_as_absent_in_every_view(
     asyncio.run(main())
 
 
+@pytest.mark.parametrize("speedup", [True, False], ids=["point-reader", "get"])
+def test_gets_without_expiry_checks_in_every_view(tmp_path: Path, speedup: bool) -> None:
+    """check_expiry=False reads with the binding's get (ffi_patch's value reader when it is
+    on): present and absent records through the store, a snapshot, a transaction, a reader."""
+    from opendata_kv.store import ffi_patch
+
+    async def main() -> None:
+        path = tmp_path / "db"
+        async with Store.open(
+            path, SCHEMA, values=VALUES, check_expiry=False, speedup=speedup
+        ) as store:
+            if not speedup:
+                ffi_patch.uninstall()
+            await store.put(like, (1,), "one")
+            await store.put(post2, ("did:x", "a"), Post(text="hi"))
+            await store.flush()
+            assert (ffi_patch.value_reader_for(store._source) is not None) is speedup
+            async with (
+                Store.open_reader(
+                    path, SCHEMA, values=VALUES, check_expiry=False, speedup=speedup
+                ) as reader,
+                store.snapshot() as snap,
+                store.transaction() as tx,
+            ):
+                for view in (store, snap, tx, reader):
+                    assert await view.get(like, (1,)) == "one", view
+                    assert await view.get(post2, ("did:x", "a")) == Post(text="hi"), view
+                    assert await view.get(like, (2,), default="none") == "none", view
+                    assert await view.exists(like, (1,)) and not await view.exists(like, (2,))
+                    assert await view.get_raw(like.encode(2)) is None, view
+        ffi_patch.install()
+
+    asyncio.run(main())
+
+
 @aio
 async def test_check_expiry_off_refuses_ttl_writes() -> None:
     async with Store.open("memory://nottl", SCHEMA, check_expiry=False) as store:

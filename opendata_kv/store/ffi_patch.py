@@ -20,11 +20,11 @@ as three lists (keys, values, expire_ts) by repeating next_batch's FFI call with
 its own. Typed scans use it and so build no KeyValue object per row; the generated next_batch,
 the async driver and the buffer lift it repeats are among the hashed sources below.
 
-And ``row_reader_for(source)``: ``get_key_value(key)`` of a Db, DbReader, DbSnapshot or
-DbTransaction as ``(value, expire_ts)`` (None: no row), by repeating that method's FFI call
-with the key lowered in one allocation and the row read without a KeyValue object or a
-stream. Typed point reads use it (a ~10-15 us saving on a ~90 us local get); the four
-methods, the key's lowering and the optional-row reader it imitates are hashed too.
+And ``row_reader_for(source)`` / ``value_reader_for(source)``: ``get_key_value(key)`` (as
+``(value, expire_ts)``, None: no row) and ``get(key)`` of a Db, DbReader, DbSnapshot or
+DbTransaction, by repeating that method's FFI call with the key lowered in one allocation
+and the result read without a KeyValue object or a stream. Typed point reads use them; the
+eight methods, the key's lowering and the optional readers they imitate are hashed too.
 
 Guards:
 
@@ -71,11 +71,13 @@ __all__ = [
     "PatchStatus",
     "PointRow",
     "RowReader",
+    "ValueReader",
     "columns_for",
     "install",
     "row_reader_for",
     "status",
     "uninstall",
+    "value_reader_for",
 ]
 
 ENV_DISABLE: Final = "OPENDATA_KV_NO_FFI_PATCH"
@@ -138,9 +140,13 @@ KNOWN_SOURCE_SHA256: Final[dict[str, str]] = {
     "_UniffiRustBuffer.consume_with_stream": (
         "40657127be73f58270e8cf6649649624f1f80f6181280d817ef435e96a22eb87"
     ),
-    # row_reader_for (typed point reads) repeats get_key_value's FFI steps: the four methods,
-    # the optional-row layout it reads and the key lowering (one i32 length + the bytes, in a
-    # buffer from alloc) it imitates must be these.
+    # row_reader_for / value_reader_for (typed point reads) repeat get_key_value's and get's
+    # FFI steps: the eight methods, the optional row / optional bytes layouts they read and
+    # the key lowering (one i32 length + the bytes, in a buffer from alloc) must be these.
+    "Db.get": "a106b6998531f029e69f42a9a3692c602a55088b5c92cb393a7d341ab46d6b3c",
+    "DbReader.get": "6ec03f0010ac8c135efba56a18e21101724a9f27f580a3030b7fe9d180d6f1ce",
+    "DbSnapshot.get": "33c28df9fd7f6cb64110ef78cbfc26bcf76df8e39d00bd58a430f6f224debf2b",
+    "DbTransaction.get": "f6b68d110cb143ab283b11511bfdee1f271cee44cec5d415d976e79b764fdf1f",
     "Db.get_key_value": "b288898a4443463e2a048fea8d047d08af9ae3109d578fb993e844bdab0edbb9",
     "DbReader.get_key_value": "47db2ac34b875d39b9e6e204a6a71c48b70076d5532a528ddfbe626037ddfed5",
     "DbSnapshot.get_key_value": (
@@ -193,13 +199,15 @@ Columns = tuple[list[bytes], list[bytes], list[int | None]]
 PointRow = tuple[bytes, int | None] | None
 #: read(source, key): source.get_key_value(key) as a PointRow
 RowReader = Callable[[Any, bytes], Awaitable[PointRow]]
+#: read(source, key): source.get(key), the value or None
+ValueReader = Callable[[Any, bytes], Awaitable[bytes | None]]
 
-#: the binding classes with a get_key_value(key) method, and that method's Rust function
+#: the binding classes with get(key) and get_key_value(key), and their Rust functions' prefix
 _POINT_SOURCES: Final = {
-    "Db": "uniffi_slatedb_uniffi_fn_method_db_get_key_value",
-    "DbReader": "uniffi_slatedb_uniffi_fn_method_dbreader_get_key_value",
-    "DbSnapshot": "uniffi_slatedb_uniffi_fn_method_dbsnapshot_get_key_value",
-    "DbTransaction": "uniffi_slatedb_uniffi_fn_method_dbtransaction_get_key_value",
+    "Db": "uniffi_slatedb_uniffi_fn_method_db_",
+    "DbReader": "uniffi_slatedb_uniffi_fn_method_dbreader_",
+    "DbSnapshot": "uniffi_slatedb_uniffi_fn_method_dbsnapshot_",
+    "DbTransaction": "uniffi_slatedb_uniffi_fn_method_dbtransaction_",
 }
 
 
@@ -223,8 +231,9 @@ _patched: list[tuple[Any, str, Any]] | None = None  # (class, attribute, origina
 _self_check_failure: str | None = None
 #: (next_columns, DbIterator) while the patch is applied, else (None, None)
 _columns: tuple[Callable[[Any, int], Awaitable[Columns]] | None, Any] = (None, None)
-#: source class -> its RowReader while the patch is applied, else empty
+#: source class -> its RowReader / ValueReader while the patch is applied, else empty
 _row_readers: dict[type, RowReader] = {}
+_value_readers: dict[type, ValueReader] = {}
 _warned = False
 
 
@@ -776,14 +785,55 @@ def _make_point_lift(binding: ModuleType) -> Callable[[Any], PointRow]:
     return lift
 
 
-def _make_row_readers_by_source(
+def _make_value_lift(binding: ModuleType) -> Callable[[Any], bytes | None]:
+    """lift(rbuf) of optional bytes (get's result): the layout, checks and errors of the
+    generated optional-bytes reader, the buffer freed as consume_with_stream frees it."""
+    internal_error = binding.InternalError
+    i32 = struct.Struct(">i").unpack_from
+
+    def lift(rbuf: Any) -> bytes | None:
+        try:
+            size = rbuf.len
+            data: bytes = rbuf.data[0:size]
+            value: bytes | None = None
+            try:
+                flag = data[0]
+                if flag == 1:
+                    (n,) = i32(data, 1)
+                    if n < 0:
+                        raise internal_error("Unexpected negative byte string length")
+                    pos = 5 + n
+                    if pos > size:
+                        raise internal_error("read past end of rust buffer")
+                    value = data[5:pos]
+                elif flag == 0:
+                    pos = 1
+                else:
+                    raise internal_error("Unexpected flag byte for optional type")
+            except (struct.error, IndexError):
+                raise internal_error("read past end of rust buffer") from None
+            if pos != size:
+                raise RuntimeError(
+                    f"junk data left in buffer at end of consume_with_stream {size - pos}"
+                )
+            return value
+        finally:
+            rbuf.free()
+
+    return lift
+
+
+def _make_point_readers(
     binding: ModuleType,
+    method: str,
     lower_key: Callable[[bytes], Any],
-    lift: Callable[[Any], PointRow],
-) -> dict[type, RowReader]:
-    """For each binding class with get_key_value: read(source, key) making that method's FFI
-    call (same Rust function, poll, complete, free and error conversion) with `lower_key` and
-    `lift`. A key that is not bytes goes through the generated method (its checks, its errors)."""
+    lift: Callable[[Any], Any],
+    unlifted: Callable[[Any], Any],
+) -> dict[type, Callable[[Any, bytes], Awaitable[Any]]]:
+    """For each binding class of _POINT_SOURCES: read(source, key) making the FFI call of its
+    generated `method` (same Rust function, poll, complete, free and error conversion) with
+    `lower_key` and `lift`. A key that is not bytes goes through the generated method (its
+    checks, its errors), its result passed through `unlifted` to the shape `lift` returns."""
     lib = binding._UniffiLib
     call_async = binding._uniffi_rust_call_async
     poll = lib.ffi_slatedb_uniffi_rust_future_poll_rust_buffer
@@ -791,12 +841,11 @@ def _make_row_readers_by_source(
     free = lib.ffi_slatedb_uniffi_rust_future_free_rust_buffer
     errors = binding._UniffiFfiConverterTypeError
 
-    def reader(start: Callable[[int, Any], int]) -> RowReader:
-        async def read(source: Any, key: bytes) -> PointRow:
+    def reader(start: Callable[[int, Any], int]) -> Callable[[Any, bytes], Awaitable[Any]]:
+        async def read(source: Any, key: bytes) -> Any:
             if key.__class__ is not bytes:
-                kv = await source.get_key_value(key)
-                return None if kv is None else (kv.value, kv.expire_ts)
-            row: PointRow = await call_async(
+                return unlifted(await getattr(source, method)(key))
+            return await call_async(
                 start(source._uniffi_clone_handle(), lower_key(key)),
                 poll,
                 complete,
@@ -804,14 +853,21 @@ def _make_row_readers_by_source(
                 lift,
                 errors,
             )
-            return row
 
         return read
 
     return {
-        getattr(binding, owner): reader(getattr(lib, function))
-        for owner, function in _POINT_SOURCES.items()
+        getattr(binding, owner): reader(getattr(lib, prefix + method))
+        for owner, prefix in _POINT_SOURCES.items()
     }
+
+
+def _as_point_row(kv: Any) -> PointRow:
+    return None if kv is None else (kv.value, kv.expire_ts)
+
+
+def _as_value(value: Any) -> bytes | None:
+    return value  # type: ignore[no-any-return]
 
 
 def row_reader_for(source: Any) -> RowReader | None:
@@ -819,6 +875,12 @@ def row_reader_for(source: Any) -> RowReader | None:
     when there is no row; None itself when the patch is off or `source` is not one of the
     binding's Db, DbReader, DbSnapshot or DbTransaction (then call get_key_value)."""
     return _row_readers.get(source.__class__)
+
+
+def value_reader_for(source: Any) -> ValueReader | None:
+    """`read(source, key)` giving ``source.get(key)``; None when the patch is off or `source`
+    is not one of the binding's Db, DbReader, DbSnapshot or DbTransaction (then call get)."""
+    return _value_readers.get(source.__class__)
 
 
 def _apply(binding: ModuleType) -> None:
@@ -840,8 +902,14 @@ def _apply(binding: ModuleType) -> None:
         setattr(owner, name, method)
     global _columns
     _columns = (_make_next_columns(binding, _make_columns_reader(binding)), binding.DbIterator)
+    lower_key = _make_key_lowerer(binding)
     _row_readers.update(
-        _make_row_readers_by_source(binding, _make_key_lowerer(binding), _make_point_lift(binding))
+        _make_point_readers(
+            binding, "get_key_value", lower_key, _make_point_lift(binding), _as_point_row
+        )
+    )
+    _value_readers.update(
+        _make_point_readers(binding, "get", lower_key, _make_value_lift(binding), _as_value)
     )
 
 
@@ -849,6 +917,7 @@ def _restore() -> None:
     global _patched, _columns
     _columns = (None, None)
     _row_readers.clear()
+    _value_readers.clear()
     if _patched is None:
         return
     for owner, name, original in _patched:
@@ -1011,10 +1080,11 @@ def _check_wal_rows_reader(binding: ModuleType, samples: tuple[bytes, ...]) -> N
 
 
 def _check_point_reads(binding: ModuleType, samples: tuple[bytes, ...]) -> None:
-    """The key lowering must write the generated lowering's bytes, and the point lift must
-    read back each optional row the binding lowers as (value, expire_ts)."""
-    if set(_row_readers) != {getattr(binding, owner) for owner in _POINT_SOURCES}:
-        raise AssertionError("no point reader for some get_key_value source")
+    """The key lowering must write the generated lowering's bytes, and the point lifts must
+    read back each optional row (as (value, expire_ts)) and optional bytes the binding lowers."""
+    sources = {getattr(binding, owner) for owner in _POINT_SOURCES}
+    if set(_row_readers) != sources or set(_value_readers) != sources:
+        raise AssertionError("no point reader for some get / get_key_value source")
     lower_key = _make_key_lowerer(binding)
     generated = binding._UniffiFfiConverterBytes.lower
     for index, sample in enumerate(samples):
@@ -1041,6 +1111,11 @@ def _check_point_reads(binding: ModuleType, samples: tuple[bytes, ...]) -> None:
         got = lift(optional.lower(row))
         if got != (None if row is None else (row.value, row.expire_ts)):
             raise AssertionError(f"point lift disagrees with the row written (sample {index})")
+    lift_value = _make_value_lift(binding)
+    optional_bytes = binding._UniffiFfiConverterOptionalBytes
+    for index, value in enumerate((None, *samples)):
+        if lift_value(optional_bytes.lower(value)) != value:
+            raise AssertionError(f"value lift disagrees with the bytes written (sample {index})")
 
 
 def _run_isolated(coroutine: Any) -> None:
@@ -1107,8 +1182,8 @@ async def _db_round_trip(binding: ModuleType) -> None:
 
 
 async def _check_point_reads_on(binding: ModuleType, db: Any, keys: list[bytes]) -> None:
-    """row_reader_for agrees with get_key_value on a Db, a snapshot and a transaction, for
-    present and absent keys and for a row with a TTL."""
+    """row_reader_for / value_reader_for agree with get_key_value / get on a Db, a snapshot
+    and a transaction, for present and absent keys and for a row with a TTL."""
     ttl = binding.PutOptions(ttl=binding.Ttl.EXPIRE_AFTER_MILLIS(3_600_000))
     await db.put_with_options(b"ttl", b"expiring", ttl, binding.WriteOptions())
     snapshot = await db.snapshot()
@@ -1116,7 +1191,8 @@ async def _check_point_reads_on(binding: ModuleType, db: Any, keys: list[bytes])
     try:
         for source in (db, snapshot, transaction):
             read = row_reader_for(source)
-            if read is None:
+            read_value = value_reader_for(source)
+            if read is None or read_value is None:
                 raise AssertionError(f"no point reader for the binding's {type(source).__name__}")
             for key in (*keys, b"ttl"):
                 kv = await source.get_key_value(key)
@@ -1125,6 +1201,11 @@ async def _check_point_reads_on(binding: ModuleType, db: Any, keys: list[bytes])
                     raise AssertionError(
                         f"point read of {key[:12]!r} on {type(source).__name__} returned "
                         "another row than get_key_value"
+                    )
+                if await read_value(source, key) != await source.get(key):
+                    raise AssertionError(
+                        f"point read of {key[:12]!r} on {type(source).__name__} returned "
+                        "other bytes than get"
                     )
             if (await read(source, b"ttl") or (b"", None))[1] is None:
                 raise AssertionError("point read lost the expire_ts of a row with a TTL")

@@ -24,7 +24,7 @@ from opendata_kv.errors import (
 )
 from opendata_kv.keys import Key, RecordType, Schema, intersect, prefix_range
 from opendata_kv.store.failures import FOREIGN, translate
-from opendata_kv.store.ffi_patch import PointRow, row_reader_for
+from opendata_kv.store.ffi_patch import PointRow, row_reader_for, value_reader_for
 from opendata_kv.store.scan import (
     KeySpan,
     RawRecord,
@@ -240,14 +240,24 @@ async def _read_row(source: Any, key: bytes) -> PointRow:
     return None if kv is None else (kv.value, kv.expire_ts)
 
 
+async def _read_value(source: Any, key: bytes) -> bytes | None:
+    """source.get(key): through ffi_patch.value_reader_for when it is active, else the binding."""
+    read_value = value_reader_for(source)
+    if read_value is not None:
+        return await read_value(source, key)
+    data: bytes | None = await source.get(key)
+    return data
+
+
 class ReadView:
     """get / exists / scan against a slatedb source (Db, DbReader, DbSnapshot, DbTransaction).
 
     Expired records are hidden here: slatedb 0.17 stamps each TTL'd row with `expire_ts` but
     its read path does not compare it with the clock (expired rows only vanish when a memtable
-    flush or a compaction rewrites them), so reads fetch the KeyValue and drop rows whose
-    `expire_ts` is at or before now. `check_expiry=False` (Store.open) skips that for stores
-    that never write a TTL.
+    flush or a compaction rewrites them), so reads fetch the row with its `expire_ts`
+    (get_key_value) and drop rows whose `expire_ts` is at or before now. `check_expiry=False`
+    (Store.open) skips that for stores that never write a TTL (reads call get). Both go through
+    ffi_patch's point readers when the binding speed-up is on.
     """
 
     def _view_of(self, source: Any, store: ReadView, label: str) -> None:
@@ -269,8 +279,7 @@ class ReadView:
         source = self._source
         try:
             if not self.check_expiry:
-                data: bytes | None = await source.get(key)
-                return data
+                return await _read_value(source, key)
             row = await _read_row(source, key)
         except FOREIGN as exc:
             raise translate(exc, f"get on {self.where}") from exc
@@ -306,9 +315,14 @@ class ReadView:
                 if expire is not None and expire <= time.time_ns() // 1_000_000:
                     return default
             else:
-                data = await source.get(key)
-                if data is None:
+                read_value = value_reader_for(source)
+                if read_value is not None:
+                    value = await read_value(source, key)
+                else:
+                    value = await _read_value(source, key)
+                if value is None:
                     return default
+                data = value
         except FOREIGN as exc:
             raise translate(exc, f"get on {self.where}") from exc
         return self.values.decode(record_type, key, data, upgrade=upgrade)
