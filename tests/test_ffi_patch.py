@@ -37,6 +37,7 @@ def pristine(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def assert_unpatched() -> None:
+    assert ffi_patch._row_readers == {} and ffi_patch._value_readers == {}
     assert Builder.__dict__["write"] is ORIGINAL_WRITE
     assert Builder.__dict__["_pack_into"] is ORIGINAL_PACK_INTO
     assert Rows.__dict__["read"] is ORIGINAL_ROWS_READ
@@ -242,19 +243,17 @@ def test_failed_self_check_restores_the_originals(monkeypatch: pytest.MonkeyPatc
 
 # --- the read side: next_batch rows -----------------------------------------------------------
 
-key_values = st.lists(
-    st.builds(
-        lambda key, value, seq, create_ts, expire_ts: binding.KeyValue(
-            key=key, value=value, seq=seq, create_ts=create_ts, expire_ts=expire_ts
-        ),
-        st.binary(max_size=64),
-        st.binary(max_size=2000),
-        st.integers(0, 2**64 - 1),
-        st.integers(-(2**63), 2**63 - 1),
-        st.none() | st.integers(-(2**63), 2**63 - 1),
+key_value = st.builds(
+    lambda key, value, seq, create_ts, expire_ts: binding.KeyValue(
+        key=key, value=value, seq=seq, create_ts=create_ts, expire_ts=expire_ts
     ),
-    max_size=40,
+    st.binary(max_size=64),
+    st.binary(max_size=2000),
+    st.integers(0, 2**64 - 1),
+    st.integers(-(2**63), 2**63 - 1),
+    st.none() | st.integers(-(2**63), 2**63 - 1),
 )
+key_values = st.lists(key_value, max_size=40)
 
 
 def read_rows(raw: bytes) -> Any:
@@ -271,19 +270,26 @@ def test_fast_row_reader_reads_what_the_generated_reader_reads(rows: list[Any]) 
     assert read_rows(raw) == expected == rows
 
 
+@pytest.mark.parametrize("reader", ["rows", "columns"])
 @settings(max_examples=60)
 @given(rows=key_values.filter(bool), cut=st.integers(1, 40), flag=st.integers(2, 255))
-def test_fast_row_reader_rejects_truncated_and_malformed_buffers(
-    rows: list[Any], cut: int, flag: int
+def test_fast_readers_reject_truncated_and_malformed_buffers(
+    reader: str, rows: list[Any], cut: int, flag: int
 ) -> None:
+    """The row reader and the columns reader refuse a buffer cut short, an optional flag
+    other than 0/1 and a key length past the end, as the generated reader does."""
     raw = ffikit.lower(Rows, rows)
     assert ffi_patch.install(db_check=False)
-    with pytest.raises(binding.InternalError):
-        read_rows(raw[: max(0, len(raw) - cut)])
+    read = read_rows if reader == "rows" else read_columns
     first = rows[0]
     flag_at = 4 + 4 + len(first.key) + 4 + len(first.value) + 16
-    with pytest.raises(binding.InternalError):
-        read_rows(raw[:flag_at] + bytes([flag]) + raw[flag_at + 1 :])
+    for bad in (
+        raw[: max(0, len(raw) - cut)],
+        raw[:flag_at] + bytes([flag]) + raw[flag_at + 1 :],
+        raw[:4] + struct.pack(">i", len(raw)) + raw[8:],
+    ):
+        with pytest.raises(binding.InternalError):
+            read(bad)
 
 
 @settings(max_examples=30)
@@ -329,22 +335,6 @@ def test_columns_reader_reads_what_the_generated_reader_reads(rows: list[Any]) -
     assert keys == [row.key for row in rows]
     assert values == [row.value for row in rows]
     assert expires == [row.expire_ts for row in rows]
-
-
-@settings(max_examples=60)
-@given(rows=key_values.filter(bool), cut=st.integers(1, 40), flag=st.integers(2, 255))
-def test_columns_reader_rejects_truncated_and_malformed_buffers(
-    rows: list[Any], cut: int, flag: int
-) -> None:
-    raw = ffikit.lower(Rows, rows)
-    with pytest.raises(binding.InternalError):
-        read_columns(raw[: max(0, len(raw) - cut)])
-    first = rows[0]
-    flag_at = 4 + 4 + len(first.key) + 4 + len(first.value) + 16
-    with pytest.raises(binding.InternalError):
-        read_columns(raw[:flag_at] + bytes([flag]) + raw[flag_at + 1 :])
-    with pytest.raises(binding.InternalError):  # a key length past the end
-        read_columns(raw[:4] + struct.pack(">i", len(raw)) + raw[8:])
 
 
 def test_columns_are_offered_only_for_the_bindings_iterator_while_patched() -> None:
@@ -416,6 +406,217 @@ def test_broken_columns_reader_fails_the_self_check(monkeypatch: pytest.MonkeyPa
     assert ffi_patch.install() is False
     assert ffi_patch.status().reason.startswith("self-check failed, originals restored")
     assert ffi_patch.columns_for(object()) is None and ffi_patch._columns == (None, None)
+
+
+# --- point reads: get_key_value as (value, expire_ts), what typed gets use ----------------------
+
+OptionalRow: Any = binding._UniffiFfiConverterOptionalTypeKeyValue
+OptionalBytes: Any = binding._UniffiFfiConverterOptionalBytes
+POINT_SOURCES = ("Db", "DbReader", "DbSnapshot", "DbTransaction")
+
+
+def lift_outcome(lift: Any, raw: bytes) -> tuple[str, Any]:
+    """What `lift` makes of a fresh Rust buffer holding `raw` (it frees the buffer): the
+    result, or the class of the exception it raised."""
+    buffer = binding._UniffiRustBuffer.alloc(len(raw))
+    if raw:
+        ctypes.memmove(ctypes.addressof(buffer.data.contents), raw, len(raw))
+    buffer.len = len(raw)
+    try:
+        return "ok", lift(buffer)
+    except Exception as exc:
+        return "error", type(exc)
+
+
+def as_point_row(outcome: tuple[str, Any]) -> tuple[str, Any]:
+    kind, row = outcome
+    if kind == "ok" and row is not None:
+        return kind, (row.value, row.expire_ts)
+    return outcome
+
+
+def mutated(raw: bytes, how: tuple[str, int, int]) -> bytes:
+    kind, at, byte = how
+    if kind == "cut":
+        return raw[: at % (len(raw) + 1)]
+    if kind == "junk":
+        return raw + bytes([byte]) * (at % 5 + 1)
+    at %= len(raw)
+    return raw[:at] + bytes([byte]) + raw[at + 1 :]
+
+
+mutations = st.none() | st.tuples(
+    st.sampled_from(["cut", "junk", "set"]), st.integers(0, 5000), st.integers(0, 255)
+)
+
+
+@settings(max_examples=150)
+@given(row=st.none() | key_value, how=mutations)
+@example(row=None, how=("cut", 0, 0))
+@example(row=None, how=("set", 0, 2))
+@example(row=None, how=("junk", 0, 0))
+def test_point_lift_reads_what_the_generated_optional_reader_reads(
+    row: Any, how: tuple[str, int, int] | None
+) -> None:
+    """On the bytes an optional KeyValue lowers to, as written or truncated, with a byte
+    changed or junk appended: the same (value, expire_ts), or the same exception class, as
+    the generated reader (the fixture leaves it unpatched)."""
+    raw = ffikit.lower(OptionalRow, row)
+    if how is not None:
+        raw = mutated(raw, how)
+    point = lift_outcome(ffi_patch._make_point_lift(binding), raw)
+    assert point == as_point_row(lift_outcome(OptionalRow.lift, raw))
+    if how is None:
+        assert point == ("ok", None if row is None else (row.value, row.expire_ts))
+
+
+@settings(max_examples=150)
+@given(value=st.none() | st.binary(max_size=3000), how=mutations)
+@example(value=None, how=("set", 0, 2))
+@example(value=b"", how=("junk", 0, 0))
+@example(value=b"abc", how=("set", 1, 0x80))  # a negative length
+def test_value_lift_reads_what_the_generated_optional_bytes_reader_reads(
+    value: bytes | None, how: tuple[str, int, int] | None
+) -> None:
+    """get's result, optional bytes, as written or damaged like the rows above: the same
+    bytes or the same exception class as the generated reader."""
+    raw = ffikit.lower(OptionalBytes, value)
+    if how is not None:
+        raw = mutated(raw, how)
+    point = lift_outcome(ffi_patch._make_value_lift(binding), raw)
+    assert point == lift_outcome(OptionalBytes.lift, raw)
+    if how is None:
+        assert point == ("ok", value)
+
+
+@settings(max_examples=100)
+@given(key=st.binary(max_size=5000), kind=st.sampled_from(["bytes", "bytearray", "memoryview"]))
+@example(key=b"", kind="bytes")
+@example(key=b"\x00" * 65536, kind="bytes")
+def test_key_lowering_writes_the_generated_lowering_bytes(key: bytes, kind: str) -> None:
+    lower_key = ffi_patch._make_key_lowerer(binding)
+    value = as_kind(key, kind)
+    fast, slow = lower_key(value), binding._UniffiFfiConverterBytes.lower(value)
+    try:
+        assert fast.len == slow.len == len(key) + 4
+        written = fast.data[0 : fast.len]
+        assert written == slow.data[0 : slow.len] == struct.pack(">i", len(key)) + key
+    finally:
+        fast.free()
+        slow.free()
+
+
+@pytest.mark.parametrize("reader_for", [ffi_patch.row_reader_for, ffi_patch.value_reader_for])
+def test_point_readers_are_offered_for_the_four_sources_only_while_patched(
+    reader_for: Any,
+) -> None:
+    sources = [getattr(binding, name) for name in POINT_SOURCES]
+    fake = [object.__new__(cls) for cls in sources]  # never called: only the class is looked up
+    assert [reader_for(source) for source in fake] == [None] * 4
+    assert ffi_patch.install(db_check=False)
+    assert all(reader_for(source) is not None for source in fake)
+    assert reader_for(object()) is None
+    assert reader_for(binding.DbIterator.__new__(binding.DbIterator)) is None
+    ffi_patch.uninstall()
+    assert [reader_for(source) for source in fake] == [None] * 4
+
+
+def test_point_reads_match_get_key_value_on_every_source() -> None:
+    """Db, DbReader, DbSnapshot and DbTransaction: present, absent, TTL'd and empty keys and
+    values, a key that is not bytes (the generated method's path), and a closed Db's error."""
+    rows = {b"k%03d" % i: bytes([i]) * (i * 37 % 700) for i in range(60)}
+    keys = [*rows, b"k", b"missing", b"ttl", b"\xff" * 300, b""]  # b"": slatedb refuses it
+
+    async def outcome(read: Any) -> tuple[str, Any]:
+        try:
+            return "ok", await read
+        except binding.Error as exc:
+            return "error", type(exc)
+
+    async def expected(source: Any, key: Any) -> Any:
+        kv = await source.get_key_value(key)
+        return None if kv is None else (kv.value, kv.expire_ts)
+
+    async def main() -> None:
+        assert ffi_patch.install()
+        store = binding.ObjectStore.resolve("memory:///")
+        db = await binding.DbBuilder("point-reads", store).build()
+        closed = False
+        try:
+            batch = binding.WriteBatch()
+            for key, value in rows.items():
+                batch.put(key, value)
+            await db.write(batch)
+            ttl = binding.PutOptions(ttl=binding.Ttl.EXPIRE_AFTER_MILLIS(60_000))
+            await db.put_with_options(b"ttl", b"expiring", ttl, binding.WriteOptions())
+            await db.flush()
+            reader = await binding.DbReaderBuilder("point-reads", store).build()
+            snapshot = await db.snapshot()
+            transaction = await db.begin(binding.IsolationLevel.SNAPSHOT)
+            sources = (db, reader, snapshot, transaction)
+            assert [type(s).__name__ for s in sources] == list(POINT_SOURCES)
+            for source in sources:
+                read = ffi_patch.row_reader_for(source)
+                read_value = ffi_patch.value_reader_for(source)
+                assert read is not None and read_value is not None
+                for key in keys:
+                    got = await outcome(read(source, key))
+                    assert got == await outcome(expected(source, key)), key
+                    value = await outcome(read_value(source, key))
+                    assert value == await outcome(source.get(key)), key
+                got = await read(source, bytearray(b"k001"))  # type: ignore[arg-type]
+                assert got == (rows[b"k001"], None)
+                same = await read_value(source, memoryview(b"k001"))  # type: ignore[arg-type]
+                assert same == rows[b"k001"]
+                ttl_row = await read(source, b"ttl")
+                assert ttl_row is not None and ttl_row[1] is not None
+            await transaction.rollback()
+            await reader.shutdown()
+            await db.shutdown()
+            closed = True
+            read = ffi_patch.row_reader_for(db)
+            assert read is not None
+            failed = await outcome(read(db, b"k001"))
+            assert failed[0] == "error" and failed == await outcome(expected(db, b"k001"))
+            read_value = ffi_patch.value_reader_for(db)
+            assert read_value is not None
+            assert await outcome(read_value(db, b"k001")) == await outcome(db.get(b"k001"))
+        finally:
+            if not closed:
+                await db.shutdown()
+
+    asyncio.run(main())
+
+
+def test_broken_point_lift_fails_the_self_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    make_lift = ffi_patch._make_point_lift
+
+    def broken(binding_module: Any) -> Any:
+        lift = make_lift(binding_module)
+
+        def no_ttl(rbuf: Any) -> Any:
+            row = lift(rbuf)
+            return None if row is None else (row[0], None)
+
+        return no_ttl
+
+    monkeypatch.setattr(ffi_patch, "_make_point_lift", broken)
+    assert ffi_patch.install() is False
+    assert ffi_patch.status().reason.startswith("self-check failed, originals restored")
+    assert ffi_patch._row_readers == {} and ffi_patch._value_readers == {}
+
+
+def test_broken_value_lift_fails_the_self_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    make_lift = ffi_patch._make_value_lift
+
+    def broken(binding_module: Any) -> Any:
+        lift = make_lift(binding_module)
+        return lambda rbuf: (lift(rbuf) or b"")[:100]  # long values cut, None read as b""
+
+    monkeypatch.setattr(ffi_patch, "_make_value_lift", broken)
+    assert ffi_patch.install() is False
+    assert ffi_patch.status().reason.startswith("self-check failed, originals restored")
+    assert ffi_patch._row_readers == {} and ffi_patch._value_readers == {}
 
 
 # --- the real thing ------------------------------------------------------------------------------

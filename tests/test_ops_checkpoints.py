@@ -137,6 +137,12 @@ def test_clone_is_independent(url: str, tmp_path: Path) -> None:
         shutil.rmtree(url)
     with SyncStore.open_reader(clone_path, SCHEMA, values=VALUES) as clone:
         assert {r.key.n for r in clone.scan("like")} == {2, 100}
+    # the blocking form takes the same keyword arguments
+    again = str(tmp_path / "clone-of-clone")
+    result = SyncStore.clone(clone_path, again, checkpoint=None, destination_options=None)
+    assert (result.source, result.destination, result.records) == (clone_path, again, 2)
+    with SyncStore.open_reader(again, SCHEMA, values=VALUES) as copy:
+        assert {r.key.n: r.value for r in copy.scan("like")} == {2: {"v": 2}, 100: {"v": "clone"}}
 
 
 @aio

@@ -8,12 +8,13 @@ from __future__ import annotations
 import asyncio
 import datetime
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from slatedb.uniffi import Db
-from storekit import SCHEMA, VALUES, Post, aio, blob, eventually, like, post2
+from storekit import SCHEMA, VALUES, Post, aio, blob, like, post2
 
 from opendata_kv import Store
 from opendata_kv.errors import (
@@ -197,24 +198,103 @@ async def test_ttl_expires_from_get_and_scan(store_url: str) -> None:
             batch.put(like, (4,), "batched short", ttl=0.5)
         async with store.transaction() as tx:
             await tx.put(like, (5,), "transaction short", ttl=0.5)
+        written = time.time()  # every short TTL ends by written + 0.5 s on this clock
         assert await store.get(like, (1,)) == "short"
         assert [r.key.n async for r in store.scan(like)] == [1, 2, 3, 4, 5]
-
-        async def gone() -> bool:
-            return (
-                await store.get(like, (1,)) is None
-                and not await store.exists(like, (4,))
-                and await store.get_raw(like.encode(5)) is None
-            )
-
-        waited = await eventually(gone, timeout=2.0, interval=0.02)
-        assert waited < 1.5
+        # no polling: once the clock is past every expiry, each read must already miss them
+        await asyncio.sleep(max(0.0, written + 0.5 + 0.01 - time.time()))
+        assert await store.get(like, (1,)) is None
+        assert not await store.exists(like, (4,))
+        assert await store.get_raw(like.encode(5)) is None
         assert [r.key.n async for r in store.scan(like)] == [2, 3]
         assert [r.key.n async for r in store.scan(like, reverse=True, limit=1)] == [3]
         assert len(await store.scan_all().to_list()) == 2
         # writing the key again without a ttl makes it permanent
         await store.put(like, (1,), "back")
         assert await store.get(like, (1,)) == "back"
+
+
+@pytest.mark.parametrize("speedup", [True, False], ids=["point-reader", "get_key_value"])
+def test_rows_past_their_ttl_read_as_absent_in_every_view(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, speedup: bool
+) -> None:
+    """get / exists / get_raw on the store, a snapshot, a transaction and a reader hide a row
+    whose expire_ts has passed, whether the row comes through ffi_patch's point reader or the
+    binding's get_key_value. The clock the expiry check reads is moved, not waited for."""
+    from opendata_kv.store import ffi_patch, views
+
+    async def read_all(view: Any, now_ms: int) -> list[Any]:
+        monkeypatch.setattr(views.time, "time_ns", lambda: now_ms * 1_000_000)
+        try:
+            return [
+                await view.get(like, (1,)),
+                await view.get(like, (2,), default="gone"),
+                await view.exists(like, (2,)),
+                await view.get_raw(like.encode(2)),
+                await view.get(like, (3,), default="never"),
+            ]
+        finally:
+            monkeypatch.undo()
+
+    async def main() -> None:
+        path = tmp_path / "db"
+        async with Store.open(path, SCHEMA, speedup=speedup) as store:
+            if not speedup:
+                ffi_patch.uninstall()
+            await store.put(like, (1,), "forever")
+            await store.put(like, (2,), "an hour", ttl=3600)
+            await store.flush()
+            assert (ffi_patch.row_reader_for(store._source) is not None) is speedup
+            now = time.time_ns() // 1_000_000
+            async with (
+                Store.open_reader(path, SCHEMA, speedup=speedup) as reader,
+                store.snapshot() as snap,
+                store.transaction() as tx,
+            ):
+                for view in (store, snap, tx, reader):
+                    live = await read_all(view, now)
+                    assert live[:2] == ["forever", "an hour"] and live[2] is True, view
+                    assert live[3] is not None and live[4] == "never", view
+                    later = await read_all(view, now + 2 * 3600 * 1000)
+                    assert later == ["forever", "gone", False, None, "never"], view
+        ffi_patch.install()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("speedup", [True, False], ids=["point-reader", "get"])
+def test_gets_without_expiry_checks_in_every_view(tmp_path: Path, speedup: bool) -> None:
+    """check_expiry=False reads with the binding's get (ffi_patch's value reader when it is
+    on): present and absent records through the store, a snapshot, a transaction, a reader."""
+    from opendata_kv.store import ffi_patch
+
+    async def main() -> None:
+        path = tmp_path / "db"
+        async with Store.open(
+            path, SCHEMA, values=VALUES, check_expiry=False, speedup=speedup
+        ) as store:
+            if not speedup:
+                ffi_patch.uninstall()
+            await store.put(like, (1,), "one")
+            await store.put(post2, ("did:x", "a"), Post(text="hi"))
+            await store.flush()
+            assert (ffi_patch.value_reader_for(store._source) is not None) is speedup
+            async with (
+                Store.open_reader(
+                    path, SCHEMA, values=VALUES, check_expiry=False, speedup=speedup
+                ) as reader,
+                store.snapshot() as snap,
+                store.transaction() as tx,
+            ):
+                for view in (store, snap, tx, reader):
+                    assert await view.get(like, (1,)) == "one", view
+                    assert await view.get(post2, ("did:x", "a")) == Post(text="hi"), view
+                    assert await view.get(like, (2,), default="none") == "none", view
+                    assert await view.exists(like, (1,)) and not await view.exists(like, (2,))
+                    assert await view.get_raw(like.encode(2)) is None, view
+        ffi_patch.install()
+
+    asyncio.run(main())
 
 
 @aio

@@ -117,7 +117,20 @@ async def clone(
 
 
 def clone_sync(
-    source: str | os.PathLike[str], destination: str | os.PathLike[str], **options: Any
+    source: str | os.PathLike[str],
+    destination: str | os.PathLike[str],
+    *,
+    checkpoint: str | None = None,
+    source_options: Mapping[str, str] | None = None,
+    destination_options: Mapping[str, str] | None = None,
 ) -> CloneResult:
     """`clone` for code without an event loop (same arguments)."""
-    return asyncio.run(clone(source, destination, **options))
+    return asyncio.run(
+        clone(
+            source,
+            destination,
+            checkpoint=checkpoint,
+            source_options=source_options,
+            destination_options=destination_options,
+        )
+    )

@@ -20,6 +20,12 @@ as three lists (keys, values, expire_ts) by repeating next_batch's FFI call with
 its own. Typed scans use it and so build no KeyValue object per row; the generated next_batch,
 the async driver and the buffer lift it repeats are among the hashed sources below.
 
+And ``row_reader_for(source)`` / ``value_reader_for(source)``: ``get_key_value(key)`` (as
+``(value, expire_ts)``, None: no row) and ``get(key)`` of a Db, DbReader, DbSnapshot or
+DbTransaction, by repeating that method's FFI call with the key lowered in one allocation
+and the result read without a KeyValue object or a stream. Typed point reads use them; the
+eight methods, the key's lowering and the optional readers they imitate are hashed too.
+
 Guards:
 
 - It patches only when the installed distribution is in the 0.17 series *and* the source of
@@ -63,10 +69,15 @@ __all__ = [
     "ENV_DISABLE",
     "Columns",
     "PatchStatus",
+    "PointRow",
+    "RowReader",
+    "ValueReader",
     "columns_for",
     "install",
+    "row_reader_for",
     "status",
     "uninstall",
+    "value_reader_for",
 ]
 
 ENV_DISABLE: Final = "OPENDATA_KV_NO_FFI_PATCH"
@@ -129,6 +140,34 @@ KNOWN_SOURCE_SHA256: Final[dict[str, str]] = {
     "_UniffiRustBuffer.consume_with_stream": (
         "40657127be73f58270e8cf6649649624f1f80f6181280d817ef435e96a22eb87"
     ),
+    # row_reader_for / value_reader_for (typed point reads) repeat get_key_value's and get's
+    # FFI steps: the eight methods, the optional row / optional bytes layouts they read and
+    # the key lowering (one i32 length + the bytes, in a buffer from alloc) must be these.
+    "Db.get": "a106b6998531f029e69f42a9a3692c602a55088b5c92cb393a7d341ab46d6b3c",
+    "DbReader.get": "6ec03f0010ac8c135efba56a18e21101724a9f27f580a3030b7fe9d180d6f1ce",
+    "DbSnapshot.get": "33c28df9fd7f6cb64110ef78cbfc26bcf76df8e39d00bd58a430f6f224debf2b",
+    "DbTransaction.get": "f6b68d110cb143ab283b11511bfdee1f271cee44cec5d415d976e79b764fdf1f",
+    "Db.get_key_value": "b288898a4443463e2a048fea8d047d08af9ae3109d578fb993e844bdab0edbb9",
+    "DbReader.get_key_value": "47db2ac34b875d39b9e6e204a6a71c48b70076d5532a528ddfbe626037ddfed5",
+    "DbSnapshot.get_key_value": (
+        "6686301d49cf9c68787a4b55afc5c50894332a4012973097ef908589f2b7feb6"
+    ),
+    "DbTransaction.get_key_value": (
+        "05101da53d6d57a1f53b7c031fb9cdf7f28acc0e89b50e91977e37ae2c7b5b65"
+    ),
+    "_UniffiFfiConverterOptionalTypeKeyValue.read": (
+        "2b4fef338c141230b937801a699e5326e4ebd422812a6bc345ad1301855d497d"
+    ),
+    "_UniffiConverterRustBuffer.lower": (
+        "199b675782654e65db27a066f46be5c9adba8c91d54eb519c58968dd71ef5275"
+    ),
+    "_UniffiFfiConverterBytes.write": (
+        "304a746e1bba31183113701d2f22f3cfdae95c35ae3b54486cee3fc75169a175"
+    ),
+    "_UniffiFfiConverterBytes.check_lower": (
+        "977ff9aed0342f625267aadfea6bb9ecca1fc5bc4835d6d163ba32050269837a"
+    ),
+    "_UniffiRustBuffer.alloc": "45a0f758b06b705d5202c20266b77516a4eac091b738d86dd293b41fc67b889f",
 }
 
 #: the generated functions install() replaces (owner.attribute), as the docstring lists them
@@ -156,6 +195,20 @@ _WAL_ROWS_CONVERTER: Final = "_UniffiFfiConverterSequenceTypeRowEntry"
 
 #: One scan batch as columns: the keys, the values and each row's expire_ts (None: no TTL).
 Columns = tuple[list[bytes], list[bytes], list[int | None]]
+#: One point read: the row's value and expire_ts (None: no TTL), or None when there is no row.
+PointRow = tuple[bytes, int | None] | None
+#: read(source, key): source.get_key_value(key) as a PointRow
+RowReader = Callable[[Any, bytes], Awaitable[PointRow]]
+#: read(source, key): source.get(key), the value or None
+ValueReader = Callable[[Any, bytes], Awaitable[bytes | None]]
+
+#: the binding classes with get(key) and get_key_value(key), and their Rust functions' prefix
+_POINT_SOURCES: Final = {
+    "Db": "uniffi_slatedb_uniffi_fn_method_db_",
+    "DbReader": "uniffi_slatedb_uniffi_fn_method_dbreader_",
+    "DbSnapshot": "uniffi_slatedb_uniffi_fn_method_dbsnapshot_",
+    "DbTransaction": "uniffi_slatedb_uniffi_fn_method_dbtransaction_",
+}
 
 
 @dataclass(frozen=True)
@@ -178,6 +231,9 @@ _patched: list[tuple[Any, str, Any]] | None = None  # (class, attribute, origina
 _self_check_failure: str | None = None
 #: (next_columns, DbIterator) while the patch is applied, else (None, None)
 _columns: tuple[Callable[[Any, int], Awaitable[Columns]] | None, Any] = (None, None)
+#: source class -> its RowReader / ValueReader while the patch is applied, else empty
+_row_readers: dict[type, RowReader] = {}
+_value_readers: dict[type, ValueReader] = {}
 _warned = False
 
 
@@ -390,13 +446,23 @@ def _make_fast_methods(binding: ModuleType) -> tuple[Callable[..., None], Callab
     return write, _pack_into
 
 
+def _list_count(data: bytes, internal_error: type[Exception]) -> int:
+    """The i32 row count that opens a lifted list (struct.error when the buffer is shorter)."""
+    (count,) = _I32(data, 0)
+    if count < 0:
+        raise internal_error("Unexpected negative sequence length")
+    return int(count)
+
+
+_I32 = struct.Struct(">i").unpack_from
+
+
 def _make_list_reader(
     parse_row: Callable[[bytes, int, int], tuple[Any, int]], internal_error: type[Exception]
 ) -> Callable[[Any, Any], list[Any]]:
     """A list converter's `read`: an i32 count, then rows `parse_row(data, pos, size)` reads
     (returning the row and the next position), all from one bytes copy of the buffer; a read
     past its end is the generated code's InternalError."""
-    i32 = struct.Struct(">i").unpack_from
 
     def read_rows(cls: Any, buf: Any) -> list[Any]:
         start, end = buf.offset, buf.len
@@ -405,11 +471,8 @@ def _make_list_reader(
         rows: list[Any] = []
         append = rows.append
         try:
-            (count,) = i32(data, 0)
-            if count < 0:
-                raise internal_error("Unexpected negative sequence length")
             pos = 4
-            for _ in range(count):
+            for _ in range(_list_count(data, internal_error)):
                 row, pos = parse_row(data, pos, size)
                 append(row)
         except (struct.error, IndexError):
@@ -574,11 +637,8 @@ def _make_columns_reader(binding: ModuleType) -> Callable[[Any], Columns]:
         expires: list[int | None] = []
         add_key, add_value, add_expire = keys.append, values.append, expires.append
         try:
-            (count,) = i32(data, 0)
-            if count < 0:
-                raise internal_error("Unexpected negative sequence length")
             pos = 4
-            for _ in range(count):
+            for _ in range(_list_count(data, internal_error)):
                 (n,) = i32(data, pos)
                 pos += 4
                 stop = pos + n
@@ -646,6 +706,183 @@ def columns_for(iterator: Any) -> Callable[[int], Awaitable[Columns]] | None:
     return functools.partial(next_columns, iterator)
 
 
+def _make_key_lowerer(binding: ModuleType) -> Callable[[bytes], Any]:
+    """lower(key): what ``_UniffiFfiConverterBytes.lower`` makes of a bytes key (a Rust buffer
+    holding its i32 length and its bytes), from one alloc and one memmove instead of the
+    builder's alloc, writes and context managers. Anything unusual goes to the generated one."""
+    generated = binding._UniffiFfiConverterBytes.lower
+    alloc = binding._UniffiRustBuffer.alloc
+    memmove = ctypes.memmove
+    addressof = ctypes.addressof
+    pack_size = struct.Struct(">i").pack
+
+    def lower_key(key: bytes) -> Any:
+        size = len(key)
+        if key.__class__ is not bytes or size > _MAX_KEY_BYTES:
+            return generated(key)
+        rbuf = alloc(size + 4)
+        if rbuf.capacity < size + 4:  # never the case for Rust's alloc; stay exact anyway
+            rbuf.free()
+            return generated(key)
+        memmove(addressof(rbuf.data.contents), pack_size(size) + key, size + 4)
+        rbuf.len = size + 4
+        return rbuf
+
+    return lower_key
+
+
+#: keys longer than this take the generated lowering (slatedb's own key limit is 64 KiB)
+_MAX_KEY_BYTES: Final = 1 << 20
+
+
+def _make_point_lift(binding: ModuleType) -> Callable[[Any], PointRow]:
+    """lift(rbuf) of an optional KeyValue (get_key_value's result) as (value, expire_ts), or
+    None for no row: the layout, checks and errors of the generated optional reader with the
+    patched row reader, the buffer freed as consume_with_stream frees it, no object built."""
+    internal_error = binding.InternalError
+    i32 = struct.Struct(">i").unpack_from
+    i64 = struct.Struct(">q").unpack_from
+
+    def lift(rbuf: Any) -> PointRow:
+        try:
+            size = rbuf.len
+            data: bytes = rbuf.data[0:size]
+            row: PointRow = None
+            try:
+                flag = data[0]
+                if flag == 1:
+                    (n,) = i32(data, 1)  # the key: skipped
+                    pos = 5 + n
+                    if n < 0 or pos > size:
+                        raise internal_error("byte string length past the end of the rust buffer")
+                    (n,) = i32(data, pos)
+                    pos += 4
+                    stop = pos + n
+                    if n < 0 or stop > size:
+                        raise internal_error("byte string length past the end of the rust buffer")
+                    value = data[pos:stop]
+                    flag = data[stop + 16]  # after the u64 seq and the i64 create_ts
+                    if flag == 0:
+                        row, pos = (value, None), stop + 17
+                    elif flag == 1:
+                        row, pos = (value, i64(data, stop + 17)[0]), stop + 25
+                    else:
+                        raise internal_error("Unexpected flag byte for optional type")
+                elif flag == 0:
+                    pos = 1
+                else:
+                    raise internal_error("Unexpected flag byte for optional type")
+            except (struct.error, IndexError):
+                raise internal_error("read past end of rust buffer") from None
+            if pos != size:
+                raise RuntimeError(
+                    f"junk data left in buffer at end of consume_with_stream {size - pos}"
+                )
+            return row
+        finally:
+            rbuf.free()
+
+    return lift
+
+
+def _make_value_lift(binding: ModuleType) -> Callable[[Any], bytes | None]:
+    """lift(rbuf) of optional bytes (get's result): the layout, checks and errors of the
+    generated optional-bytes reader, the buffer freed as consume_with_stream frees it."""
+    internal_error = binding.InternalError
+    i32 = struct.Struct(">i").unpack_from
+
+    def lift(rbuf: Any) -> bytes | None:
+        try:
+            size = rbuf.len
+            data: bytes = rbuf.data[0:size]
+            value: bytes | None = None
+            try:
+                flag = data[0]
+                if flag == 1:
+                    (n,) = i32(data, 1)
+                    if n < 0:
+                        raise internal_error("Unexpected negative byte string length")
+                    pos = 5 + n
+                    if pos > size:
+                        raise internal_error("read past end of rust buffer")
+                    value = data[5:pos]
+                elif flag == 0:
+                    pos = 1
+                else:
+                    raise internal_error("Unexpected flag byte for optional type")
+            except (struct.error, IndexError):
+                raise internal_error("read past end of rust buffer") from None
+            if pos != size:
+                raise RuntimeError(
+                    f"junk data left in buffer at end of consume_with_stream {size - pos}"
+                )
+            return value
+        finally:
+            rbuf.free()
+
+    return lift
+
+
+def _make_point_readers(
+    binding: ModuleType,
+    method: str,
+    lower_key: Callable[[bytes], Any],
+    lift: Callable[[Any], Any],
+    unlifted: Callable[[Any], Any],
+) -> dict[type, Callable[[Any, bytes], Awaitable[Any]]]:
+    """For each binding class of _POINT_SOURCES: read(source, key) making the FFI call of its
+    generated `method` (same Rust function, poll, complete, free and error conversion) with
+    `lower_key` and `lift`. A key that is not bytes goes through the generated method (its
+    checks, its errors), its result passed through `unlifted` to the shape `lift` returns."""
+    lib = binding._UniffiLib
+    call_async = binding._uniffi_rust_call_async
+    poll = lib.ffi_slatedb_uniffi_rust_future_poll_rust_buffer
+    complete = lib.ffi_slatedb_uniffi_rust_future_complete_rust_buffer
+    free = lib.ffi_slatedb_uniffi_rust_future_free_rust_buffer
+    errors = binding._UniffiFfiConverterTypeError
+
+    def reader(start: Callable[[int, Any], int]) -> Callable[[Any, bytes], Awaitable[Any]]:
+        async def read(source: Any, key: bytes) -> Any:
+            if key.__class__ is not bytes:
+                return unlifted(await getattr(source, method)(key))
+            return await call_async(
+                start(source._uniffi_clone_handle(), lower_key(key)),
+                poll,
+                complete,
+                free,
+                lift,
+                errors,
+            )
+
+        return read
+
+    return {
+        getattr(binding, owner): reader(getattr(lib, prefix + method))
+        for owner, prefix in _POINT_SOURCES.items()
+    }
+
+
+def _as_point_row(kv: Any) -> PointRow:
+    return None if kv is None else (kv.value, kv.expire_ts)
+
+
+def _as_value(value: Any) -> bytes | None:
+    return value  # type: ignore[no-any-return]
+
+
+def row_reader_for(source: Any) -> RowReader | None:
+    """`read(source, key)` giving ``source.get_key_value(key)`` as (value, expire_ts), or None
+    when there is no row; None itself when the patch is off or `source` is not one of the
+    binding's Db, DbReader, DbSnapshot or DbTransaction (then call get_key_value)."""
+    return _row_readers.get(source.__class__)
+
+
+def value_reader_for(source: Any) -> ValueReader | None:
+    """`read(source, key)` giving ``source.get(key)``; None when the patch is off or `source`
+    is not one of the binding's Db, DbReader, DbSnapshot or DbTransaction (then call get)."""
+    return _value_readers.get(source.__class__)
+
+
 def _apply(binding: ModuleType) -> None:
     global _patched
     builder = binding._UniffiRustBufferBuilder
@@ -665,11 +902,22 @@ def _apply(binding: ModuleType) -> None:
         setattr(owner, name, method)
     global _columns
     _columns = (_make_next_columns(binding, _make_columns_reader(binding)), binding.DbIterator)
+    lower_key = _make_key_lowerer(binding)
+    _row_readers.update(
+        _make_point_readers(
+            binding, "get_key_value", lower_key, _make_point_lift(binding), _as_point_row
+        )
+    )
+    _value_readers.update(
+        _make_point_readers(binding, "get", lower_key, _make_value_lift(binding), _as_value)
+    )
 
 
 def _restore() -> None:
     global _patched, _columns
     _columns = (None, None)
+    _row_readers.clear()
+    _value_readers.clear()
     if _patched is None:
         return
     for owner, name, original in _patched:
@@ -755,6 +1003,7 @@ def _self_check(binding: ModuleType, db_check: bool) -> None:
         raise AssertionError("bytes converter lower/lift round trip failed")
     _check_rows_reader(binding, samples)
     _check_wal_rows_reader(binding, samples)
+    _check_point_reads(binding, samples)
     if db_check:
         _run_isolated(_db_round_trip(binding))
 
@@ -830,6 +1079,45 @@ def _check_wal_rows_reader(binding: ModuleType, samples: tuple[bytes, ...]) -> N
             raise AssertionError(f"fast WAL row reader disagrees with the generated one ({count})")
 
 
+def _check_point_reads(binding: ModuleType, samples: tuple[bytes, ...]) -> None:
+    """The key lowering must write the generated lowering's bytes, and the point lifts must
+    read back each optional row (as (value, expire_ts)) and optional bytes the binding lowers."""
+    sources = {getattr(binding, owner) for owner in _POINT_SOURCES}
+    if set(_row_readers) != sources or set(_value_readers) != sources:
+        raise AssertionError("no point reader for some get / get_key_value source")
+    lower_key = _make_key_lowerer(binding)
+    generated = binding._UniffiFfiConverterBytes.lower
+    for index, sample in enumerate(samples):
+        fast, slow = lower_key(sample), generated(sample)
+        try:
+            same = fast.data[0 : fast.len] == slow.data[0 : slow.len]
+        finally:
+            fast.free()
+            slow.free()
+        if not same:
+            raise AssertionError(f"key lowering differs from the generated one (sample {index})")
+    lift = _make_point_lift(binding)
+    optional = binding._UniffiFfiConverterOptionalTypeKeyValue
+    for index, value in enumerate((None, *samples)):
+        row = None
+        if value is not None:
+            row = binding.KeyValue(
+                key=value[-300:],
+                value=value,
+                seq=index,
+                create_ts=-index,
+                expire_ts=None if index % 2 else (1 << 62) + index,
+            )
+        got = lift(optional.lower(row))
+        if got != (None if row is None else (row.value, row.expire_ts)):
+            raise AssertionError(f"point lift disagrees with the row written (sample {index})")
+    lift_value = _make_value_lift(binding)
+    optional_bytes = binding._UniffiFfiConverterOptionalBytes
+    for index, value in enumerate((None, *samples)):
+        if lift_value(optional_bytes.lower(value)) != value:
+            raise AssertionError(f"value lift disagrees with the bytes written (sample {index})")
+
+
 def _run_isolated(coroutine: Any) -> None:
     """Run a coroutine to completion on a private loop in a worker thread.
 
@@ -888,5 +1176,38 @@ async def _db_round_trip(binding: ModuleType) -> None:
             raise AssertionError("Db scan by columns returned other rows than next_batch")
         if got[2] != ([], [], []):
             raise AssertionError("Db scan by columns did not end where next_batch ended")
+        await _check_point_reads_on(binding, db, [*rows, b"b" + next(iter(rows)), b"missing"])
     finally:
         await db.shutdown()
+
+
+async def _check_point_reads_on(binding: ModuleType, db: Any, keys: list[bytes]) -> None:
+    """row_reader_for / value_reader_for agree with get_key_value / get on a Db, a snapshot
+    and a transaction, for present and absent keys and for a row with a TTL."""
+    ttl = binding.PutOptions(ttl=binding.Ttl.EXPIRE_AFTER_MILLIS(3_600_000))
+    await db.put_with_options(b"ttl", b"expiring", ttl, binding.WriteOptions())
+    snapshot = await db.snapshot()
+    transaction = await db.begin(binding.IsolationLevel.SNAPSHOT)
+    try:
+        for source in (db, snapshot, transaction):
+            read = row_reader_for(source)
+            read_value = value_reader_for(source)
+            if read is None or read_value is None:
+                raise AssertionError(f"no point reader for the binding's {type(source).__name__}")
+            for key in (*keys, b"ttl"):
+                kv = await source.get_key_value(key)
+                want = None if kv is None else (kv.value, kv.expire_ts)
+                if await read(source, key) != want:
+                    raise AssertionError(
+                        f"point read of {key[:12]!r} on {type(source).__name__} returned "
+                        "another row than get_key_value"
+                    )
+                if await read_value(source, key) != await source.get(key):
+                    raise AssertionError(
+                        f"point read of {key[:12]!r} on {type(source).__name__} returned "
+                        "other bytes than get"
+                    )
+            if (await read(source, b"ttl") or (b"", None))[1] is None:
+                raise AssertionError("point read lost the expire_ts of a row with a TTL")
+    finally:
+        await transaction.rollback()

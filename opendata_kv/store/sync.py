@@ -526,10 +526,21 @@ class SyncStore(SyncWriteView):
 
     @staticmethod
     def clone(
-        source: str | os.PathLike[str], destination: str | os.PathLike[str], **options: Any
+        source: str | os.PathLike[str],
+        destination: str | os.PathLike[str],
+        *,
+        checkpoint: str | None = None,
+        source_options: Mapping[str, str] | None = None,
+        destination_options: Mapping[str, str] | None = None,
     ) -> CloneResult:
         """Same as Store.clone, blocking."""
-        return clone_sync(source, destination, **options)
+        return clone_sync(
+            source,
+            destination,
+            checkpoint=checkpoint,
+            source_options=source_options,
+            destination_options=destination_options,
+        )
 
     def changes(
         self,

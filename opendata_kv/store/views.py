@@ -24,6 +24,7 @@ from opendata_kv.errors import (
 )
 from opendata_kv.keys import Key, RecordType, Schema, intersect, prefix_range
 from opendata_kv.store.failures import FOREIGN, translate
+from opendata_kv.store.ffi_patch import PointRow, row_reader_for, value_reader_for
 from opendata_kv.store.scan import (
     KeySpan,
     RawRecord,
@@ -229,14 +230,34 @@ def narrow(
     return KeySpan(span.record_type, *intersect(bounds, (start, end)))
 
 
+async def _read_row(source: Any, key: bytes) -> PointRow:
+    """source.get_key_value(key) as (value, expire_ts), None for no row: through the binding
+    speed-up's point reader when it is active (ffi_patch.row_reader_for), else the binding."""
+    read_row = row_reader_for(source)
+    if read_row is not None:
+        return await read_row(source, key)
+    kv = await source.get_key_value(key)
+    return None if kv is None else (kv.value, kv.expire_ts)
+
+
+async def _read_value(source: Any, key: bytes) -> bytes | None:
+    """source.get(key): through ffi_patch.value_reader_for when it is active, else the binding."""
+    read_value = value_reader_for(source)
+    if read_value is not None:
+        return await read_value(source, key)
+    data: bytes | None = await source.get(key)
+    return data
+
+
 class ReadView:
     """get / exists / scan against a slatedb source (Db, DbReader, DbSnapshot, DbTransaction).
 
     Expired records are hidden here: slatedb 0.17 stamps each TTL'd row with `expire_ts` but
     its read path does not compare it with the clock (expired rows only vanish when a memtable
-    flush or a compaction rewrites them), so reads fetch the KeyValue and drop rows whose
-    `expire_ts` is at or before now. `check_expiry=False` (Store.open) skips that for stores
-    that never write a TTL.
+    flush or a compaction rewrites them), so reads fetch the row with its `expire_ts`
+    (get_key_value) and drop rows whose `expire_ts` is at or before now. `check_expiry=False`
+    (Store.open) skips that for stores that never write a TTL (reads call get). Both go through
+    ffi_patch's point readers when the binding speed-up is on.
     """
 
     def _view_of(self, source: Any, store: ReadView, label: str) -> None:
@@ -258,18 +279,16 @@ class ReadView:
         source = self._source
         try:
             if not self.check_expiry:
-                data: bytes | None = await source.get(key)
-                return data
-            kv = await source.get_key_value(key)
+                return await _read_value(source, key)
+            row = await _read_row(source, key)
         except FOREIGN as exc:
             raise translate(exc, f"get on {self.where}") from exc
-        if kv is None:
+        if row is None:
             return None
-        expire = kv.expire_ts
+        value, expire = row
         # Wall-clock ms: slatedb stamps create/expire times with its default system clock.
         if expire is not None and expire <= time.time_ns() // 1_000_000:
             return None
-        value: bytes = kv.value
         return value
 
     async def get_raw(self, key: bytes) -> bytes | None:
@@ -285,17 +304,25 @@ class ReadView:
         source = self._source
         try:
             if self.check_expiry:
-                kv = await source.get_key_value(key)
-                if kv is None:
+                read_row = row_reader_for(source)
+                if read_row is not None:
+                    row = await read_row(source, key)
+                else:
+                    row = await _read_row(source, key)
+                if row is None:
                     return default
-                expire = kv.expire_ts
+                data, expire = row
                 if expire is not None and expire <= time.time_ns() // 1_000_000:
                     return default
-                data = kv.value
             else:
-                data = await source.get(key)
-                if data is None:
+                read_value = value_reader_for(source)
+                if read_value is not None:
+                    value = await read_value(source, key)
+                else:
+                    value = await _read_value(source, key)
+                if value is None:
                     return default
+                data = value
         except FOREIGN as exc:
             raise translate(exc, f"get on {self.where}") from exc
         return self.values.decode(record_type, key, data, upgrade=upgrade)
