@@ -168,6 +168,29 @@ KNOWN_SOURCE_SHA256: Final[dict[str, str]] = {
         "977ff9aed0342f625267aadfea6bb9ecca1fc5bc4835d6d163ba32050269837a"
     ),
     "_UniffiRustBuffer.alloc": "45a0f758b06b705d5202c20266b77516a4eac091b738d86dd293b41fc67b889f",
+    # ... and call alloc, free and the sources' handle clone as _uniffi_rust_call does (a fresh
+    # success status, the generated status check on anything else) without its three frames.
+    "_uniffi_rust_call": "848dcf89e56b0c34b16c8490e2128003e4f0995215d9e0b0812f898e3ddb36f8",
+    "_uniffi_rust_call_with_error": (
+        "44f798ec7f26b30c421588161faee8419a6238b65930661575062c765f06fd40"
+    ),
+    "_UniffiRustCallStatus.default": (
+        "1d94984160f864156f7cd8d7f45797e2bcfa12310bb7c73bb3df525e7aa87e75"
+    ),
+    "_UniffiRustBuffer.default": (
+        "114c8f7ca4370e6cccce1871c5a6da2baede0280c7050768518aec09d5477850"
+    ),
+    "_UniffiRustBuffer.free": "dee859a324c1eb23449f6aacc7c4087cff019e376d33e3e63c3a4ffacc2d1169",
+    "Db._uniffi_clone_handle": "730acdeb8b5eb0a8dacde1132f9391c06ad012674c53e10ef96db33ce12d5845",
+    "DbReader._uniffi_clone_handle": (
+        "745a7612f84a6151a1a21c25ebe37611707744d5590ff4252de834033de2aaac"
+    ),
+    "DbSnapshot._uniffi_clone_handle": (
+        "2901e6fa1cc6467bfd69c850f3075b67a7e69129bf2b0ac778de9831318591e7"
+    ),
+    "DbTransaction._uniffi_clone_handle": (
+        "8459ae4b36bf4a76364168986a68de4c61973d9baa4b77d9c8a9e8ed9d5d1563"
+    ),
 }
 
 #: the generated functions install() replaces (owner.attribute), as the docstring lists them
@@ -202,12 +225,13 @@ RowReader = Callable[[Any, bytes], Awaitable[PointRow]]
 #: read(source, key): source.get(key), the value or None
 ValueReader = Callable[[Any, bytes], Awaitable[bytes | None]]
 
-#: the binding classes with get(key) and get_key_value(key), and their Rust functions' prefix
+#: the binding classes with get(key) and get_key_value(key), and their name in the Rust
+#: functions (uniffi_slatedb_uniffi_fn_method_<name>_get, ..._fn_clone_<name>)
 _POINT_SOURCES: Final = {
-    "Db": "uniffi_slatedb_uniffi_fn_method_db_",
-    "DbReader": "uniffi_slatedb_uniffi_fn_method_dbreader_",
-    "DbSnapshot": "uniffi_slatedb_uniffi_fn_method_dbsnapshot_",
-    "DbTransaction": "uniffi_slatedb_uniffi_fn_method_dbtransaction_",
+    "Db": "db",
+    "DbReader": "dbreader",
+    "DbSnapshot": "dbsnapshot",
+    "DbTransaction": "dbtransaction",
 }
 
 
@@ -706,12 +730,32 @@ def columns_for(iterator: Any) -> Callable[[int], Awaitable[Columns]] | None:
     return functools.partial(next_columns, iterator)
 
 
+def _make_rust_call(binding: ModuleType, function: Any) -> Callable[[Any], Any]:
+    """call(arg): ``_uniffi_rust_call(function, arg)`` without its two wrapper frames and its
+    status built field by field: a zeroed call status (what ``_UniffiRustCallStatus.default()``
+    holds: success, an empty error buffer), and on any other code afterwards the generated
+    ``_uniffi_check_call_status``, which raises what the generated call raises."""
+    status_type = binding._UniffiRustCallStatus
+    check = binding._uniffi_check_call_status
+    byref = ctypes.byref
+
+    def call(arg: Any) -> Any:
+        status = status_type()
+        result = function(arg, byref(status))
+        if status.code:
+            check(None, status)
+        return result
+
+    return call
+
+
 def _make_key_lowerer(binding: ModuleType) -> Callable[[bytes], Any]:
     """lower(key): what ``_UniffiFfiConverterBytes.lower`` makes of a bytes key (a Rust buffer
     holding its i32 length and its bytes), from one alloc and one memmove instead of the
     builder's alloc, writes and context managers. Anything unusual goes to the generated one."""
     generated = binding._UniffiFfiConverterBytes.lower
-    alloc = binding._UniffiRustBuffer.alloc
+    alloc = _make_rust_call(binding, binding._UniffiLib.ffi_slatedb_uniffi_rustbuffer_alloc)
+    free = _make_rust_call(binding, binding._UniffiLib.ffi_slatedb_uniffi_rustbuffer_free)
     memmove = ctypes.memmove
     addressof = ctypes.addressof
     pack_size = struct.Struct(">i").pack
@@ -722,7 +766,7 @@ def _make_key_lowerer(binding: ModuleType) -> Callable[[bytes], Any]:
             return generated(key)
         rbuf = alloc(size + 4)
         if rbuf.capacity < size + 4:  # never the case for Rust's alloc; stay exact anyway
-            rbuf.free()
+            free(rbuf)
             return generated(key)
         memmove(addressof(rbuf.data.contents), pack_size(size) + key, size + 4)
         rbuf.len = size + 4
@@ -742,6 +786,7 @@ def _make_point_lift(binding: ModuleType) -> Callable[[Any], PointRow]:
     internal_error = binding.InternalError
     i32 = struct.Struct(">i").unpack_from
     i64 = struct.Struct(">q").unpack_from
+    free = _make_rust_call(binding, binding._UniffiLib.ffi_slatedb_uniffi_rustbuffer_free)
 
     def lift(rbuf: Any) -> PointRow:
         try:
@@ -780,7 +825,7 @@ def _make_point_lift(binding: ModuleType) -> Callable[[Any], PointRow]:
                 )
             return row
         finally:
-            rbuf.free()
+            free(rbuf)
 
     return lift
 
@@ -790,6 +835,7 @@ def _make_value_lift(binding: ModuleType) -> Callable[[Any], bytes | None]:
     generated optional-bytes reader, the buffer freed as consume_with_stream frees it."""
     internal_error = binding.InternalError
     i32 = struct.Struct(">i").unpack_from
+    free = _make_rust_call(binding, binding._UniffiLib.ffi_slatedb_uniffi_rustbuffer_free)
 
     def lift(rbuf: Any) -> bytes | None:
         try:
@@ -818,7 +864,7 @@ def _make_value_lift(binding: ModuleType) -> Callable[[Any], bytes | None]:
                 )
             return value
         finally:
-            rbuf.free()
+            free(rbuf)
 
     return lift
 
@@ -841,12 +887,14 @@ def _make_point_readers(
     free = lib.ffi_slatedb_uniffi_rust_future_free_rust_buffer
     errors = binding._UniffiFfiConverterTypeError
 
-    def reader(start: Callable[[int, Any], int]) -> Callable[[Any, bytes], Awaitable[Any]]:
+    def reader(
+        start: Callable[[int, Any], int], clone: Callable[[int], int]
+    ) -> Callable[[Any, bytes], Awaitable[Any]]:
         async def read(source: Any, key: bytes) -> Any:
             if key.__class__ is not bytes:
                 return unlifted(await getattr(source, method)(key))
             return await call_async(
-                start(source._uniffi_clone_handle(), lower_key(key)),
+                start(clone(source._handle), lower_key(key)),
                 poll,
                 complete,
                 free,
@@ -857,8 +905,11 @@ def _make_point_readers(
         return read
 
     return {
-        getattr(binding, owner): reader(getattr(lib, prefix + method))
-        for owner, prefix in _POINT_SOURCES.items()
+        getattr(binding, owner): reader(
+            getattr(lib, f"uniffi_slatedb_uniffi_fn_method_{name}_{method}"),
+            _make_rust_call(binding, getattr(lib, f"uniffi_slatedb_uniffi_fn_clone_{name}")),
+        )
+        for owner, name in _POINT_SOURCES.items()
     }
 
 
@@ -1085,6 +1136,9 @@ def _check_point_reads(binding: ModuleType, samples: tuple[bytes, ...]) -> None:
     sources = {getattr(binding, owner) for owner in _POINT_SOURCES}
     if set(_row_readers) != sources or set(_value_readers) != sources:
         raise AssertionError("no point reader for some get / get_key_value source")
+    zeroed, default = binding._UniffiRustCallStatus(), binding._UniffiRustCallStatus.default()
+    if bytes(zeroed) != bytes(default) or default.code != default.CALL_SUCCESS:
+        raise AssertionError("a zeroed call status is not the generated default status")
     lower_key = _make_key_lowerer(binding)
     generated = binding._UniffiFfiConverterBytes.lower
     for index, sample in enumerate(samples):
