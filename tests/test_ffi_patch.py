@@ -506,6 +506,26 @@ def test_key_lowering_writes_the_generated_lowering_bytes(key: bytes, kind: str)
         slow.free()
 
 
+@pytest.mark.parametrize("code", [0, 1, 2])
+def test_direct_rust_calls_raise_what_the_generated_call_raises(code: int) -> None:
+    """_make_rust_call (alloc, free and handle clones of the point readers) passes a success
+    through and leaves a Rust error (1) or panic (2) to the generated status check."""
+
+    def function(arg: int, status: Any) -> int:
+        status._obj.code = code  # what Rust does through the pointer
+        return arg * 2
+
+    def outcome(call: Any) -> tuple[str, Any]:
+        try:
+            return "ok", call(21)
+        except binding.InternalError as exc:
+            return "error", str(exc)
+
+    generated = outcome(lambda arg: binding._uniffi_rust_call(function, arg))
+    assert outcome(ffi_patch._make_rust_call(binding, function)) == generated
+    assert generated == ("ok", 42) if code == 0 else generated[0] == "error"
+
+
 @pytest.mark.parametrize("reader_for", [ffi_patch.row_reader_for, ffi_patch.value_reader_for])
 def test_point_readers_are_offered_for_the_four_sources_only_while_patched(
     reader_for: Any,
