@@ -26,6 +26,10 @@ DbTransaction, by repeating that method's FFI call with the key lowered in one a
 and the result read without a KeyValue object or a stream. Typed point reads use them; the
 eight methods, the key's lowering and the optional readers they imitate are hashed too.
 
+And ``batch_put()``: ``put(write_batch, key, value)``, WriteBatch.put's FFI call with key and
+value lowered as the point reads lower keys (one allocation and one copy each, not the
+builder). Store batches queue their puts through it; WriteBatch.put is hashed as well.
+
 Guards:
 
 - It patches only when the installed distribution is in the 0.17 series *and* the source of
