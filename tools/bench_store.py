@@ -11,6 +11,9 @@ Cases (local temporary directories, default slatedb settings):
     get (patched)           typed get vs raw db.get with the binding speed-up on the raw side
                             as well (its key lowering patched; db.get's wrapper as shipped):
                             the typed get's point reader skips that wrapper (ffi_patch)
+    get vs hand             typed get vs a loop doing its work by hand on the same point
+                            reader (key bytes by struct, expiry check, msgpack.unpackb):
+                            what the typed layer costs over the lowest floor this binding has
     scan                    a full scan of msgpack records: typed scan (key and value decoded)
                             vs a raw next_batch loop that only touches kv.key / kv.value
     scan vs hand            the typed scan vs a loop decoding the same rows by hand (u64 from
@@ -201,10 +204,25 @@ async def _bench_get(root: Path, count: int, rounds: int) -> None:
             for key in raw_keys[step * chunk : (step + 1) * chunk]:
                 await get(key)
 
-        for label, view, raw_patched in (
-            ("get", store, False),
-            ("get no-expiry", no_ttl, False),
-            ("get (patched)", store, True),
+        head = REC.head
+        pack_id = struct.Struct(">Q").pack
+
+        async def hand(step: int) -> None:
+            read = ffi_patch.row_reader_for(db)
+            assert read is not None, "the hand side needs the ffi speed-up"
+            for i in order[step * chunk : (step + 1) * chunk]:
+                row = await read(db, head + pack_id(i))
+                assert row is not None
+                value, expire = row
+                if expire is not None and expire <= time.time_ns() // 1_000_000:
+                    continue
+                msgpack.unpackb(value, raw=False, timestamp=3, strict_map_key=False)
+
+        for label, view, baseline, raw_patched in (
+            ("get", store, raw, False),
+            ("get no-expiry", no_ttl, raw, False),
+            ("get (patched)", store, raw, True),
+            ("get vs hand", store, hand, True),
         ):
 
             async def typed(step: int, view: Store = view) -> None:
@@ -214,9 +232,9 @@ async def _bench_get(root: Path, count: int, rounds: int) -> None:
 
             typed_times: list[float] = []
             raw_times: list[float] = []
-            await _interleaved(steps, typed, raw, raw_patched)  # warm-up round
+            await _interleaved(steps, typed, baseline, raw_patched)  # warm-up round
             for _ in range(rounds):
-                t, w = await _interleaved(steps, typed, raw, raw_patched)
+                t, w = await _interleaved(steps, typed, baseline, raw_patched)
                 typed_times.append(t)
                 raw_times.append(w)
             _report(label, count, typed_times, raw_times)
@@ -288,7 +306,7 @@ async def _bench_scan(root: Path, count: int, rounds: int, pairs: int) -> None:
                     break
                 for key, value in zip(keys, values, strict=True):
                     u64(key, head)
-                    unpackb(value, raw=False, timestamp=3, strict_map_key=False)
+                    msgpack.unpackb(value, raw=False, timestamp=3, strict_map_key=False)
                 n += len(keys)
             assert n == count, n
 
