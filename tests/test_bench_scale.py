@@ -29,7 +29,7 @@ async def test_small_run_counts_and_values(tmp_path: Path) -> None:
     # rocksdict is the bench extra: the Quickstart's `.[test]` environment runs the other sides
     sides = ("typed", "raw") + (("rocksdict",) if importlib.util.find_spec("rocksdict") else ())
     result = await bench_scale.run_scale(
-        2000, root=tmp_path, progress=False, verify=True, sides=sides
+        2000, root=tmp_path, progress=False, verify=True, sides=sides, settle_quiet_s=0.0
     )
     workload = bench_scale.Workload(2000)
     assert [size for _, size in workload.prefix_cases()] == [10, 250, 500]
@@ -39,4 +39,7 @@ async def test_small_run_counts_and_values(tmp_path: Path) -> None:
         assert side["full_scan_rows"] == 2000
         assert [p["rows"] for p in side["prefix"].values()] == [10, 250, 500]
         assert side["bytes_per_record"] > 0
+        assert side["settle_s"] >= 0
+    for name in ("typed", "raw"):  # slatedb: nothing compacted yet at this size
+        assert result["sides"][name]["settled"]["l0_ssts"] >= 1
     assert "typed u64 scan row rate" in bench_scale.table(result)

@@ -639,6 +639,75 @@ def test_broken_value_lift_fails_the_self_check(monkeypatch: pytest.MonkeyPatch)
     assert ffi_patch._row_readers == {} and ffi_patch._value_readers == {}
 
 
+# --- the write side: batch_put, what Store batches queue their puts through ------------------
+
+
+def memory_db(name: str) -> Any:
+    return binding.DbBuilder(name, binding.ObjectStore.resolve("memory:///")).build()
+
+
+async def stored(db: Any) -> dict[bytes, bytes]:
+    everything = binding.KeyRange(start=None, start_inclusive=True, end=None, end_inclusive=False)
+    return {row.key: row.value for row in await (await db.scan(everything)).next_batch(10_000)}
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    puts=st.lists(
+        st.tuples(st.binary(min_size=1, max_size=64), byte_items.map(lambda item: item[1])),
+        max_size=30,
+    )
+)
+def test_batch_put_writes_what_writebatch_put_writes(puts: list[tuple[bytes, Any]]) -> None:
+    """Every key and value (bytes, bytearray, memoryview) queued by batch_put is stored as
+    WriteBatch.put stores it; the last put of a key wins in both."""
+
+    async def main() -> None:
+        assert ffi_patch.install()
+        fast = ffi_patch.batch_put()
+        assert fast is not binding.WriteBatch.put
+        db = await memory_db("batch-put")
+        try:
+            generated, patched = binding.WriteBatch(), binding.WriteBatch()
+            for key, value in puts:
+                binding.WriteBatch.put(generated, b"g" + key, value)
+                fast(patched, b"f" + key, value)
+            if puts:
+                await db.write(generated)
+                await db.write(patched)
+            rows = await stored(db)
+            expected = {key: bytes(value) for key, value in puts}
+            assert {k[1:]: v for k, v in rows.items() if k[:1] == b"g"} == expected
+            assert {k[1:]: v for k, v in rows.items() if k[:1] == b"f"} == expected
+        finally:
+            await db.shutdown()
+
+    asyncio.run(main())
+
+
+def test_batch_put_fails_as_writebatch_put_does() -> None:
+    """Without the patch batch_put is WriteBatch.put; with it, the same errors: an empty key,
+    a batch already written."""
+    assert ffi_patch.batch_put() is binding.WriteBatch.put
+
+    async def main() -> None:
+        assert ffi_patch.install()
+        db = await memory_db("batch-put-errors")
+        try:
+            written = binding.WriteBatch()
+            written.put(b"a", b"1")
+            await db.write(written)
+            for put in (binding.WriteBatch.put, ffi_patch.batch_put()):
+                for batch, key in ((binding.WriteBatch(), b""), (written, b"b")):
+                    with pytest.raises(binding.Error.Invalid) as info:
+                        put(batch, key, b"v")
+                    assert ("empty" if key == b"" else "consumed") in str(info.value)
+        finally:
+            await db.shutdown()
+
+    asyncio.run(main())
+
+
 # --- the real thing ------------------------------------------------------------------------------
 
 

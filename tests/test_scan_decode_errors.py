@@ -17,6 +17,8 @@ from storekit import aio
 from opendata_kv import RecordType, Schema, Store
 from opendata_kv import fields as F
 from opendata_kv.errors import KeyDecodeError, ValueDecodeError
+from opendata_kv.ids import tid
+from opendata_kv.keys.plan import compile_decode_many
 from opendata_kv.store import ffi_patch
 from opendata_kv.store.scan import DECODE_CHUNK, RawRecord
 
@@ -68,6 +70,126 @@ def test_decode_many_is_decode_over_a_list(record_type: RecordType, items: list[
     else:
         assert got == ("ok", expected)
         assert all(type(k) is record_type.Key for k in got[1])
+
+
+# Layouts decode_many takes column by column: a terminated run between struct fields.
+event = RecordType("event", 4, [("actor", F.string), ("at", F.desc(F.tid))])
+mixed = RecordType(
+    "mixed",
+    5,
+    [
+        ("k", F.u16),
+        ("blob", F.bytes_),
+        ("text", F.string),
+        ("s", F.desc(F.i32)),
+        ("x", F.f64),
+        ("t", F.tid),
+    ],
+)
+RUN_FIELDS = {
+    event: st.tuples(st.text(max_size=5), st.integers(0, 2**63 - 1).map(tid.encode)),
+    mixed: st.tuples(
+        st.integers(0, 2**16 - 1),
+        st.binary(max_size=4),
+        st.text(max_size=4),
+        st.integers(-(2**31), 2**31 - 1),
+        st.floats(allow_nan=False),
+        st.integers(0, 2**63 - 1).map(tid.encode),
+    ),
+}
+
+
+def _mutate(key: bytes, op: str, at: int, byte: int) -> bytes:
+    at %= len(key) + 1
+    if op == "cut":
+        return key[:at]
+    if op == "insert":
+        return key[:at] + bytes([byte]) + key[at:]
+    return key[:at] + bytes([byte]) + key[at + 1 :]  # "set" (appends at the end)
+
+
+def _no_fallback(key: bytes) -> Any:
+    raise AssertionError(f"decode_many fell back to decode for {key!r}")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from([event, mixed]), st.data())
+def test_run_layouts_decode_many_is_decode_over_a_list(
+    record_type: RecordType, data: st.DataObject
+) -> None:
+    """The columnar decode_many (string + desc(tid) and the like) equals decode key by key,
+    bad keys included (the first one's error, as decode raises it); valid batches never need
+    the per-key path."""
+    valid = RUN_FIELDS[record_type].map(lambda v: record_type.encode(*v))
+    head = record_type.head
+    mutated = st.tuples(
+        valid,
+        st.sampled_from(["cut", "insert", "set"]),
+        st.integers(0, 30),
+        st.sampled_from([0, 1, 3, 0x80, 0xC3, 0xFF]),  # NUL, escape, bad escape, bad UTF-8
+    ).map(lambda a: _mutate(*a))
+    kinds = [valid, valid, mutated, mutated, st.binary(max_size=14).map(lambda b: head + b)]
+    if record_type is event:
+        # a desc(tid) tail whose inverted value has the top bit set: not a TID
+        kinds.append(
+            st.tuples(st.text(max_size=3), st.integers(0, 2**63 - 1)).map(
+                lambda a: head + a[0].encode() + b"\x00" + a[1].to_bytes(8, "big")
+            )
+        )
+    keys = data.draw(st.lists(st.one_of(kinds), max_size=12))
+    expected: list[Any] = []
+    for key in keys:
+        outcome = _outcome(record_type.decode, key)
+        if outcome[0] == "error":
+            expected = outcome
+            break
+        expected.append(outcome[1])
+    for prefixed in (False, True) if all(k.startswith(head) for k in keys) else (False,):
+        got = _outcome(lambda ks, p=prefixed: record_type.decode_many(ks, prefixed=p), keys)
+        if isinstance(expected, tuple):
+            assert got == expected
+        else:
+            assert got == ("ok", expected)
+            assert all(type(k) is record_type.Key for k in got[1])
+    if not isinstance(expected, tuple):
+        fields = [f for _, f in record_type.fields]
+        strict = compile_decode_many(head, fields, record_type.Key, _no_fallback)
+        assert strict(keys) == expected
+
+
+EDIT_BYTES = (0, 1, 2, 3, 0x7F, 0x80, 0xC3, 0xFF)  # NUL, escapes, a bad escape, UTF-8 edges
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([event, mixed]), st.data())
+def test_run_layouts_every_one_byte_edit(record_type: RecordType, data: st.DataObject) -> None:
+    """Every cut, insertion and replacement of one byte of a valid key, in a batch after a
+    valid key: decode_many gives decode's keys or decode's error for it."""
+    fields = data.draw(RUN_FIELDS[record_type])
+    key = record_type.encode(*fields)
+    good = record_type.encode(*data.draw(RUN_FIELDS[record_type]))
+    edits = {key[:at] for at in range(len(key))}
+    for at in range(len(key) + 1):
+        for byte in EDIT_BYTES:
+            edits.add(key[:at] + bytes([byte]) + key[at:])
+            edits.add(key[:at] + bytes([byte]) + key[at + 1 :])
+    for edited in sorted(edits):
+        for keys in ([good, edited], [edited, good]):
+            # repr: an edited f64 may be NaN, which equals nothing
+            expected = repr(_outcome(lambda ks: [record_type.decode(k) for k in ks], keys))
+            assert repr(_outcome(record_type.decode_many, keys)) == expected, edited
+
+
+def test_run_layout_short_keys_fall_back() -> None:
+    """A key too short for its parts (a u16 of 0, no room for the string's terminator, then
+    the tail) must not be read with overlapping slices: it falls back to decode's error."""
+    lead = RecordType("lead", 6, [("k", F.u16), ("actor", F.string), ("at", F.desc(F.tid))])
+    key = lead.head + bytes(2) + b"\xff" * 8
+    with pytest.raises(KeyDecodeError) as info:
+        lead.decode(key)
+    with pytest.raises(KeyDecodeError) as batch:
+        lead.decode_many([lead.encode(1, "a", tid.encode(0)), key])
+    assert str(batch.value) == str(info.value)
 
 
 def _value(n: int) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import sys
 import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -171,6 +172,46 @@ def test_garbage_raises_only_tid_error(s: str) -> None:
         assert not tid.is_valid(s) or s[0] in "cdefghij"
     else:
         assert tid.is_valid(s) and 0 <= n < 1 << 63
+
+
+def _outcomes(fn: Any, ns: list[Any], allow_top_bit: bool) -> Any:
+    try:
+        return ("ok", fn(ns, allow_top_bit=allow_top_bit))
+    except TidError as exc:
+        return ("error", str(exc))
+
+
+def _encode_each(ns: list[Any], allow_top_bit: bool) -> list[str]:
+    return [tid.encode(n, allow_top_bit=allow_top_bit) for n in ns]
+
+
+@given(
+    st.booleans(),
+    st.lists(st.integers(min_value=0, max_value=(1 << 64) - 1), max_size=12),
+    st.integers(min_value=1, max_value=60),  # repeats: lists past encode_many's 256 lanes
+)
+def test_encode_many_is_encode_over_a_list(top_bit: bool, ns: list[int], repeat: int) -> None:
+    limit = 1 << (64 if top_bit else 63)
+    ns = [n % limit for n in ns] * repeat
+    got = tid.encode_many(ns, allow_top_bit=top_bit)
+    assert got == _encode_each(ns, top_bit)
+    assert all(type(s) is str for s in got)
+    assert [reference_encode(n) for n in ns[:12]] == got[:12]
+
+
+@given(
+    st.booleans(),
+    st.lists(
+        st.one_of(
+            st.integers(min_value=0, max_value=(1 << 63) - 1),
+            st.sampled_from([-1, 1 << 63, (1 << 64) - 1, 1 << 64, True, False, 1.0, "5", None]),
+        ),
+        max_size=8,
+    ),
+)
+def test_encode_many_errors_are_encodes(top_bit: bool, items: list[Any]) -> None:
+    """A bad item (out of range, not an int) raises what encode raises for the first one."""
+    assert _outcomes(tid.encode_many, items, top_bit) == _outcomes(_encode_each, items, top_bit)
 
 
 # --- helpers -----------------------------------------------------------------------------------

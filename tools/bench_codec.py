@@ -7,12 +7,16 @@ record index would store it. Both codecs run on the same rows, interleaved: ever
 each operation once, in a rotating order, so drift in machine load (the box is shared) hits
 both sides alike. Reported: the median per-op time of each side, and the median over rounds
 of fdb/ours (the ratio within one round is the figure that counts; absolute times vary).
+
+Then the scale bench's event key (string, desc(tid)) decoded in chunks of 128 as a scan does:
+RecordType.decode_many (columnar) vs decode per key vs hand decoding with the TID left an int.
 """
 
 from __future__ import annotations
 
 import random
 import statistics
+import struct
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,9 +25,11 @@ from typing import Any
 from bench_timing import interleaved, loop, ratio
 
 try:
+    from opendata_kv.ids import tid
     from opendata_kv.keys import RecordType, Schema, fields
 except ImportError:  # run from a checkout without installing: use the checkout
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from opendata_kv.ids import tid
     from opendata_kv.keys import RecordType, Schema, fields
 
 BENCH = RecordType(
@@ -76,6 +82,7 @@ def run(quick: bool) -> None:
             "codec: the 'foundationdb' package is not installed, so there is nothing to compare "
             "with.\n       Install the bench extra: pip install 'opendata-kv[bench]'"
         )
+        scan_keys(quick)
         return
 
     count, rounds, repeat = (500, 5, 3) if quick else (2000, 15, 5)
@@ -117,6 +124,53 @@ def run(quick: bool) -> None:
             f"  {label}: fdb/ours = {median:.2f}x "
             f"(median of per-round ratios; range {low:.2f}-{high:.2f})"
         )
+    scan_keys(quick)
+
+
+# The scale bench's event key: newest first per actor, as a typed scan decodes it.
+EVENT = RecordType("event", 2, [("actor", fields.string), ("at", fields.desc(fields.tid))])
+_U64 = struct.Struct(">Q")
+_MASK = (1 << 64) - 1
+SCAN_CHUNK = 128  # keys per decode_many call in a scan (store.scan.DECODE_CHUNK)
+
+
+def _hand_event(key: bytes) -> tuple[str, int]:
+    """struct + split by hand, the TID left an int: the raw side of the scale bench."""
+    actor, _, rest = key[2:].partition(b"\x00")
+    return actor.decode(), _MASK - _U64.unpack(rest)[0]
+
+
+def scan_keys(quick: bool) -> None:
+    """(string, desc(tid)) keys decoded in chunks, as a scan does: decode_many vs decode per
+    key vs hand decoding (which skips the TID string)."""
+    count, rounds, repeat = (1024, 5, 3) if quick else (4096, 15, 5)
+    now_us = 1_750_000_000_000_000
+    keys = [
+        EVENT.encode(f"did:plc:{i % 7:024d}", tid.encode((now_us + i) << 10 | 7))
+        for i in range(count)
+    ]
+    chunks = [keys[at : at + SCAN_CHUNK] for at in range(0, count, SCAN_CHUNK)]
+    assert [k for c in chunks for k in EVENT.decode_many(c, prefixed=True)] == list(
+        map(EVENT.decode, keys)
+    )
+    cases: dict[str, Callable[[], None]] = {
+        "decode_many": lambda: loop(lambda c: EVENT.decode_many(c, prefixed=True), chunks),
+        "decode per key": lambda: loop(EVENT.decode, keys),
+        "hand (TID int)": lambda: loop(_hand_event, keys),
+    }
+    samples = interleaved(cases, count, rounds, repeat)
+    print(
+        f"(string, desc(tid)) keys, {count} in chunks of {SCAN_CHUNK}, {rounds} interleaved "
+        f"rounds, best of {repeat} per round"
+    )
+    for name, values in samples.items():
+        print(f"  {name:<20} {statistics.median(values):7.3f} us/key")
+    for label, num, den in (
+        ("decode per key / decode_many", "decode per key", "decode_many"),
+        ("decode_many / hand", "decode_many", "hand (TID int)"),
+    ):
+        median, low, high = ratio(samples, num, den)
+        print(f"  {label}: {median:.2f}x (range {low:.2f}-{high:.2f})")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 from opendata_kv.errors import IdError, KeyDecodeError, KeyEncodeError, SchemaError, show_bytes
@@ -65,6 +66,11 @@ class _Tid(_Int63):
 
     def from_raw(self, raw: int) -> str:
         return tid_ids.encode(self._check(raw))
+
+    def from_raw_many(self, raws: Sequence[int]) -> list[Any]:
+        if raws and max(raws) >= _TOP_BIT:  # the first such raw's error, as from_raw raises it
+            return list(map(self.from_raw, raws))
+        return tid_ids.encode_many(raws)
 
 
 class _UrlKey(_Int63):

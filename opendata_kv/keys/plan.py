@@ -8,6 +8,8 @@ codec by codec to produce an error that names the field. Tests check both paths 
 
 from __future__ import annotations
 
+import functools
+import operator
 import struct
 from collections.abc import Callable, Sequence
 from itertools import repeat
@@ -228,18 +230,34 @@ def compile_decode_many(
     head: bytes, fields: Sequence[Field], key_class: type[tuple[Any, ...]], decode: DecodeFn
 ) -> DecodeManyFn:
     """decode_many(keys) -> [decode(k) for k in keys], with the per-key Python call removed
-    where it can be: when every field is a fixed-width integer taken as is (u64, i32 ...:
-    struct codes with no conversion), one struct with the prefix as pad bytes unpacks each
-    key in C (its exact size is the length check), after one C pass that checks every
-    prefix (skipped when the caller knows every key starts with it: `prefixed=True`, e.g. the
-    keys of a range scan inside this prefix). Any failure re-decodes key by key through
-    `decode`, whose error names the key.
-    """
-    if not fields or not all(f.struct_code is not None and f.raw_identity for f in fields):
-        def decode_each(keys: list[bytes], prefixed: bool = False) -> list[Any]:
-            return list(map(decode, keys))
+    where it can be:
 
-        return decode_each
+    - every field a fixed-width integer taken as is (u64, i32 ...: struct codes with no
+      conversion): one struct with the prefix as pad bytes unpacks each key in C (its exact
+      size is the length check);
+    - one run of terminated strings/bytes between fixed-width struct fields (e.g. string then
+      desc(tid)): see _compile_run_many.
+
+    Both check every prefix in one C pass, skipped when the caller knows every key starts
+    with it (`prefixed=True`, e.g. the keys of a range scan inside this prefix). Any failure
+    re-decodes key by key through `decode`, whose error names the key.
+    """
+    if fields and all(f.struct_code is not None and f.raw_identity for f in fields):
+        return _compile_struct_many(head, fields, key_class, decode)
+    groups = _runs(fields)
+    families = [_family(fields[group[0]]) for group in groups]
+    if families.count("terminated") == 1 and families.count("codec") == 0:
+        return _compile_run_many(head, fields, groups, families, key_class, decode)
+
+    def decode_each(keys: list[bytes], prefixed: bool = False) -> list[Any]:
+        return list(map(decode, keys))
+
+    return decode_each
+
+
+def _compile_struct_many(
+    head: bytes, fields: Sequence[Field], key_class: type[tuple[Any, ...]], decode: DecodeFn
+) -> DecodeManyFn:
     unpack = struct.Struct(f">{len(head)}x" + "".join(f.struct_code or "" for f in fields)).unpack
     starts = bytes.startswith
 
@@ -250,5 +268,120 @@ def compile_decode_many(
         except (struct.error, TypeError):
             pass
         return [decode(key) for key in keys]
+
+    return decode_many
+
+
+#: keys per columnar pass (bounds the size of the cached structs)
+_CHUNK = 1024
+
+
+@functools.lru_cache(maxsize=256)
+def _repeated(fmt: str, count: int) -> Callable[[bytes], tuple[Any, ...]]:
+    """unpack of `count` consecutive `fmt` records (big-endian) in one call."""
+    return struct.Struct(">" + fmt * count).unpack
+
+
+def _compile_run_many(
+    head: bytes,
+    fields: Sequence[Field],
+    groups: list[list[int]],
+    families: list[str],
+    key_class: type[tuple[Any, ...]],
+    decode: DecodeFn,
+) -> DecodeManyFn:
+    """decode_many for [struct fields] terminated run [struct fields]: column by column.
+
+    Each key is cut at constant offsets (from the start before the run, from the end after
+    it) with one C-level map of slices per part: the struct fields of every key unpack from
+    one joined buffer (the run's last terminator rides with the tail fields as a byte that
+    must be 0), the run bodies are joined with NUL and decoded and split at once, and the
+    struct fields' conversions run a whole column at a time (Field.from_raw_many: desc, tid).
+    The same checks as decode's (prefix, lengths, terminator count, escapes, UTF-8) are made
+    over the batch; when one fails, every key is decoded by `decode`.
+    """
+    run_at = families.index("terminated")
+    lead = [i for group in groups[:run_at] for i in group]
+    run = groups[run_at]
+    tail = [i for group in groups[run_at + 1 :] for i in group]
+    lead_fmt = "".join(fields[i].struct_code or "" for i in lead)
+    tail_fmt = "B" + "".join(fields[i].struct_code or "" for i in tail)
+    start = len(head) + struct.calcsize(">" + lead_fmt)
+    tail_width = struct.calcsize(">" + tail_fmt)
+    # a key shorter than this would make the slices below overlap
+    min_length = start + len(run) - 1 + tail_width
+    lead_part, body_part = slice(len(head), start), slice(start, -tail_width)
+    tail_part = slice(-tail_width, None)
+    strings = [type(fields[i]) is TerminatedStr for i in run]
+    width = len(run)
+    convert = {
+        i: fields[i].from_raw_many for i in lead + tail if not fields[i].raw_identity
+    }
+    starts = bytes.startswith
+    getitem: Callable[[bytes, slice], bytes] = operator.getitem  # type: ignore[assignment]
+    count: Callable[[bytes, bytes], int] = bytes.count
+    decode_str = bytes.decode
+
+    def columns(keys: list[bytes], prefixed: bool) -> list[Any]:
+        n = len(keys)
+        if not prefixed and not all(map(starts, keys, repeat(head))):
+            raise PlanMismatch
+        if min(map(len, keys)) < min_length:
+            raise PlanMismatch
+        out: list[Any] = []
+        if lead:
+            flat = _repeated(lead_fmt, n)(b"".join(map(getitem, keys, repeat(lead_part))))
+            out += [flat[j :: len(lead)] for j in range(len(lead))]
+        bodies = list(map(getitem, keys, repeat(body_part)))
+        joined = b"\x00".join(bodies)
+        if width == 1:
+            if joined.count(b"\x00") != n - 1:
+                raise PlanMismatch
+        elif list(map(count, bodies, repeat(b"\x00"))).count(width - 1) != n:
+            raise PlanMismatch
+        parts: list[Any]
+        if 1 in joined:
+            parts = list(map(unescape, joined.split(b"\x00")))
+            if None in parts:
+                raise PlanMismatch
+            out += [
+                list(map(decode_str, parts[j::width])) if is_str else parts[j::width]
+                for j, is_str in enumerate(strings)
+            ]
+        elif all(strings):
+            parts = joined.decode().split("\x00")
+            out += [parts[j::width] for j in range(width)]
+        else:
+            parts = joined.split(b"\x00")
+            out += [
+                list(map(decode_str, parts[j::width])) if is_str else parts[j::width]
+                for j, is_str in enumerate(strings)
+            ]
+        flat = _repeated(tail_fmt, n)(b"".join(map(getitem, keys, repeat(tail_part))))
+        stride = len(tail) + 1
+        if any(flat[0::stride]):  # the run's last terminator
+            raise PlanMismatch
+        out += [flat[j + 1 :: stride] for j in range(len(tail))]
+        for column, i in enumerate(lead + run + tail):
+            if i in convert:
+                out[column] = convert[i](out[column])
+        return list(map(key_class, zip(*out, strict=True)))
+
+    def decode_chunk(keys: list[bytes], prefixed: bool) -> list[Any]:
+        try:
+            return columns(keys, prefixed)
+        except Exception:  # any bad input: decode tells which key and why
+            pass
+        return [decode(key) for key in keys]
+
+    def decode_many(keys: list[bytes], prefixed: bool = False) -> list[Any]:
+        if not keys:
+            return []
+        if len(keys) <= _CHUNK:
+            return decode_chunk(keys, prefixed)
+        out: list[Any] = []
+        for at in range(0, len(keys), _CHUNK):
+            out += decode_chunk(keys[at : at + _CHUNK], prefixed)
+        return out
 
     return decode_many
