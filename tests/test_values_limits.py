@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import msgpack
 import pytest
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from opendata_kv import RecordType, Schema
@@ -103,6 +103,54 @@ SCALARS = st.none() | st.integers(-(2**63), 2**64 - 1) | st.text() | st.binary()
 def test_values_within_the_caps_decode_as_msgpack_does(value: Any) -> None:
     data = msgpack.packb(value)
     assert MsgpackCodec().decode(data) == msgpack.unpackb(data, strict_map_key=False)
+
+
+small_caps = st.builds(
+    DecodeLimits,
+    max_value_bytes=st.integers(1, 400),
+    max_str_len=st.integers(1, 64),
+    max_bin_len=st.integers(1, 64),
+    max_array_len=st.integers(1, 64),
+    max_map_len=st.integers(1, 64),
+    max_ext_len=st.integers(1, 64),
+    max_objects=st.integers(1, 400),
+    max_depth=st.integers(1, 12),
+)
+packed = st.recursive(
+    SCALARS | st.floats() | st.booleans(),
+    lambda c: st.lists(c, max_size=8)
+    | st.dictionaries(st.text(max_size=8) | st.integers(-(2**40), 2**40), c),
+    max_leaves=40,
+).map(lambda value: msgpack.packb(value, use_bin_type=True))
+
+
+@settings(max_examples=400)
+@given(
+    data=packed
+    | st.binary(max_size=120)
+    | st.tuples(packed, st.integers(0, 500), st.binary(min_size=1, max_size=3)).map(
+        lambda t: t[0][: t[1] % (len(t[0]) + 1)] + t[2] + t[0][t[1] % (len(t[0]) + 1) + 1 :]
+    ),
+    limits=small_caps | st.just(DEFAULT_LIMITS),
+)
+@example(data=b"\xd9\xc8" + b"x" * 100, limits=DEFAULT_LIMITS)  # says 200 B of str, has 100
+@example(data=b"\x91" * 30 + b"\x01", limits=DecodeLimits(max_depth=5))
+@example(data=msgpack.packb("x" * 70), limits=DecodeLimits(max_str_len=64))
+def test_the_uncapped_path_decodes_and_fails_as_the_capped_path(
+    data: bytes, limits: DecodeLimits
+) -> None:
+    """limited_unpackb skips passing the caps to msgpack for values no longer than every cap;
+    for any bytes and any caps it returns, or raises (class, message, cap), what the path
+    passing every cap does."""
+
+    def outcome(decode: Any) -> str:
+        try:
+            return repr(("ok", decode()))
+        except Exception as exc:
+            return repr(("error", type(exc), str(exc), getattr(exc, "cap", None)))
+
+    fast = outcome(lambda: limits_mod.limited_unpackb(data, limits))
+    assert fast == outcome(lambda: limits_mod._capped_unpackb(data, len(data), limits))
 
 
 def test_limits_are_validated_and_copied() -> None:

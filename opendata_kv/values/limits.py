@@ -16,7 +16,9 @@ amount; 500 nested arrays in 500 bytes break code that walks values recursively.
 
 Counting objects costs a Python call per container, so it runs only for values longer than
 max_objects bytes (a shorter one cannot hold more objects: each takes at least a byte); the
-depth walk runs only when the bytes could hold more than max_depth container headers.
+depth walk runs only when the bytes could hold more than max_depth container headers. A value
+no longer than every length cap is first decoded without passing the caps: msgpack's own
+length limits default to the value's length, which is then no more than any cap.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ class DecodeLimits:
     max_objects: int = 500_000
     max_depth: int = 100
     unpackb: Callable[..., Any] = field(init=False, repr=False, compare=False)
+    #: values of at most this many bytes cannot exceed a length cap (see limited_unpackb)
+    uncapped_bytes: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for spec in fields(self):
@@ -76,6 +80,16 @@ class DecodeLimits:
             max_ext_len=self.max_ext_len,
         )
         object.__setattr__(self, "unpackb", unpackb)
+        smallest = min(
+            self.max_value_bytes,
+            self.max_objects,
+            self.max_str_len,
+            self.max_bin_len,
+            self.max_array_len,
+            self.max_map_len,
+            self.max_ext_len,
+        )
+        object.__setattr__(self, "uncapped_bytes", smallest)
 
     def but(self, **changes: Any) -> DecodeLimits:
         """A copy with some caps changed: `DEFAULT_LIMITS.but(max_depth=20)`."""
@@ -147,6 +161,21 @@ def limited_unpackb(data: bytes | bytearray | memoryview, limits: DecodeLimits) 
     if not isinstance(data, bytes):
         data = bytes(data)
     size = len(data)
+    if size <= limits.uncapped_bytes:
+        # msgpack.unpackb limits each string, binary, array and extension to len(data) and
+        # each map to len(data) // 2, none above its cap here, and a value this short needs
+        # no object count: the caps would refuse nothing, and passing them costs ~0.4 us.
+        try:
+            value = msgpack.unpackb(data, raw=False, timestamp=3, strict_map_key=False)
+        except Exception:
+            return _capped_unpackb(data, size, limits)  # fails again, with the caps' errors
+        _check_depth(data, size, value, limits)
+        return value
+    return _capped_unpackb(data, size, limits)
+
+
+def _capped_unpackb(data: bytes, size: int, limits: DecodeLimits) -> Any:
+    """limited_unpackb with every cap passed to msgpack: the reference path."""
     if size > limits.max_value_bytes:
         raise _refuse("max_value_bytes", limits, f"{size} bytes")
     try:
@@ -163,8 +192,14 @@ def limited_unpackb(data: bytes | bytearray | memoryview, limits: DecodeLimits) 
             if f"exceeds {cap}(" in text:
                 raise _refuse(cap, limits, text.split(" exceeds")[0] + " entries/bytes") from None
         raise
+    _check_depth(data, size, value, limits)
+    return value
+
+
+def _check_depth(data: bytes, size: int, value: Any, limits: DecodeLimits) -> None:
+    """ValueLimitError when the decoded value nests containers deeper than max_depth (walked
+    only when its bytes hold more than max_depth container headers)."""
     if size > limits.max_depth and (type(value) is list or type(value) is dict):
         headers = size - len(data.translate(None, _CONTAINER_BYTES))
         if headers > limits.max_depth and _too_deep(value, limits.max_depth):
             raise _refuse("max_depth", limits, f"containers nested deeper than {limits.max_depth}")
-    return value
