@@ -86,8 +86,11 @@ mixed = RecordType(
         ("t", F.tid),
     ],
 )
+# struct fields only, some converted: one unpack, then the conversions column by column
+feed = RecordType("feed", 7, [("at", F.desc(F.tid)), ("n", F.i32)])
 RUN_FIELDS = {
     event: st.tuples(st.text(max_size=5), st.integers(0, 2**63 - 1).map(tid.encode)),
+    feed: st.tuples(st.integers(0, 2**63 - 1).map(tid.encode), st.integers(-(2**31), 2**31 - 1)),
     mixed: st.tuples(
         st.integers(0, 2**16 - 1),
         st.binary(max_size=4),
@@ -113,7 +116,7 @@ def _no_fallback(key: bytes) -> Any:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.sampled_from([event, mixed]), st.data())
+@given(st.sampled_from([event, mixed, feed]), st.data())
 def test_run_layouts_decode_many_is_decode_over_a_list(
     record_type: RecordType, data: st.DataObject
 ) -> None:
@@ -129,6 +132,10 @@ def test_run_layouts_decode_many_is_decode_over_a_list(
         st.sampled_from([0, 1, 3, 0x80, 0xC3, 0xFF]),  # NUL, escape, bad escape, bad UTF-8
     ).map(lambda a: _mutate(*a))
     kinds = [valid, valid, mutated, mutated, st.binary(max_size=14).map(lambda b: head + b)]
+    if record_type is feed:  # the inverted value of desc(tid) with the top bit set
+        kinds.append(
+            st.binary(min_size=12, max_size=12).map(lambda b: head + bytes([b[0] & 0x7F]) + b[1:])
+        )
     if record_type is event:
         # a desc(tid) tail whose inverted value has the top bit set: not a TID
         kinds.append(
@@ -161,7 +168,7 @@ EDIT_BYTES = (0, 1, 2, 3, 0x7F, 0x80, 0xC3, 0xFF)  # NUL, escapes, a bad escape,
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from([event, mixed]), st.data())
+@given(st.sampled_from([event, mixed, feed]), st.data())
 def test_run_layouts_every_one_byte_edit(record_type: RecordType, data: st.DataObject) -> None:
     """Every cut, insertion and replacement of one byte of a valid key, in a batch after a
     valid key: decode_many gives decode's keys or decode's error for it."""
@@ -174,7 +181,10 @@ def test_run_layouts_every_one_byte_edit(record_type: RecordType, data: st.DataO
             edits.add(key[:at] + bytes([byte]) + key[at:])
             edits.add(key[:at] + bytes([byte]) + key[at + 1 :])
     for edited in sorted(edits):
-        for keys in ([good, edited], [edited, good]):
+        # a key as much shorter or longer as `edited` is longer or shorter: a batch whose
+        # total length is right although no key's is
+        other = good[: len(good) - 1] if len(edited) > len(good) else good + b"\x00"
+        for keys in ([good, edited], [edited, good], [edited, other]):
             # repr: an edited f64 may be NaN, which equals nothing
             expected = repr(_outcome(lambda ks: [record_type.decode(k) for k in ks], keys))
             assert repr(_outcome(record_type.decode_many, keys)) == expected, edited

@@ -26,6 +26,8 @@ compaction has settled (Side.settle; the wait is reported, not timed as a read).
 right after the reopen: a read phase that overlaps that compaction ran 3-7x slower on this
 2-core machine, on whichever side it happened to hit. Without the wait that made the typed
 1M prefix scan 4.8x the raw one in one run and 1.7x in another.
+The binding patch (opendata_kv.store.ffi_patch) is installed before the first side, as
+Store.open would do process-wide, so the raw side's binding does not depend on running second.
 
 --store s3 starts a moto_server on 127.0.0.1 (stopped at exit) and puts the slatedb sides
 there (default N 100,000). Numbers are printed, never asserted; tests run run_scale() with
@@ -62,6 +64,7 @@ from slatedb.uniffi import AdminBuilder, CompactionStatus, DbBuilder, KeyRange, 
 from opendata_kv import RecordType, Schema, Store
 from opendata_kv import fields as F
 from opendata_kv.ids import tid as tids
+from opendata_kv.store import ffi_patch
 from opendata_kv.store.location import parse_location
 from opendata_kv.store.scan import scan_options
 
@@ -817,6 +820,10 @@ async def run_scale(
     moto: Moto | None = None
     saved_env: dict[str, str | None] = {}
     rss = RssSampler()
+    # Store.open installs the binding patch for the whole process: install it before any side
+    # runs, so every side (raw's next_batch and WriteBatch included) runs the same binding
+    # whatever the order or selection of sides.
+    ffi_patch.install()
     try:
         env = Env(
             base,

@@ -235,19 +235,23 @@ def compile_decode_many(
     - every field a fixed-width integer taken as is (u64, i32 ...: struct codes with no
       conversion): one struct with the prefix as pad bytes unpacks each key in C (its exact
       size is the length check);
+    - every field a struct field, some converted (desc, tid, signed ...): one unpack over the
+      joined keys, the conversions a column at a time (Field.from_raw_many);
     - one run of terminated strings/bytes between fixed-width struct fields (e.g. string then
       desc(tid)): see _compile_run_many.
 
-    Both check every prefix in one C pass, skipped when the caller knows every key starts
+    Each checks every prefix in one C pass, skipped when the caller knows every key starts
     with it (`prefixed=True`, e.g. the keys of a range scan inside this prefix). Any failure
     re-decodes key by key through `decode`, whose error names the key.
     """
     if fields and all(f.struct_code is not None and f.raw_identity for f in fields):
         return _compile_struct_many(head, fields, key_class, decode)
+    if fields and all(f.struct_code is not None for f in fields):
+        return _chunked(_compile_struct_columns(head, fields, key_class), decode)
     groups = _runs(fields)
     families = [_family(fields[group[0]]) for group in groups]
     if families.count("terminated") == 1 and families.count("codec") == 0:
-        return _compile_run_many(head, fields, groups, families, key_class, decode)
+        return _chunked(_compile_run_many(head, fields, groups, families, key_class), decode)
 
     def decode_each(keys: list[bytes], prefixed: bool = False) -> list[Any]:
         return list(map(decode, keys))
@@ -288,9 +292,8 @@ def _compile_run_many(
     groups: list[list[int]],
     families: list[str],
     key_class: type[tuple[Any, ...]],
-    decode: DecodeFn,
-) -> DecodeManyFn:
-    """decode_many for [struct fields] terminated run [struct fields]: column by column.
+) -> Callable[[list[bytes], bool], list[Any]]:
+    """Columns for [struct fields] terminated run [struct fields], for _chunked.
 
     Each key is cut at constant offsets (from the start before the run, from the end after
     it) with one C-level map of slices per part: the struct fields of every key unpack from
@@ -298,7 +301,7 @@ def _compile_run_many(
     must be 0), the run bodies are joined with NUL and decoded and split at once, and the
     struct fields' conversions run a whole column at a time (Field.from_raw_many: desc, tid).
     The same checks as decode's (prefix, lengths, terminator count, escapes, UTF-8) are made
-    over the batch; when one fails, every key is decoded by `decode`.
+    over the batch; any failure raises, and _chunked decodes the chunk key by key.
     """
     run_at = families.index("terminated")
     lead = [i for group in groups[:run_at] for i in group]
@@ -366,6 +369,39 @@ def _compile_run_many(
             if i in convert:
                 out[column] = convert[i](out[column])
         return list(map(key_class, zip(*out, strict=True)))
+
+    return columns
+
+
+def _compile_struct_columns(
+    head: bytes, fields: Sequence[Field], key_class: type[tuple[Any, ...]]
+) -> Callable[[list[bytes], bool], list[Any]]:
+    """Columns of keys made of struct fields only: every key exactly head + the fields."""
+    fmt = "".join(f.struct_code or "" for f in fields)
+    width = len(head) + struct.calcsize(">" + fmt)
+    convert = {i: f.from_raw_many for i, f in enumerate(fields) if not f.raw_identity}
+    m = len(fields)
+    starts = bytes.startswith
+
+    def columns(keys: list[bytes], prefixed: bool) -> list[Any]:
+        if not prefixed and not all(map(starts, keys, repeat(head))):
+            raise PlanMismatch
+        if min(map(len, keys)) != width:  # and the unpack takes exactly n * width bytes
+            raise PlanMismatch
+        flat = _repeated(f"{len(head)}x{fmt}", len(keys))(b"".join(keys))
+        out: list[Any] = [flat[j::m] for j in range(m)]
+        for i, to_values in convert.items():
+            out[i] = to_values(out[i])
+        return list(map(key_class, zip(*out, strict=True)))
+
+    return columns
+
+
+def _chunked(
+    columns: Callable[[list[bytes], bool], list[Any]], decode: DecodeFn
+) -> DecodeManyFn:
+    """decode_many over a columnar decoder: _CHUNK keys at a time; a chunk that fails any
+    check is decoded key by key by `decode`, which raises the first bad key's error."""
 
     def decode_chunk(keys: list[bytes], prefixed: bool) -> list[Any]:
         try:
