@@ -23,8 +23,10 @@ the async driver and the buffer lift it repeats are among the hashed sources bel
 And ``row_reader_for(source)`` / ``value_reader_for(source)``: ``get_key_value(key)`` (as
 ``(value, expire_ts)``, None: no row) and ``get(key)`` of a Db, DbReader, DbSnapshot or
 DbTransaction, by repeating that method's FFI call with the key lowered in one allocation
-and the result read without a KeyValue object or a stream. Typed point reads use them; the
-eight methods, the key's lowering and the optional readers they imitate are hashed too.
+and the result read without a KeyValue object or a stream; the buffer alloc and free and the
+handle clone skip ``_uniffi_rust_call``'s wrappers (a zeroed call status, the generated status
+check on anything but success). Typed point reads use them; the eight methods, the key's
+lowering, the optional readers and the call wrappers they imitate are hashed too.
 
 And ``batch_put()``: ``put(write_batch, key, value)``, WriteBatch.put's FFI call with key and
 value lowered as the point reads lower keys (one allocation and one copy each, not the
