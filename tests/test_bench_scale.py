@@ -40,6 +40,7 @@ async def test_small_run_counts_and_values(tmp_path: Path) -> None:
         assert [p["rows"] for p in side["prefix"].values()] == [10, 250, 500]
         assert side["bytes_per_record"] > 0
         assert side["settle_s"] >= 0
+        assert all(p["cpu_ms"] >= 0 and p["load"] >= 0 for p in side["prefix"].values())
     for name in ("typed", "raw"):  # slatedb: nothing compacted yet at this size
         assert result["sides"][name]["settled"]["l0_ssts"] >= 1
     assert "typed u64 scan row rate" in bench_scale.table(result)

@@ -17,8 +17,10 @@ Sides, each in its own store, one after the other in one run:
 Reported per side: load rate, flush-to-durable time, point get p50/p99 on a cold cache
 (right after reopening: slatedb's block cache and RocksDB's are empty, the OS page cache is
 not) and warm (the same keys again), prefix scans of 10 / 1,000 / 100,000 rows (time to the
-first row, total), full-scan row rate, peak RSS of the process during the phase, and bytes
-on the store per record (slatedb: SST + WAL objects; rocksdict: its directory).
+first row, total, the process's CPU time, and the 1-min load average: CPU far below the
+total means the scan waited, e.g. for cores other jobs held), full-scan row rate, peak RSS
+of the process during the phase, and bytes on the store per record (slatedb: SST + WAL
+objects; rocksdict: its directory).
 
 Every side is measured alike: after the reload it first waits until the store's background
 compaction has settled (Side.settle; the wait is reported, not timed as a read). A load of
@@ -429,9 +431,11 @@ class Side:
 
         r["prefix"] = {}
         for actor, size in w.prefix_cases():
-            firsts, totals = [], []
+            firsts, totals, cpus = [], [], []
+            load = os.getloadavg()[0]
             for _ in range(ROUNDS):
                 rows = 0
+                cpu = time.process_time()
                 start = clock()
                 first = 0.0
                 async for _row in self.prefix_rows(actor):
@@ -439,6 +443,7 @@ class Side:
                         first = clock() - start
                     rows += 1
                 totals.append(clock() - start)
+                cpus.append(time.process_time() - cpu)
                 firsts.append(first)
                 if rows != size:
                     raise AssertionError(f"{self.name}: prefix {actor}: {rows} rows, not {size}")
@@ -446,6 +451,10 @@ class Side:
                 "rows": size,
                 "first_row_ms": statistics.median(firsts) * 1e3,
                 "total_ms": statistics.median(totals) * 1e3,
+                # CPU of the whole process (slatedb's threads too): far below total_ms means
+                # the scan waited, e.g. for cores other jobs held (`load`: 1-min load average)
+                "cpu_ms": statistics.median(cpus) * 1e3,
+                "load": load,
             }
 
         rss.reset()
@@ -885,6 +894,8 @@ def table(result: dict[str, Any]) -> str:
     for size in sides[names[0]]["prefix"]:
         add(f"prefix {size} first row", lambda s, z=size: s["prefix"][z]["first_row_ms"], "ms")
         add(f"prefix {size} total", lambda s, z=size: s["prefix"][z]["total_ms"], "ms")
+        add(f"prefix {size} CPU", lambda s, z=size: s["prefix"][z]["cpu_ms"], "ms")
+    add("load avg, largest prefix", lambda s: list(s["prefix"].values())[-1]["load"], "")
     add("full scan", lambda s: s["full_scan_rows_per_s"], "rows/s")
     add("u64 scan", lambda s: s["item_scan_us_per_row"], "µs/row")
     add("load peak RSS", lambda s: s["load_peak_rss_mb"], "MiB")
