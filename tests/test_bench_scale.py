@@ -43,4 +43,8 @@ async def test_small_run_counts_and_values(tmp_path: Path) -> None:
         assert all(p["cpu_ms"] >= 0 and p["load"] >= 0 for p in side["prefix"].values())
     for name in ("typed", "raw"):  # slatedb: nothing compacted yet at this size
         assert result["sides"][name]["settled"]["l0_ssts"] >= 1
-    assert "typed u64 scan row rate" in bench_scale.table(result)
+    typed = result["sides"]["typed"]
+    assert typed["same_store_ratio"] > 0 and len(typed["same_store_ratio_range"]) == 2
+    text = bench_scale.table(result)
+    assert "typed u64 scan row rate / hand-decoded, same store" in text
+    assert "u64 scan row rate, typed store / raw store" in text

@@ -28,6 +28,7 @@ def one_block_per_request(monkeypatch: pytest.MonkeyPatch) -> None:
     under a running scan, and with the store's 256 KiB read-ahead a scan would already hold
     these small SSTs whole before they vanish."""
     monkeypatch.setattr(scanmod, "READ_AHEAD_BYTES", 1)
+    monkeypatch.setattr(scanmod, "BULK_READ_AHEAD_BYTES", 1)
     monkeypatch.setattr(
         scanmod, "_OPTIONS", {key: scanmod.scan_options(*key) for key in scanmod._OPTIONS}
     )

@@ -89,7 +89,7 @@ async def clone(
         iterator = await call(
             reader._source.scan_with_options(
                 KeyRange(start=None, start_inclusive=True, end=None, end_inclusive=False),
-                scan_options(False),
+                scan_options(False, fill_cache=False),
             ),
             where,
         )
