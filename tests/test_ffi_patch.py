@@ -708,6 +708,49 @@ def test_batch_put_fails_as_writebatch_put_does() -> None:
     asyncio.run(main())
 
 
+def test_batch_put_refuses_anything_but_a_write_batch() -> None:
+    """Rust would take any object's handle for a WriteBatch's (a Db's: a crash): refused."""
+
+    async def main() -> None:
+        assert ffi_patch.install()
+        db = await memory_db("batch-put-type")
+        try:
+            for wrong in (db, None, object()):
+                with pytest.raises(TypeError, match="WriteBatch"):
+                    ffi_patch.batch_put()(wrong, b"k", b"v")
+            assert await stored(db) == {}
+        finally:
+            await db.shutdown()
+
+    asyncio.run(main())
+
+
+def test_nothing_fast_is_handed_out_before_the_self_check_passes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While install() checks itself, and after a failed check, callers get the generated
+    calls: the fast ones are published only once the check passed."""
+    seen: list[Any] = []
+    real_check = ffi_patch._self_check
+
+    def checking(binding_module: Any, db_check: bool) -> None:
+        seen.append(
+            (
+                ffi_patch.batch_put(),
+                ffi_patch.columns_for(object.__new__(binding.DbIterator)),
+                ffi_patch.row_reader_for(object.__new__(binding.Db)),
+                ffi_patch._columns_for(object.__new__(binding.DbIterator)) is not None,
+            )
+        )
+        real_check(binding_module, db_check)
+        raise AssertionError("failed on purpose")
+
+    monkeypatch.setattr(ffi_patch, "_self_check", checking)
+    assert ffi_patch.install(db_check=False) is False
+    assert seen == [(binding.WriteBatch.put, None, None, True)]  # built, not handed out
+    assert ffi_patch.batch_put() is binding.WriteBatch.put
+
+
 # --- the real thing ------------------------------------------------------------------------------
 
 

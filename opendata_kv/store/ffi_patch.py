@@ -62,6 +62,7 @@ import hashlib
 import importlib.metadata
 import inspect
 import logging
+import operator
 import os
 import struct
 import textwrap
@@ -200,6 +201,36 @@ KNOWN_SOURCE_SHA256: Final[dict[str, str]] = {
     ),
     # batch_put repeats WriteBatch.put's FFI call with the same lowering as the point reads
     "WriteBatch.put": "96c67cb19018467341330866e6c0cbda4062423d011433d08c9713984aed4db4",
+    # the direct calls skip the status check on success, so it must do nothing then
+    "_uniffi_check_call_status": (
+        "92fe9486e882343f566f1cb68a97dab7de7e61c5de8cd132f76ce4cb192dd729"
+    ),
+    # the stream primitives behind the generated converters fix the byte layout (big-endian
+    # widths, bounds) that every struct reader here repeats
+    "_UniffiRustBufferStream._unpack_from": (
+        "83f31e7881bba88fb813da1311c52e950e0bf56c17fc925ccb5433d318421927"
+    ),
+    "_UniffiRustBufferStream.read": (
+        "59eaa7a84316bb0735056ab2a183f629d7c64b975f067b1e89b8ea846c35d320"
+    ),
+    "_UniffiRustBufferStream.read_i32": (
+        "38996ddb182eef8b56c07f8ccc51692bf8d4a43ecea64f630dc7eabbdd5ca04e"
+    ),
+    "_UniffiRustBufferStream.read_u8": (
+        "baae955bef98958dce4bda4a60f6687d6f3315146f030bb304357f841f4f53a2"
+    ),
+    "_UniffiRustBufferStream.read_u64": (
+        "61d4f2f9d3613d09335fc98b86734cbdfd91b45a4874c5698d01bce4c1a1c692"
+    ),
+    "_UniffiRustBufferStream.read_i64": (
+        "8d98ef50a69030b4aff028124d55f6553fc808b0c350739e34e80d1d7aaffe0c"
+    ),
+    "_UniffiFfiConverterUInt64.read": (
+        "e948b4eb9816f5f2165ce504ec55fca7a4d5a0e453a5b4eb72029c21a336a60a"
+    ),
+    "_UniffiFfiConverterInt64.read": (
+        "204034f9976857ea551c98c5fff4bb66ff2d7b8c62fa1c7d73707b155b490a80"
+    ),
     "WriteBatch._uniffi_clone_handle": (
         "e2b101252f510fd6e9c06dfbccd36fe2d7c5bf12d940802564bc16f2ce12a582"
     ),
@@ -724,7 +755,8 @@ def _make_next_columns(
             return read_columns(stream)
 
     async def next_columns(iterator: Any, max: int) -> Columns:
-        if type(max) is not int or not 0 <= max < 1 << 32:
+        max = operator.index(max)  # TypeError for a non-integer, as the generated check
+        if not 0 <= max < 1 << 32:
             raise ValueError(f"u32 requires 0 <= value < 4294967296, got {max!r}")
         columns: Columns = await call_async(
             start(iterator._uniffi_clone_handle(), max), poll, complete, free, lift, errors
@@ -736,8 +768,12 @@ def _make_next_columns(
 
 def columns_for(iterator: Any) -> Callable[[int], Awaitable[Columns]] | None:
     """`next(max)` giving the iterator's next batch as columns (keys, values, expire_ts), or
-    None when the patch is off or `iterator` is not the binding's DbIterator (then use
-    next_batch). Scans use it to skip building a KeyValue object per row."""
+    None when the patch is off (or not yet self-checked) or `iterator` is not the binding's
+    DbIterator (then use next_batch). Scans use it to skip building a KeyValue per row."""
+    return _columns_for(iterator) if _status.applied else None
+
+
+def _columns_for(iterator: Any) -> Callable[[int], Awaitable[Columns]] | None:
     next_columns, iterator_type = _columns
     if next_columns is None or type(iterator) is not iterator_type:
         return None
@@ -782,7 +818,13 @@ def _make_key_lowerer(binding: ModuleType) -> Callable[[bytes], Any]:
         if rbuf.capacity < size + 4:  # never the case for Rust's alloc; stay exact anyway
             free(rbuf)
             return generated(key)
-        memmove(addressof(rbuf.data.contents), pack_size(size) + key, size + 4)
+        try:
+            start = addressof(rbuf.data.contents)
+            memmove(start, pack_size(size), 4)
+            memmove(start + 4, key, size)
+        except BaseException:
+            free(rbuf)
+            raise
         rbuf.len = size + 4
         return rbuf
 
@@ -940,13 +982,13 @@ def row_reader_for(source: Any) -> RowReader | None:
     """`read(source, key)` giving ``source.get_key_value(key)`` as (value, expire_ts), or None
     when there is no row; None itself when the patch is off or `source` is not one of the
     binding's Db, DbReader, DbSnapshot or DbTransaction (then call get_key_value)."""
-    return _row_readers.get(source.__class__)
+    return _row_readers.get(source.__class__) if _status.applied else None
 
 
 def value_reader_for(source: Any) -> ValueReader | None:
     """`read(source, key)` giving ``source.get(key)``; None when the patch is off or `source`
     is not one of the binding's Db, DbReader, DbSnapshot or DbTransaction (then call get)."""
-    return _value_readers.get(source.__class__)
+    return _value_readers.get(source.__class__) if _status.applied else None
 
 
 def _make_batch_put(
@@ -958,20 +1000,37 @@ def _make_batch_put(
     40,000 ~200 B records in batches of 1,000. Anything but bytes goes to WriteBatch.put."""
     lib = binding._UniffiLib
     clone = _make_rust_call(binding, lib.uniffi_slatedb_uniffi_fn_clone_writebatch)
+    free = _make_rust_call(binding, lib.ffi_slatedb_uniffi_rustbuffer_free)
     put_function = lib.uniffi_slatedb_uniffi_fn_method_writebatch_put
     status_type = binding._UniffiRustCallStatus
     check = binding._uniffi_check_call_status
     errors = binding._UniffiFfiConverterTypeError
-    generated = binding.WriteBatch.put
+    write_batch = binding.WriteBatch
+    generated = write_batch.put
     byref = ctypes.byref
 
     def batch_put(batch: Any, key: Any, value: Any) -> None:
+        # Rust would take any object's handle for a WriteBatch's: refuse it before any call
+        if not isinstance(batch, write_batch):
+            raise TypeError(f"batch_put needs a WriteBatch, got {type(batch).__name__}")
         if key.__class__ is not bytes or value.__class__ is not bytes:
             generated(batch, key, value)
             return
-        key_buffer, value_buffer = lower(key), lower(value)
-        status = status_type()
-        put_function(clone(batch._handle), key_buffer, value_buffer, byref(status))
+        handle = batch._handle
+        key_buffer = lower(key)
+        try:
+            value_buffer = lower(value)
+        except BaseException:
+            free(key_buffer)
+            raise
+        try:
+            cloned = clone(handle)
+        except BaseException:
+            free(key_buffer)
+            free(value_buffer)
+            raise
+        status = status_type()  # from here Rust owns both buffers and the cloned handle
+        put_function(cloned, key_buffer, value_buffer, byref(status))
         if status.code:
             check(errors, status)
 
@@ -979,10 +1038,18 @@ def _make_batch_put(
 
 
 def batch_put() -> Callable[[Any, Any, Any], None]:
-    """`put(write_batch, key, value)`: the fast WriteBatch put while the patch is applied,
-    else the binding's own WriteBatch.put. Store batches queue their puts through it."""
+    """`put(write_batch, key, value)`: the fast WriteBatch put while the patch is applied
+    (and self-checked), else the binding's own WriteBatch.put. Store batches put through it."""
+    return _batch_put_or_generated() if _status.applied else _generated_put()
+
+
+def _batch_put_or_generated() -> Callable[[Any, Any, Any], None]:
     if _batch_put is not None:
         return _batch_put
+    return _generated_put()
+
+
+def _generated_put() -> Callable[[Any, Any, Any], None]:
     generated: Callable[[Any, Any, Any], None] = _load_binding().WriteBatch.put
     return generated
 
@@ -1260,7 +1327,7 @@ async def _db_round_trip(binding: ModuleType) -> None:
             for index, sample in enumerate(SELF_CHECK_SAMPLES)
         }
         batch = binding.WriteBatch()
-        fast_put = batch_put()
+        fast_put = _batch_put_or_generated()
         for key, value in rows.items():
             await db.put(key, value)
             batch.put(b"b" + key, value)
@@ -1283,7 +1350,7 @@ async def _db_round_trip(binding: ModuleType) -> None:
         }
         if scanned != expected:
             raise AssertionError("Db scan returned other keys or values")
-        next_columns = columns_for(await db.scan(everything))
+        next_columns = _columns_for(await db.scan(everything))
         if next_columns is None:
             raise AssertionError("no columns reader for the binding's own DbIterator")
         got = [await next_columns(5), await next_columns(4 * len(rows)), await next_columns(5)]
@@ -1305,8 +1372,8 @@ async def _check_point_reads_on(binding: ModuleType, db: Any, keys: list[bytes])
     transaction = await db.begin(binding.IsolationLevel.SNAPSHOT)
     try:
         for source in (db, snapshot, transaction):
-            read = row_reader_for(source)
-            read_value = value_reader_for(source)
+            read = _row_readers.get(source.__class__)
+            read_value = _value_readers.get(source.__class__)
             if read is None or read_value is None:
                 raise AssertionError(f"no point reader for the binding's {type(source).__name__}")
             for key in (*keys, b"ttl"):

@@ -344,7 +344,7 @@ class Scan(Generic[R]):
             self._after = self._last_read
         self._keys, self._data, self._row_pos = [], [], 0
         self._span_index -= 1
-        self._iterator = None
+        self._iterator = self._next_columns = None
 
     async def _fill(self, whole: bool = False) -> bool:
         """Decode the next non-empty piece of fetched rows into the buffer, fetching a batch

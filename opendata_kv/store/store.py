@@ -784,7 +784,6 @@ class Batch:
         self._batch: Any = None
         self._count = 0
         self._written = False
-        self._put = ffi_patch.batch_put()  # WriteBatch.put, or its faster twin when patched
 
     def __len__(self) -> int:
         return self._count
@@ -820,7 +819,7 @@ class Batch:
         )
         try:
             if options is None:
-                self._put(self._wb(), key, data)
+                ffi_patch.batch_put()(self._wb(), key, data)  # fast when patched
             else:
                 self._wb().put_with_options(key, data, options)
         except FOREIGN as exc:
@@ -857,7 +856,7 @@ class Batch:
         check_stored_size(data)
         try:
             if expire_at is None:
-                self._put(self._wb(), key, data)
+                ffi_patch.batch_put()(self._wb(), key, data)  # fast when patched
             else:
                 options = PutOptions(ttl=Ttl.EXPIRE_AT_MILLIS(expire_at))
                 self._wb().put_with_options(key, data, options)
