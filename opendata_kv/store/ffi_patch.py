@@ -836,94 +836,84 @@ def _make_key_lowerer(binding: ModuleType) -> Callable[[bytes], Any]:
 _MAX_KEY_BYTES: Final = 1 << 20
 
 
+def _make_optional_lift(
+    binding: ModuleType, parse: Callable[[bytes, int], tuple[Any, int]]
+) -> Callable[[Any], Any]:
+    """lift(rbuf) of an optional value: a flag byte, 0 for None or 1 followed by what
+    `parse(data, size)` reads from offset 1 (returning the value and the end). The checks and
+    errors of the generated optional readers; the buffer freed as consume_with_stream frees
+    it, also on every error."""
+    internal_error = binding.InternalError
+    free = _make_rust_call(binding, binding._UniffiLib.ffi_slatedb_uniffi_rustbuffer_free)
+
+    def lift(rbuf: Any) -> Any:
+        try:
+            size = rbuf.len
+            data: bytes = rbuf.data[0:size]
+            try:
+                flag = data[0]
+                if flag == 1:
+                    result, pos = parse(data, size)
+                elif flag == 0:
+                    result, pos = None, 1
+                else:
+                    raise internal_error("Unexpected flag byte for optional type")
+            except (struct.error, IndexError):
+                raise internal_error("read past end of rust buffer") from None
+            if pos != size:
+                raise RuntimeError(
+                    f"junk data left in buffer at end of consume_with_stream {size - pos}"
+                )
+            return result
+        finally:
+            free(rbuf)
+
+    return lift
+
+
 def _make_point_lift(binding: ModuleType) -> Callable[[Any], PointRow]:
     """lift(rbuf) of an optional KeyValue (get_key_value's result) as (value, expire_ts), or
-    None for no row: the layout, checks and errors of the generated optional reader with the
-    patched row reader, the buffer freed as consume_with_stream frees it, no object built."""
+    None for no row: the layout of the patched row reader, no object built."""
     internal_error = binding.InternalError
     i32 = struct.Struct(">i").unpack_from
     i64 = struct.Struct(">q").unpack_from
-    free = _make_rust_call(binding, binding._UniffiLib.ffi_slatedb_uniffi_rustbuffer_free)
 
-    def lift(rbuf: Any) -> PointRow:
-        try:
-            size = rbuf.len
-            data: bytes = rbuf.data[0:size]
-            row: PointRow = None
-            try:
-                flag = data[0]
-                if flag == 1:
-                    (n,) = i32(data, 1)  # the key: skipped
-                    pos = 5 + n
-                    if n < 0 or pos > size:
-                        raise internal_error("byte string length past the end of the rust buffer")
-                    (n,) = i32(data, pos)
-                    pos += 4
-                    stop = pos + n
-                    if n < 0 or stop > size:
-                        raise internal_error("byte string length past the end of the rust buffer")
-                    value = data[pos:stop]
-                    flag = data[stop + 16]  # after the u64 seq and the i64 create_ts
-                    if flag == 0:
-                        row, pos = (value, None), stop + 17
-                    elif flag == 1:
-                        row, pos = (value, i64(data, stop + 17)[0]), stop + 25
-                    else:
-                        raise internal_error("Unexpected flag byte for optional type")
-                elif flag == 0:
-                    pos = 1
-                else:
-                    raise internal_error("Unexpected flag byte for optional type")
-            except (struct.error, IndexError):
-                raise internal_error("read past end of rust buffer") from None
-            if pos != size:
-                raise RuntimeError(
-                    f"junk data left in buffer at end of consume_with_stream {size - pos}"
-                )
-            return row
-        finally:
-            free(rbuf)
+    def parse(data: bytes, size: int) -> tuple[PointRow, int]:
+        (n,) = i32(data, 1)  # the key: skipped
+        pos = 5 + n
+        if n < 0 or pos > size:
+            raise internal_error("byte string length past the end of the rust buffer")
+        (n,) = i32(data, pos)
+        pos += 4
+        stop = pos + n
+        if n < 0 or stop > size:
+            raise internal_error("byte string length past the end of the rust buffer")
+        value = data[pos:stop]
+        flag = data[stop + 16]  # after the u64 seq and the i64 create_ts
+        if flag == 0:
+            return (value, None), stop + 17
+        if flag == 1:
+            return (value, i64(data, stop + 17)[0]), stop + 25
+        raise internal_error("Unexpected flag byte for optional type")
 
-    return lift
+    return _make_optional_lift(binding, parse)
 
 
 def _make_value_lift(binding: ModuleType) -> Callable[[Any], bytes | None]:
-    """lift(rbuf) of optional bytes (get's result): the layout, checks and errors of the
-    generated optional-bytes reader, the buffer freed as consume_with_stream frees it."""
+    """lift(rbuf) of optional bytes (get's result), as the generated optional-bytes reader."""
     internal_error = binding.InternalError
     i32 = struct.Struct(">i").unpack_from
-    free = _make_rust_call(binding, binding._UniffiLib.ffi_slatedb_uniffi_rustbuffer_free)
 
-    def lift(rbuf: Any) -> bytes | None:
-        try:
-            size = rbuf.len
-            data: bytes = rbuf.data[0:size]
-            value: bytes | None = None
-            try:
-                flag = data[0]
-                if flag == 1:
-                    (n,) = i32(data, 1)
-                    if n < 0:
-                        raise internal_error("Unexpected negative byte string length")
-                    pos = 5 + n
-                    if pos > size:
-                        raise internal_error("read past end of rust buffer")
-                    value = data[5:pos]
-                elif flag == 0:
-                    pos = 1
-                else:
-                    raise internal_error("Unexpected flag byte for optional type")
-            except (struct.error, IndexError):
-                raise internal_error("read past end of rust buffer") from None
-            if pos != size:
-                raise RuntimeError(
-                    f"junk data left in buffer at end of consume_with_stream {size - pos}"
-                )
-            return value
-        finally:
-            free(rbuf)
+    def parse(data: bytes, size: int) -> tuple[bytes, int]:
+        (n,) = i32(data, 1)
+        if n < 0:
+            raise internal_error("Unexpected negative byte string length")
+        pos = 5 + n
+        if pos > size:
+            raise internal_error("read past end of rust buffer")
+        return data[5:pos], pos
 
-    return lift
+    return _make_optional_lift(binding, parse)
 
 
 def _make_point_readers(
