@@ -1037,16 +1037,9 @@ def _make_batch_put(
 def batch_put() -> Callable[[Any, Any, Any], None]:
     """`put(write_batch, key, value)`: the fast WriteBatch put while the patch is applied
     (and self-checked), else the binding's own WriteBatch.put. Store batches put through it."""
-    return _batch_put_or_generated() if _status.applied else _generated_put()
-
-
-def _batch_put_or_generated() -> Callable[[Any, Any, Any], None]:
-    if _batch_put is not None:
-        return _batch_put
-    return _generated_put()
-
-
-def _generated_put() -> Callable[[Any, Any, Any], None]:
+    fast = _batch_put
+    if fast is not None and _status.applied:
+        return fast
     generated: Callable[[Any, Any, Any], None] = _load_binding().WriteBatch.put
     return generated
 
@@ -1324,7 +1317,9 @@ async def _db_round_trip(binding: ModuleType) -> None:
             for index, sample in enumerate(SELF_CHECK_SAMPLES)
         }
         batch = binding.WriteBatch()
-        fast_put = _batch_put_or_generated()
+        fast_put = _batch_put
+        if fast_put is None:
+            raise AssertionError("the fast batch put was not built")
         for key, value in rows.items():
             await db.put(key, value)
             batch.put(b"b" + key, value)

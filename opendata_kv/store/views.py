@@ -299,32 +299,10 @@ class ReadView:
         self, target: Target, fields: Fields = None, *, default: Any = None, upgrade: bool = True
     ) -> Any:
         """The decoded value stored under the key, or `default` when there is none."""
-        # _fetch inlined: this is the point-read hot path
         record_type, key = key_bytes(self.schema, target, fields)
-        source = self._source
-        try:
-            if self.check_expiry:
-                read_row = row_reader_for(source)
-                if read_row is not None:
-                    row = await read_row(source, key)
-                else:
-                    row = await _read_row(source, key)
-                if row is None:
-                    return default
-                data, expire = row
-                if expire is not None and expire <= time.time_ns() // 1_000_000:
-                    return default
-            else:
-                read_value = value_reader_for(source)
-                if read_value is not None:
-                    value = await read_value(source, key)
-                else:
-                    value = await _read_value(source, key)
-                if value is None:
-                    return default
-                data = value
-        except FOREIGN as exc:
-            raise translate(exc, f"get on {self.where}") from exc
+        data = await self._fetch(key)
+        if data is None:
+            return default
         return self.values.decode(record_type, key, data, upgrade=upgrade)
 
     async def exists(self, target: Target, fields: Fields = None) -> bool:
