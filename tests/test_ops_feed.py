@@ -20,7 +20,7 @@ from writer_process import WriterProcess
 
 from opendata_kv.errors import ChangeCursorError, ChangeCursorExpiredError
 from opendata_kv.store import Change, Store, SyncStore
-from opendata_kv.store.feed import decode_cursor, encode_cursor
+from opendata_kv.store.ops.feed import decode_cursor, encode_cursor
 
 
 async def feed(store: Store, since: str | None = None, **options: Any) -> list[Change]:

@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run_verify(args: argparse.Namespace) -> int:
     from opendata_kv.store.location import parse_location
-    from opendata_kv.store.verifier import verify
+    from opendata_kv.store.ops.verify import verify
 
     limits = ReadLimits.from_args(args)
     report = verify(

@@ -11,10 +11,11 @@
     verify         check every object of a database; a VerifyReport of Problems (read-only)
 """
 
-from opendata_kv.store.checkpoints import Checkpoint
-from opendata_kv.store.clone import CloneResult, clone, clone_sync
-from opendata_kv.store.feed import Change
 from opendata_kv.store.integrity import Problem
+from opendata_kv.store.ops.checkpoints import Checkpoint
+from opendata_kv.store.ops.clone import CloneResult, clone, clone_sync
+from opendata_kv.store.ops.feed import Change
+from opendata_kv.store.ops.verify import VerifyReport, verify, verify_async
 from opendata_kv.store.scan import RawRecord, Record, Scan
 from opendata_kv.store.store import Batch, Snapshot, Store, Transaction
 from opendata_kv.store.sync import (
@@ -25,7 +26,6 @@ from opendata_kv.store.sync import (
     SyncView,
     SyncWriteView,
 )
-from opendata_kv.store.verifier import VerifyReport, verify, verify_async
 
 __all__ = [
     "Batch",

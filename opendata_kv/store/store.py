@@ -45,8 +45,7 @@ from opendata_kv.errors import (
     check_count,
 )
 from opendata_kv.keys import Key, RecordType, Schema
-from opendata_kv.store import feed, ffi_patch
-from opendata_kv.store.checkpoints import Checkpoint, Checkpoints, require_id
+from opendata_kv.store import ffi_patch
 from opendata_kv.store.deletes import MAX_KEYS, check_max_keys, keys_in
 from opendata_kv.store.failures import FOREIGN, call, translate
 from opendata_kv.store.location import Location, parse_location
@@ -59,6 +58,8 @@ from opendata_kv.store.opening import (
     open_db,
     open_reader_db,
 )
+from opendata_kv.store.ops import feed
+from opendata_kv.store.ops.checkpoints import Checkpoint, Checkpoints, require_id
 from opendata_kv.store.scan import scan_options
 from opendata_kv.store.schema_arg import SchemaArg, as_schema
 from opendata_kv.store.views import (
@@ -75,7 +76,7 @@ from opendata_kv.values import Values
 from opendata_kv.values.limits import check_stored_size
 
 if TYPE_CHECKING:
-    from opendata_kv.store.clone import CloneResult
+    from opendata_kv.store.ops.clone import CloneResult
 
 _WRITE_OPTIONS = WriteOptions()
 _ISOLATION = {
@@ -279,8 +280,8 @@ class Store(ReadView):
         destination_options: Mapping[str, str] | None = None,
     ) -> CloneResult:
         """Copy `source` (at `checkpoint`, or its latest state) into a new, independent
-        database at `destination` (see opendata_kv.store.clone); returns a CloneResult."""
-        from opendata_kv.store.clone import clone
+        database at `destination` (see opendata_kv.store.ops.clone); returns a CloneResult."""
+        from opendata_kv.store.ops.clone import clone
 
         return await clone(
             source,

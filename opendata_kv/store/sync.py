@@ -16,11 +16,11 @@ from typing import Any, Generic, Literal, TypeVar, overload
 
 from opendata_kv.errors import ReentrantCallError, StoreClosedError
 from opendata_kv.keys import Key, RecordType, Schema
-from opendata_kv.store.checkpoints import Checkpoint
-from opendata_kv.store.clone import CloneResult, clone_sync
 from opendata_kv.store.deletes import MAX_KEYS
-from opendata_kv.store.feed import Change
 from opendata_kv.store.opening import READER_TIMEOUT
+from opendata_kv.store.ops.checkpoints import Checkpoint
+from opendata_kv.store.ops.clone import CloneResult, clone_sync
+from opendata_kv.store.ops.feed import Change
 from opendata_kv.store.scan import R, RawRecord, Record, Scan
 from opendata_kv.store.schema_arg import SchemaArg
 from opendata_kv.store.store import Batch, Snapshot, Store, Transaction
