@@ -9,7 +9,7 @@ from typing import Any
 from slatedb.uniffi import KeyRange
 
 from opendata_kv.errors import InvalidArgumentError, check_count
-from opendata_kv.store.failures import FOREIGN, call, translate
+from opendata_kv.store.native.errors import FOREIGN, call, translate
 from opendata_kv.store.scan import KeySpan, scan_options
 
 #: how many keys a delete_range may remove unless told otherwise (one WriteBatch holds them all)

@@ -19,7 +19,7 @@ from typing import Any
 from slatedb.uniffi import AdminBuilder, SlateDbWalReader
 
 from opendata_kv.errors import FencedError, StoreDataError, StoreError
-from opendata_kv.store.failures import (
+from opendata_kv.store.native.errors import (
     FOREIGN,
     VERIFY_ADVICE,
     object_named,

@@ -32,7 +32,7 @@ from opendata_kv.errors import (
 )
 from opendata_kv.keys import Key, RecordType, Schema, intersect, is_empty, prefix_successor
 from opendata_kv.store import ffi_patch
-from opendata_kv.store.failures import FOREIGN, translate
+from opendata_kv.store.native.errors import FOREIGN, translate
 from opendata_kv.values import RawCodec, UnknownPolicy, Values
 
 

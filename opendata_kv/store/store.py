@@ -47,7 +47,7 @@ from opendata_kv.errors import (
 from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.store import ffi_patch
 from opendata_kv.store.deletes import MAX_KEYS, check_max_keys, keys_in
-from opendata_kv.store.failures import FOREIGN, call, translate
+from opendata_kv.store.native.errors import FOREIGN, call, translate
 from opendata_kv.store.location import Location, parse_location
 from opendata_kv.store.opening import (
     READER_TIMEOUT,

@@ -23,7 +23,7 @@ from opendata_kv.errors import (
     show_bytes,
 )
 from opendata_kv.keys import Key, RecordType, Schema, intersect, prefix_range
-from opendata_kv.store.failures import FOREIGN, translate
+from opendata_kv.store.native.errors import FOREIGN, translate
 from opendata_kv.store.ffi_patch import PointRow, row_reader_for, value_reader_for
 from opendata_kv.store.scan import (
     KeySpan,

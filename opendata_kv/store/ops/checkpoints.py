@@ -28,7 +28,7 @@ from slatedb.uniffi import (
 )
 
 from opendata_kv.errors import CheckpointError, InvalidArgumentError
-from opendata_kv.store.failures import translate
+from opendata_kv.store.native.errors import translate
 from opendata_kv.store.ops.feed import encode_cursor, wal_reader
 
 

@@ -31,7 +31,7 @@ from opendata_kv.errors import (
     check_count,
 )
 from opendata_kv.keys import Key, RecordType, Schema
-from opendata_kv.store.failures import translate
+from opendata_kv.store.native.errors import translate
 from opendata_kv.values import Values
 
 _OPS = {RowEntryKind.VALUE: "put", RowEntryKind.TOMBSTONE: "delete", RowEntryKind.MERGE: "merge"}

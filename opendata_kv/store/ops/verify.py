@@ -33,7 +33,7 @@ from slatedb.uniffi import (
 )
 
 from opendata_kv.errors import StoreUnavailableError
-from opendata_kv.store.failures import FOREIGN, object_named, one_line, translate
+from opendata_kv.store.native.errors import FOREIGN, object_named, one_line, translate
 from opendata_kv.store.integrity import (
     WAL_READ_TIMEOUT,
     Problem,

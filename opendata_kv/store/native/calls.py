@@ -1,0 +1,320 @@
+"""The slatedb calls the store makes, each an awaitable that either face can drive.
+
+Hot calls (point reads, scan batches, puts, deletes, batch writes) are made directly on the
+native library: the handle cloned, byte strings lowered in one copy (wire.py), the result
+lifted without building binding objects. Every other binding method goes through `method()`,
+which runs the generated method's own code (its checks, lowering and lifting) with the
+future handed to our driver instead of to the generated asyncio driver: a sync caller needs
+no event loop for any call. When the binding is not the build this was written for
+(binding.decide), every call is the generated coroutine itself and sync callers run it on a
+private event loop (driver.run).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+import types
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Final, TypeVar
+
+from opendata_kv.store.native import driver, wire
+from opendata_kv.store.native.binding import COST, NativeStatus, decide, generated, logger
+from opendata_kv.store.native.driver import FutureKind, Pending
+from opendata_kv.store.native.wire import Columns, PointRow
+
+T = TypeVar("T")
+
+_B = generated()
+_lib = _B._UniffiLib
+_Status = _B._UniffiRustCallStatus
+_check = _B._uniffi_check_call_status
+_Errors = _B._UniffiFfiConverterTypeError
+_byref = ctypes.byref
+
+_RB: Final = FutureKind("rust_buffer")
+_U64: Final = FutureKind("u64")
+_VOID: Final = FutureKind("void")
+_KINDS = {kind.poll.__name__: kind for kind in (_RB, _U64, _VOID)}
+
+
+def _rust_call(function: Any) -> Callable[..., Any]:
+    """function(*args) with a fresh call status, raising what the generated code raises."""
+
+    def call(*args: Any) -> Any:
+        status = _Status()
+        result = function(*args, _byref(status))
+        if status.code:
+            _check(_Errors, status)
+        return result
+
+    return call
+
+
+class _Source:
+    """The native functions of one binding class with get / get_key_value."""
+
+    __slots__ = ("clone", "get", "get_key_value")
+
+    def __init__(self, name: str) -> None:
+        self.clone = _rust_call(getattr(_lib, f"uniffi_slatedb_uniffi_fn_clone_{name}"))
+        self.get = getattr(_lib, f"uniffi_slatedb_uniffi_fn_method_{name}_get")
+        self.get_key_value = getattr(_lib, f"uniffi_slatedb_uniffi_fn_method_{name}_get_key_value")
+
+
+_SOURCES: dict[type, _Source] = {
+    _B.Db: _Source("db"),
+    _B.DbReader: _Source("dbreader"),
+    _B.DbSnapshot: _Source("dbsnapshot"),
+    _B.DbTransaction: _Source("dbtransaction"),
+}
+_clone_db = _rust_call(_lib.uniffi_slatedb_uniffi_fn_clone_db)
+_clone_iterator = _rust_call(_lib.uniffi_slatedb_uniffi_fn_clone_dbiterator)
+_clone_batch = _rust_call(_lib.uniffi_slatedb_uniffi_fn_clone_writebatch)
+_db_put = _lib.uniffi_slatedb_uniffi_fn_method_db_put
+_db_delete = _lib.uniffi_slatedb_uniffi_fn_method_db_delete
+_db_write = _lib.uniffi_slatedb_uniffi_fn_method_db_write
+_next_batch = _lib.uniffi_slatedb_uniffi_fn_method_dbiterator_next_batch
+_batch_put = _lib.uniffi_slatedb_uniffi_fn_method_writebatch_put
+_free_write_handle = _rust_call(_lib.uniffi_slatedb_uniffi_fn_free_writehandle)
+
+
+def _cloned(clone: Callable[[Any], int], target: Any, *buffers: Any) -> int:
+    """A clone of target's handle for one call; the lowered buffers are freed if it fails."""
+    try:
+        handle: int = clone(target._handle)
+    except BaseException:
+        for buffer in buffers:
+            wire.free(buffer)
+        raise
+    return handle
+
+
+def _drop_write_handle(handle: int) -> None:
+    _free_write_handle(handle)
+
+
+# --- the status: decided once, on first use -------------------------------------------------
+
+_lock = threading.Lock()
+_status: NativeStatus | None = None
+_checker: int | None = None  # the thread running the self-check, which uses the driver
+
+
+def status() -> NativeStatus:
+    """Whether calls go through the native driver (decided and self-checked once)."""
+    global _status, _checker
+    if _status is None:
+        with _lock:
+            if _status is None:
+                decided = decide()
+                if decided.active:
+                    from opendata_kv.store.native.selfcheck import self_check
+
+                    _checker = threading.get_ident()
+                    try:
+                        failure = self_check()
+                    finally:
+                        _checker = None
+                    if failure is not None:
+                        decided = NativeStatus(False, decided.version, failure)
+                        logger.warning(
+                            "opendata_kv runs slatedb through its generated binding: the "
+                            "native driver's self-check failed (%s); %s",
+                            failure,
+                            COST,
+                        )
+                _status = decided
+    return _status
+
+
+def active() -> bool:
+    """True when the native driver is in use."""
+    current = _status
+    if current is not None:
+        return current.active
+    if _checker == threading.get_ident():
+        return True
+    return status().active
+
+
+def set_active(on: bool) -> NativeStatus:
+    """Switch the driver off (or back on, when the binding allows it): tests and benchmarks
+    compare the two paths with this. Returns the status in force afterwards."""
+    global _status
+    current = status()
+    if on and not current.active:
+        decided = decide()
+        if decided.active:
+            _status = decided
+    elif not on and current.active:
+        _status = NativeStatus(False, current.version, "switched off by set_active(False)")
+    return _status or current
+
+
+def sync(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run an operation for a sync caller: inline through the driver, or on a private event
+    loop when the generated binding is in use."""
+    if active():
+        return driver.drive(coroutine)
+    return driver.run(coroutine)
+
+
+# --- the generic path: any binding method, driven by us -------------------------------------
+
+
+def _capture(
+    handle: int, poll: Any, complete: Any, free: Any, lift: Any, errors: Any
+) -> Pending[Any]:
+    """Stands in for the generated `_uniffi_rust_call_async`: the started future, for our
+    driver."""
+    return Pending(handle, _KINDS[poll.__name__], lift, errors)
+
+
+_GLOBALS: dict[str, Any] = {**vars(_B), "_uniffi_rust_call_async": _capture}
+
+
+@functools.cache
+def _replica(owner: type, name: str) -> Callable[..., Any]:
+    """The generated async method `owner.name`, its code run with our future driver."""
+    function = getattr(owner, name)
+    code = function.__code__
+    if "_uniffi_rust_call_async" not in code.co_names:
+        return function  # type: ignore[no-any-return]
+    return types.FunctionType(
+        code, _GLOBALS, function.__name__, function.__defaults__, function.__closure__
+    )
+
+
+def method(target: Any, name: str, *args: Any) -> Awaitable[Any]:
+    """`target.name(*args)` of the binding, awaitable by either face."""
+    if not active():
+        result: Awaitable[Any] = getattr(target, name)(*args)
+        return result
+    replica: Callable[..., Awaitable[Any]] = _replica(target.__class__, name)
+    return replica(target, *args)
+
+
+# --- the hot calls ------------------------------------------------------------------------
+
+
+def get(source: Any, key: bytes) -> Awaitable[bytes | None]:
+    """source.get(key): the value, or None."""
+    native = _SOURCES.get(source.__class__)
+    if native is None or key.__class__ is not bytes or not active():
+        return method(source, "get", key)
+    key_buffer = wire.lower_bytes(key)
+    handle = _cloned(native.clone, source, key_buffer)
+    return Pending(native.get(handle, key_buffer), _RB, wire.read_optional_bytes)
+
+
+def _as_point_row(row: Any) -> PointRow:
+    return None if row is None else (row.value, row.expire_ts)
+
+
+async def _generated_row(source: Any, key: Any) -> PointRow:
+    return _as_point_row(await method(source, "get_key_value", key))
+
+
+def get_row(source: Any, key: bytes) -> Awaitable[PointRow]:
+    """source.get_key_value(key) as (value, expire_ts), or None when there is no row."""
+    native = _SOURCES.get(source.__class__)
+    if native is None or key.__class__ is not bytes or not active():
+        return _generated_row(source, key)
+    key_buffer = wire.lower_bytes(key)
+    handle = _cloned(native.clone, source, key_buffer)
+    return Pending(native.get_key_value(handle, key_buffer), _RB, wire.read_point_row)
+
+
+def _columns(rows: list[Any]) -> Columns:
+    return [row.key for row in rows], [row.value for row in rows], [r.expire_ts for r in rows]
+
+
+async def _generated_columns(iterator: Any, limit: int) -> Columns:
+    return _columns(await method(iterator, "next_batch", limit))
+
+
+def next_columns(iterator: Any, limit: int) -> Awaitable[Columns]:
+    """The iterator's next batch of up to `limit` rows as columns (empty at the end)."""
+    if iterator.__class__ is not _B.DbIterator or not active():
+        return _generated_columns(iterator, limit)
+    if not 0 <= limit < 1 << 32:
+        raise ValueError(f"u32 requires 0 <= value < 4294967296, got {limit!r}")
+    handle = _clone_iterator(iterator._handle)
+    return Pending(_next_batch(handle, limit), _RB, wire.read_columns)
+
+
+def _both_bytes(key: Any, value: Any) -> bool:
+    return key.__class__ is bytes and value.__class__ is bytes
+
+
+async def _generated_write(call: Awaitable[Any]) -> None:
+    await call
+
+
+def put(db: Any, key: bytes, value: bytes) -> Awaitable[None]:
+    """db.put(key, value) (the write handle is dropped)."""
+    if db.__class__ is not _B.Db or not _both_bytes(key, value) or not active():
+        return _generated_write(method(db, "put", key, value))
+    key_buffer = wire.lower_bytes(key)
+    try:
+        value_buffer = wire.lower_bytes(value)
+    except BaseException:
+        wire.free(key_buffer)
+        raise
+    handle = _cloned(_clone_db, db, key_buffer, value_buffer)
+    return Pending(_db_put(handle, key_buffer, value_buffer), _U64, _drop_write_handle)
+
+
+def delete(db: Any, key: bytes) -> Awaitable[None]:
+    """db.delete(key)."""
+    if db.__class__ is not _B.Db or key.__class__ is not bytes or not active():
+        return _generated_write(method(db, "delete", key))
+    key_buffer = wire.lower_bytes(key)
+    handle = _cloned(_clone_db, db, key_buffer)
+    return Pending(_db_delete(handle, key_buffer), _U64, _drop_write_handle)
+
+
+def write(db: Any, batch: Any) -> Awaitable[None]:
+    """db.write(batch): applies it atomically; slatedb consumes the batch."""
+    if db.__class__ is not _B.Db or batch.__class__ is not _B.WriteBatch or not active():
+        return _generated_write(method(db, "write", batch))
+    handle = _clone_db(db._handle)
+    batch_handle = _clone_batch(batch._handle)
+    return Pending(_db_write(handle, batch_handle), _U64, _drop_write_handle)
+
+
+def batch_put(batch: Any, key: bytes, value: bytes) -> None:
+    """batch.put(key, value): queue a put in a WriteBatch (no future: a plain call)."""
+    if batch.__class__ is not _B.WriteBatch:
+        raise TypeError(f"batch_put needs a WriteBatch, got {type(batch).__name__}")
+    if not _both_bytes(key, value) or not active():
+        batch.put(key, value)
+        return
+    key_buffer = wire.lower_bytes(key)
+    try:
+        value_buffer = wire.lower_bytes(value)
+    except BaseException:
+        wire.free(key_buffer)
+        raise
+    handle = _cloned(_clone_batch, batch, key_buffer, value_buffer)
+    status = _Status()  # from here Rust owns both buffers and the cloned handle
+    _batch_put(handle, key_buffer, value_buffer, _byref(status))
+    if status.code:
+        _check(_Errors, status)
+
+
+def many(calls: list[Awaitable[T]]) -> Awaitable[list[T]]:
+    """Await many calls with all of their futures in flight at once (results in order)."""
+    if all(isinstance(call, Pending) for call in calls):
+        return driver.Gather(calls)  # type: ignore[arg-type]
+    return _in_order(calls)
+
+
+async def _in_order(calls: list[Awaitable[T]]) -> list[T]:
+    if driver.syncing():
+        return [await call for call in calls]
+    import asyncio
+
+    return list(await asyncio.gather(*calls))

@@ -1,0 +1,252 @@
+"""Drives slatedb's Rust futures to completion: inline on the calling thread for sync callers,
+through the running event loop only when a future pends for async callers.
+
+A started call is a u64 future handle. `poll(handle, continuation, data)` polls the Rust
+future on the calling thread and calls `continuation(data, code)` exactly once per poll:
+inside the poll with READY when it is done, or later with WAKE from a slatedb runtime thread,
+after which it is polled again. Then `complete` (errors in the call status) and `free`,
+exactly once each. Poll, complete and free are never called from inside the continuation,
+and they release the GIL (the library is loaded with ctypes.CDLL), which a waking runtime
+thread needs while it holds the future's scheduler lock.
+
+The same awaitable (`Pending`) serves both faces: awaited in an asyncio task it parks on an
+asyncio future when (and only when) the Rust future pends; awaited under `drive()` it blocks
+the calling thread on a lock instead, so a sync call needs no event loop and no other thread.
+Ctrl-C while blocked frees (cancels) the Rust future and leaves the store usable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import itertools
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
+from typing import Any, Generic, TypeVar
+
+from opendata_kv.store.native.binding import generated
+
+T = TypeVar("T")
+
+READY = 0
+WAKE = 1
+
+_B = generated()
+_Status = _B._UniffiRustCallStatus
+_check_status = _B._uniffi_check_call_status
+_Errors = _B._UniffiFfiConverterTypeError
+_byref = ctypes.byref
+
+
+class _Local(threading.local):
+    sync = False
+
+
+_local = _Local()
+
+
+class _Waiter:
+    """One poll's continuation: the code it was called with, and how to wake whoever waits."""
+
+    __slots__ = ("code", "future", "lock", "loop")
+
+    def __init__(self) -> None:
+        self.code = -1
+        self.lock = threading.Lock()
+        self.lock.acquire()
+        self.future: asyncio.Future[None] | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+
+_waiters: dict[int, _Waiter] = {}
+_tokens = itertools.count(1).__next__
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+@_B._UNIFFI_RUST_FUTURE_CONTINUATION_CALLBACK  # type: ignore[untyped-decorator]
+def _continuation(token: int, code: int) -> None:
+    waiter = _waiters.pop(token, None)
+    if waiter is None:  # never: each poll's token is called once
+        return
+    waiter.code = code
+    waiter.lock.release()
+    # read after the release: a waiter that arms its future before trying the lock is seen
+    future = waiter.future
+    if future is not None and waiter.loop is not None:
+        waiter.loop.call_soon_threadsafe(_wake, future)
+
+
+class FutureKind:
+    """The poll / complete / free functions of one Rust future return type."""
+
+    __slots__ = ("complete", "free", "name", "poll")
+
+    def __init__(self, name: str) -> None:
+        lib = _B._UniffiLib
+        self.name = name
+        self.poll = getattr(lib, f"ffi_slatedb_uniffi_rust_future_poll_{name}")
+        self.complete = getattr(lib, f"ffi_slatedb_uniffi_rust_future_complete_{name}")
+        self.free = getattr(lib, f"ffi_slatedb_uniffi_rust_future_free_{name}")
+
+
+class Pending(Generic[T]):
+    """A started Rust future and how to lift its result; await it once (either face)."""
+
+    __slots__ = ("errors", "handle", "kind", "lift")
+
+    def __init__(
+        self, handle: int, kind: FutureKind, lift: Callable[[Any], T], errors: Any = _Errors
+    ) -> None:
+        self.handle = handle
+        self.kind = kind
+        self.lift = lift
+        self.errors = errors
+
+    def poll(self) -> _Waiter:
+        """Poll once; the waiter's lock is free once the continuation has fired."""
+        waiter = _Waiter()
+        token = _tokens()
+        _waiters[token] = waiter
+        self.kind.poll(self.handle, _continuation, token)
+        return waiter
+
+    def finish(self) -> T:
+        """Complete a READY future and lift its result (errors raise as slatedb's)."""
+        status = _Status()
+        result = self.kind.complete(self.handle, _byref(status))
+        if status.code:
+            _check_status(self.errors, status)
+        return self.lift(result)
+
+    def free(self) -> None:
+        """Free the future (cancelling it if it still pends); exactly once."""
+        self.kind.free(self.handle)
+
+    def __await__(self) -> Generator[Any, None, T]:
+        try:
+            waiter = self.poll()
+            while True:
+                yield from _settle(waiter)
+                if waiter.code == READY:
+                    return self.finish()
+                waiter = self.poll()
+        finally:
+            self.free()
+
+
+def _settle(waiter: _Waiter) -> Generator[Any, None, None]:
+    """Wait until the waiter's continuation fired: at once when it fired inside the poll;
+    else blocking this thread (sync face; Ctrl-C interrupts) or parked in the event loop."""
+    if waiter.lock.acquire(False):
+        return
+    if _local.sync:
+        waiter.lock.acquire()
+        return
+    loop = asyncio.get_running_loop()
+    while True:
+        future = loop.create_future()
+        waiter.loop = loop
+        waiter.future = future
+        if waiter.lock.acquire(False):
+            return
+        yield from future.__await__()
+        if waiter.lock.acquire(False):
+            return
+
+
+class Gather(Generic[T]):
+    """Many started futures awaited together (get_many): each is polled once before any is
+    waited for, so all are in flight at once; results in the order given."""
+
+    __slots__ = ("calls",)
+
+    def __init__(self, calls: Sequence[Pending[T]]) -> None:
+        self.calls = calls
+
+    def __await__(self) -> Generator[Any, None, list[T]]:
+        calls = self.calls
+        results: list[T] = []
+        freed = 0
+        try:
+            waiters = [call.poll() for call in calls]
+            for call, waiter in zip(calls, waiters, strict=False):
+                while True:
+                    yield from _settle(waiter)
+                    if waiter.code == READY:
+                        break
+                    waiter = call.poll()
+                try:
+                    results.append(call.finish())
+                finally:
+                    freed += 1
+                    call.free()
+        finally:
+            for call in calls[freed:]:  # a failure or Ctrl-C part-way
+                call.free()
+        return results
+
+
+def syncing() -> bool:
+    """True while the calling thread runs under drive() (sync face)."""
+    return _local.sync
+
+
+def drive(awaitable: Awaitable[T]) -> T:
+    """Run an operation whose only waits are native calls to completion on this thread, with
+    no event loop. One that awaits anything else is a bug: RuntimeError."""
+    steps = awaitable.__await__()
+    local = _local
+    previous = local.sync
+    local.sync = True
+    try:
+        steps.send(None)
+    except StopIteration as stop:
+        result: T = stop.value
+        return result
+    finally:
+        local.sync = previous
+    close = getattr(steps, "close", None)
+    if close is not None:
+        close()
+    raise RuntimeError("drive(): the operation awaited something that is not a native call")
+
+
+class _LoopLocal(threading.local):
+    loop: asyncio.AbstractEventLoop | None = None
+
+
+_loops = _LoopLocal()
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that may use asyncio (timeouts, sleeps) for a sync caller: on a private
+    event loop of the calling thread, or, when this thread already runs a loop (a sync call
+    made from async code), on a private loop in a short-lived thread."""
+    if asyncio._get_running_loop() is not None:
+        return _run_in_thread(coroutine)
+    loop = _loops.loop
+    if loop is None or loop.is_closed():
+        loop = _loops.loop = asyncio.new_event_loop()
+    return loop.run_until_complete(coroutine)
+
+
+def _run_in_thread(coroutine: Coroutine[Any, Any, T]) -> T:
+    box: list[Any] = []
+
+    def target() -> None:
+        try:
+            box.append((True, run(coroutine)))
+        except BaseException as exc:
+            box.append((False, exc))
+
+    thread = threading.Thread(target=target, name="opendata-kv-sync", daemon=True)
+    thread.start()
+    thread.join()
+    ok, value = box[0]
+    if ok:
+        return value  # type: ignore[no-any-return]
+    raise value

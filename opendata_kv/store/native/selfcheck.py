@@ -1,0 +1,108 @@
+"""The native driver checks itself once, before its first use, against the generated code.
+
+Byte strings of awkward sizes and contents are lowered by wire.lower_bytes and by the
+generated converter and compared; buffers written by the generated converters are read back
+by wire's readers; then a memory:// database is written and read through the hot calls and
+through the generated methods, and every answer compared. Any difference or error keeps the
+driver off (calls.status says why).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from typing import Any
+
+from opendata_kv.store.native import driver, wire
+from opendata_kv.store.native.binding import generated
+
+_B = generated()
+
+SAMPLES: tuple[bytes, ...] = (
+    b"",
+    b"\x00",
+    b"\xff",
+    b"k",
+    b"\x00" * 17 + b"\xff" * 17,
+    bytes(range(256)),
+    os.urandom(70_000),  # past the one-copy size
+)
+
+
+def _buffer_bytes(buffer: Any) -> bytes:
+    return ctypes.string_at(buffer.data, buffer.len) if buffer.len else b""
+
+
+def _check_wire() -> None:
+    lower = _B._UniffiFfiConverterBytes.lower
+    for sample in SAMPLES:
+        ours, theirs = wire.lower_bytes(sample), lower(sample)
+        try:
+            if _buffer_bytes(ours) != _buffer_bytes(theirs):
+                raise AssertionError(f"lowering {len(sample)} bytes differs")
+        finally:
+            wire.free(ours)
+            wire.free(theirs)
+    rows = [
+        _B.KeyValue(key=k or b"k", value=v, seq=i, create_ts=i * 3, expire_ts=None if i % 2 else i)
+        for i, (k, v) in enumerate(zip(SAMPLES, reversed(SAMPLES), strict=False))
+    ]
+    columns = wire.read_columns(_B._UniffiFfiConverterSequenceTypeKeyValue.lower(rows))
+    if columns != ([r.key for r in rows], [r.value for r in rows], [r.expire_ts for r in rows]):
+        raise AssertionError("row columns differ from the generated rows")
+    optional_row = _B._UniffiFfiConverterOptionalTypeKeyValue.lower
+    for row in (*rows, None):
+        expected = None if row is None else (row.value, row.expire_ts)
+        if wire.read_point_row(optional_row(row)) != expected:
+            raise AssertionError("a point row differs")
+    optional_bytes = _B._UniffiFfiConverterOptionalBytes.lower
+    for value in (*SAMPLES, None):
+        if wire.read_optional_bytes(optional_bytes(value)) != value:
+            raise AssertionError("optional bytes differ")
+
+
+async def _round_trip() -> None:
+    from opendata_kv.store.native import calls
+
+    method = calls._replica
+    store = _B.ObjectStore.resolve("memory:///")
+    builder = _B.DbBuilder(f"opendata-kv-selfcheck-{os.getpid()}-{time.time_ns()}", store)
+    db = await method(_B.DbBuilder, "build")(builder)
+    try:
+        keys = [b"k%03d" % i for i in range(len(SAMPLES))]
+        for key, value in zip(keys, SAMPLES, strict=False):
+            await calls.put(db, key, value)
+        batch = _B.WriteBatch()
+        calls.batch_put(batch, b"z1", b"batched")
+        await calls.write(db, batch)
+        await calls.delete(db, keys[0])
+        for key in (*keys, b"z1", b"absent"):
+            expected = await method(_B.Db, "get")(db, key)
+            if await calls.get(db, key) != expected:
+                raise AssertionError(f"get {key!r} differs")
+            row = await method(_B.Db, "get_key_value")(db, key)
+            want = None if row is None else (row.value, row.expire_ts)
+            if await calls.get_row(db, key) != want:
+                raise AssertionError(f"get_key_value {key!r} differs")
+        scan = method(_B.Db, "scan")
+        full = _B.KeyRange(start=None, start_inclusive=True, end=None, end_inclusive=False)
+        generated_rows = await method(_B.DbIterator, "next_batch")(await scan(db, full), 100)
+        columns = await calls.next_columns(await scan(db, full), 100)
+        if columns != calls._columns(generated_rows):
+            raise AssertionError("next_batch columns differ")
+        got = await calls.many([calls.get(db, key) for key in keys])
+        if got != [None, *SAMPLES[1:]]:
+            raise AssertionError("many() differs")
+    finally:
+        await method(_B.Db, "shutdown")(db)
+
+
+def self_check() -> str | None:
+    """None when the driver agrees with the generated code, else what went wrong."""
+    try:
+        _check_wire()
+        driver.drive(_round_trip())
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
