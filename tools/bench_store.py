@@ -12,6 +12,8 @@ Rows (each path reads the same slatedb Db; rocksdict has its own copy of the sam
                  no Python in between): fx.get, fx.next_batch(1024), wb_new/wb_put_many/write
     generated    the slatedb binding as shipped: await db.get, await it.next_batch(1024),
                  WriteBatch.put + await db.write (today's binding patch is off for its runs)
+                 (floor and generated scans open their iterator with the ScanOptions the
+                 typed scan uses, so all do the same Rust work)
     Store        opendata_kv typed: await store.get(REC, (i,)), async for r in store.scan(REC),
                  async with store.batch() as b: b.put(REC, (i,), value)
     SyncStore    the same calls, blocking, from a plain thread (no event loop running)
@@ -64,7 +66,15 @@ from typing import Any
 
 import bench_floor
 import msgpack
-from slatedb.uniffi import AdminBuilder, DbBuilder, FlushOptions, FlushType, KeyRange, WriteBatch
+from slatedb.uniffi import (
+    AdminBuilder,
+    DbBuilder,
+    FlushOptions,
+    FlushType,
+    KeyRange,
+    ScanOptions,
+    WriteBatch,
+)
 
 from opendata_kv import RecordType, Schema, Store, SyncStore
 from opendata_kv import fields as F
@@ -212,6 +222,16 @@ def binding_as_shipped() -> Iterator[None]:
         patch.install()
 
 
+def typed_scan_options() -> tuple[Any, str]:
+    """The ScanOptions a typed forward scan passes to slatedb (read-ahead, block caching), so
+    the floor and generated scans do the same Rust work; slatedb's defaults if not found."""
+    try:
+        options = importlib.import_module("opendata_kv.store.scan").scan_options(False)
+    except (ImportError, AttributeError):
+        return ScanOptions(), "slatedb's default ScanOptions"
+    return options, "the typed scan's ScanOptions"
+
+
 def _patch_state() -> str:
     try:
         patch: Any = importlib.import_module("opendata_kv.store.ffi_patch")
@@ -343,13 +363,15 @@ class Bench:
         db, store, sync = self.read.db, self.read.store, self.read.sync
         lo, hi = REC.range()
         clock = time.perf_counter_ns
+        options, _ = typed_scan_options()
 
-        def key_range() -> Any:
-            return KeyRange(start=lo, start_inclusive=True, end=hi, end_inclusive=False)
+        def scan() -> Any:  # the binding's iterator, as the typed scan opens it
+            key_range = KeyRange(start=lo, start_inclusive=True, end=hi, end_inclusive=False)
+            return db.scan_with_options(key_range, options)
 
         def floor_scan(fx: Any) -> int:
             # the iterator is made through the binding, untimed (one call per 20,000 rows)
-            it = self.loop.run_until_complete(db.scan(key_range()))
+            it = self.loop.run_until_complete(scan())
             next_batch, handle, n = fx.next_batch, it._handle, 0
             start = clock()
             while True:
@@ -364,7 +386,7 @@ class Bench:
         async def generated() -> int:
             with binding_as_shipped():
                 start = clock()
-                it = await db.scan(key_range())
+                it = await scan()
                 n = 0
                 while batch := await it.next_batch(SCAN_BATCH):
                     for kv in batch:
@@ -587,6 +609,7 @@ def measure(
         stack.callback(lambda: bench.read.close())  # the store open at the time
         _load(bench)
         result["patch"] = _patch_state()
+        result["scan_options"] = typed_scan_options()[1]
         result["tables"]["memtable"] = measure_table(bench, "memtable")
         # rows into an SST: flush the memtable, close, reopen; the warm-up runs fill the cache
         loop.run_until_complete(
@@ -708,7 +731,8 @@ def table(result: dict[str, Any]) -> str:
         "a warm-up, medians; ratio = median of per-round path/floor",
         f"floor: {result['floor']}",
         f"{about['date']}, commit {about['commit']}, slatedb {about['slatedb']}, Python "
-        f"{about['python']}, {about['cpus']} CPUs; {result.get('patch', '')}",
+        f"{about['python']}, {about['cpus']} CPUs; {result.get('patch', '')}; floor and "
+        f"generated scans use {result.get('scan_options', '?')}",
     ]
     titles = {"memtable": "rows in the memtable", "sst": "rows in an SST, warm cache"}
     for name, title in titles.items():
