@@ -2,7 +2,10 @@
 
     python tools/bench.py codec     our key codec vs fdb.tuple (pip install '.[bench]')
     python tools/bench.py ids       TID generation, muid pack/parse rates
-    python tools/bench.py store     typed Store vs raw slatedb calls on the same data
+    python tools/bench.py store [--json]
+                                    Store, SyncStore, the generated binding and rocksdict as
+                                    ratios to the C floor (../shared/floor), rows in the
+                                    memtable and in an SST (see tools/bench_store.py)
     python tools/bench.py values    decode caps and dataclass type checks vs plain msgpack
     python tools/bench.py feed      change feed row rate vs a typed scan; flush-to-follower delay
     python tools/bench.py scale [--records N] [--store file|s3] [--json]
@@ -11,7 +14,8 @@
     python tools/bench.py all       every section but scale (run on its own)
 
 Each section lives in tools/bench_<section>.py and exposes run(quick: bool) -> None; one that
-takes options of its own (scale) also exposes main(argv) and gets the arguments after its name.
+takes options of its own (scale, store) also exposes main(argv) and gets the arguments after
+its name.
 Numbers are never asserted in tests; they are recorded in the README and issue notes.
 """
 
@@ -23,6 +27,8 @@ import sys
 from pathlib import Path
 
 SECTIONS = ("codec", "ids", "store", "values", "feed")
+#: sections with options of their own -> what --quick becomes for their main(argv)
+OWN_OPTIONS = {"scale": ["--records", "20000"], "store": ["--quick"]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,9 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     args, rest = parser.parse_known_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    if args.section == "scale":
-        module = importlib.import_module("bench_scale")
-        return int(module.main([*rest, *(["--records", "20000"] if args.quick else [])]))
+    if args.section in OWN_OPTIONS:
+        module = importlib.import_module(f"bench_{args.section}")
+        return int(module.main([*rest, *(OWN_OPTIONS[args.section] if args.quick else [])]))
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     for section in SECTIONS if args.section == "all" else (args.section,):

@@ -1,418 +1,795 @@
-"""Typed Store vs raw slatedb binding calls, side by side in one run on the same data.
+"""The store's read and write paths as ratios to the C floor, measured side by side in one run.
 
-    PYTHONPATH=. python tools/bench.py store [--quick]
+    python tools/bench.py store [--quick] [--json]
 
-Cases (local temporary directories, default slatedb settings):
-    put 100 B / put 4 KiB   batched writes, 1000 records per batch: typed `store.batch()`
-                            (key encode + msgpack encode) vs a raw WriteBatch of the same bytes
-    get                     random point reads: typed get (key encode, expiry check, msgpack
-                            decode) vs raw db.get of the same keys, on the same database
-    get no-expiry           the same with check_expiry=False (typed get calls db.get too)
-    get (patched)           typed get vs raw db.get with the binding speed-up on the raw side
-                            as well (its key lowering patched; db.get's wrapper as shipped):
-                            the typed get's point reader skips that wrapper (ffi_patch)
-    get vs hand             typed get vs a loop doing its work by hand on the same point
-                            reader (key bytes by struct, expiry check, msgpack.unpackb):
-                            what the typed layer costs over the lowest floor this binding has
-    scan                    a full scan of msgpack records: typed scan (key and value decoded)
-                            vs a raw next_batch loop that only touches kv.key / kv.value
-    scan vs hand            the typed scan vs a loop decoding the same rows by hand (u64 from
-                            the key, msgpack.unpackb), both on the patched binding, same
-                            ScanOptions: what the typed layer costs over the decode floor
-    scan vs hand-columns    the same, with the hand loop reading batches as columns through
-                            ffi_patch.columns_for as the typed scan does (no KeyValue objects):
-                            what the typed layer costs over the lowest floor this binding has
+Workload (issue 19): 20,000 records of ~100 B msgpack values written in batches of 1,000 and
+made durable with flush(); 5,000 random gets of distinct keys; full scans of the 20,000 rows;
+batched puts of 20,000 records in batches of 1,000 into a second store (overwriting the same
+keys each round, so the read store keeps its layout). --quick: 2,000 records, 500 gets.
 
-The typed side runs with the binding speed-up (ffi_patch.install()); the raw side with it
-uninstalled (ffi_patch.uninstall(), once that exists), i.e. the binding as shipped. The two
-sides run interleaved step by step (one batch / 100 gets / one scan each, alternating
-which goes first) so background flushes and compactions hit both alike; the best of several
-rounds is reported, with the ratio of the medians beside it. Ratios
-are typed/raw time (below 1: typed is faster); for scans also the typed/raw row rate.
-Numbers are printed, never asserted.
+Rows (each path reads the same slatedb Db; rocksdict has its own copy of the same bytes):
+    floor        ../shared/floor/ (a C extension calling the wheel's own native functions with
+                 no Python in between): fx.get, fx.next_batch(1024), wb_new/wb_put_many/write
+    generated    the slatedb binding as shipped: await db.get, await it.next_batch(1024),
+                 WriteBatch.put + await db.write (today's binding patch is off for its runs)
+                 (floor and generated scans open their iterator with the ScanOptions the
+                 typed scan uses, so all do the same Rust work)
+    Store        opendata_kv typed: await store.get(REC, (i,)), async for r in store.scan(REC),
+                 async with store.batch() as b: b.put(REC, (i,), value)
+    SyncStore    the same calls, blocking, from a plain thread (no event loop running)
+    get_many     store.get_many(REC, [64 fields tuples]) per key, Store and SyncStore; a row
+                 says "n/a (no get_many)" while the method does not exist
+    rocksdict    RocksDB through rocksdict (bench extra), raw bytes: get, items(), WriteBatch
+The table is made twice: rows in the memtable (right after the load; the manifest lists no
+SST), then rows in an SST (memtable flushed, store closed and reopened: the manifest lists
+the SST; the untimed warm-up round fills the block cache). rocksdict likewise: memtable,
+then flushed and reopened.
 
-Last, the latency of one put when accepted, with flush(), and with await_durable(), on a
-local directory and, when OPENDATA_KV_BENCH_S3=s3://bucket/prefix is set (with the AWS_*
-variables of location.py), on that S3 endpoint too.
+Method: per column (get, scan, put), one untimed warm-up run of every path, then R rounds
+(7; --quick 3) in which every path runs its whole workload once, in an order rotated each
+round, so machine noise hits all alike. Sync paths (floor, SyncStore, rocksdict) run on the
+main thread while no event loop runs; async paths inside one event loop (run_until_complete
+on the same thread). Each run is timed with time.perf_counter_ns around its loop only; gc is
+collected before each run and left on. Reported: the median µs per operation (per key for
+get_many, per row for scans, per record for puts) and the median over rounds of the ratio to
+the floor's run in the same round; the targets of issue 19 are printed beside the ratios.
+Numbers are printed, never asserted. --json prints the figures (every sample) as JSON on
+stdout and the tables on stderr.
+
+Last, the latency of one put when accepted, with flush(), and with await_durable() (raw
+binding, local directory; also on OPENDATA_KV_BENCH_S3=s3://bucket/prefix when set, with the
+AWS_* variables of location.py).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
+import datetime
+import gc
+import importlib
+import importlib.metadata
+import importlib.util
+import json
 import os
 import random
 import statistics
-import struct
+import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import bench_floor
 import msgpack
-from slatedb.uniffi import DbBuilder, KeyRange, ObjectStore, WriteBatch
+from slatedb.uniffi import (
+    AdminBuilder,
+    DbBuilder,
+    FlushOptions,
+    FlushType,
+    KeyRange,
+    ScanOptions,
+    WriteBatch,
+)
 
-from opendata_kv import RecordType, Schema, Store
+from opendata_kv import RecordType, Schema, Store, SyncStore
 from opendata_kv import fields as F
-from opendata_kv.store import ffi_patch
 from opendata_kv.store.location import parse_location
-from opendata_kv.store.scan import scan_options
-from opendata_kv.values import Values, pack
 
 REC = RecordType("bench", 1, [("id", F.u64)])
 SCHEMA = Schema(REC)
-BATCH = 1000
+BATCH = 1000  # records per batched write
+MANY = 64  # keys per get_many call
+SCAN_BATCH = 1024  # rows per next_batch on the floor and generated paths
 
-#: typed/raw targets, reported next to the measurements (time ratio; scan: row-rate ratio)
-TARGETS = {
-    "put 100 B": ("time", 1.0, "<="),
-    "put 4 KiB": ("time", 0.2, "<="),  # typed >= 5x faster: needs the ffi speed-up
-    "get": ("time", 1.15, "<="),
-    "scan": ("rate", 0.75, ">="),
-    # typed scan vs the same rows decoded by hand (u64 from the key, msgpack.unpackb), both
-    # on the patched binding with the same ScanOptions (issue 15)
-    "scan vs hand": ("rate", 0.85, ">="),
+
+@dataclass(frozen=True)
+class Sizes:
+    records: int
+    gets: int
+    rounds: int
+    durability: int  # puts per mode in the durability latency lines (0: skip them)
+
+
+FULL = Sizes(records=20_000, gets=5_000, rounds=7, durability=30)
+QUICK = Sizes(records=2_000, gets=500, rounds=3, durability=5)
+
+COLUMNS = {"get": "get µs", "scan": "scan µs/row", "put": "batched put µs/record"}
+ROWS = {
+    "floor": "floor (C, same native calls)",
+    "generated": "generated binding: `await db.get`, `next_batch`, WriteBatch put + write",
+    "store": "opendata_kv `Store` typed: get, scan, `batch()` put",
+    "sync": "opendata_kv `SyncStore` typed: get, scan, `batch()` put",
+    "store_many": "`Store.get_many`, 64 keys (per key)",
+    "sync_many": "`SyncStore.get_many`, 64 keys (per key)",
+    "rocksdict": "rocksdict (raw bytes): get, `items()`, WriteBatch",
 }
-#: reported without a target: how far the typed scan is from hand decoding on the same columns
-NO_TARGET = ("rate", None, "")
+#: issue 19's targets: (row, column) -> the largest ratio to the floor that meets it
+TARGETS = {
+    ("sync", "get"): 3.0,
+    ("store", "get"): 3.5,
+    ("store_many", "get"): 3.0,
+    ("sync_many", "get"): 3.0,
+    ("store", "scan"): 1.8,
+    ("sync", "scan"): 1.8,
+    ("sync", "put"): 4.0,
+}
 
 
-def _typed_side() -> None:
-    ffi_patch.install()
+def value(i: int) -> dict[str, Any]:
+    """The ~100 B value of record i (97 bytes of msgpack)."""
+    return {"i": i, "body": bytes([i % 251]) * 84}
 
 
-def _raw_side() -> None:
-    uninstall = getattr(ffi_patch, "uninstall", None)
-    if uninstall is not None:
-        uninstall()
+# --- the stores -----------------------------------------------------------------------------------
 
 
-def _value(i: int, size: int) -> dict[str, Any]:
-    """A msgpack map of about `size` bytes."""
-    body = size - 16
-    return {"i": i, "body": bytes([i % 251]) * max(body, 1)}
+@dataclass
+class Faces:
+    """One slatedb store seen three ways: SyncStore, its async Store, and the binding's Db.
+
+    Both faces share one Db, so every path reads the same memtable or SSTs. Today SyncStore
+    keeps its Store as `.store` and Store its Db as `._source` (a bench may reach in; the
+    product never does). The async face is driven from the bench's own event loop."""
+
+    path: Path
+    sync: SyncStore
+    store: Store
+    db: Any
+
+    @classmethod
+    def open(cls, path: Path) -> Faces:
+        sync = SyncStore.open(path, SCHEMA)
+        store = sync.store
+        return cls(path, sync, store, store._source)
+
+    def close(self) -> None:
+        self.sync.close()
 
 
-async def _interleaved(
-    steps: int,
-    typed: Callable[[int], Awaitable[Any]],
-    raw: Callable[[int], Awaitable[Any]],
-    raw_patched: bool = False,
-) -> tuple[float, float]:
-    """Run step i of both sides back to back, alternating which goes first (A-B, B-A, ...),
-    so background work (memtable flushes, compaction) lands on both alike. Returns the total
-    seconds of each side. `raw_patched`: the raw side too runs on the patched binding."""
-    typed_total = raw_total = 0.0
-    clock = time.perf_counter
-    for i in range(steps):
-        for side in ("typed", "raw") if i % 2 == 0 else ("raw", "typed"):
-            if side == "typed":
-                _typed_side()
-                start = clock()
-                await typed(i)
-                typed_total += clock() - start
-            else:
-                if not raw_patched:
-                    _raw_side()
-                start = clock()
-                await raw(i)
-                raw_total += clock() - start
-    _typed_side()
-    return typed_total, raw_total
+class Rocks:
+    """A rocksdict store in raw-bytes mode, or None when rocksdict is not installed."""
+
+    def __init__(self, path: Path) -> None:
+        import rocksdict
+
+        self.rd = rocksdict
+        self.path = path
+        self.db: Any = None
+        self.open()
+
+    @staticmethod
+    def available() -> bool:
+        return importlib.util.find_spec("rocksdict") is not None
+
+    def open(self) -> None:
+        options = self.rd.Options(raw_mode=True)
+        options.create_if_missing(True)
+        self.db = self.rd.Rdict(str(self.path), options)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def to_sst(self) -> None:
+        self.db.flush(True)
+        self.close()
+        self.open()
+
+    def where(self) -> str:
+        memtable = self.db.property_int_value("rocksdb.num-entries-active-mem-table")
+        return f"{memtable} entries in the active memtable, {len(self.db.live_files())} SST files"
 
 
-def _report(name: str, ops: int, typed_times: list[float], raw_times: list[float]) -> None:
-    """One line: best round of each side per op, the ratio, the target, the spread."""
-    typed_best, raw_best = min(typed_times), min(raw_times)
-    ratio = typed_best / raw_best
-    kind, target, sense = TARGETS.get(name, ("time", 0.0, ""))
-    line = (
-        f"{name:<13} {ops:>7} ops  typed {typed_best / ops * 1e6:8.2f} µs/op  "
-        f"raw {raw_best / ops * 1e6:8.2f} µs/op  typed/raw time {ratio:5.2f}"
+async def _manifest(path: Path) -> Any:
+    location = parse_location(str(path))
+    admin = AdminBuilder(location.db_path, location.object_store(create=False)).build()
+    return await admin.read_manifest(None)
+
+
+def _where_rows_are(manifest: Any, expect: str, writes: int) -> tuple[str, bool]:
+    """Where the manifest says the rows are, and whether that is where the table says: no SST
+    for "memtable"; for "sst", L0 holds every sequence number the load wrote (one per batch),
+    so a reopened writer replays none of them into its memtable."""
+    ssts = len(manifest.l0) + sum(len(run.ssts) for run in manifest.compacted)
+    text = (
+        f"manifest {manifest.id}: {len(manifest.l0)} L0 SSTs, {len(manifest.compacted)} "
+        f"sorted runs, last L0 seq {manifest.last_l0_seq} of the load's {writes} writes"
     )
-    measured = ratio
-    if kind == "rate":
-        measured = raw_best / typed_best
-        line += f"  row rate typed/raw {measured:5.2f}"
-    if sense:
-        met = measured <= target if sense == "<=" else measured >= target
-        line += f"  [target {sense} {target}: {'met' if met else 'MISSED'}]"
-    medians = statistics.median(typed_times) / statistics.median(raw_times)
-    line += f"  (median ratio {medians:.2f})"
-    print(line, flush=True)
+    if expect == "memtable":
+        return text, ssts == 0
+    return text, ssts > 0 and manifest.last_l0_seq >= writes
 
 
-async def _bench_put(root: Path, size: int, count: int, rounds: int) -> None:
-    values = [_value(i, size) for i in range(count)]
-    encoded = [pack(v) for v in values]
-    keys = [REC.encode(i) for i in range(count)]
-    steps = (count + BATCH - 1) // BATCH
-    typed_times: list[float] = []
-    raw_times: list[float] = []
-    for r in range(rounds):
-        _raw_side()
-        builder = DbBuilder(str(root / f"put{size}-raw-{r}"), ObjectStore.resolve("file:///"))
-        db = await builder.build()
-        _typed_side()
-        store = await Store.open(root / f"put{size}-typed-{r}", SCHEMA)
-        try:
-
-            async def typed(step: int, store: Store = store) -> None:
-                async with store.batch() as batch:
-                    for i in range(step * BATCH, min((step + 1) * BATCH, count)):
-                        batch.put(REC, (i,), values[i])
-
-            async def raw(step: int, db: Any = db) -> None:
-                wb = WriteBatch()
-                for i in range(step * BATCH, min((step + 1) * BATCH, count)):
-                    wb.put(keys[i], encoded[i])
-                await db.write(wb)
-
-            t, w = await _interleaved(steps, typed, raw)
-            typed_times.append(t)
-            raw_times.append(w)
-        finally:
-            await store.close()
-            await db.shutdown()
-    label = "put 100 B" if size <= 100 else f"put {size // 1024} KiB"
-    _report(label, count, typed_times, raw_times)
+@contextlib.contextmanager
+def binding_as_shipped() -> Iterator[None]:
+    """Today's Store patches the generated binding process-wide (opendata_kv.store.ffi_patch);
+    the generated row measures the binding as shipped, so the patch is off for its runs and
+    back on after (outside the timed loop). A no-op once that module is gone."""
+    try:
+        patch: Any = importlib.import_module("opendata_kv.store.ffi_patch")
+    except ImportError:
+        patch = None
+    if patch is None or not getattr(patch, "uninstall", lambda: False)():
+        yield
+        return
+    try:
+        yield
+    finally:
+        patch.install()
 
 
-async def _quiesce(store: Store) -> None:
-    """Flush and let background work settle before timing reads."""
-    await store.flush()
-    await asyncio.sleep(0.5)
+def typed_scan_options() -> tuple[Any, str]:
+    """The ScanOptions a typed forward scan passes to slatedb (read-ahead, block caching), so
+    the floor and generated scans do the same Rust work; slatedb's defaults if not found."""
+    try:
+        options = importlib.import_module("opendata_kv.store.scan").scan_options(False)
+    except (ImportError, AttributeError):
+        return ScanOptions(), "slatedb's default ScanOptions"
+    return options, "the typed scan's ScanOptions"
 
 
-async def _bench_get(root: Path, count: int, rounds: int) -> None:
-    async with Store.open(root / "get", SCHEMA) as store:
-        for start in range(0, count, BATCH):
-            async with store.batch() as batch:
-                for i in range(start, min(start + BATCH, count)):
-                    batch.put(REC, (i,), _value(i, 100))
-        await _quiesce(store)
-        db = store._source
-        order = list(range(count))
-        random.Random(7).shuffle(order)
-        raw_keys = [REC.encode(i) for i in order]
-        chunk = 100
-        steps = (count + chunk - 1) // chunk
-        no_ttl = Store(db, store.location, SCHEMA, Values(SCHEMA), False, check_expiry=False)
+def _patch_state() -> str:
+    try:
+        patch: Any = importlib.import_module("opendata_kv.store.ffi_patch")
+    except ImportError:
+        return "no binding patch in this version"
+    return f"binding patch {'on' if patch.status().applied else 'off'} for the typed paths"
 
-        async def raw(step: int) -> None:
+
+# --- the timed paths ------------------------------------------------------------------------------
+
+
+@dataclass
+class Timed:
+    """One path of one column: run() does the whole workload once and returns elapsed ns."""
+
+    row: str
+    ops: int
+    run: Callable[[], int] | None
+    missing: str = ""  # why run is None
+
+
+@dataclass
+class Bench:
+    sizes: Sizes
+    floor: bench_floor.Floor | str
+    loop: asyncio.AbstractEventLoop
+    read: Faces
+    puts: Faces
+    rocks: Rocks | None
+    rocks_puts: Rocks | None
+    order: list[int] = field(init=False)
+    keys: list[bytes] = field(init=False)
+    values: list[dict[str, Any]] = field(init=False)
+    packed: list[bytes] = field(init=False)
+
+    def __post_init__(self) -> None:
+        n = self.sizes.records
+        self.order = random.Random(7).sample(range(n), self.sizes.gets)
+        self.keys = [REC.encode(i) for i in range(n)]
+        self.values = [value(i) for i in range(n)]
+        self.packed = [msgpack.packb(v, use_bin_type=True) for v in self.values]
+
+    def in_loop(self, make: Callable[[], Coroutine[Any, Any, int]]) -> Callable[[], int]:
+        return lambda: self.loop.run_until_complete(make())
+
+    # get ---------------------------------------------------------------------------------------
+
+    def get_paths(self) -> list[Timed]:
+        gets = self.sizes.gets
+        keys = [self.keys[i] for i in self.order]
+        fields = [(i,) for i in self.order]
+        chunks = [fields[s : s + MANY] for s in range(0, gets, MANY)]
+        db, store, sync = self.read.db, self.read.store, self.read.sync
+        clock = time.perf_counter_ns
+        paths = [self._floor("floor", gets, lambda fx: self._floor_get(fx, keys))]
+
+        async def generated() -> int:
             get = db.get
-            for key in raw_keys[step * chunk : (step + 1) * chunk]:
-                await get(key)
+            with binding_as_shipped():
+                start = clock()
+                for key in keys:
+                    await get(key)
+                return clock() - start
 
-        head = REC.head
-        pack_id = struct.Struct(">Q").pack
+        async def store_get() -> int:
+            get = store.get
+            start = clock()
+            for f in fields:
+                await get(REC, f)
+            return clock() - start
 
-        async def hand(step: int) -> None:
-            read = ffi_patch.row_reader_for(db)
-            assert read is not None, "the hand side needs the ffi speed-up"
-            for i in order[step * chunk : (step + 1) * chunk]:
-                row = await read(db, head + pack_id(i))
-                assert row is not None
-                value, expire = row
-                if expire is not None and expire <= time.time_ns() // 1_000_000:
-                    continue
-                msgpack.unpackb(value, raw=False, timestamp=3, strict_map_key=False)
+        def sync_get() -> int:
+            get = sync.get
+            start = clock()
+            for f in fields:
+                get(REC, f)
+            return clock() - start
 
-        for label, view, baseline, raw_patched in (
-            ("get", store, raw, False),
-            ("get no-expiry", no_ttl, raw, False),
-            ("get (patched)", store, raw, True),
-            ("get vs hand", store, hand, True),
-        ):
+        paths += [
+            Timed("generated", gets, self.in_loop(generated)),
+            Timed("store", gets, self.in_loop(store_get)),
+            Timed("sync", gets, sync_get),
+        ]
+        store_many = getattr(store, "get_many", None)
+        sync_many = getattr(sync, "get_many", None)
+        if store_many is None:
+            paths.append(Timed("store_many", gets, None, "n/a (no get_many)"))
+        else:
 
-            async def typed(step: int, view: Store = view) -> None:
-                get = view.get
-                for i in order[step * chunk : (step + 1) * chunk]:
-                    await get(REC, (i,))
+            async def store_get_many() -> int:
+                start = clock()
+                for chunk in chunks:
+                    await store_many(REC, chunk)
+                return clock() - start
 
-            typed_times: list[float] = []
-            raw_times: list[float] = []
-            await _interleaved(steps, typed, baseline, raw_patched)  # warm-up round
-            for _ in range(rounds):
-                t, w = await _interleaved(steps, typed, baseline, raw_patched)
-                typed_times.append(t)
-                raw_times.append(w)
-            _report(label, count, typed_times, raw_times)
+            paths.append(Timed("store_many", gets, self.in_loop(store_get_many)))
+        if sync_many is None:
+            paths.append(Timed("sync_many", gets, None, "n/a (no get_many)"))
+        else:
 
+            def sync_get_many() -> int:
+                start = clock()
+                for chunk in chunks:
+                    sync_many(REC, chunk)
+                return clock() - start
 
-async def _bench_scan(root: Path, count: int, rounds: int, pairs: int) -> None:
-    async with Store.open(root / "scan", SCHEMA) as store:
-        for start in range(0, count, 5000):
-            async with store.batch() as batch:
-                for i in range(start, min(start + 5000, count)):
-                    batch.put(REC, (i,), {"i": i, "name": f"record {i}", "tags": ["a", "b"]})
-        await _quiesce(store)
-        db = store._source
+            paths.append(Timed("sync_many", gets, sync_get_many))
+        paths.append(self._rocks(gets, lambda rd: self._rocks_get(rd, keys)))
+        return paths
+
+    def _floor_get(self, fx: Any, keys: list[bytes]) -> int:
+        get, handle = fx.get, self.read.db._handle
+        start = time.perf_counter_ns()
+        for key in keys:
+            get(handle, key)
+        return time.perf_counter_ns() - start
+
+    def _rocks_get(self, rocks: Rocks, keys: list[bytes]) -> int:
+        get = rocks.db.get
+        start = time.perf_counter_ns()
+        for key in keys:
+            get(key)
+        return time.perf_counter_ns() - start
+
+    # scan --------------------------------------------------------------------------------------
+
+    def scan_paths(self) -> list[Timed]:
+        rows = self.sizes.records
+        db, store, sync = self.read.db, self.read.store, self.read.sync
         lo, hi = REC.range()
+        clock = time.perf_counter_ns
+        options, _ = typed_scan_options()
 
-        async def typed(step: int) -> None:
-            n = 0
-            async for record in store.scan(REC):
-                record.value  # noqa: B018 - touch it like the raw side does
-                n += 1
-            assert n == count, n
-
-        async def raw(step: int) -> None:
+        def scan() -> Any:  # the binding's iterator, as the typed scan opens it
             key_range = KeyRange(start=lo, start_inclusive=True, end=hi, end_inclusive=False)
-            it = await db.scan(key_range)
-            n = 0
-            while rows := await it.next_batch(1024):
-                for kv in rows:
-                    kv.key  # noqa: B018
-                    kv.value  # noqa: B018
-                n += len(rows)
-            assert n == count, n
+            return db.scan_with_options(key_range, options)
 
-        await _interleaved(1, typed, raw)  # warm-up
-        typed_times: list[float] = []
-        raw_times: list[float] = []
-        for _ in range(rounds):
-            t, w = await _interleaved(2, typed, raw)
-            typed_times.append(t / 2)
-            raw_times.append(w / 2)
-        _report("scan", count, typed_times, raw_times)
-
-        u64 = struct.Struct(">Q").unpack_from
-        head = len(REC.head)
-        unpackb = msgpack.unpackb
-        options = scan_options(False)
-
-        async def hand(step: int) -> None:
-            key_range = KeyRange(start=lo, start_inclusive=True, end=hi, end_inclusive=False)
-            it = await db.scan_with_options(key_range, options)
-            n = 0
-            while rows := await it.next_batch(1024):
-                for kv in rows:
-                    u64(kv.key, head)
-                    unpackb(kv.value, raw=False, timestamp=3, strict_map_key=False)
-                n += len(rows)
-            assert n == count, n
-
-        await _scan_vs_hand("scan vs hand", count, typed, hand, pairs)
-
-        async def hand_columns(step: int) -> None:
-            key_range = KeyRange(start=lo, start_inclusive=True, end=hi, end_inclusive=False)
-            next_columns = ffi_patch.columns_for(await db.scan_with_options(key_range, options))
-            assert next_columns is not None, "columns need the ffi speed-up"
-            n = 0
+        def floor_scan(fx: Any) -> int:
+            # the iterator is made through the binding, untimed (one call per 20,000 rows)
+            it = self.loop.run_until_complete(scan())
+            next_batch, handle, n = fx.next_batch, it._handle, 0
+            start = clock()
             while True:
-                keys, values, _expires = await next_columns(1024)
+                keys, _values = next_batch(handle, SCAN_BATCH)
                 if not keys:
                     break
-                for key, value in zip(keys, values, strict=True):
-                    u64(key, head)
-                    msgpack.unpackb(value, raw=False, timestamp=3, strict_map_key=False)
                 n += len(keys)
-            assert n == count, n
+            elapsed = clock() - start
+            assert n == rows, n
+            return elapsed
 
-        await _scan_vs_hand("scan vs hand-columns", count, typed, hand_columns, pairs)
+        async def generated() -> int:
+            with binding_as_shipped():
+                start = clock()
+                it = await scan()
+                n = 0
+                while batch := await it.next_batch(SCAN_BATCH):
+                    for kv in batch:
+                        kv.key  # noqa: B018 - touch the row as a caller would
+                        kv.value  # noqa: B018
+                    n += len(batch)
+                elapsed = clock() - start
+            assert n == rows, n
+            return elapsed
 
-
-async def _scan_vs_hand(
-    name: str,
-    count: int,
-    typed: Callable[[int], Awaitable[Any]],
-    hand: Callable[[int], Awaitable[Any]],
-    pairs: int,
-) -> None:
-    """Typed vs hand-decoded scans as `pairs` back-to-back pairs over the same store (A-B,
-    B-A, ...): each pair gives one row-rate ratio (hand time / typed time), so a load swing
-    on the shared machine hits both halves of a pair alike; the median ratio and its spread
-    (min-max) across pairs are reported with the best and median µs/row of each side."""
-    await _interleaved(1, typed, hand, raw_patched=True)  # warm-up
-    typed_times: list[float] = []
-    hand_times: list[float] = []
-    clock = time.perf_counter
-    for i in range(pairs):
-        timed = {}
-        for side, run in (
-            (("typed", typed), ("hand", hand)) if i % 2 == 0 else (("hand", hand), ("typed", typed))
-        ):
+        async def store_scan() -> int:
             start = clock()
-            await run(i)
-            timed[side] = clock() - start
-        typed_times.append(timed["typed"])
-        hand_times.append(timed["hand"])
-    ratios = sorted(w / t for t, w in zip(typed_times, hand_times, strict=True))
-    median = statistics.median(ratios)
-    _kind, target, _sense = TARGETS.get(name, NO_TARGET)
-    per_row = {
-        side: (min(times) / count * 1e6, statistics.median(times) / count * 1e6)
-        for side, times in (("typed", typed_times), ("hand", hand_times))
+            n = 0
+            async for record in store.scan(REC):
+                record.value  # noqa: B018
+                n += 1
+            elapsed = clock() - start
+            assert n == rows, n
+            return elapsed
+
+        def sync_scan() -> int:
+            start = clock()
+            n = 0
+            for record in sync.scan(REC):
+                record.value  # noqa: B018
+                n += 1
+            elapsed = clock() - start
+            assert n == rows, n
+            return elapsed
+
+        def rocks_scan(rocks: Rocks) -> int:
+            start = clock()
+            n = 0
+            for _key, _value in rocks.db.items():
+                n += 1
+            elapsed = clock() - start
+            assert n == rows, n
+            return elapsed
+
+        return [
+            self._floor("floor", rows, floor_scan),
+            Timed("generated", rows, self.in_loop(generated)),
+            Timed("store", rows, self.in_loop(store_scan)),
+            Timed("sync", rows, sync_scan),
+            self._rocks(rows, rocks_scan),
+        ]
+
+    # put ---------------------------------------------------------------------------------------
+
+    def put_paths(self) -> list[Timed]:
+        n = self.sizes.records
+        spans = [range(s, min(s + BATCH, n)) for s in range(0, n, BATCH)]
+        key_chunks = [[self.keys[i] for i in span] for span in spans]
+        value_chunks = [[self.packed[i] for i in span] for span in spans]
+        values = self.values
+        db, store, sync = self.puts.db, self.puts.store, self.puts.sync
+        clock = time.perf_counter_ns
+
+        def floor_put(fx: Any) -> int:
+            new, put_many, write, free = fx.wb_new, fx.wb_put_many, fx.write, fx.wb_free
+            handle = db._handle
+            start = clock()
+            for keys, packed in zip(key_chunks, value_chunks, strict=True):
+                wb = new()
+                put_many(wb, keys, packed)
+                write(handle, wb)
+                free(wb)
+            return clock() - start
+
+        async def generated() -> int:
+            with binding_as_shipped():
+                start = clock()
+                for keys, packed in zip(key_chunks, value_chunks, strict=True):
+                    wb = WriteBatch()
+                    for key, data in zip(keys, packed, strict=True):
+                        wb.put(key, data)
+                    await db.write(wb)
+                return clock() - start
+
+        async def store_put() -> int:
+            start = clock()
+            for span in spans:
+                async with store.batch() as batch:
+                    for i in span:
+                        batch.put(REC, (i,), values[i])
+            return clock() - start
+
+        def sync_put() -> int:
+            start = clock()
+            for span in spans:
+                with sync.batch() as batch:
+                    for i in span:
+                        batch.put(REC, (i,), values[i])
+            return clock() - start
+
+        def rocks_put(rocks: Rocks) -> int:
+            write_batch, write = rocks.rd.WriteBatch, rocks.db.write
+            start = clock()
+            for keys, packed in zip(key_chunks, value_chunks, strict=True):
+                wb = write_batch(raw_mode=True)
+                for key, data in zip(keys, packed, strict=True):
+                    wb.put(key, data)
+                write(wb)
+            return clock() - start
+
+        return [
+            self._floor("floor", n, floor_put),
+            Timed("generated", n, self.in_loop(generated)),
+            Timed("store", n, self.in_loop(store_put)),
+            Timed("sync", n, sync_put),
+            self._rocks(n, rocks_put, puts=True),
+        ]
+
+    # helpers -----------------------------------------------------------------------------------
+
+    def _floor(self, row: str, ops: int, run: Callable[[Any], int]) -> Timed:
+        if isinstance(self.floor, str):
+            return Timed(row, ops, None, "no floor")
+        fx = self.floor.fx
+        return Timed(row, ops, lambda: run(fx))
+
+    def _rocks(self, ops: int, run: Callable[[Rocks], int], puts: bool = False) -> Timed:
+        rocks = self.rocks_puts if puts else self.rocks
+        if rocks is None:
+            return Timed("rocksdict", ops, None, "n/a (rocksdict not installed)")
+        return Timed("rocksdict", ops, lambda: run(rocks))
+
+
+def interleave(paths: list[Timed], rounds: int) -> dict[str, list[float]]:
+    """µs per operation of every runnable path, `rounds` samples each: one untimed warm-up run
+    of every path, then rounds in an order rotated by one each round."""
+    live = [p for p in paths if p.run is not None]
+    for p in live:
+        assert p.run is not None
+        p.run()
+    samples: dict[str, list[float]] = {p.row: [] for p in live}
+    for r in range(rounds):
+        shift = r % len(live) if live else 0
+        for p in live[shift:] + live[:shift]:
+            assert p.run is not None
+            gc.collect()
+            samples[p.row].append(p.run() / p.ops / 1000.0)
+    return samples
+
+
+def cells(paths: list[Timed], samples: dict[str, list[float]], column: str) -> dict[str, Any]:
+    """Per row: the median µs, the median of per-round ratios to the floor, the target."""
+    floor = samples.get("floor")
+    out: dict[str, Any] = {}
+    for p in paths:
+        target = TARGETS.get((p.row, column))
+        if p.run is None:
+            out[p.row] = {"missing": p.missing, "target": target}
+            continue
+        mine = samples[p.row]
+        ratio = None
+        if floor:
+            ratio = statistics.median(a / b for a, b in zip(mine, floor, strict=True))
+        out[p.row] = {
+            "us": statistics.median(mine),
+            "ratio": ratio,
+            "target": target,
+            "met": None if ratio is None or target is None else ratio <= target,
+            "samples_us": mine,
+        }
+    return out
+
+
+def measure_table(bench: Bench, where: str) -> dict[str, Any]:
+    """One table: every column's paths interleaved over the rounds; where the rows are."""
+    manifest = bench.loop.run_until_complete(_manifest(bench.read.path))
+    writes = -(-bench.sizes.records // BATCH)
+    located, as_expected = _where_rows_are(manifest, where, writes)
+    table: dict[str, Any] = {
+        "rows_in": where,
+        "slatedb": located,
+        "as_expected": as_expected,
+        "rocksdict": bench.rocks.where() if bench.rocks is not None else None,
+        "columns": {},
     }
-    verdict = ""
-    if target is not None:
-        verdict = f"  [target >= {target}: {'met' if median >= target else 'MISSED'}]"
-    print(
-        f"{name:<13} {count:>7} ops  typed {per_row['typed'][0]:8.2f} "
-        f"(median {per_row['typed'][1]:.2f}) µs/row  hand "
-        f"{per_row['hand'][0]:8.2f} (median {per_row['hand'][1]:.2f}) "
-        f"µs/row  row rate typed/hand median {median:.2f} over {pairs} interleaved pairs "
-        f"(min {ratios[0]:.2f}, max {ratios[-1]:.2f}){verdict}",
-        flush=True,
-    )
+    for column, make in (
+        ("get", bench.get_paths),
+        ("scan", bench.scan_paths),
+        ("put", bench.put_paths),
+    ):
+        paths = make()
+        table["columns"][column] = cells(paths, interleave(paths, bench.sizes.rounds), column)
+        if column == "put":  # let the put store's writes land before the next table
+            bench.puts.sync.flush()
+    return table
 
 
-async def _bench_durability(label: str, url: str, count: int) -> None:
-    """Latency of one 100 B put: accepted, + flush(), + await_durable() (raw binding)."""
+def measure(
+    sizes: Sizes,
+    root: Path,
+    floor_dir: Path = bench_floor.FLOOR_DIR,
+    build_dir: Path = bench_floor.BUILD_DIR,
+    rocks: bool = True,
+) -> dict[str, Any]:
+    """Both tables (memtable, SST) as a JSON-able dict."""
+    floor = bench_floor.load(floor_dir, build_dir)
+    result: dict[str, Any] = {
+        "sizes": sizes.__dict__,
+        "floor": str(floor.built) if isinstance(floor, bench_floor.Floor) else floor,
+        "about": _about(),
+        "tables": {},
+    }
+    use_rocks = rocks and Rocks.available()
+    with contextlib.ExitStack() as stack:  # closes whatever was opened, in reverse order
+        loop = asyncio.new_event_loop()
+        stack.callback(loop.close)
+        puts = Faces.open(root / "puts")
+        stack.callback(puts.close)
+        rocks_read = rocks_puts = None
+        if use_rocks:
+            rocks_read, rocks_puts = Rocks(root / "rocks-read"), Rocks(root / "rocks-puts")
+            stack.callback(rocks_read.close)
+            stack.callback(rocks_puts.close)
+        bench = Bench(sizes, floor, loop, Faces.open(root / "read"), puts, rocks_read, rocks_puts)
+        stack.callback(lambda: bench.read.close())  # the store open at the time
+        _load(bench)
+        result["patch"] = _patch_state()
+        result["scan_options"] = typed_scan_options()[1]
+        result["tables"]["memtable"] = measure_table(bench, "memtable")
+        # rows into an SST: flush the memtable, close, reopen; the warm-up runs fill the cache
+        loop.run_until_complete(
+            bench.read.db.flush_with_options(FlushOptions(flush_type=FlushType.MEM_TABLE))
+        )
+        bench.read.close()
+        bench.read = Faces.open(root / "read")
+        if rocks_read is not None:
+            rocks_read.to_sst()
+        result["tables"]["sst"] = measure_table(bench, "sst")
+        if sizes.durability:
+            result["durability"] = {
+                "local directory": loop.run_until_complete(
+                    durability(str(root / "durability"), sizes.durability)
+                )
+            }
+            s3 = os.environ.get("OPENDATA_KV_BENCH_S3")
+            if s3:  # e.g. s3://bucket/bench with AWS_* pointing at a moto_server on 127.0.0.1
+                url = f"{s3.rstrip('/')}/{os.getpid()}"
+                result["durability"][s3] = loop.run_until_complete(
+                    durability(url, sizes.durability)
+                )
+    return result
+
+
+def _load(bench: Bench) -> None:
+    """The same records into the read store (typed batches, then flush()) and rocksdict."""
+    sync = bench.read.sync
+    n = bench.sizes.records
+    for s in range(0, n, BATCH):
+        with sync.batch() as batch:
+            for i in range(s, min(s + BATCH, n)):
+                batch.put(REC, (i,), bench.values[i])
+    sync.flush()
+    assert sync.get(REC, (n - 1,)) == bench.values[n - 1]
+    assert bench.loop.run_until_complete(bench.read.store.get(REC, (0,))) == bench.values[0]
+    if isinstance(bench.floor, bench_floor.Floor):
+        assert bench.floor.fx.get(bench.read.db._handle, bench.keys[0]) == bench.packed[0]
+    if bench.rocks is not None:
+        for s in range(0, n, BATCH):
+            wb = bench.rocks.rd.WriteBatch(raw_mode=True)
+            for i in range(s, min(s + BATCH, n)):
+                wb.put(bench.keys[i], bench.packed[i])
+            bench.rocks.db.write(wb)
+
+
+async def durability(url: str, count: int) -> dict[str, dict[str, float]]:
+    """Latency of one 100 B put (raw binding): accepted, + flush(), + await_durable(); ms."""
     location = parse_location(url)
     db = await DbBuilder(location.path, location.object_store(create=True)).build()
-    results = []
+    out: dict[str, dict[str, float]] = {}
     try:
         for mode in ("put", "put+flush", "put+await_durable"):
             times = []
             for i in range(count):
-                start = time.perf_counter()
+                start = time.perf_counter_ns()
                 handle = await db.put(b"durability-%06d" % i, b"v" * 100)
                 if mode == "put+flush":
                     await db.flush()
                 elif mode == "put+await_durable":
                     await handle.await_durable()
-                times.append(time.perf_counter() - start)
-            results.append(
-                f"{mode} {statistics.median(times) * 1e3:.2f} "
-                f"({min(times) * 1e3:.2f}-{max(times) * 1e3:.2f})"
-            )
+                times.append((time.perf_counter_ns() - start) / 1e6)
+            out[mode] = {"median": statistics.median(times), "min": min(times), "max": max(times)}
     finally:
         await db.shutdown()
-    status = getattr(ffi_patch, "status", None)
-    active = bool(getattr(status(), "applied", False)) if status is not None else False
-    speedup = f"ffi speed-up {'on' if active else 'off'}"
-    print(
-        f"durability {label} ({speedup}): median (min-max) ms of {count}: " + "; ".join(results),
-        flush=True,
-    )
+    return out
 
 
-async def _main(quick: bool) -> None:
-    puts, gets, scans = (2000, 500, 10_000) if quick else (20_000, 5000, 100_000)
-    rounds = 2 if quick else 4
-    put_rounds = 1 if quick else 2  # a 4 KiB round is ~30 s a side before the ffi speed-up
-    speedup = ffi_patch.install()
-    print(
-        f"store bench: {'quick' if quick else 'full'} sizes, {put_rounds} (put) / {rounds} "
-        f"interleaved rounds, best of each side; ffi speed-up active on the typed side: "
-        f"{speedup}; "
-        f"uninstall available: {hasattr(ffi_patch, 'uninstall')}",
-        flush=True,
+def _about() -> dict[str, str]:
+    """When and on what the figures were measured."""
+    repo = Path(__file__).resolve().parents[1]
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(repo), "describe", "--always", "--dirty"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = "unknown"
+    return {
+        "date": datetime.date.today().isoformat(),
+        "commit": commit,
+        "slatedb": importlib.metadata.version("slatedb"),
+        "python": sys.version.split()[0],
+        "cpus": str(os.cpu_count()),
+    }
+
+
+# --- printing -------------------------------------------------------------------------------------
+
+
+def _us(v: float) -> str:
+    return f"{v:.2f}" if v < 10 else f"{v:.1f}" if v < 100 else f"{v:.0f}"
+
+
+def _cell(row: str, cell: dict[str, Any] | None, floor_missing: bool) -> str:
+    if cell is None:
+        return "-"
+    if "missing" in cell:
+        return str(cell["missing"])
+    text = _us(cell["us"])
+    ratio, target = cell["ratio"], cell["target"]
+    if row == "floor":
+        return text
+    if ratio is None:
+        return f"{text} (no floor)" if floor_missing else text
+    note = f"{ratio:.2f}x"
+    if target is not None:
+        note += f", target ≤ {target:.1f}x: {'met' if cell['met'] else 'MISSED'}"
+    return f"{text} ({note})"
+
+
+def table(result: dict[str, Any]) -> str:
+    """Both tables as markdown, with the run's facts above them."""
+    sizes, about = result["sizes"], result["about"]
+    floor_missing = str(result["floor"]).startswith("no floor")
+    lines = [
+        f"store bench: {sizes['records']:,} records of ~100 B, {sizes['gets']:,} random gets, "
+        f"full scans, puts in batches of {BATCH:,}; {sizes['rounds']} interleaved rounds after "
+        "a warm-up, medians; ratio = median of per-round path/floor",
+        f"floor: {result['floor']}",
+        f"{about['date']}, commit {about['commit']}, slatedb {about['slatedb']}, Python "
+        f"{about['python']}, {about['cpus']} CPUs; {result.get('patch', '')}; floor and "
+        f"generated scans use {result.get('scan_options', '?')}",
+    ]
+    titles = {"memtable": "rows in the memtable", "sst": "rows in an SST, warm cache"}
+    for name, title in titles.items():
+        t = result["tables"].get(name)
+        if t is None:
+            continue
+        check = "" if t["as_expected"] else "  WARNING: not where this table says"
+        lines += ["", f"## {title}", f"slatedb {t['slatedb']}{check}"]
+        if t["rocksdict"]:
+            lines.append(f"rocksdict: {t['rocksdict']}")
+        lines += ["", "| path | " + " | ".join(COLUMNS.values()) + " |"]
+        lines.append("|---" * (len(COLUMNS) + 1) + "|")
+        met = total = 0
+        for row, label in ROWS.items():
+            parts = []
+            for column in COLUMNS:
+                cell = t["columns"][column].get(row)
+                parts.append(_cell(row, cell, floor_missing))
+                if cell is not None and cell.get("met") is not None:
+                    total += 1
+                    met += bool(cell["met"])
+            lines.append(f"| {label} | " + " | ".join(parts) + " |")
+        if total:
+            lines.append(f"targets met: {met} of {total} measured")
+    for where, modes in result.get("durability", {}).items():
+        lines.append("")
+        lines.append(
+            f"durability, {where}: median (min-max) ms of {sizes['durability']}: "
+            + "; ".join(
+                f"{mode} {m['median']:.2f} ({m['min']:.2f}-{m['max']:.2f})"
+                for mode, m in modes.items()
+            )
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="bench.py store", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--quick", action="store_true", help="2,000 records, 500 gets, 3 rounds")
+    parser.add_argument(
+        "--json", action="store_true",
+        help="print the figures as JSON on stdout (the tables go to stderr)",
+    )
+    args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-store-") as tmp:
-        root = Path(tmp)
-        await _bench_put(root, 100, puts, put_rounds)
-        await _bench_put(root, 4096, puts, put_rounds)
-        await _bench_get(root, gets, rounds)
-        await _bench_scan(root, scans, rounds, 4 if quick else 9)
-        durability = 10 if quick else 30
-        await _bench_durability("local directory", str(root / "durability"), durability)
-        s3 = os.environ.get("OPENDATA_KV_BENCH_S3")
-        if s3:  # e.g. s3://bucket/bench with AWS_* pointing at a moto_server on 127.0.0.1
-            await _bench_durability(s3, f"{s3.rstrip('/')}/{os.getpid()}", durability)
+        result = measure(QUICK if args.quick else FULL, Path(tmp))
+    text = table(result)
+    if args.json:
+        print(text, file=sys.stderr)
+        print(json.dumps(result, indent=2))
+    else:
+        print(text)
+    return 0
 
 
 def run(quick: bool) -> None:
-    asyncio.run(_main(quick))
+    main(["--quick"] if quick else [])
