@@ -59,7 +59,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -204,24 +204,6 @@ def _where_rows_are(manifest: Any, expect: str, writes: int) -> tuple[str, bool]
     return text, ssts > 0 and manifest.last_l0_seq >= writes
 
 
-@contextlib.contextmanager
-def binding_as_shipped() -> Iterator[None]:
-    """Today's Store patches the generated binding process-wide (opendata_kv.store.ffi_patch);
-    the generated row measures the binding as shipped, so the patch is off for its runs and
-    back on after (outside the timed loop). A no-op once that module is gone."""
-    try:
-        patch: Any = importlib.import_module("opendata_kv.store.ffi_patch")
-    except ImportError:
-        patch = None
-    if patch is None or not getattr(patch, "uninstall", lambda: False)():
-        yield
-        return
-    try:
-        yield
-    finally:
-        patch.install()
-
-
 def typed_scan_options() -> tuple[Any, str]:
     """The ScanOptions a typed forward scan passes to slatedb (read-ahead, block caching), so
     the floor and generated scans do the same Rust work; slatedb's defaults if not found."""
@@ -233,11 +215,9 @@ def typed_scan_options() -> tuple[Any, str]:
 
 
 def _patch_state() -> str:
-    try:
-        patch: Any = importlib.import_module("opendata_kv.store.ffi_patch")
-    except ImportError:
-        return "no binding patch in this version"
-    return f"binding patch {'on' if patch.status().applied else 'off'} for the typed paths"
+    from opendata_kv.store.native import calls
+
+    return f"typed paths: {calls.status()}"
 
 
 # --- the timed paths ------------------------------------------------------------------------------
@@ -290,11 +270,10 @@ class Bench:
 
         async def generated() -> int:
             get = db.get
-            with binding_as_shipped():
-                start = clock()
-                for key in keys:
-                    await get(key)
-                return clock() - start
+            start = clock()
+            for key in keys:
+                await get(key)
+            return clock() - start
 
         async def store_get() -> int:
             get = store.get
@@ -384,16 +363,15 @@ class Bench:
             return elapsed
 
         async def generated() -> int:
-            with binding_as_shipped():
-                start = clock()
-                it = await scan()
-                n = 0
-                while batch := await it.next_batch(SCAN_BATCH):
-                    for kv in batch:
-                        kv.key  # noqa: B018 - touch the row as a caller would
-                        kv.value  # noqa: B018
-                    n += len(batch)
-                elapsed = clock() - start
+            start = clock()
+            it = await scan()
+            n = 0
+            while batch := await it.next_batch(SCAN_BATCH):
+                for kv in batch:
+                    kv.key  # noqa: B018 - touch the row as a caller would
+                    kv.value  # noqa: B018
+                n += len(batch)
+            elapsed = clock() - start
             assert n == rows, n
             return elapsed
 
@@ -457,14 +435,13 @@ class Bench:
             return clock() - start
 
         async def generated() -> int:
-            with binding_as_shipped():
-                start = clock()
-                for keys, packed in zip(key_chunks, value_chunks, strict=True):
-                    wb = WriteBatch()
-                    for key, data in zip(keys, packed, strict=True):
-                        wb.put(key, data)
-                    await db.write(wb)
-                return clock() - start
+            start = clock()
+            for keys, packed in zip(key_chunks, value_chunks, strict=True):
+                wb = WriteBatch()
+                for key, data in zip(keys, packed, strict=True):
+                    wb.put(key, data)
+                await db.write(wb)
+            return clock() - start
 
         async def store_put() -> int:
             start = clock()
