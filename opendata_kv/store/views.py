@@ -305,7 +305,13 @@ class ReadView:
     ) -> Any:
         """The decoded value stored under the key, or `default` when there is none."""
         record_type, key = key_bytes(self.schema, target, fields)
-        data = await self._fetch(key)
+        try:  # _fetch, inlined: this is the hottest path of the store
+            if self.check_expiry:
+                data = live_value(await calls.get_row(self._source, key))
+            else:
+                data = await calls.get(self._source, key)
+        except FOREIGN as exc:
+            raise translate(exc, f"get on {self.where}") from exc
         if data is None:
             return default
         return self.values.decode(record_type, key, data, upgrade=upgrade)

@@ -18,10 +18,12 @@ Ctrl-C while blocked frees (cancels) the Rust future and leaves the store usable
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import itertools
+import sys
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, Generic, TypeVar
 
 from opendata_kv.store.native.binding import generated
@@ -40,20 +42,21 @@ _byref = ctypes.byref
 
 class _Local(threading.local):
     sync = False
+    lost = False  # a Ctrl-C killed a continuation on this thread (see _note_lost)
 
 
 _local = _Local()
 
 
 class _Waiter:
-    """One poll's continuation: the code it was called with, and how to wake whoever waits."""
+    """One poll's continuation: the code it was called with (-1 until then), and the lock or
+    asyncio future of a caller that had to wait for it (set only when the poll pended)."""
 
     __slots__ = ("code", "future", "lock", "loop")
 
     def __init__(self) -> None:
         self.code = -1
-        self.lock = threading.Lock()
-        self.lock.acquire()
+        self.lock: threading.Lock | None = None
         self.future: asyncio.Future[None] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
 
@@ -67,17 +70,45 @@ def _wake(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
-@_B._UNIFFI_RUST_FUTURE_CONTINUATION_CALLBACK  # type: ignore[untyped-decorator]
-def _continuation(token: int, code: int) -> None:
+def _on_continue(token: int, code: int) -> None:
+    """The continuation: note the poll's code, wake whoever waits for it."""
     waiter = _waiters.pop(token, None)
     if waiter is None:  # never: each poll's token is called once
         return
     waiter.code = code
-    waiter.lock.release()
-    # read after the release: a waiter that arms its future before trying the lock is seen
+    # read after setting the code: a waiter that sets its lock or future before looking at
+    # the code again is seen here, or sees the code there
+    lock = waiter.lock
+    if lock is not None:
+        lock.release()
     future = waiter.future
     if future is not None and waiter.loop is not None:
         waiter.loop.call_soon_threadsafe(_wake, future)
+
+
+def _note_lost(unraisable: Any) -> None:
+    """sys.unraisablehook, chained: a Ctrl-C that lands inside the continuation (called
+    inline by a poll on the main thread) cannot propagate through C, and the continuation's
+    work may be undone. Note it, so the poller raises KeyboardInterrupt and frees the
+    future instead of waiting for a wake-up that will not come."""
+    if unraisable.object is _on_continue and issubclass(
+        unraisable.exc_type, KeyboardInterrupt
+    ):
+        _local.lost = True
+        return
+    _previous_hook(unraisable)
+
+
+_continuation = _B._UNIFFI_RUST_FUTURE_CONTINUATION_CALLBACK(_on_continue)
+_previous_hook = sys.unraisablehook
+sys.unraisablehook = _note_lost
+
+
+def _check_lost(waiter: _Waiter) -> None:
+    """KeyboardInterrupt when a Ctrl-C killed this poll's continuation (see _note_lost)."""
+    if waiter.code < 0 and _local.lost:
+        _local.lost = False
+        raise KeyboardInterrupt
 
 
 class FutureKind:
@@ -130,7 +161,9 @@ class Pending(Generic[T]):
         try:
             waiter = self.poll()
             while True:
-                yield from _settle(waiter)
+                if waiter.code < 0:  # pending: the continuation fires later
+                    _check_lost(waiter)
+                    yield from _settle(waiter)
                 if waiter.code == READY:
                     return self.finish()
                 waiter = self.poll()
@@ -139,23 +172,23 @@ class Pending(Generic[T]):
 
 
 def _settle(waiter: _Waiter) -> Generator[Any, None, None]:
-    """Wait until the waiter's continuation fired: at once when it fired inside the poll;
-    else blocking this thread (sync face; Ctrl-C interrupts) or parked in the event loop."""
-    if waiter.lock.acquire(False):
-        return
+    """Wait until the continuation of a pending poll fired: blocking this thread (sync face;
+    Ctrl-C interrupts) or parked in the running event loop (async face)."""
     if _local.sync:
-        waiter.lock.acquire()
+        lock = threading.Lock()
+        lock.acquire()
+        waiter.lock = lock
+        if waiter.code < 0:
+            lock.acquire()  # released by the continuation
         return
     loop = asyncio.get_running_loop()
-    while True:
+    while waiter.code < 0:
         future = loop.create_future()
         waiter.loop = loop
         waiter.future = future
-        if waiter.lock.acquire(False):
+        if waiter.code >= 0:
             return
         yield from future.__await__()
-        if waiter.lock.acquire(False):
-            return
 
 
 class Gather(Generic[T]):
@@ -175,7 +208,9 @@ class Gather(Generic[T]):
             waiters = [call.poll() for call in calls]
             for call, waiter in zip(calls, waiters, strict=False):
                 while True:
-                    yield from _settle(waiter)
+                    if waiter.code < 0:
+                        _check_lost(waiter)
+                        yield from _settle(waiter)
                     if waiter.code == READY:
                         break
                     waiter = call.poll()
@@ -222,24 +257,36 @@ class _LoopLocal(threading.local):
 _loops = _LoopLocal()
 
 
-def run(coroutine: Coroutine[Any, Any, T]) -> T:
+def run(coroutine: Awaitable[T]) -> T:
     """Run a coroutine that may use asyncio (timeouts, sleeps) for a sync caller: on a private
     event loop of the calling thread, or, when this thread already runs a loop (a sync call
-    made from async code), on a private loop in a short-lived thread."""
+    made from async code), on a private loop in a short-lived thread. An interrupt (Ctrl-C)
+    cancels the coroutine before it propagates, so nothing is left pending on the loop."""
     if asyncio._get_running_loop() is not None:
         return _run_in_thread(coroutine)
     loop = _loops.loop
     if loop is None or loop.is_closed():
         loop = _loops.loop = asyncio.new_event_loop()
-    return loop.run_until_complete(coroutine)
+    task = asyncio.ensure_future(coroutine, loop=loop)
+    try:
+        return loop.run_until_complete(task)
+    except BaseException:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                loop.run_until_complete(task)
+        raise
 
 
-def _run_in_thread(coroutine: Coroutine[Any, Any, T]) -> T:
-    box: list[Any] = []
+def _run_in_thread(coroutine: Awaitable[T]) -> T:
+    box: list[tuple[bool, Any]] = []
+
+    async def main() -> T:
+        return await coroutine
 
     def target() -> None:
         try:
-            box.append((True, run(coroutine)))
+            box.append((True, asyncio.run(main())))
         except BaseException as exc:
             box.append((False, exc))
 

@@ -29,7 +29,6 @@ _free = _lib.ffi_slatedb_uniffi_rustbuffer_free
 _check = _B._uniffi_check_call_status
 _byref = ctypes.byref
 _memmove = ctypes.memmove
-_string_at = ctypes.string_at
 _i32 = struct.Struct(">i").unpack_from
 _i64 = struct.Struct(">q").unpack_from
 _pack_i32 = struct.Struct(">i").pack
@@ -104,7 +103,8 @@ def lower_bytes(data: bytes) -> Any:
 def take(buffer: Any) -> bytes:
     """The contents of a RustBuffer returned by a call, which is freed."""
     try:
-        return _string_at(buffer.data, buffer.len) if buffer.len else b""
+        size = buffer.len
+        return buffer.data[:size] if size else b""  # a pointer slice copies in C, no FFI call
     finally:
         free(buffer)
 
@@ -167,19 +167,38 @@ def read_columns(buffer: Any) -> Columns:
 
 
 def read_point_row(buffer: Any) -> PointRow:
-    """An optional KeyValue (get_key_value's result) as (value, expire_ts) or None."""
+    """An optional KeyValue (get_key_value's result) as (value, expire_ts) or None: the row
+    layout of row_columns, the key skipped."""
     data = take(buffer)
-    if not data:
+    size = len(data)
+    if not size:
         raise _past_end()
     flag = data[0]
     if flag == 0:
-        _exact(1, len(data))
+        _exact(1, size)
         return None
     if flag != 1:
         raise InternalError("Unexpected flag byte for optional type")
-    columns: Columns = ([], [], [])
-    _exact(row_columns(data, 1, 1, columns), len(data))
-    return columns[1][0], columns[2][0]
+    try:
+        (n,) = _i32(data, 1)
+        pos = 5 + n
+        if n < 0 or pos > size:
+            raise _past_end()
+        (n,) = _i32(data, pos)
+        pos += 4
+        stop = pos + n
+        if n < 0 or stop > size:
+            raise _past_end()
+        flag = data[stop + 16]  # after the u64 seq and the i64 create_ts
+        if flag == 0:
+            _exact(stop + 17, size)
+            return data[pos:stop], None
+        if flag == 1:
+            _exact(stop + 25, size)
+            return data[pos:stop], _i64(data, stop + 17)[0]
+    except (struct.error, IndexError):
+        raise _past_end() from None
+    raise InternalError("Unexpected flag byte for optional type")
 
 
 def read_optional_bytes(buffer: Any) -> bytes | None:
