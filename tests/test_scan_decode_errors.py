@@ -19,7 +19,7 @@ from opendata_kv import fields as F
 from opendata_kv.errors import KeyDecodeError, ValueDecodeError
 from opendata_kv.ids import tid
 from opendata_kv.keys.plan import compile_decode_many
-from opendata_kv.store import ffi_patch
+from opendata_kv.store.native import calls, wire
 from opendata_kv.store.scan import DECODE_CHUNK, RawRecord
 
 num = RecordType("num", 1, [("n", F.u64)])
@@ -289,8 +289,8 @@ ROW_KINDS = st.sampled_from(["good", "bad value", "expired", "expires later"])
 def test_columns_and_row_objects_yield_the_same_records(
     rows: list[tuple[int, str]], batch_size: int, on_error: Any, reverse: bool
 ) -> None:
-    """Typed scans take batches as columns (ffi_patch.columns_for) and fall back to KeyValue
-    rows when the patch is off or the iterator is not the binding's: both paths yield the same
+    """Typed scans take batches as columns read by the native driver (wire.read_columns), and
+    KeyValue rows of the generated binding when the driver is off: both paths yield the same
     records, drop rows whose TTL has passed (slatedb still returns them before a flush) and
     handle undecodable rows alike."""
     now_ms = int(time.time() * 1000)
@@ -300,16 +300,16 @@ def test_columns_and_row_objects_yield_the_same_records(
 
     async def scan(columns: bool) -> tuple[list[Any], int, int]:
         offered = 0
-        real = ffi_patch.columns_for
+        real = wire.read_columns
 
-        def columns_for(iterator: Any) -> Any:
+        def read_columns(buffer: Any) -> Any:
             nonlocal offered
-            found = real(iterator) if columns else None
-            offered += found is not None
-            return found
+            offered += 1
+            return real(buffer)
 
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(ffi_patch, "columns_for", columns_for)
+            patch.setattr(wire, "read_columns", read_columns)
+            calls.set_active(columns)
             async with Store.open("memory://paths", SCHEMA) as store:
                 async with store.batch() as batch:
                     for n, kind in rows:
@@ -327,8 +327,11 @@ def test_columns_and_row_objects_yield_the_same_records(
                 ]
                 return got, found.failed, offered
 
-    with_columns, failed, offered = asyncio.run(scan(columns=True))
-    with_rows, failed_rows, offered_rows = asyncio.run(scan(columns=False))
+    try:
+        with_columns, failed, offered = asyncio.run(scan(columns=True))
+        with_rows, failed_rows, offered_rows = asyncio.run(scan(columns=False))
+    finally:
+        calls.set_active(True)
     assert with_columns == with_rows and failed == failed_rows
     assert offered >= 1 and offered_rows == 0
     live = sorted(by_kind.get("good", set()) | by_kind.get("expires later", set()))

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from slatedb.uniffi import Db
 from storekit import SCHEMA, VALUES, Post, aio, blob, like, post2
 
 from opendata_kv import Store
@@ -214,14 +213,16 @@ async def test_ttl_expires_from_get_and_scan(store_url: str) -> None:
         assert await store.get(like, (1,)) == "back"
 
 
-@pytest.mark.parametrize("speedup", [True, False], ids=["point-reader", "get_key_value"])
+@pytest.mark.parametrize("native", [True, False], ids=["native", "generated"])
 def test_rows_past_their_ttl_read_as_absent_in_every_view(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, speedup: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, native: bool
 ) -> None:
     """get / exists / get_raw on the store, a snapshot, a transaction and a reader hide a row
-    whose expire_ts has passed, whether the row comes through ffi_patch's point reader or the
-    binding's get_key_value. The clock the expiry check reads is moved, not waited for."""
-    from opendata_kv.store import ffi_patch, views
+    whose expire_ts has passed, whether the row comes through the native driver or the
+    binding's generated get_key_value. The clock the expiry check reads is moved, not waited
+    for."""
+    from opendata_kv.store import views
+    from opendata_kv.store.native import calls
 
     async def read_all(view: Any, now_ms: int) -> list[Any]:
         monkeypatch.setattr(views.time, "time_ns", lambda: now_ms * 1_000_000)
@@ -238,16 +239,14 @@ def test_rows_past_their_ttl_read_as_absent_in_every_view(
 
     async def main() -> None:
         path = tmp_path / "db"
-        async with Store.open(path, SCHEMA, speedup=speedup) as store:
-            if not speedup:
-                ffi_patch.uninstall()
+        async with Store.open(path, SCHEMA) as store:
+            assert calls.set_active(native).active is native
             await store.put(like, (1,), "forever")
             await store.put(like, (2,), "an hour", ttl=3600)
             await store.flush()
-            assert (ffi_patch.row_reader_for(store._source) is not None) is speedup
             now = time.time_ns() // 1_000_000
             async with (
-                Store.open_reader(path, SCHEMA, speedup=speedup) as reader,
+                Store.open_reader(path, SCHEMA) as reader,
                 store.snapshot() as snap,
                 store.transaction() as tx,
             ):
@@ -257,32 +256,28 @@ def test_rows_past_their_ttl_read_as_absent_in_every_view(
                     assert live[3] is not None and live[4] == "never", view
                     later = await read_all(view, now + 2 * 3600 * 1000)
                     assert later == ["forever", "gone", False, None, "never"], view
-        ffi_patch.install()
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    finally:
+        calls.set_active(True)
 
 
-@pytest.mark.parametrize("speedup", [True, False], ids=["point-reader", "get"])
-def test_gets_without_expiry_checks_in_every_view(tmp_path: Path, speedup: bool) -> None:
-    """check_expiry=False reads with the binding's get (ffi_patch's value reader when it is
-    on): present and absent records through the store, a snapshot, a transaction, a reader."""
-    from opendata_kv.store import ffi_patch
+@pytest.mark.parametrize("native", [True, False], ids=["native", "generated"])
+def test_gets_without_expiry_checks_in_every_view(tmp_path: Path, native: bool) -> None:
+    """check_expiry=False reads with get (native, or the generated binding): present and
+    absent records through the store, a snapshot, a transaction, a reader."""
+    from opendata_kv.store.native import calls
 
     async def main() -> None:
         path = tmp_path / "db"
-        async with Store.open(
-            path, SCHEMA, values=VALUES, check_expiry=False, speedup=speedup
-        ) as store:
-            if not speedup:
-                ffi_patch.uninstall()
+        async with Store.open(path, SCHEMA, values=VALUES, check_expiry=False) as store:
+            assert calls.set_active(native).active is native
             await store.put(like, (1,), "one")
             await store.put(post2, ("did:x", "a"), Post(text="hi"))
             await store.flush()
-            assert (ffi_patch.value_reader_for(store._source) is not None) is speedup
             async with (
-                Store.open_reader(
-                    path, SCHEMA, values=VALUES, check_expiry=False, speedup=speedup
-                ) as reader,
+                Store.open_reader(path, SCHEMA, values=VALUES, check_expiry=False) as reader,
                 store.snapshot() as snap,
                 store.transaction() as tx,
             ):
@@ -292,9 +287,11 @@ def test_gets_without_expiry_checks_in_every_view(tmp_path: Path, speedup: bool)
                     assert await view.get(like, (2,), default="none") == "none", view
                     assert await view.exists(like, (1,)) and not await view.exists(like, (2,))
                     assert await view.get_raw(like.encode(2)) is None, view
-        ffi_patch.install()
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    finally:
+        calls.set_active(True)
 
 
 @aio
@@ -311,17 +308,19 @@ async def test_check_expiry_off_refuses_ttl_writes() -> None:
 
 
 class WriteSpy:
-    """Counts calls of the binding's Db.write (and lets them through)."""
+    """Counts the store's batch writes to slatedb (native.calls.write; lets them through)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from opendata_kv.store.native import calls
+
         self.calls = 0
-        original = Db.write
+        original = calls.write
 
-        async def write(db: Any, batch: Any) -> Any:
+        def write(db: Any, batch: Any) -> Any:
             self.calls += 1
-            return await original(db, batch)
+            return original(db, batch)
 
-        monkeypatch.setattr(Db, "write", write)
+        monkeypatch.setattr(calls, "write", write)
 
 
 @aio

@@ -66,7 +66,7 @@ from slatedb.uniffi import AdminBuilder, CompactionStatus, DbBuilder, KeyRange, 
 from opendata_kv import RecordType, Schema, Store
 from opendata_kv import fields as F
 from opendata_kv.ids import tid as tids
-from opendata_kv.store import ffi_patch
+from opendata_kv.store.native import calls as native_calls
 from opendata_kv.store.location import parse_location
 from opendata_kv.store.scan import scan_options
 
@@ -874,7 +874,7 @@ async def run_scale(
     # Store.open installs the binding patch for the whole process: install it before any side
     # runs, so every side (raw's next_batch and WriteBatch included) runs the same binding
     # whatever the order or selection of sides.
-    ffi_patch.install()
+    native_calls.status()
     try:
         env = Env(
             base,

@@ -9,6 +9,7 @@ from typing import Any
 from slatedb.uniffi import KeyRange
 
 from opendata_kv.errors import InvalidArgumentError, check_count
+from opendata_kv.store.native import calls
 from opendata_kv.store.native.errors import FOREIGN, call, translate
 from opendata_kv.store.scan import KeySpan, scan_options
 
@@ -32,15 +33,19 @@ async def keys_in(source: Any, spans: list[KeySpan], max_keys: int, where: str) 
         key_range = KeyRange(
             start=span.start, start_inclusive=True, end=span.end, end_inclusive=False
         )
-        iterator = await call(source.scan_with_options(key_range, scan_options(False)), where)
+        iterator = await call(
+            calls.method(source, "scan_with_options", key_range, scan_options(False)), where
+        )
         while True:
             try:
-                rows = await iterator.next_batch(min(1024, max_keys + 1 - len(keys)))
+                found, _, _ = await calls.next_columns(
+                    iterator, min(1024, max_keys + 1 - len(keys))
+                )
             except FOREIGN as exc:
                 raise translate(exc, where) from exc
-            if not rows:
+            if not found:
                 break
-            keys.extend(kv.key for kv in rows)
+            keys.extend(found)
             if len(keys) > max_keys:
                 raise InvalidArgumentError(
                     f"{where}: the range holds more than max_keys={max_keys} keys; nothing was "

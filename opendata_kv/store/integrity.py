@@ -19,6 +19,7 @@ from typing import Any
 from slatedb.uniffi import AdminBuilder, SlateDbWalReader
 
 from opendata_kv.errors import FencedError, StoreDataError, StoreError
+from opendata_kv.store.location import Location
 from opendata_kv.store.native.errors import (
     FOREIGN,
     VERIFY_ADVICE,
@@ -26,7 +27,6 @@ from opendata_kv.store.native.errors import (
     one_line,
     translate,
 )
-from opendata_kv.store.location import Location
 from opendata_kv.store.objects import (
     Listing,
     compactions_name,

@@ -37,9 +37,9 @@ from opendata_kv.errors import (
     StoreUnavailableError,
     check_count,
 )
-from opendata_kv.store.native.errors import FOREIGN, call, translate
 from opendata_kv.store.integrity import check_open, opening_error
 from opendata_kv.store.location import Location, s3_config
+from opendata_kv.store.native.errors import FOREIGN, call, translate
 from opendata_kv.store.ops.checkpoints import resolve as resolve_checkpoint
 
 T = TypeVar("T")

@@ -11,7 +11,6 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from itertools import repeat
-from operator import attrgetter
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 from slatedb.uniffi import (
@@ -31,7 +30,7 @@ from opendata_kv.errors import (
     show_bytes,
 )
 from opendata_kv.keys import Key, RecordType, Schema, intersect, is_empty, prefix_successor
-from opendata_kv.store import ffi_patch
+from opendata_kv.store.native import calls
 from opendata_kv.store.native.errors import FOREIGN, translate
 from opendata_kv.values import RawCodec, UnknownPolicy, Values
 
@@ -73,9 +72,6 @@ def check_error_policy(policy: object) -> ErrorPolicy:
     return check_choice(policy, ERROR_POLICIES, "on_error")
 
 
-_KEY = attrgetter("key")
-_VALUE = attrgetter("value")
-_EXPIRE = attrgetter("expire_ts")
 _DECODE_ERRORS = (KeyDecodeError, ValueDecodeError)
 
 #: rows decoded at a time for `async for` (see Scan._fill)
@@ -122,11 +118,6 @@ _OPTIONS = {
     for reverse in (False, True)
     for fill in (False, True)
 }
-
-
-def as_columns(rows: list[Any]) -> ffi_patch.Columns:
-    """KeyValue rows as the columns (keys, values, expire_ts) the scan works on."""
-    return list(map(_KEY, rows)), list(map(_VALUE, rows)), list(map(_EXPIRE, rows))
 
 
 def live_columns(
@@ -214,8 +205,6 @@ class Scan(Generic[R]):
         self._where = where
         self._span_index = 0
         self._iterator: Any = None
-        # the open iterator's batch call as columns (ffi_patch), None: next_batch + as_columns
-        self._next_columns: Callable[[int], Awaitable[ffi_patch.Columns]] | None = None
         self._decode_rows: Callable[[list[bytes], list[bytes]], list[Any]] | None = None
         # fetched keys and values of live rows, decoded from _row_pos on
         self._keys: list[bytes] = []
@@ -328,8 +317,9 @@ class Scan(Generic[R]):
             key_range = KeyRange(
                 start=lo, start_inclusive=lo_inclusive, end=hi, end_inclusive=False
             )
-            self._iterator = await self._source.scan_with_options(key_range, self._options)
-            self._next_columns = ffi_patch.columns_for(self._iterator)
+            self._iterator = await calls.method(
+                self._source, "scan_with_options", key_range, self._options
+            )
             self._decode_rows = self._row_decoder(span.record_type, lo, hi)
             return True
         return False
@@ -344,7 +334,7 @@ class Scan(Generic[R]):
             self._after = self._last_read
         self._keys, self._data, self._row_pos = [], [], 0
         self._span_index -= 1
-        self._iterator = self._next_columns = None
+        self._iterator = None
 
     async def _fill(self, whole: bool = False) -> bool:
         """Decode the next non-empty piece of fetched rows into the buffer, fetching a batch
@@ -383,10 +373,7 @@ class Scan(Generic[R]):
             try:  # opening a span reads ahead too, so a vanished SST can show at either step
                 if self._iterator is None and not await self._open_next_span():
                     return False
-                if self._next_columns is not None:
-                    keys, values, expires = await self._next_columns(want)
-                else:
-                    keys, values, expires = as_columns(await self._iterator.next_batch(want))
+                keys, values, expires = await calls.next_columns(self._iterator, want)
             except FOREIGN as exc:
                 if self.on_gone is None or not object_gone(exc):
                     raise translate(exc, self._where) from exc
@@ -396,7 +383,7 @@ class Scan(Generic[R]):
                 continue
             self._batch = min(self._batch * 2, self._max_batch)
             if not keys:
-                self._iterator = self._next_columns = None
+                self._iterator = None
                 continue
             self._last_read = keys[-1]
             if self._check_expiry:

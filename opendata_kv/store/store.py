@@ -45,10 +45,10 @@ from opendata_kv.errors import (
     check_count,
 )
 from opendata_kv.keys import Key, RecordType, Schema
-from opendata_kv.store import ffi_patch
 from opendata_kv.store.deletes import MAX_KEYS, check_max_keys, keys_in
-from opendata_kv.store.native.errors import FOREIGN, call, translate
 from opendata_kv.store.location import Location, parse_location
+from opendata_kv.store.native import calls
+from opendata_kv.store.native.errors import FOREIGN, call, translate
 from opendata_kv.store.opening import (
     READER_TIMEOUT,
     bounded,
@@ -125,7 +125,6 @@ class Store(ReadView):
         settings: Mapping[str, Any] | None = None,
         object_store_options: Mapping[str, str] | None = None,
         check_expiry: bool = True,
-        speedup: bool = True,
         cache_bytes: int | None = None,
     ) -> _Opening:
         """Open the database as its writer: `async with Store.open(...) as s` or
@@ -148,7 +147,6 @@ class Store(ReadView):
             applied over the AWS_* environment variables.
         `check_expiry`: hide records whose TTL has passed (reads fetch each row's expiry);
             False skips that check for stores that never write a TTL (put(ttl=) then fails).
-        `speedup`: install the binding byte-copy speed-up (see ffi_patch).
         `cache_bytes`: size of the in-memory SST block and metadata cache; None (default)
             keeps slatedb's default cache, 0 disables it. Scans with fill_cache=False leave
             it alone, so a long scan does not evict what point reads rely on.
@@ -166,7 +164,6 @@ class Store(ReadView):
                 merged,
                 object_store_options,
                 check_expiry,
-                speedup,
                 bool(create_if_missing),
                 bool(error_if_exists),
                 check_seconds(timeout, "timeout"),
@@ -185,7 +182,6 @@ class Store(ReadView):
         poll_interval: float = 1.0,
         object_store_options: Mapping[str, str] | None = None,
         check_expiry: bool = True,
-        speedup: bool = True,
         checkpoint: str | None = None,
         cache_bytes: int | None = None,
     ) -> _Opening:
@@ -216,7 +212,6 @@ class Store(ReadView):
                 object_store_options,
                 check_retries(object_store_max_retries),
                 check_expiry,
-                speedup,
                 check_seconds(timeout, "timeout"),
                 checkpoint,
                 cache,
@@ -414,9 +409,9 @@ class Store(ReadView):
         )
         try:
             if options is None:
-                await db.put(key, data)
+                await calls.put(db, key, data)
             else:
-                await db.put_with_options(key, data, options, _WRITE_OPTIONS)
+                await calls.method(db, "put_with_options", key, data, options, _WRITE_OPTIONS)
         except FOREIGN as exc:
             raise translate(exc, f"put on {self.where}") from exc
 
@@ -425,7 +420,7 @@ class Store(ReadView):
         db = self._writable()
         _, key = key_bytes(self.schema, target, fields)
         try:
-            await db.delete(key)
+            await calls.delete(db, key)
         except FOREIGN as exc:
             raise translate(exc, f"delete on {self.where}") from exc
 
@@ -487,7 +482,7 @@ class Store(ReadView):
         """Store raw bytes under a raw key (tools and migrations)."""
         check_stored_size(data)
         try:
-            await self._writable().put(key, data)
+            await calls.put(self._writable(), key, data)
         except FOREIGN as exc:
             raise translate(exc, f"put on {self.where}") from exc
 
@@ -498,7 +493,7 @@ class Store(ReadView):
         durability waits for the next background flush tick (~100 ms by default).
         """
         try:
-            await self._writable().flush()
+            await calls.method(self._writable(), "flush")
         except FOREIGN as exc:
             raise translate(exc, f"flush of {self.where}") from exc
 
@@ -559,7 +554,7 @@ class Store(ReadView):
         db = self._writable()
         if batch:
             try:
-                await db.write(batch.write_batch())
+                await calls.write(db, batch.write_batch())
             except FOREIGN as exc:
                 raise translate(exc, f"batch write on {self.where}") from exc
         if durable:
@@ -580,7 +575,7 @@ class Store(ReadView):
                 field="isolation",
                 value=isolation,
             )
-        txn = await call(db.begin(level), f"begin transaction on {self.where}")
+        txn = await call(calls.method(db, "begin", level), f"begin transaction on {self.where}")
         tx = Transaction(txn, self)
         try:
             yield tx
@@ -598,7 +593,7 @@ class Store(ReadView):
             raise StoreClosedError(f"{self.where} is closed")
         if self.readonly:
             raise ReadOnlyError(f"{self.where}: snapshots need the writer (Store.open)")
-        snap = await call(self._source.snapshot(), f"snapshot of {self.where}")
+        snap = await call(calls.method(self._source, "snapshot"), f"snapshot of {self.where}")
         yield Snapshot(snap, self)
 
     async def migrate(
@@ -651,25 +646,26 @@ class Store(ReadView):
         key_range = KeyRange(start=lo, start_inclusive=True, end=hi, end_inclusive=False)
         # The iterator reads at the sequence number of its creation: the batches this pass
         # writes (new records, tombstones of old ones) do not show up in it.
-        iterator = await call(db.scan_with_options(key_range, scan_options(False, False)), where)
+        iterator = await call(
+            calls.method(db, "scan_with_options", key_range, scan_options(False, False)), where
+        )
         values = self.values
         moved = 0
         now = time.time_ns() // 1_000_000
         while True:
             try:
-                rows = await iterator.next_batch(batch_size)
+                keys, data, expires = await calls.next_columns(iterator, batch_size)
             except FOREIGN as exc:
                 raise translate(exc, where) from exc
-            if not rows:
+            if not keys:
                 return moved
             batch = Batch(self)
             live = 0
-            for kv in rows:
-                key, expire = kv.key, kv.expire_ts
+            for key, stored, expire in zip(keys, data, expires, strict=True):
                 if expire is not None and expire <= now:
                     batch.delete_raw(key)  # expired: logically gone, nothing to move
                     continue
-                value = values.decode(old, key, kv.value)  # upgraded to today's model
+                value = values.decode(old, key, stored)  # upgraded to today's model
                 new_key = values.upgraded_key(old.decode(key))
                 batch.put_raw(new_key, values.encode(current, value, new_key), expire_at=expire)
                 batch.delete_raw(key)
@@ -707,15 +703,12 @@ async def _open_writer(
     settings: Mapping[str, Any],
     object_store_options: Mapping[str, str] | None,
     check_expiry: bool,
-    speedup: bool,
     create_if_missing: bool,
     error_if_exists: bool,
     timeout: float | None,
     cache_bytes: int | None = None,
 ) -> Store:
     schema, values = as_schema(schema_arg, values)
-    if speedup:
-        ffi_patch.install()
     location = parse_location(url)
     db, object_store = await bounded(
         open_db(
@@ -744,14 +737,11 @@ async def _open_reader(
     object_store_options: Mapping[str, str] | None,
     object_store_max_retries: int | None,
     check_expiry: bool,
-    speedup: bool,
     timeout: float | None,
     checkpoint: str | None,
     cache_bytes: int | None = None,
 ) -> Store:
     schema, values = as_schema(schema_arg, values)
-    if speedup:
-        ffi_patch.install()
     location = parse_location(url)
     reader, object_store, checkpoint_id = await bounded(
         open_reader_db(
@@ -820,9 +810,9 @@ class Batch:
         )
         try:
             if options is None:
-                ffi_patch.batch_put()(self._wb(), key, data)  # fast when patched
+                calls.batch_put(self._wb(), key, data)
             else:
-                self._wb().put_with_options(key, data, options)
+                self._wb().put_with_options(key, data, options)  # a plain call: no future
         except FOREIGN as exc:
             raise translate(exc, f"batch put on {self._store.where}") from exc
         self._count += 1
@@ -857,10 +847,10 @@ class Batch:
         check_stored_size(data)
         try:
             if expire_at is None:
-                ffi_patch.batch_put()(self._wb(), key, data)  # fast when patched
+                calls.batch_put(self._wb(), key, data)
             else:
                 options = PutOptions(ttl=Ttl.EXPIRE_AT_MILLIS(expire_at))
-                self._wb().put_with_options(key, data, options)
+                self._wb().put_with_options(key, data, options)  # a plain call: no future
         except FOREIGN as exc:
             raise translate(exc, f"batch put on {self._store.where}") from exc
         self._count += 1
@@ -919,24 +909,27 @@ class Transaction(ReadView):
             self.schema, self.values, self.check_expiry, target, fields, value, ttl
         )
         if options is None:
-            await call(self._source.put(key, data), f"put in {self.where}")
+            await call(calls.method(self._source, "put", key, data), f"put in {self.where}")
         else:
-            await call(self._source.put_with_options(key, data, options), f"put in {self.where}")
+            await call(
+                calls.method(self._source, "put_with_options", key, data, options),
+                f"put in {self.where}",
+            )
 
     async def delete(self, target: Target, fields: Fields = None) -> None:
         """Remove the record under the key when the transaction commits."""
         _, key = key_bytes(self.schema, target, fields)
-        await call(self._source.delete(key), f"delete in {self.where}")
+        await call(calls.method(self._source, "delete", key), f"delete in {self.where}")
 
     async def commit(self) -> None:
         if not self._done:
             self._done = True
-            await call(self._source.commit(), f"commit of {self.where}")
+            await call(calls.method(self._source, "commit"), f"commit of {self.where}")
 
     async def rollback(self) -> None:
         if not self._done:
             self._done = True
-            await call(self._source.rollback(), f"rollback of {self.where}")
+            await call(calls.method(self._source, "rollback"), f"rollback of {self.where}")
 
 
 class Snapshot(ReadView):

@@ -358,7 +358,6 @@ class SyncStore(SyncWriteView):
         settings: Mapping[str, Any] | None = None,
         object_store_options: Mapping[str, str] | None = None,
         check_expiry: bool = True,
-        speedup: bool = True,
         cache_bytes: int | None = None,
     ) -> SyncStore:
         """Open as the writer; the arguments are Store.open's."""
@@ -375,7 +374,6 @@ class SyncStore(SyncWriteView):
                 settings=settings,
                 object_store_options=object_store_options,
                 check_expiry=check_expiry,
-                speedup=speedup,
                 cache_bytes=cache_bytes,
             ),
         )
@@ -392,7 +390,6 @@ class SyncStore(SyncWriteView):
         poll_interval: float = 1.0,
         object_store_options: Mapping[str, str] | None = None,
         check_expiry: bool = True,
-        speedup: bool = True,
         cache_bytes: int | None = None,
     ) -> SyncStore:
         """Open read-only; the arguments are Store.open_reader's."""
@@ -407,7 +404,6 @@ class SyncStore(SyncWriteView):
                 poll_interval=poll_interval,
                 object_store_options=object_store_options,
                 check_expiry=check_expiry,
-                speedup=speedup,
                 cache_bytes=cache_bytes,
             ),
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, overload
 
 from slatedb.uniffi import PutOptions, Ttl
@@ -23,8 +23,9 @@ from opendata_kv.errors import (
     show_bytes,
 )
 from opendata_kv.keys import Key, RecordType, Schema, intersect, prefix_range
+from opendata_kv.store.native import calls
 from opendata_kv.store.native.errors import FOREIGN, translate
-from opendata_kv.store.ffi_patch import PointRow, row_reader_for, value_reader_for
+from opendata_kv.store.native.wire import PointRow
 from opendata_kv.store.scan import (
     KeySpan,
     RawRecord,
@@ -230,23 +231,19 @@ def narrow(
     return KeySpan(span.record_type, *intersect(bounds, (start, end)))
 
 
-async def _read_row(source: Any, key: bytes) -> PointRow:
-    """source.get_key_value(key) as (value, expire_ts), None for no row: through the binding
-    speed-up's point reader when it is active (ffi_patch.row_reader_for), else the binding."""
-    read_row = row_reader_for(source)
-    if read_row is not None:
-        return await read_row(source, key)
-    kv = await source.get_key_value(key)
-    return None if kv is None else (kv.value, kv.expire_ts)
+def live_value(row: PointRow) -> bytes | None:
+    """The value of a point read's row, None when there is none or its TTL has passed."""
+    if row is None:
+        return None
+    value, expire = row
+    # Wall-clock ms: slatedb stamps create/expire times with its default system clock.
+    if expire is not None and expire <= time.time_ns() // 1_000_000:
+        return None
+    return value
 
 
-async def _read_value(source: Any, key: bytes) -> bytes | None:
-    """source.get(key): through ffi_patch.value_reader_for when it is active, else the binding."""
-    read_value = value_reader_for(source)
-    if read_value is not None:
-        return await read_value(source, key)
-    data: bytes | None = await source.get(key)
-    return data
+#: how many point reads get_many keeps in flight at once
+GET_MANY_WINDOW = 256
 
 
 class ReadView:
@@ -256,8 +253,8 @@ class ReadView:
     its read path does not compare it with the clock (expired rows only vanish when a memtable
     flush or a compaction rewrites them), so reads fetch the row with its `expire_ts`
     (get_key_value) and drop rows whose `expire_ts` is at or before now. `check_expiry=False`
-    (Store.open) skips that for stores that never write a TTL (reads call get). Both go through
-    ffi_patch's point readers when the binding speed-up is on.
+    (Store.open) skips that for stores that never write a TTL (reads call get). Every read is
+    a native call (store.native.calls), so both faces drive the same code.
     """
 
     def _view_of(self, source: Any, store: ReadView, label: str) -> None:
@@ -276,20 +273,28 @@ class ReadView:
 
     async def _fetch(self, key: bytes) -> bytes | None:
         """The live value under `key` (None when absent or expired)."""
-        source = self._source
         try:
             if not self.check_expiry:
-                return await _read_value(source, key)
-            row = await _read_row(source, key)
+                return await calls.get(self._source, key)
+            return live_value(await calls.get_row(self._source, key))
         except FOREIGN as exc:
             raise translate(exc, f"get on {self.where}") from exc
-        if row is None:
-            return None
-        value, expire = row
-        # Wall-clock ms: slatedb stamps create/expire times with its default system clock.
-        if expire is not None and expire <= time.time_ns() // 1_000_000:
-            return None
-        return value
+
+    async def _fetch_many(self, keys: list[bytes]) -> list[bytes | None]:
+        """The live values under `keys`, in order, GET_MANY_WINDOW reads in flight at once."""
+        source = self._source
+        found: list[bytes | None] = []
+        try:
+            for start in range(0, len(keys), GET_MANY_WINDOW):
+                window = keys[start : start + GET_MANY_WINDOW]
+                if not self.check_expiry:
+                    found += await calls.many([calls.get(source, key) for key in window])
+                else:
+                    rows = await calls.many([calls.get_row(source, key) for key in window])
+                    found += map(live_value, rows)
+        except FOREIGN as exc:
+            raise translate(exc, f"get_many on {self.where}") from exc
+        return found
 
     async def get_raw(self, key: bytes) -> bytes | None:
         """The stored bytes under a raw key, or None (also once its TTL has passed)."""
@@ -309,6 +314,41 @@ class ReadView:
         """True when a record is stored under the key."""
         _, key = key_bytes(self.schema, target, fields)
         return await self._fetch(key) is not None
+
+    async def get_many(
+        self,
+        target: RecordType | str | Iterable[Key],
+        many: Iterable[Fields] | None = None,
+        *,
+        default: Any = None,
+        upgrade: bool = True,
+    ) -> list[Any]:
+        """The decoded values of many records, in the order asked, `default` for each one that
+        is missing: `get_many(record, [fields, ...])` or `get_many([key, ...])`. The reads are
+        in flight together, so each costs a fraction of a single get."""
+        schema = self.schema
+        if many is None:
+            if isinstance(target, (RecordType, str)):
+                raise ArgumentTypeError(
+                    f"get_many({target!r}) needs a list of field values after the record "
+                    "(or call get_many([key, ...]) with Key objects)",
+                    field="many",
+                )
+            addressed = [key_bytes(schema, key, None) for key in target]
+        else:
+            if not isinstance(target, (RecordType, str)):
+                raise ArgumentTypeError(
+                    "get_many(record, many): the record must be a RecordType or a record name, "
+                    f"got {type(target).__name__}",
+                    field="record",
+                )
+            addressed = [key_bytes(schema, target, fields) for fields in many]
+        found = await self._fetch_many([key for _, key in addressed])
+        decode = self.values.decode
+        return [
+            default if data is None else decode(record_type, key, data, upgrade=upgrade)
+            for (record_type, key), data in zip(addressed, found, strict=True)
+        ]
 
     @overload
     def scan(

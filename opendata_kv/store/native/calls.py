@@ -175,12 +175,17 @@ def _capture(
 _GLOBALS: dict[str, Any] = {**vars(_B), "_uniffi_rust_call_async": _capture}
 
 
-@functools.cache
-def _replica(owner: type, name: str) -> Callable[..., Any]:
+def _replica(owner: Any, name: str) -> Callable[..., Any]:
     """The generated async method `owner.name`, its code run with our future driver."""
-    function = getattr(owner, name)
-    code = function.__code__
-    if "_uniffi_rust_call_async" not in code.co_names:
+    return _replica_of(getattr(owner, name))
+
+
+@functools.cache
+def _replica_of(function: Any) -> Callable[..., Any]:
+    """`function` (a generated async method) run with our future driver; anything else (no
+    code object, or code not calling the generated driver) is returned as it is."""
+    code = getattr(function, "__code__", None)
+    if code is None or "_uniffi_rust_call_async" not in code.co_names:
         return function  # type: ignore[no-any-return]
     return types.FunctionType(
         code, _GLOBALS, function.__name__, function.__defaults__, function.__closure__

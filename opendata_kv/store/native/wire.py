@@ -60,6 +60,8 @@ def _from_bytes_by_registers() -> Any:
     if sys.platform != "linux" or platform.machine().lower() not in _TWO_REGISTER_MACHINES:
         return None
     address = ctypes.cast(_lib.ffi_slatedb_uniffi_rustbuffer_from_bytes, ctypes.c_void_p).value
+    if not address:
+        return None
     prototype = ctypes.CFUNCTYPE(
         RustBuffer, ctypes.c_uint64, ctypes.c_char_p, ctypes.POINTER(_Status)
     )

@@ -22,8 +22,8 @@ from slatedb.uniffi import AdminBuilder, Error, KeyRange
 
 from opendata_kv.errors import InvalidArgumentError, StoreError
 from opendata_kv.keys import Schema
-from opendata_kv.store.native.errors import call, translate
 from opendata_kv.store.location import parse_location
+from opendata_kv.store.native.errors import call, translate
 from opendata_kv.store.scan import scan_options
 from opendata_kv.store.store import Batch, Store
 

@@ -33,7 +33,6 @@ from slatedb.uniffi import (
 )
 
 from opendata_kv.errors import StoreUnavailableError
-from opendata_kv.store.native.errors import FOREIGN, object_named, one_line, translate
 from opendata_kv.store.integrity import (
     WAL_READ_TIMEOUT,
     Problem,
@@ -44,6 +43,7 @@ from opendata_kv.store.integrity import (
     wal_sequence_problems,
 )
 from opendata_kv.store.location import Location, parse_location
+from opendata_kv.store.native.errors import FOREIGN, object_named, one_line, translate
 from opendata_kv.store.objects import (
     Listing,
     compactions_name,
