@@ -64,7 +64,7 @@ def test_a_limited_dataclass_codec_keeps_decoding_to_the_dataclass() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.dictionaries(st.text(max_size=5), st.integers(-(2**63), 2**64 - 1) | st.text(max_size=5))))
+@given(st.lists(st.dictionaries(st.text(max_size=5), st.integers(-(2**63), 2**64 - 1))))
 def test_the_msgpack_fast_path_decodes_as_decode_does(items: list[dict[str, Any]]) -> None:
     for codec in (MsgpackCodec(), MsgpackCodec().with_limits(DecodeLimits(max_depth=4))):
         assert isinstance(codec, BatchDecoding)
