@@ -6,6 +6,7 @@ methods, and the conveniences (db[key], key in db, keys/values scans, count) wor
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import signal
 import textwrap
@@ -284,10 +285,8 @@ def test_an_interrupt_during_calls_leaves_the_store_usable(tmp_path: Path) -> No
             armed[0] = True
             while not done.is_set():
                 n += 1
-                try:
+                with contextlib.suppress(KeyboardInterrupt):
                     step(n)
-                except KeyboardInterrupt:
-                    pass
             thread.join()
             db.put(like, (0,), "after")
             db.flush()
@@ -330,12 +329,12 @@ def test_mapping_conveniences_keys_values_and_count() -> None:
         with pytest.raises(KeyError):
             db[like, (99,)]
         assert like.key(1) in db and (like, (99,)) not in db
-        assert [k.n for k in db.scan(like).keys()] == list(range(6))
+        assert [k.n for k in db.scan(like).keys()] == list(range(6))  # noqa: SIM118
         assert list(db.scan(like, start=(4,)).values()) == ["4", "5"]
         assert db.count(like) == 6 and db.count(like, start=(2,), end=(4,)) == 2
         assert db.count() == 7 and db.scan(like, limit=4).count() == 4
         db.put_raw(like.encode(7), b"\xc1")  # a keys-only scan never decodes the value
-        assert [k.n for k in db.scan(like, start=(7,)).keys()] == [7]
+        assert [k.n for k in db.scan(like, start=(7,)).keys()] == [7]  # noqa: SIM118
 
 
 @aio
@@ -344,7 +343,7 @@ async def test_the_async_face_has_the_same_conveniences() -> None:
         for n in range(4):
             await store.put(like, (n,), str(n))
         assert await store.count(like) == 4
-        assert [k.n async for k in store.scan(like).keys()] == [0, 1, 2, 3]
+        assert [k.n async for k in store.scan(like).keys()] == [0, 1, 2, 3]  # noqa: SIM118
         assert [v async for v in store.scan(like, options=ScanOptions(limit=2)).values()] == [
             "0",
             "1",
@@ -369,7 +368,7 @@ def test_types_say_what_a_store_can_do(tmp_path: Path, mypy_cache: Path) -> None
                 async with opening as store:
                     await store.put(like, (1,), "x")
                     n: int = await store.count(like)
-                    keys: list[Key] = [k async for k in store.scan(like).keys()]
+                    keys: list[Key] = [k async for k in store.scan(like).keys()]  # noqa: SIM118
                 reader: StoreReader = await Store.open_reader("memory://", schema)
                 await reader.get(like, (1,))
                 await reader.put(like, (1,), "x")  # E1
@@ -385,7 +384,7 @@ def test_types_say_what_a_store_can_do(tmp_path: Path, mypy_cache: Path) -> None
             """
         )
     )
-    status, out = mypy_strict(tmp_path, [source.name], mypy_cache)
+    _, out = mypy_strict(tmp_path, [source.name], mypy_cache)
     flagged = {line.split(":")[1] for line in out.splitlines() if ": error:" in line}
     expected = {
         str(i + 1) for i, text in enumerate(source.read_text().splitlines()) if "# E" in text
