@@ -19,7 +19,6 @@ from opendata_kv import Store
 from opendata_kv.errors import (
     InvalidInputError,
     KeyEncodeError,
-    ReadOnlyError,
     StoreClosedError,
     StoreDataError,
     StoreError,
@@ -465,23 +464,12 @@ async def test_reader_is_read_only(store_url: str) -> None:
         async with Store.open_reader(store_url, SCHEMA, poll_interval=0.1) as reader:
             assert reader.readonly
             assert await reader.get(like, (1,)) == "x"
-            for write in (
-                reader.put(like, (2,), "y"),
-                reader.delete(like, (1,)),
-                reader.put_raw(b"\x01\x30", b""),
-                reader.flush(),
+            # a reader has no write methods at all (and mypy flags them: test_store_sync_face)
+            for name in (
+                "put", "delete", "put_raw", "flush", "batch", "transaction", "snapshot",
+                "delete_range", "put_many", "write", "migrate",
             ):
-                with pytest.raises(ReadOnlyError):
-                    await write
-            with pytest.raises(ReadOnlyError):
-                async with reader.batch():
-                    pass
-            with pytest.raises(ReadOnlyError):
-                async with reader.transaction():
-                    pass
-            with pytest.raises(ReadOnlyError):
-                async with reader.snapshot():
-                    pass
+                assert not hasattr(reader, name), name
         await asyncio.sleep(0)
 
 

@@ -11,7 +11,7 @@ import pytest
 from storekit import SCHEMA, VALUES, Post, aio, eventually, like, post1, post2
 
 from opendata_kv import Store, SyncStore
-from opendata_kv.errors import FencedError, ReadOnlyError
+from opendata_kv.errors import FencedError
 
 DURABLE = pytest.mark.parametrize("store_url", ["local", "relative", "file_url", "s3"],
                                   indirect=True)
@@ -71,8 +71,7 @@ async def test_reader_follows_the_writer_and_never_fences_it(store_url: str) -> 
             await writer.put(like, (2,), "still writing")
             await writer.flush()
             assert await writer.get(like, (2,)) == "still writing"
-            with pytest.raises(ReadOnlyError):
-                await reader.put(like, (3,), "no")
+            assert not hasattr(reader, "put")  # a StoreReader has no write methods
 
 
 @pytest.mark.parametrize("store_url", ["local", "s3"], indirect=True)

@@ -36,7 +36,7 @@ from opendata_kv.keys import (
 )
 
 if TYPE_CHECKING:
-    from opendata_kv.store import Store
+    from opendata_kv.store import StoreReader
     from opendata_kv.store.location import Location
 
 T = TypeVar("T")
@@ -101,7 +101,7 @@ def endpoint_text(location: Location) -> str:
 
 async def open_reader(
     db: str, limits: ReadLimits | None = None, checkpoint: str | None = None
-) -> Store:
+) -> StoreReader:
     """A read-only Store on `db` (an empty Schema: keys come back raw); CliError if missing,
     and within `limits` a CliError naming the endpoint and bucket when nothing answers.
     It follows the latest state, or reads the pinned state of `checkpoint`; either way it
@@ -132,7 +132,7 @@ async def open_reader(
         object_store_max_retries=limits.retries,
     )
     try:
-        store: Store = await limits.bound(opening, f"open {db}" + where)
+        store: StoreReader = await limits.bound(opening, f"open {db}" + where)
     except StoreDataError as exc:
         if _NO_DATABASE in str(exc):
             raise CliError(f"no SlateDB database at {db}{where} (no manifest found)") from None
@@ -171,7 +171,7 @@ class Walk:
         assert self.record_type is not None
         return record_type_range(version, self.record_type, self.keyspace)
 
-    async def chunks(self, store: Store) -> AsyncIterator[list[tuple[bytes, bytes]]]:
+    async def chunks(self, store: StoreReader) -> AsyncIterator[list[tuple[bytes, bytes]]]:
         """Raw (key, value) pairs in order, a batch at a time, honouring every filter."""
         remaining = [self.limit]
         if self.heads is not None:
@@ -195,7 +195,7 @@ class Walk:
                 yield chunk
 
     async def _by_type(
-        self, store: Store, remaining: list[int | None]
+        self, store: StoreReader, remaining: list[int | None]
     ) -> AsyncIterator[list[tuple[bytes, bytes]]]:
         """One range per version present: find each by seeking to the next (or previous)
         version byte instead of reading the keys in between."""
@@ -225,7 +225,7 @@ class Walk:
                 seek = intersect(seek, (version_range(version + 1, self.keyspace)[0], None))
 
     async def _scan(
-        self, store: Store, bounds: Bounds, remaining: list[int | None]
+        self, store: StoreReader, bounds: Bounds, remaining: list[int | None]
     ) -> AsyncIterator[list[tuple[bytes, bytes]]]:
         if is_empty(bounds) or remaining[0] == 0:
             return

@@ -1,7 +1,8 @@
 """The store layer: the only place that talks to slatedb.
 
     Store          async, typed SlateDB database (writer, or read-only reader)
-    SyncStore      the same, blocking, on a private event loop
+    StoreReader    what Store.open_reader gives: the reads, no write methods
+    SyncStore      the same, blocking, driven on the calling thread (SyncStoreReader, ...)
     Record         what scans yield: (key, value, raw_key), the key a typed Key
     RawRecord      a row yielded undecoded: no RecordType owns it (scan_all(on_unknown="raw"))
                    or it failed to decode (on_error="raw", with the error)
@@ -16,15 +17,18 @@ from opendata_kv.store.ops.checkpoints import Checkpoint
 from opendata_kv.store.ops.clone import CloneResult, clone, clone_sync
 from opendata_kv.store.ops.feed import Change
 from opendata_kv.store.ops.verify import VerifyReport, verify, verify_async
+from opendata_kv.store.options import ScanOptions
 from opendata_kv.store.scan import RawRecord, Record, Scan
-from opendata_kv.store.store import Batch, Snapshot, Store, Transaction
+from opendata_kv.store.store import Batch, Opening, Snapshot, Store, StoreReader, Transaction
 from opendata_kv.store.sync import (
+    SyncBatch,
     SyncChanges,
     SyncScan,
+    SyncSnapshot,
     SyncStore,
+    SyncStoreReader,
     SyncTransaction,
     SyncView,
-    SyncWriteView,
 )
 
 __all__ = [
@@ -32,18 +36,23 @@ __all__ = [
     "Change",
     "Checkpoint",
     "CloneResult",
+    "Opening",
     "Problem",
     "RawRecord",
     "Record",
     "Scan",
+    "ScanOptions",
     "Snapshot",
     "Store",
+    "StoreReader",
+    "SyncBatch",
     "SyncChanges",
     "SyncScan",
+    "SyncSnapshot",
     "SyncStore",
+    "SyncStoreReader",
     "SyncTransaction",
     "SyncView",
-    "SyncWriteView",
     "Transaction",
     "VerifyReport",
     "clone",

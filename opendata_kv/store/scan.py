@@ -32,7 +32,7 @@ from opendata_kv.errors import (
 from opendata_kv.keys import Key, RecordType, Schema, intersect, is_empty, prefix_successor
 from opendata_kv.store.native import calls
 from opendata_kv.store.native.errors import FOREIGN, translate
-from opendata_kv.values import RawCodec, UnknownPolicy, Values
+from opendata_kv.values import UnknownPolicy, Values, batch_decoder
 
 
 class Record(NamedTuple):
@@ -73,6 +73,11 @@ def check_error_policy(policy: object) -> ErrorPolicy:
 
 
 _DECODE_ERRORS = (KeyDecodeError, ValueDecodeError)
+
+
+def _NO_VALUES(batch: list[bytes]) -> list[Any]:
+    """A keys-only scan's value decoder: every value skipped."""
+    return [None] * len(batch)
 
 #: rows decoded at a time for `async for` (see Scan._fill)
 DECODE_CHUNK = 128
@@ -200,6 +205,7 @@ class Scan(Generic[R]):
         self._max_batch = batch_size
         self._batch = min(64, batch_size)
         self._upgrade = upgrade
+        self._shape = "records"  # "keys" / "values": the other half is not decoded
         self._options = _OPTIONS[reverse, bool(fill_cache)]
         self._check_expiry = check_expiry
         self._where = where
@@ -298,6 +304,49 @@ class Scan(Generic[R]):
         while chunk := await self.next_chunk():
             out += chunk
         return out
+
+    def keys(self) -> AsyncIterator[Key]:
+        """`async for key in store.scan(...).keys()`: the keys only; rows fetched from now on
+        have their values skipped, not decoded (the cursor still advances)."""
+        self._shape = "keys"
+        return self._field(0)
+
+    def values(self) -> AsyncIterator[Any]:
+        """`async for value in store.scan(...).values()`: the values only; rows fetched from
+        now on have their keys skipped, not decoded."""
+        self._shape = "values"
+        return self._field(1)
+
+    async def _field(self, index: int) -> AsyncIterator[Any]:
+        async for record in self:
+            yield record[index]
+
+    async def count(self) -> int:
+        """How many live rows remain (up to `limit`), read a batch at a time; nothing is
+        decoded. Consumes the scan."""
+        total = len(self._buffer) - self._pos + len(self._keys) - self._row_pos
+        self._buffer, self._pos, self._keys, self._data, self._row_pos = [], 0, [], [], 0
+        remaining = self._remaining
+        if remaining is not None:
+            total = min(total, remaining)
+            remaining -= total
+        while remaining is None or remaining > 0:
+            want = self._max_batch if remaining is None else min(remaining, self._max_batch)
+            try:
+                if self._iterator is None and not await self._open_next_span():
+                    break
+                keys, _, expires = await calls.next_columns(self._iterator, want)
+            except FOREIGN as exc:
+                raise translate(exc, self._where) from exc
+            if not keys:
+                self._iterator = None
+                continue
+            live = len(live_columns(keys, keys, expires)[0]) if self._check_expiry else len(keys)
+            total += live
+            if remaining is not None:
+                remaining -= live
+        self._remaining = remaining
+        return total
 
     async def _open_next_span(self) -> bool:
         """Open an iterator on the next non-empty span; slatedb's errors go to the caller."""
@@ -413,20 +462,18 @@ class Scan(Generic[R]):
             and hi <= (prefix_successor(head) or hi)
         )
         plan = self._values.plan(record_type)
-        codec = plan.codec
-        upgrade = plan.upgrade if self._upgrade else None
+        shape = self._shape
+        upgrade = plan.upgrade if self._upgrade and shape != "keys" else None
         new = tuple.__new__
-        decode_value: Callable[[bytes], Any] = getattr(codec, "fast_decode", None) or codec.decode
-        decode_values: Callable[[list[bytes]], list[Any]] = getattr(
-            codec, "fast_decode_many", None
-        ) or (lambda batch: list(map(decode_value, batch)))
-        raw_values = isinstance(codec, RawCodec)
+        decode_values = _NO_VALUES if shape == "keys" else batch_decoder(plan.codec)
         slow = self._decode_one
 
         def fast(raw_keys: list[bytes], data: list[bytes]) -> list[Record]:
-            keys = decode_keys(raw_keys, prefixed=prefixed)
-            if not raw_values:
-                data = decode_values(data)
+            if shape == "values":
+                keys: list[Any] = [None] * len(raw_keys)
+            else:
+                keys = decode_keys(raw_keys, prefixed=prefixed)
+            data = decode_values(data)
             if upgrade is not None:
                 data = list(map(upgrade, data))
             return list(map(new, repeat(Record), zip(keys, data, raw_keys, strict=True)))
@@ -448,10 +495,13 @@ class Scan(Generic[R]):
     def _decode_one(self, record_type: RecordType, key: bytes, value: bytes) -> Any:
         """One row decoded on the reference path; a failure goes to the on_error policy
         (raise, skip: None, raw: a RawRecord holding the error)."""
+        shape = self._shape
         try:
             return Record(
-                record_type.decode(key),
-                self._values.decode(record_type, key, value, upgrade=self._upgrade),
+                None if shape == "values" else record_type.decode(key),  # type: ignore[arg-type]
+                None
+                if shape == "keys"
+                else self._values.decode(record_type, key, value, upgrade=self._upgrade),
                 key,
             )
         except _DECODE_ERRORS as exc:

@@ -24,7 +24,7 @@ from collections.abc import (
 )
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from slatedb.uniffi import (
     Error,
@@ -47,7 +47,7 @@ from opendata_kv.errors import (
 from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.store.deletes import MAX_KEYS, check_max_keys, keys_in
 from opendata_kv.store.location import Location, parse_location
-from opendata_kv.store.native import calls
+from opendata_kv.store.native import calls, driver
 from opendata_kv.store.native.errors import FOREIGN, call, translate
 from opendata_kv.store.opening import (
     READER_TIMEOUT,
@@ -79,15 +79,17 @@ if TYPE_CHECKING:
     from opendata_kv.store.ops.clone import CloneResult
 
 _WRITE_OPTIONS = WriteOptions()
+S = TypeVar("S", bound="StoreReader")
 _ISOLATION = {
     "snapshot": IsolationLevel.SNAPSHOT,
     "serializable": IsolationLevel.SERIALIZABLE_SNAPSHOT,
 }
 
 
-class Store(ReadView):
-    """A typed SlateDB database. Open with `Store.open(...)` (writer) or
-    `Store.open_reader(...)` (read-only; never fences the writer)."""
+class StoreReader(ReadView):
+    """A typed SlateDB database opened read-only (`Store.open_reader(...)`): reads, scans,
+    the change feed and checkpoints; no write methods (so a type checker flags them). Store,
+    the writer, is one of these with the writes added."""
 
     def __init__(
         self,
@@ -109,114 +111,6 @@ class Store(ReadView):
         self._object_store: Any = None  # set by the openers: admin and WAL reads share it
         self.checkpoint_id: str | None = None  # the checkpoint a pinned reader reads
         self.poll_interval = 1.0  # a reader's manifest poll interval, seconds
-
-    # --- opening --------------------------------------------------------------------------------
-
-    @staticmethod
-    def open(
-        url: str | os.PathLike[str],
-        schema: SchemaArg,
-        *,
-        values: Values | None = None,
-        create_if_missing: bool = True,
-        error_if_exists: bool = False,
-        timeout: float | None = None,
-        object_store_max_retries: int | None = None,
-        settings: Mapping[str, Any] | None = None,
-        object_store_options: Mapping[str, str] | None = None,
-        check_expiry: bool = True,
-        cache_bytes: int | None = None,
-    ) -> _Opening:
-        """Open the database as its writer: `async with Store.open(...) as s` or
-        `s = await Store.open(...)`. A second writer on the same database fences this one.
-
-        `schema`: a Schema, a RecordType, RecordTypes, or a Values (schema and codecs);
-            anything else is a SchemaError here. `values`: the codecs, built for that schema.
-        `create_if_missing` (default True, as SlateDB, LMDB, RocksDB's Python bindings and
-            sqlite3 do): False refuses a location without a database (StoreNotFoundError), so a
-            mistyped path fails instead of starting an empty store. `error_if_exists`: refuse
-            a location that holds one (StoreExistsError). memory:// always starts empty.
-        `timeout`: seconds the open may take before StoreUnavailableError; None (default)
-            waits as long as slatedb retries.
-        `object_store_max_retries`: slatedb retries failed object-store calls forever by
-            default, so a writer rides out an outage but opening a missing bucket or a stopped
-            endpoint waits forever; a number makes such calls fail (StoreUnavailableError)
-            after that many retries, for the open and for the writer's background flushes.
-        `settings`: slatedb Settings keys (e.g. {"flush_interval": "50ms"}).
-        `object_store_options`: object_store config entries for s3:// (see location.py),
-            applied over the AWS_* environment variables.
-        `check_expiry`: hide records whose TTL has passed (reads fetch each row's expiry);
-            False skips that check for stores that never write a TTL (put(ttl=) then fails).
-        `cache_bytes`: size of the in-memory SST block and metadata cache; None (default)
-            keeps slatedb's default cache, 0 disables it. Scans with fill_cache=False leave
-            it alone, so a long scan does not evict what point reads rely on.
-        """
-        cache = check_cache_bytes(cache_bytes)
-        merged = dict(settings or {})
-        retries = check_retries(object_store_max_retries)
-        if retries is not None:
-            merged["object_store_max_retries"] = retries
-        return _Opening(
-            _open_writer(
-                url,
-                schema,
-                values,
-                merged,
-                object_store_options,
-                check_expiry,
-                bool(create_if_missing),
-                bool(error_if_exists),
-                check_seconds(timeout, "timeout"),
-                cache,
-            )
-        )
-
-    @staticmethod
-    def open_reader(
-        url: str | os.PathLike[str],
-        schema: SchemaArg,
-        *,
-        values: Values | None = None,
-        timeout: float | None = READER_TIMEOUT,
-        object_store_max_retries: int | None = None,
-        poll_interval: float = 1.0,
-        object_store_options: Mapping[str, str] | None = None,
-        check_expiry: bool = True,
-        checkpoint: str | None = None,
-        cache_bytes: int | None = None,
-    ) -> _Opening:
-        """Open read-only through DbReaderBuilder: sees flushed data (refreshed every
-        `poll_interval` seconds), never fences the writer, creates and writes nothing (no
-        database there: StoreNotFoundError).
-
-        `timeout` (default 30 s): the open gives up with StoreUnavailableError naming the
-        location, bucket and endpoint; None waits as long as slatedb retries. Other options
-        as for Store.open.
-
-        Without `checkpoint` it follows the latest state (slatedb's FOLLOW_LATEST mode: the
-        default mode would write manifests). It pins nothing, so the writer's garbage
-        collector may delete an SST a long scan still reads (SnapshotGoneError): scan a
-        checkpoint for long reads of a busy store. With `checkpoint=ID` it reads that
-        checkpoint's pinned state, which never changes (a unique checkpoint name works too).
-        `cache_bytes`: as for Store.open.
-        """
-        cache = check_cache_bytes(cache_bytes)
-        if checkpoint is not None:
-            require_id(checkpoint)
-        return _Opening(
-            _open_reader(
-                url,
-                schema,
-                values,
-                check_seconds(poll_interval, "poll_interval") or 1.0,
-                object_store_options,
-                check_retries(object_store_max_retries),
-                check_expiry,
-                check_seconds(timeout, "timeout"),
-                checkpoint,
-                cache,
-            )
-        )
 
     # --- change feed and checkpoints -------------------------------------------------------------
 
@@ -252,7 +146,7 @@ class Store(ReadView):
         poll_interval: float = 0.1,
     ) -> AsyncGenerator[list[feed.Change], None]:
         """Store.changes a WAL file at a time: lists of Changes (never empty)."""
-        self._open_check()
+        self.check_open()
         return feed.change_batches(
             feed.wal_reader(self.location.db_path, self._object_store),
             feed.admin(self.location.db_path, self._object_store, self.where),
@@ -303,15 +197,25 @@ class Store(ReadView):
                     "busy store read a checkpoint (Store.open_reader(url, schema, "
                     "checkpoint=ID), or --checkpoint ID on the command line)"
                 )
-            await asyncio.sleep(poll)
+            if driver.syncing():  # a sync caller's scan: no event loop to sleep in
+                time.sleep(poll)
+            else:
+                await asyncio.sleep(poll)
 
         return gone
 
     def _checkpoints(self) -> Checkpoints:
-        self._open_check()
+        self.check_open()
         return Checkpoints(self.location.db_path, self._object_store, self.where)
 
-    def _open_check(self) -> None:
+    @property
+    def closed(self) -> bool:
+        """True once close() was called."""
+        return self._closed
+
+    def check_open(self) -> None:
+        """StoreClosedError once the store is closed: the one closed-store check (writes,
+        snapshots, the change feed, checkpoints and the sync face's objects call it)."""
         if self._closed:
             raise StoreClosedError(f"{self.where} is closed")
 
@@ -355,7 +259,7 @@ class Store(ReadView):
         self._closed = True
         stopped = self._stopped()
         try:
-            await self._source.shutdown()
+            await calls.method(self._source, "shutdown")
         except FOREIGN as exc:
             if not (stopped or isinstance(exc, Error.Closed)):
                 raise translate(exc, f"close of {self.where}") from exc
@@ -367,7 +271,7 @@ class Store(ReadView):
         except Exception:
             return False
 
-    async def __aenter__(self) -> Store:
+    async def __aenter__(self: S) -> S:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -375,16 +279,130 @@ class Store(ReadView):
 
     def __repr__(self) -> str:
         kind = "reader" if self.readonly else "writer"
-        return f"<Store {kind} {self.where} {self.schema!r}>"
-
-    # --- writes ---------------------------------------------------------------------------------
+        return f"<{type(self).__name__} {kind} {self.where} {self.schema!r}>"
 
     def _writable(self) -> Any:
+        """The slatedb Db to write through (ReadOnlyError on a reader, StoreClosedError once
+        closed)."""
         if self.readonly:
             raise ReadOnlyError(f"{self.where} is open read-only; writes need Store.open()")
-        if self._closed:
-            raise StoreClosedError(f"{self.where} is closed")
+        self.check_open()
         return self._source
+
+
+class Store(StoreReader):
+    """A typed SlateDB database. Open with `Store.open(...)` (writer) or
+    `Store.open_reader(...)` (a StoreReader: read-only; never fences the writer)."""
+
+    # --- opening --------------------------------------------------------------------------------
+
+    @staticmethod
+    def open(
+        url: str | os.PathLike[str],
+        schema: SchemaArg,
+        *,
+        values: Values | None = None,
+        create_if_missing: bool = True,
+        error_if_exists: bool = False,
+        timeout: float | None = None,
+        object_store_max_retries: int | None = None,
+        settings: Mapping[str, Any] | None = None,
+        object_store_options: Mapping[str, str] | None = None,
+        check_expiry: bool = True,
+        cache_bytes: int | None = None,
+    ) -> Opening[Store]:
+        """Open the database as its writer: `async with Store.open(...) as s` or
+        `s = await Store.open(...)`. A second writer on the same database fences this one.
+
+        `schema`: a Schema, a RecordType, RecordTypes, or a Values (schema and codecs);
+            anything else is a SchemaError here. `values`: the codecs, built for that schema.
+        `create_if_missing` (default True, as SlateDB, LMDB, RocksDB's Python bindings and
+            sqlite3 do): False refuses a location without a database (StoreNotFoundError), so a
+            mistyped path fails instead of starting an empty store. `error_if_exists`: refuse
+            a location that holds one (StoreExistsError). memory:// always starts empty.
+        `timeout`: seconds the open may take before StoreUnavailableError; None (default)
+            waits as long as slatedb retries.
+        `object_store_max_retries`: slatedb retries failed object-store calls forever by
+            default, so a writer rides out an outage but opening a missing bucket or a stopped
+            endpoint waits forever; a number makes such calls fail (StoreUnavailableError)
+            after that many retries, for the open and for the writer's background flushes.
+        `settings`: slatedb Settings keys (e.g. {"flush_interval": "50ms"}).
+        `object_store_options`: object_store config entries for s3:// (see location.py),
+            applied over the AWS_* environment variables.
+        `check_expiry`: hide records whose TTL has passed (reads fetch each row's expiry);
+            False skips that check for stores that never write a TTL (put(ttl=) then fails).
+        `cache_bytes`: size of the in-memory SST block and metadata cache; None (default)
+            keeps slatedb's default cache, 0 disables it. Scans with fill_cache=False leave
+            it alone, so a long scan does not evict what point reads rely on.
+        """
+        cache = check_cache_bytes(cache_bytes)
+        merged = dict(settings or {})
+        retries = check_retries(object_store_max_retries)
+        if retries is not None:
+            merged["object_store_max_retries"] = retries
+        return Opening(
+            _open_writer(
+                url,
+                schema,
+                values,
+                merged,
+                object_store_options,
+                check_expiry,
+                bool(create_if_missing),
+                bool(error_if_exists),
+                check_seconds(timeout, "timeout"),
+                cache,
+            )
+        )
+
+    @staticmethod
+    def open_reader(
+        url: str | os.PathLike[str],
+        schema: SchemaArg,
+        *,
+        values: Values | None = None,
+        timeout: float | None = READER_TIMEOUT,
+        object_store_max_retries: int | None = None,
+        poll_interval: float = 1.0,
+        object_store_options: Mapping[str, str] | None = None,
+        check_expiry: bool = True,
+        checkpoint: str | None = None,
+        cache_bytes: int | None = None,
+    ) -> Opening[StoreReader]:
+        """Open read-only through DbReaderBuilder: sees flushed data (refreshed every
+        `poll_interval` seconds), never fences the writer, creates and writes nothing (no
+        database there: StoreNotFoundError).
+
+        `timeout` (default 30 s): the open gives up with StoreUnavailableError naming the
+        location, bucket and endpoint; None waits as long as slatedb retries. Other options
+        as for Store.open.
+
+        Without `checkpoint` it follows the latest state (slatedb's FOLLOW_LATEST mode: the
+        default mode would write manifests). It pins nothing, so the writer's garbage
+        collector may delete an SST a long scan still reads (SnapshotGoneError): scan a
+        checkpoint for long reads of a busy store. With `checkpoint=ID` it reads that
+        checkpoint's pinned state, which never changes (a unique checkpoint name works too).
+        `cache_bytes`: as for Store.open.
+        """
+        cache = check_cache_bytes(cache_bytes)
+        if checkpoint is not None:
+            require_id(checkpoint)
+        return Opening(
+            _open_reader(
+                url,
+                schema,
+                values,
+                check_seconds(poll_interval, "poll_interval") or 1.0,
+                object_store_options,
+                check_retries(object_store_max_retries),
+                check_expiry,
+                check_seconds(timeout, "timeout"),
+                checkpoint,
+                cache,
+            )
+        )
+
+    # --- writes ---------------------------------------------------------------------------------
 
     @overload
     async def put(self, target: Key, value: Any, /, *, ttl: TtlArg = None) -> None: ...
@@ -589,8 +607,7 @@ class Store(ReadView):
     @asynccontextmanager
     async def snapshot(self) -> AsyncIterator[Snapshot]:
         """`async with store.snapshot() as snap:` a consistent point-in-time read view."""
-        if self._closed:
-            raise StoreClosedError(f"{self.where} is closed")
+        self.check_open()
         if self.readonly:
             raise ReadOnlyError(f"{self.where}: snapshots need the writer (Store.open)")
         snap = await call(calls.method(self._source, "snapshot"), f"snapshot of {self.where}")
@@ -677,17 +694,18 @@ class Store(ReadView):
                     progress(before + moved)
 
 
-class _Opening:
-    """What Store.open returns: await it, or use it as an async context manager."""
+class Opening(Generic[S]):
+    """What Store.open (an `Opening[Store]`) and Store.open_reader (an `Opening[StoreReader]`)
+    return: await it, or use it as an async context manager."""
 
-    def __init__(self, opening: Awaitable[Store]) -> None:
+    def __init__(self, opening: Awaitable[S]) -> None:
         self._opening = opening
-        self._store: Store | None = None
+        self._store: S | None = None
 
-    def __await__(self) -> Generator[Any, None, Store]:
+    def __await__(self) -> Generator[Any, None, S]:
         return self._opening.__await__()
 
-    async def __aenter__(self) -> Store:
+    async def __aenter__(self) -> S:
         self._store = await self._opening
         return self._store
 
@@ -740,7 +758,7 @@ async def _open_reader(
     timeout: float | None,
     checkpoint: str | None,
     cache_bytes: int | None = None,
-) -> Store:
+) -> StoreReader:
     schema, values = as_schema(schema_arg, values)
     location = parse_location(url)
     reader, object_store, checkpoint_id = await bounded(
@@ -757,7 +775,9 @@ async def _open_reader(
         object_store_options,
         "open reader on",
     )
-    store = Store(reader, location, schema, values, readonly=True, check_expiry=check_expiry)
+    store = StoreReader(
+        reader, location, schema, values, readonly=True, check_expiry=check_expiry
+    )
     store._object_store = object_store
     store.checkpoint_id = checkpoint_id
     store.poll_interval = poll_interval

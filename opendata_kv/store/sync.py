@@ -1,94 +1,114 @@
-"""SyncStore: the Store API, blocking, for code without an event loop.
+"""The sync face: SyncStore and its objects, blocking, for code without an event loop.
 
-Each SyncStore runs a private asyncio loop on a daemon thread and submits every call to it,
-so one SyncStore may be used from many threads at once.
+Every operation is written once, as the async method; a sync method only runs it for its
+caller, on the calling thread:
+
+- `_now` (native.calls.sync) for operations whose every wait is a native slatedb call (reads,
+  writes, scans, batches, transactions, snapshots, close): driven inline, no event loop, no
+  thread hand-off, so many threads may call one SyncStore at once, and a Ctrl-C while a call
+  pends cancels that call and leaves the store usable;
+- `_loop` (native.driver.run) for operations that use asyncio itself (opening with a timeout,
+  checkpoints, clone, the change feed's polling, migrate's progress across batches): on a
+  private event loop of the calling thread (a short-lived thread when one already runs here).
+
+tests/test_store_sync_face.py compares every public signature with its async counterpart.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
-import threading
-from collections.abc import Callable, Coroutine, Iterator, Mapping
-from contextlib import contextmanager
-from typing import Any, Generic, Literal, TypeVar, overload
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Mapping,
+)
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
-from opendata_kv.errors import ReentrantCallError, StoreClosedError
+from opendata_kv.errors import OpendataKvError
 from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.store.deletes import MAX_KEYS
+from opendata_kv.store.native import calls, driver
 from opendata_kv.store.opening import READER_TIMEOUT
 from opendata_kv.store.ops.checkpoints import Checkpoint
-from opendata_kv.store.ops.clone import CloneResult, clone_sync
-from opendata_kv.store.ops.feed import Change
+from opendata_kv.store.ops.clone import CloneResult
+from opendata_kv.store.options import ScanKeywords, ScanOptions
 from opendata_kv.store.scan import R, RawRecord, Record, Scan
 from opendata_kv.store.schema_arg import SchemaArg
-from opendata_kv.store.store import Batch, Snapshot, Store, Transaction
-from opendata_kv.store.views import Bound, Fields, ReadView, Target, TtlArg
+from opendata_kv.store.store import Batch, Snapshot, Store, StoreReader, Transaction
+from opendata_kv.store.views import MISSING, Bound, Fields, ReadView, Target, TtlArg
 from opendata_kv.values import Values
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 T = TypeVar("T")
+W = TypeVar("W")
+
+_now: Callable[[Coroutine[Any, Any, Any]], Any] = calls.sync
+_loop: Callable[[Coroutine[Any, Any, Any]], Any] = driver.run
 
 
-class _LoopThread:
-    """A private event loop on a daemon thread."""
+async def _await(awaitable: Any) -> Any:
+    return await awaitable
 
-    def __init__(self, where: str = "the store") -> None:
-        self.where = where
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self.loop.run_forever, name="opendata-kv-loop", daemon=True
-        )
-        self._thread.start()
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        if self.loop.is_closed():
-            coro.close()  # never awaited on purpose: no "coroutine was never awaited" warning
-            raise StoreClosedError(f"{self.where} is closed")
-        if threading.current_thread() is self._thread:
-            coro.close()
-            raise ReentrantCallError(
-                f"{self.where}: a SyncStore cannot be called from its own event loop thread "
-                "(a callback it runs calling it back would wait for itself forever)"
-            )
-        try:
-            future = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        except RuntimeError:  # closed between the check and the submit
-            coro.close()
-            raise StoreClosedError(f"{self.where} is closed") from None
-        return future.result()
-
-    def stop(self) -> None:
-        if self.loop.is_closed():
-            return
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join()
-        self.loop.close()
+@contextmanager
+def _entered(
+    manager: AbstractAsyncContextManager[T], wrap: Callable[[T], W]
+) -> Iterator[W]:
+    """An async context manager (batch, transaction, snapshot) entered and left for a sync
+    caller, driven inline; the block's exception goes to its __aexit__ as `async with` would."""
+    value = _now(manager.__aenter__())
+    try:
+        yield wrap(value)
+    except BaseException as exc:
+        if not _now(manager.__aexit__(type(exc), exc, exc.__traceback__)):
+            raise
+    else:
+        _now(manager.__aexit__(None, None, None))
 
 
 class SyncScan(Generic[R]):
-    """A blocking iterator over a Scan, fetched a batch at a time."""
+    """A blocking iterator over a Scan, fetched a batch at a time (`for record in scan`)."""
 
-    def __init__(self, scan: Scan[R], run: Callable[[Coroutine[Any, Any, Any]], Any]) -> None:
-        self._scan = scan
-        self._run = run
+    def __init__(self, scan: Scan[R]) -> None:
+        self.scan = scan
         self._chunk: list[R] = []
         self._pos = 0
+        self._before: bytes | None = None  # the scan's cursor before the chunk held here
 
     @property
     def cursor(self) -> bytes | None:
         """Raw key of the last record yielded; pass as `after=` to resume."""
         if self._pos:
-            return self._chunk[self._pos - 1].raw_key
-        return self._scan.cursor if not self._chunk else None
+            raw_key: bytes = self._chunk[self._pos - 1].raw_key
+            return raw_key
+        return self._before if self._chunk else self.scan.cursor
+
+    @property
+    def failed(self) -> int:
+        """Rows that failed to decode (on_error "skip" or "raw"), as Scan.failed."""
+        return self.scan.failed
+
+    @property
+    def last_error(self) -> OpendataKvError | None:
+        """The last such row's error, as Scan.last_error."""
+        return self.scan.last_error
 
     def __iter__(self) -> Iterator[R]:
         return self
 
     def __next__(self) -> R:
         if self._pos >= len(self._chunk):
-            self._chunk = self._run(self._scan.next_chunk())
-            self._pos = 0
+            self._before = self.scan.cursor
+            self._chunk, self._pos = [], 0
+            self._chunk = _now(self.scan.next_chunk())
             if not self._chunk:
                 raise StopIteration
         record = self._chunk[self._pos]
@@ -103,75 +123,76 @@ class SyncScan(Generic[R]):
             self._pos = end
             return chunk
         self._chunk, self._pos = [], 0
-        fetched: list[R] = self._run(self._scan.next_chunk(size))
+        fetched: list[R] = _now(self.scan.next_chunk(size))
         return fetched
 
     def has_more(self) -> bool:
         """As Scan.has_more: another record follows (past `limit` once it is reached)."""
         if self._pos < len(self._chunk):
             return True
-        more: bool = self._run(self._scan.has_more())
+        more: bool = _now(self.scan.has_more())
         return more
 
     def to_list(self) -> list[R]:
         """Every remaining record."""
         return list(self)
 
+    def keys(self) -> Iterator[Key]:
+        """The keys only (values are not decoded), as Scan.keys."""
+        self.scan.keys()
+        return (record.key for record in self)  # type: ignore[misc]
+
+    def values(self) -> Iterator[Any]:
+        """The values only (keys are not decoded), as Scan.values."""
+        self.scan.values()
+        return (record[1] for record in self)
+
+    def count(self) -> int:
+        """How many live rows remain, nothing decoded (consumes the scan), as Scan.count."""
+        held = len(self._chunk) - self._pos
+        self._chunk, self._pos = [], 0
+        total: int = held + _now(self.scan.count())
+        return total
+
 
 class SyncChanges:
-    """A blocking iterator over Store.changes, fetched a WAL file at a time.
+    """A blocking iterator over a change feed (Store.changes / Store.change_batches).
 
     With follow=True it blocks until the next change; stop it with close() (or leave the
-    `with` block): a KeyboardInterrupt while waiting cancels the wait before propagating.
+    `with` block). Once the store is closed, the next step raises StoreClosedError.
     """
 
-    def __init__(self, batches: Any, loop: _LoopThread) -> None:
+    def __init__(self, batches: AsyncGenerator[Any, None], store: StoreReader) -> None:
         self._batches = batches
-        self._loop = loop
-        self._chunk: list[Change] = []
-        self._pos = 0
+        self._store = store
         self._done = False
 
-    def __iter__(self) -> Iterator[Change]:
+    def __iter__(self) -> Iterator[Any]:
         return self
 
-    def __next__(self) -> Change:
-        if self._pos >= len(self._chunk):
-            if self._done:
-                raise StopIteration
-            future = asyncio.run_coroutine_threadsafe(self._next_batch(), self._loop.loop)
-            try:
-                chunk = future.result()
-            except BaseException:
-                future.cancel()
-                self.close()
-                raise
-            if chunk is None:
-                self.close()
-                raise StopIteration
-            self._chunk, self._pos = chunk, 0
-        change = self._chunk[self._pos]
-        self._pos += 1
-        return change
-
-    async def _next_batch(self) -> list[Change] | None:
+    def __next__(self) -> Any:
+        if self._done:
+            raise StopIteration
+        self._store.check_open()
         try:
-            batch: list[Change] = await self._batches.__anext__()
+            return _loop(self._next())
         except StopAsyncIteration:
-            return None
-        return batch
+            self.close()
+            raise StopIteration from None
+        except BaseException:
+            self._done = True  # an interrupted or failed feed is finished
+            raise
+
+    async def _next(self) -> Any:
+        return await self._batches.__anext__()
 
     def close(self) -> None:
         """Stop the feed (idempotent)."""
-        self._chunk, self._pos = [], 0
         if self._done:
             return
         self._done = True
-        if not self._loop.loop.is_closed():
-            with contextlib.suppress(Exception):
-                asyncio.run_coroutine_threadsafe(
-                    self._batches.aclose(), self._loop.loop
-                ).result(timeout=10)
+        with contextlib.suppress(RuntimeError):  # still running after an interrupt: dropped
+            _loop(self._batches.aclose())
 
     def __enter__(self) -> SyncChanges:
         return self
@@ -181,11 +202,11 @@ class SyncChanges:
 
 
 class SyncView:
-    """Blocking get / exists / scan over an async ReadView."""
+    """Blocking reads (get, get_many, exists, scans, count) over an async ReadView, and the
+    mapping conveniences: `view[key]` (KeyError when missing), `key in view`."""
 
-    def __init__(self, view: ReadView, loop: _LoopThread) -> None:
+    def __init__(self, view: ReadView) -> None:
         self._view = view
-        self._loop = loop
 
     @property
     def schema(self) -> Schema:
@@ -195,17 +216,71 @@ class SyncView:
     def values(self) -> Values:
         return self._view.values
 
+    @property
+    def where(self) -> str:
+        return self._view.where
+
     def get(
         self, target: Target, fields: Fields = None, *, default: Any = None, upgrade: bool = True
     ) -> Any:
         """The decoded value under the key, or `default` (as Store.get)."""
-        return self._loop.run(self._view.get(target, fields, default=default, upgrade=upgrade))
+        return _now(self._view.get(target, fields, default=default, upgrade=upgrade))
+
+    def get_many(
+        self,
+        target: RecordType | str | Iterable[Key],
+        many: Iterable[Fields] | None = None,
+        *,
+        default: Any = None,
+        upgrade: bool = True,
+    ) -> list[Any]:
+        """Many values in one go, in the order asked (as Store.get_many)."""
+        found: list[Any] = _now(
+            self._view.get_many(target, many, default=default, upgrade=upgrade)
+        )
+        return found
 
     def get_raw(self, key: bytes) -> bytes | None:
-        return self._loop.run(self._view.get_raw(key))
+        """The stored bytes under a raw key, or None (as Store.get_raw)."""
+        found: bytes | None = _now(self._view.get_raw(key))
+        return found
 
     def exists(self, target: Target, fields: Fields = None) -> bool:
-        return self._loop.run(self._view.exists(target, fields))
+        """True when a record is stored under the key."""
+        found: bool = _now(self._view.exists(target, fields))
+        return found
+
+    def count(
+        self,
+        record: RecordType | str | None = None,
+        *leading: Any,
+        partial: Any = None,
+        version: int | None = None,
+        prefix: bytes | None = None,
+        start: Bound = None,
+        end: Bound = None,
+    ) -> int:
+        """How many live records a scan would yield, nothing decoded (as Store.count)."""
+        total: int = _now(
+            self._view.count(
+                record, *leading, partial=partial, version=version, prefix=prefix,
+                start=start, end=end,
+            )
+        )
+        return total
+
+    def __getitem__(self, key: Key | tuple[RecordType | str, Fields]) -> Any:
+        """`db[key_obj]` or `db[record, fields]`: the value; KeyError when there is none."""
+        target, fields = (key, None) if isinstance(key, Key) else key
+        value = self.get(target, fields, default=MISSING)
+        if value is MISSING:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: Key | tuple[RecordType | str, Fields]) -> bool:
+        """`key_obj in db` or `(record, fields) in db`."""
+        target, fields = (key, None) if isinstance(key, Key) else key
+        return self.exists(target, fields)
 
     @overload
     def scan(
@@ -218,12 +293,9 @@ class SyncView:
         start: Bound = None,
         end: Bound = None,
         after: bytes | Key | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
-        batch_size: int = 1024,
-        upgrade: bool = True,
-        fill_cache: bool = True,
-        on_error: Literal["raise", "skip"] = "raise",
+        options: ScanOptions | None = None,
+        on_error: Literal["raise", "skip"] | None = None,
+        **keywords: Unpack[ScanKeywords],
     ) -> SyncScan[Record]: ...
 
     @overload
@@ -237,20 +309,33 @@ class SyncView:
         start: Bound = None,
         end: Bound = None,
         after: bytes | Key | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
-        batch_size: int = 1024,
-        upgrade: bool = True,
-        fill_cache: bool = True,
+        options: ScanOptions | None = None,
         on_error: str,
+        **keywords: Unpack[ScanKeywords],
     ) -> SyncScan[Record | RawRecord]: ...
 
     def scan(
-        self, record: RecordType | str, *leading: Any, **options: Any
+        self,
+        record: RecordType | str,
+        *leading: Any,
+        partial: Any = None,
+        version: int | None = None,
+        prefix: bytes | None = None,
+        start: Bound = None,
+        end: Bound = None,
+        after: bytes | Key | None = None,
+        options: ScanOptions | None = None,
+        on_error: str | None = None,
+        **keywords: Unpack[ScanKeywords],
     ) -> SyncScan[Record] | SyncScan[Record | RawRecord]:
-        """As Store.scan, blocking (the overloads above are the typed signature; the
-        options and their defaults have one home, ReadView.scan)."""
-        return SyncScan[Any](self._view.scan(record, *leading, **options), self._loop.run)
+        """As Store.scan, blocking."""
+        view: Any = self._view  # the implementation's signature, not an overload's
+        return SyncScan[Any](
+            view.scan(
+                record, *leading, partial=partial, version=version, prefix=prefix, start=start,
+                end=end, after=after, options=options, on_error=on_error, **keywords,
+            )
+        )
 
     @overload
     def scan_all(
@@ -260,13 +345,10 @@ class SyncView:
         start: bytes | Key | None = None,
         end: bytes | Key | None = None,
         after: bytes | Key | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
         on_unknown: Literal["raise", "skip"] = "raise",
-        batch_size: int = 1024,
-        upgrade: bool = True,
-        fill_cache: bool = True,
-        on_error: Literal["raise", "skip"] = "raise",
+        options: ScanOptions | None = None,
+        on_error: Literal["raise", "skip"] | None = None,
+        **keywords: Unpack[ScanKeywords],
     ) -> SyncScan[Record]: ...
 
     @overload
@@ -277,16 +359,12 @@ class SyncView:
         start: bytes | Key | None = None,
         end: bytes | Key | None = None,
         after: bytes | Key | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
-        on_unknown: str,
-        batch_size: int = 1024,
-        upgrade: bool = True,
-        fill_cache: bool = True,
-        on_error: str = "raise",
+        on_unknown: str = "raise",
+        options: ScanOptions | None = None,
+        on_error: str | None = None,
+        **keywords: Unpack[ScanKeywords],
     ) -> SyncScan[Record | RawRecord]: ...
 
-    @overload
     def scan_all(
         self,
         *,
@@ -294,24 +372,31 @@ class SyncView:
         start: bytes | Key | None = None,
         end: bytes | Key | None = None,
         after: bytes | Key | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
         on_unknown: str = "raise",
-        batch_size: int = 1024,
-        upgrade: bool = True,
-        fill_cache: bool = True,
-        on_error: str,
-    ) -> SyncScan[Record | RawRecord]: ...
+        options: ScanOptions | None = None,
+        on_error: str | None = None,
+        **keywords: Unpack[ScanKeywords],
+    ) -> SyncScan[Record] | SyncScan[Record | RawRecord]:
+        """As Store.scan_all, blocking."""
+        view: Any = self._view
+        return SyncScan[Any](
+            view.scan_all(
+                prefix=prefix, start=start, end=end, after=after, on_unknown=on_unknown,
+                options=options, on_error=on_error, **keywords,
+            )
+        )
 
-    def scan_all(self, **options: Any) -> SyncScan[Record] | SyncScan[Record | RawRecord]:
-        """As Store.scan_all, blocking (options and defaults: ReadView.scan_all's)."""
-        return SyncScan[Any](self._view.scan_all(**options), self._loop.run)
+
+class SyncSnapshot(SyncView):
+    """A consistent, read-only, point-in-time view (SyncStore.snapshot)."""
+
+    _view: Snapshot
 
 
-class SyncWriteView(SyncView):
-    """Blocking typed put / delete over a Store or a Transaction."""
+class SyncTransaction(SyncView):
+    """Blocking reads and writes inside a transaction (SyncStore.transaction)."""
 
-    _view: Store | Transaction
+    _view: Transaction
 
     @overload
     def put(self, target: Key, value: Any, /, *, ttl: TtlArg = None) -> None: ...
@@ -321,32 +406,201 @@ class SyncWriteView(SyncView):
         self, target: RecordType | str, fields: Fields, value: Any, *, ttl: TtlArg = None
     ) -> None: ...
 
-    def put(self, *args: Any, **options: Any) -> None:
-        """As Store.put, blocking (the overloads above are the typed signature)."""
-        self._loop.run(self._view.put(*args, **options))
+    def put(
+        self, target: Target, fields: Any = MISSING, value: Any = MISSING, *, ttl: TtlArg = None
+    ) -> None:
+        """Queue a typed put in the transaction (as Transaction.put)."""
+        _now(self._view.put(target, fields, value, ttl=ttl))  # type: ignore[arg-type]
 
     def delete(self, target: Target, fields: Fields = None) -> None:
-        self._loop.run(self._view.delete(target, fields))
+        """Remove the record under the key when the transaction commits."""
+        _now(self._view.delete(target, fields))
+
+    def commit(self) -> None:
+        _now(self._view.commit())
+
+    def rollback(self) -> None:
+        _now(self._view.rollback())
 
 
-class SyncTransaction(SyncWriteView):
-    """Blocking reads and writes inside a transaction."""
+class SyncBatch:
+    """Writes collected in memory, applied atomically on leaving `with db.batch() as b:` (or by
+    SyncStore.write)."""
 
-    _view: Transaction
+    def __init__(self, store: SyncStore) -> None:
+        self.batch = Batch(store.store)
+
+    def __len__(self) -> int:
+        return len(self.batch)
+
+    def __bool__(self) -> bool:
+        return bool(self.batch)
+
+    @overload
+    def put(self, target: Key, value: Any, /, *, ttl: TtlArg = None) -> None: ...
+
+    @overload
+    def put(
+        self, target: RecordType | str, fields: Fields, value: Any, *, ttl: TtlArg = None
+    ) -> None: ...
+
+    def put(
+        self, target: Target, fields: Any = MISSING, value: Any = MISSING, *, ttl: TtlArg = None
+    ) -> None:
+        """Queue a typed put (as Batch.put)."""
+        self.batch.put(target, fields, value, ttl=ttl)  # type: ignore[arg-type]
+
+    def delete(self, target: Target, fields: Fields = None) -> None:
+        """Queue a typed delete."""
+        self.batch.delete(target, fields)
+
+    def delete_range(
+        self,
+        record: RecordType | str | None = None,
+        *leading: Any,
+        partial: Any = None,
+        version: int | None = None,
+        prefix: bytes | None = None,
+        start: Bound = None,
+        end: Bound = None,
+        max_keys: int = MAX_KEYS,
+    ) -> int:
+        """Queue a tombstone for every key in the range (as Batch.delete_range)."""
+        queued: int = _now(
+            self.batch.delete_range(
+                record, *leading, partial=partial, version=version, prefix=prefix,
+                start=start, end=end, max_keys=max_keys,
+            )
+        )
+        return queued
+
+    def put_raw(self, key: bytes, data: bytes, *, expire_at: int | None = None) -> None:
+        """Queue raw bytes under a raw key (as Batch.put_raw)."""
+        self.batch.put_raw(key, data, expire_at=expire_at)
+
+    def delete_raw(self, key: bytes) -> None:
+        self.batch.delete_raw(key)
+
+    def write_batch(self) -> Any:
+        """The slatedb WriteBatch (as Batch.write_batch)."""
+        return self.batch.write_batch()
 
 
-class SyncStore(SyncWriteView):
-    """Blocking Store: `with SyncStore.open("./data", schema) as store: store.put(...)`."""
+class SyncStoreReader(SyncView):
+    """A read-only SyncStore (SyncStore.open_reader): reads, scans, the change feed and
+    checkpoints; no write methods."""
 
-    _view: Store
+    _view: StoreReader
 
-    def __init__(self, store: Store, loop: _LoopThread) -> None:
-        super().__init__(store, loop)
+    def __init__(self, store: StoreReader) -> None:
+        super().__init__(store)
         self.store = store
 
-    @classmethod
+    def __enter__(self: T) -> T:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.where}>"
+
+    @property
+    def readonly(self) -> bool:
+        return self.store.readonly
+
+    @property
+    def closed(self) -> bool:
+        return self.store.closed
+
+    def check_open(self) -> None:
+        """StoreClosedError once closed (as Store.check_open)."""
+        self.store.check_open()
+
+    def close(self) -> None:
+        """Close the store. Idempotent."""
+        _now(self.store.close())
+
+    def changes(
+        self,
+        since: str | None = None,
+        *,
+        follow: bool = False,
+        limit: int | None = None,
+        poll_interval: float = 0.1,
+    ) -> SyncChanges:
+        """As Store.changes, blocking: `for change in db.changes(since=cursor):`."""
+        return SyncChanges(
+            self.store.changes(since, follow=follow, limit=limit, poll_interval=poll_interval),
+            self.store,
+        )
+
+    def change_batches(
+        self,
+        since: str | None = None,
+        *,
+        follow: bool = False,
+        limit: int | None = None,
+        poll_interval: float = 0.1,
+    ) -> SyncChanges:
+        """As Store.change_batches, blocking: lists of Changes, a WAL file at a time."""
+        return SyncChanges(
+            self.store.change_batches(
+                since, follow=follow, limit=limit, poll_interval=poll_interval
+            ),
+            self.store,
+        )
+
+    @staticmethod
+    def clone(
+        source: str | os.PathLike[str],
+        destination: str | os.PathLike[str],
+        *,
+        checkpoint: str | None = None,
+        source_options: Mapping[str, str] | None = None,
+        destination_options: Mapping[str, str] | None = None,
+    ) -> CloneResult:
+        """As Store.clone, blocking (also when called from inside a running event loop)."""
+        result: CloneResult = _loop(
+            Store.clone(
+                source,
+                destination,
+                checkpoint=checkpoint,
+                source_options=source_options,
+                destination_options=destination_options,
+            )
+        )
+        return result
+
+    def checkpoint(self, name: str | None = None, lifetime: TtlArg = None) -> Checkpoint:
+        """As Store.checkpoint."""
+        made: Checkpoint = _loop(self.store.checkpoint(name, lifetime))
+        return made
+
+    def checkpoints(self, name: str | None = None) -> list[Checkpoint]:
+        """As Store.checkpoints."""
+        found: list[Checkpoint] = _loop(self.store.checkpoints(name))
+        return found
+
+    def refresh_checkpoint(self, checkpoint_id: str, lifetime: TtlArg) -> Checkpoint:
+        """As Store.refresh_checkpoint."""
+        made: Checkpoint = _loop(self.store.refresh_checkpoint(checkpoint_id, lifetime))
+        return made
+
+    def delete_checkpoint(self, checkpoint_id: str) -> Checkpoint:
+        """As Store.delete_checkpoint."""
+        gone: Checkpoint = _loop(self.store.delete_checkpoint(checkpoint_id))
+        return gone
+
+
+class SyncStore(SyncStoreReader):
+    """Blocking Store: `with SyncStore.open("./data", schema) as db: db.put(...)`."""
+
+    _view: Store
+    store: Store
+
+    @staticmethod
     def open(
-        cls,
         url: str | os.PathLike[str],
         schema: SchemaArg,
         *,
@@ -361,26 +615,23 @@ class SyncStore(SyncWriteView):
         cache_bytes: int | None = None,
     ) -> SyncStore:
         """Open as the writer; the arguments are Store.open's."""
-        return cls._start(
+        opening = Store.open(
             url,
-            Store.open(
-                url,
-                schema,
-                values=values,
-                create_if_missing=create_if_missing,
-                error_if_exists=error_if_exists,
-                timeout=timeout,
-                object_store_max_retries=object_store_max_retries,
-                settings=settings,
-                object_store_options=object_store_options,
-                check_expiry=check_expiry,
-                cache_bytes=cache_bytes,
-            ),
+            schema,
+            values=values,
+            create_if_missing=create_if_missing,
+            error_if_exists=error_if_exists,
+            timeout=timeout,
+            object_store_max_retries=object_store_max_retries,
+            settings=settings,
+            object_store_options=object_store_options,
+            check_expiry=check_expiry,
+            cache_bytes=cache_bytes,
         )
+        return SyncStore(_loop(_await(opening)))
 
-    @classmethod
+    @staticmethod
     def open_reader(
-        cls,
         url: str | os.PathLike[str],
         schema: SchemaArg,
         *,
@@ -390,60 +641,41 @@ class SyncStore(SyncWriteView):
         poll_interval: float = 1.0,
         object_store_options: Mapping[str, str] | None = None,
         check_expiry: bool = True,
+        checkpoint: str | None = None,
         cache_bytes: int | None = None,
-    ) -> SyncStore:
+    ) -> SyncStoreReader:
         """Open read-only; the arguments are Store.open_reader's."""
-        return cls._start(
+        opening = Store.open_reader(
             url,
-            Store.open_reader(
-                url,
-                schema,
-                values=values,
-                timeout=timeout,
-                object_store_max_retries=object_store_max_retries,
-                poll_interval=poll_interval,
-                object_store_options=object_store_options,
-                check_expiry=check_expiry,
-                cache_bytes=cache_bytes,
-            ),
+            schema,
+            values=values,
+            timeout=timeout,
+            object_store_max_retries=object_store_max_retries,
+            poll_interval=poll_interval,
+            object_store_options=object_store_options,
+            check_expiry=check_expiry,
+            checkpoint=checkpoint,
+            cache_bytes=cache_bytes,
         )
+        return SyncStoreReader(_loop(_await(opening)))
 
-    @classmethod
-    def _start(cls, url: str | os.PathLike[str], opening: Any) -> SyncStore:
-        """Run `opening` (a Store.open or open_reader) on a new loop thread."""
-        loop = _LoopThread(str(url))
-        try:
-            store = loop.run(_await(opening))
-        except BaseException:
-            loop.stop()
-            raise
-        loop.where = store.where
-        return cls(store, loop)
+    @overload
+    def put(self, target: Key, value: Any, /, *, ttl: TtlArg = None) -> None: ...
 
-    def __enter__(self) -> SyncStore:
-        return self
+    @overload
+    def put(
+        self, target: RecordType | str, fields: Fields, value: Any, *, ttl: TtlArg = None
+    ) -> None: ...
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+    def put(
+        self, target: Target, fields: Any = MISSING, value: Any = MISSING, *, ttl: TtlArg = None
+    ) -> None:
+        """Store `value` under the key (as Store.put)."""
+        _now(self.store.put(target, fields, value, ttl=ttl))  # type: ignore[arg-type]
 
-    def close(self) -> None:
-        """Close the store and stop its loop thread. Idempotent."""
-        if self._loop.loop.is_closed():
-            return
-        try:
-            self._loop.run(self.store.close())
-        finally:
-            self._loop.stop()
-
-    @property
-    def readonly(self) -> bool:
-        return self.store.readonly
-
-    def put_raw(self, key: bytes, data: bytes) -> None:
-        self._loop.run(self.store.put_raw(key, data))
-
-    def flush(self) -> None:
-        self._loop.run(self.store.flush())
+    def delete(self, target: Target, fields: Fields = None) -> None:
+        """Remove the record under the key (as Store.delete)."""
+        _now(self.store.delete(target, fields))
 
     def delete_range(
         self,
@@ -458,54 +690,62 @@ class SyncStore(SyncWriteView):
         durable: bool = False,
     ) -> int:
         """As Store.delete_range, blocking."""
-        return self._loop.run(
+        deleted: int = _now(
             self.store.delete_range(
-                record,
-                *leading,
-                partial=partial,
-                version=version,
-                prefix=prefix,
-                start=start,
-                end=end,
-                max_keys=max_keys,
-                durable=durable,
+                record, *leading, partial=partial, version=version, prefix=prefix,
+                start=start, end=end, max_keys=max_keys, durable=durable,
             )
         )
+        return deleted
 
-    def write(self, batch: Batch, *, durable: bool = False) -> None:
-        self._loop.run(self.store.write(batch, durable=durable))
+    def put_raw(self, key: bytes, data: bytes) -> None:
+        """Store raw bytes under a raw key (as Store.put_raw)."""
+        _now(self.store.put_raw(key, data))
 
-    @contextmanager
-    def batch(self, *, durable: bool = False) -> Iterator[Batch]:
-        """`with store.batch() as b:` one atomic write on exit (none if empty or on error)."""
-        self.store._writable()
-        batch = Batch(self.store)
-        yield batch
-        self.write(batch, durable=durable)
+    def flush(self) -> None:
+        """Make every write accepted so far durable (as Store.flush)."""
+        _now(self.store.flush())
 
-    @contextmanager
+    def put_many(
+        self,
+        records: Iterable[tuple[Any, ...]] | AsyncIterable[tuple[Any, ...]],
+        *,
+        batch_size: int = 1000,
+        durable: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Put a stream of records in atomic batches (as Store.put_many; an async iterable
+        is consumed on a private event loop)."""
+        run = _loop if isinstance(records, AsyncIterable) else _now
+        total: int = run(
+            self.store.put_many(
+                records, batch_size=batch_size, durable=durable, progress=progress
+            )
+        )
+        return total
+
+    def write(self, batch: SyncBatch, *, durable: bool = False) -> None:
+        """Apply a SyncBatch atomically (as Store.write)."""
+        _now(self.store.write(batch.batch, durable=durable))
+
+    def batch(self, *, durable: bool = False) -> AbstractContextManager[SyncBatch]:
+        """`with db.batch() as b:` one atomic write on exit (none if empty or on error)."""
+        return _entered(self.store.batch(durable=durable), self._wrap_batch)
+
+    def _wrap_batch(self, batch: Batch) -> SyncBatch:
+        wrapped = SyncBatch.__new__(SyncBatch)
+        wrapped.batch = batch
+        return wrapped
+
     def transaction(
         self, isolation: str = "serializable", *, durable: bool = False
-    ) -> Iterator[SyncTransaction]:
-        """`with store.transaction() as tx:` commits on exit, rolls back on error."""
-        manager = self.store.transaction(isolation, durable=durable)
-        tx = self._loop.run(manager.__aenter__())
-        try:
-            yield SyncTransaction(tx, self._loop)
-        except BaseException as exc:
-            self._loop.run(manager.__aexit__(type(exc), exc, exc.__traceback__))
-            raise
-        self._loop.run(manager.__aexit__(None, None, None))
+    ) -> AbstractContextManager[SyncTransaction]:
+        """`with db.transaction() as tx:` commits on exit, rolls back on error."""
+        return _entered(self.store.transaction(isolation, durable=durable), SyncTransaction)
 
-    @contextmanager
-    def snapshot(self) -> Iterator[SyncView]:
-        """`with store.snapshot() as snap:` a consistent point-in-time read view."""
-        manager = self.store.snapshot()
-        snap: Snapshot = self._loop.run(manager.__aenter__())
-        try:
-            yield SyncView(snap, self._loop)
-        finally:
-            self._loop.run(manager.__aexit__(None, None, None))
+    def snapshot(self) -> AbstractContextManager[SyncSnapshot]:
+        """`with db.snapshot() as snap:` a consistent point-in-time read view."""
+        return _entered(self.store.snapshot(), SyncSnapshot)
 
     def migrate(
         self,
@@ -516,60 +756,19 @@ class SyncStore(SyncWriteView):
         durable: bool = True,
     ) -> int:
         """As Store.migrate, blocking."""
-        return self._loop.run(
+        moved: int = _now(
             self.store.migrate(name, batch_size=batch_size, progress=progress, durable=durable)
         )
-
-    @staticmethod
-    def clone(
-        source: str | os.PathLike[str],
-        destination: str | os.PathLike[str],
-        *,
-        checkpoint: str | None = None,
-        source_options: Mapping[str, str] | None = None,
-        destination_options: Mapping[str, str] | None = None,
-    ) -> CloneResult:
-        """Same as Store.clone, blocking."""
-        return clone_sync(
-            source,
-            destination,
-            checkpoint=checkpoint,
-            source_options=source_options,
-            destination_options=destination_options,
-        )
-
-    def changes(
-        self,
-        since: str | None = None,
-        *,
-        follow: bool = False,
-        limit: int | None = None,
-        poll_interval: float = 0.1,
-    ) -> SyncChanges:
-        """Same as Store.changes, blocking: `for change in store.changes(since=cursor):`."""
-        batches = self.store.change_batches(
-            since, follow=follow, limit=limit, poll_interval=poll_interval
-        )
-        return SyncChanges(batches, self._loop)
-
-    def checkpoint(
-        self, name: str | None = None, lifetime: TtlArg = None
-    ) -> Checkpoint:
-        """Same as Store.checkpoint."""
-        return self._loop.run(self.store.checkpoint(name, lifetime))
-
-    def checkpoints(self, name: str | None = None) -> list[Checkpoint]:
-        return self._loop.run(self.store.checkpoints(name))
-
-    def refresh_checkpoint(
-        self, checkpoint_id: str, lifetime: TtlArg
-    ) -> Checkpoint:
-        return self._loop.run(self.store.refresh_checkpoint(checkpoint_id, lifetime))
-
-    def delete_checkpoint(self, checkpoint_id: str) -> Checkpoint:
-        return self._loop.run(self.store.delete_checkpoint(checkpoint_id))
+        return moved
 
 
-async def _await(opening: Any) -> Store:
-    store: Store = await opening
-    return store
+__all__ = [
+    "SyncBatch",
+    "SyncChanges",
+    "SyncScan",
+    "SyncSnapshot",
+    "SyncStore",
+    "SyncStoreReader",
+    "SyncTransaction",
+    "SyncView",
+]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from slatedb.uniffi import PutOptions, Ttl
 
@@ -26,6 +26,7 @@ from opendata_kv.keys import Key, RecordType, Schema, intersect, prefix_range
 from opendata_kv.store.native import calls
 from opendata_kv.store.native.errors import FOREIGN, translate
 from opendata_kv.store.native.wire import PointRow
+from opendata_kv.store.options import ScanKeywords, ScanOptions, scan_settings
 from opendata_kv.store.scan import (
     KeySpan,
     RawRecord,
@@ -36,6 +37,9 @@ from opendata_kv.store.scan import (
 )
 from opendata_kv.store.ttl import ttl_seconds
 from opendata_kv.values import Values, check_policy
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 Fields = Sequence[Any] | Mapping[str, Any] | None
 #: how a record is addressed: a Key, or a RecordType / record name plus field values
@@ -367,12 +371,9 @@ class ReadView:
         start: Bound = None,
         end: Bound = None,
         after: bytes | Key | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
-        batch_size: int = 1024,
-        upgrade: bool = True,
-        fill_cache: bool = True,
-        on_error: Literal["raise", "skip"] = "raise",
+        options: ScanOptions | None = None,
+        on_error: Literal["raise", "skip"] | None = None,
+        **keywords: Unpack[ScanKeywords],
     ) -> Scan[Record]: ...
 
     @overload
@@ -386,12 +387,9 @@ class ReadView:
         start: Bound = None,
         end: Bound = None,
         after: bytes | Key | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
-        batch_size: int = 1024,
-        upgrade: bool = True,
-        fill_cache: bool = True,
+        options: ScanOptions | None = None,
         on_error: str,
+        **keywords: Unpack[ScanKeywords],
     ) -> Scan[Record | RawRecord]: ...
 
     def scan(
@@ -404,12 +402,9 @@ class ReadView:
         start: Bound = None,
         end: Bound = None,
         after: bytes | Key | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
-        batch_size: int = 1024,
-        upgrade: bool = True,
-        fill_cache: bool = True,
-        on_error: str = "raise",
+        options: ScanOptions | None = None,
+        on_error: str | None = None,
+        **keywords: Unpack[ScanKeywords],
     ) -> Scan[Record] | Scan[Record | RawRecord]:
         """Records of one RecordType (or every registered version of a record name), in key
         order, optionally narrowed to leading field values, a partial string (the next field
@@ -420,17 +415,15 @@ class ReadView:
         cursor: raw key or Key) resumes after that key; a cursor outside the scan's range is a
         CursorError. `limit=0` yields nothing. Versions are walked in version order (reversed
         when `reverse`), since the version byte leads the key.
+        How it reads: `options=ScanOptions(...)` and/or the same settings as keywords
+        (reverse, limit, batch_size, upgrade, fill_cache; see ScanOptions), keywords winning.
         `on_error`: a row whose key or value does not decode "raise"s (default), is "skip"ped
         and counted in `scan.failed`, or comes back "raw" as a RawRecord holding the error
-        (so the scan's type is `Scan[Record | RawRecord]`).
-        `fill_cache=False`: blocks this scan reads are not kept in slatedb's block cache, so
-        a bulk scan does not evict what point reads rely on (and holds no extra memory).
+        (so the scan's type is `Scan[Record | RawRecord]`). `scan(...).keys()` and
+        `.values()` yield only keys (values are not decoded) or only values.
         """
         spans = self._spans(record, leading, partial, version, prefix)
-        return self._scan(
-            spans, start, end, after, reverse, limit, "raise", on_error, batch_size, upgrade,
-            fill_cache,
-        )
+        return self._scan(spans, start, end, after, "raise", options, on_error, keywords)
 
     @overload
     def scan_all(
@@ -440,13 +433,10 @@ class ReadView:
         start: bytes | Key | None = None,
         end: bytes | Key | None = None,
         after: bytes | Key | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
         on_unknown: Literal["raise", "skip"] = "raise",
-        batch_size: int = 1024,
-        upgrade: bool = True,
-        fill_cache: bool = True,
-        on_error: Literal["raise", "skip"] = "raise",
+        options: ScanOptions | None = None,
+        on_error: Literal["raise", "skip"] | None = None,
+        **keywords: Unpack[ScanKeywords],
     ) -> Scan[Record]: ...
 
     @overload
@@ -457,30 +447,10 @@ class ReadView:
         start: bytes | Key | None = None,
         end: bytes | Key | None = None,
         after: bytes | Key | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
-        on_unknown: str,
-        batch_size: int = 1024,
-        upgrade: bool = True,
-        fill_cache: bool = True,
-        on_error: str = "raise",
-    ) -> Scan[Record | RawRecord]: ...
-
-    @overload
-    def scan_all(
-        self,
-        *,
-        prefix: bytes = b"",
-        start: bytes | Key | None = None,
-        end: bytes | Key | None = None,
-        after: bytes | Key | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
         on_unknown: str = "raise",
-        batch_size: int = 1024,
-        upgrade: bool = True,
-        fill_cache: bool = True,
-        on_error: str,
+        options: ScanOptions | None = None,
+        on_error: str | None = None,
+        **keywords: Unpack[ScanKeywords],
     ) -> Scan[Record | RawRecord]: ...
 
     def scan_all(
@@ -490,24 +460,34 @@ class ReadView:
         start: bytes | Key | None = None,
         end: bytes | Key | None = None,
         after: bytes | Key | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
         on_unknown: str = "raise",
-        batch_size: int = 1024,
-        upgrade: bool = True,
-        fill_cache: bool = True,
-        on_error: str = "raise",
+        options: ScanOptions | None = None,
+        on_error: str | None = None,
+        **keywords: Unpack[ScanKeywords],
     ) -> Scan[Record] | Scan[Record | RawRecord]:
         """Every record (or those under a raw `prefix`), each key decoded by the RecordType its
         prefix names. Keys no RecordType owns: on_unknown "raise" (default), "skip", or "raw"
-        (yielded as RawRecord, so the scan's type is `Scan[Record | RawRecord]`). Rows of a
-        known RecordType that fail to decode: `on_error`, as for scan()."""
+        (yielded as RawRecord, so the scan's type is `Scan[Record | RawRecord]`). How it reads
+        (`options`, keywords) and rows of a known RecordType that fail to decode (`on_error`):
+        as for scan()."""
         policy = check_policy(on_unknown)
         span = narrow(KeySpan(None, None, None), prefix or None, None, None)
-        return self._scan(
-            [span], start, end, after, reverse, limit, policy, on_error, batch_size, upgrade,
-            fill_cache,
-        )
+        return self._scan([span], start, end, after, policy, options, on_error, keywords)
+
+    async def count(
+        self,
+        record: RecordType | str | None = None,
+        *leading: Any,
+        partial: Any = None,
+        version: int | None = None,
+        prefix: bytes | None = None,
+        start: Bound = None,
+        end: Bound = None,
+    ) -> int:
+        """How many live records a scan with the same arguments would yield (no record: every
+        key under `prefix` / in [start, end)); keys and values are read but never decoded."""
+        spans = self._spans(record, leading, partial, version, prefix)
+        return await self._scan(spans, start, end, None, "raw", None, "raw", {}).count()
 
     def _spans(
         self,
@@ -569,15 +549,13 @@ class ReadView:
         start: Bound,
         end: Bound,
         after: bytes | Key | None,
-        reverse: bool,
-        limit: int | None,
         on_unknown: Any,
-        on_error: str,
-        batch_size: int,
-        upgrade: bool,
-        fill_cache: bool = True,
+        options: ScanOptions | None,
+        on_error: str | None,
+        keywords: Mapping[str, Any],
     ) -> Scan[Any]:
         where = f"scan on {self.where}"
+        settings, policy = scan_settings(options, on_error, keywords)
         cursor = bound_bytes(after, None, "after")
         if cursor is not None:
             check_cursor(spans, cursor, where)
@@ -587,14 +565,14 @@ class ReadView:
             narrowed,
             schema=self.schema,
             values=self.values,
-            reverse=reverse,
-            limit=limit,
+            reverse=settings.reverse,
+            limit=settings.limit,
             after=cursor,
             on_unknown=on_unknown,
-            on_error=check_error_policy(on_error),
-            batch_size=batch_size,
-            upgrade=upgrade,
-            fill_cache=fill_cache,
+            on_error=check_error_policy(policy),
+            batch_size=settings.batch_size,
+            upgrade=settings.upgrade,
+            fill_cache=settings.fill_cache,
             check_expiry=self.check_expiry,
             where=where,
         )

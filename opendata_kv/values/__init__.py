@@ -4,11 +4,14 @@ Never imports slatedb.
 """
 
 from opendata_kv.values.codecs import (
+    BatchDecoding,
     DataclassCodec,
+    LimitsAware,
     MsgpackCodec,
     RawCodec,
     ValueCodec,
     as_codec,
+    batch_decoder,
     msgpack_codec,
     pack,
     raw,
@@ -26,8 +29,10 @@ from opendata_kv.values.registry import (
 __all__ = [
     "DEFAULT_LIMITS",
     "UNKNOWN_POLICIES",
+    "BatchDecoding",
     "DataclassCodec",
     "DecodeLimits",
+    "LimitsAware",
     "MsgpackCodec",
     "RawCodec",
     "UnknownPolicy",
@@ -35,6 +40,7 @@ __all__ = [
     "Values",
     "VersionCodec",
     "as_codec",
+    "batch_decoder",
     "check_policy",
     "msgpack_codec",
     "pack",

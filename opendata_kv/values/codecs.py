@@ -44,6 +44,45 @@ class ValueCodec(Protocol[T]):
     def decode(self, data: bytes) -> T: ...
 
 
+@runtime_checkable
+class BatchDecoding(Protocol):
+    """A codec's optional fast path for scans: decode a whole batch at once. It may raise
+    anything on bad bytes (the scan then redoes the batch through `decode`, one value at a
+    time, for the precise error), and must return exactly what `decode` returns."""
+
+    def fast_decode_many(self, batch: list[bytes]) -> list[Any]: ...
+
+
+@runtime_checkable
+class LimitsAware(Protocol):
+    """A codec that honours the store's decode caps (Values(schema, limits=...))."""
+
+    def with_limits(self, limits: DecodeLimits) -> Any: ...
+
+
+def batch_decoder(codec: ValueCodec[Any]) -> Callable[[list[bytes]], list[Any]]:
+    """How a scan decodes a batch of values with `codec`: its fast path when it declares one
+    (BatchDecoding), else `decode` value by value; raw bytes pass through."""
+    if isinstance(codec, RawCodec):
+        return _as_list
+    if isinstance(codec, BatchDecoding):
+        return codec.fast_decode_many
+    decode = codec.decode
+    return lambda batch: list(map(decode, batch))
+
+
+def _as_list(batch: list[Any]) -> list[Any]:
+    return batch
+
+
+def with_limits(codec: ValueCodec[Any], limits: DecodeLimits) -> ValueCodec[Any]:
+    """`codec` holding the store's decode caps when it honours them (LimitsAware)."""
+    if isinstance(codec, LimitsAware):
+        limited: ValueCodec[Any] = codec.with_limits(limits)
+        return limited
+    return codec
+
+
 class RawCodec:
     """Values are bytes, stored as they are."""
 
@@ -113,8 +152,11 @@ class _Limited:
             return self
         clone = copy.copy(self)
         clone.limits = limits
-        clone.fast_decode = functools.partial(limited_unpackb, limits=limits)  # type: ignore[attr-defined]
+        clone._limits_changed()
         return clone
+
+    def _limits_changed(self) -> None:
+        """Rebuild whatever was derived from `limits` (a copy with new limits)."""
 
 
 _HEADER_MARKS = bytes(1 if byte in _CONTAINER_BYTES else 0 for byte in range(256))
@@ -176,6 +218,9 @@ class MsgpackCodec(_Limited):
 
     def __init__(self, *, limits: DecodeLimits | None = None) -> None:
         self._set_limits(limits)
+        self._limits_changed()
+
+    def _limits_changed(self) -> None:
         self.fast_decode: Callable[[bytes], Any] = functools.partial(
             limited_unpackb, limits=self.limits
         )

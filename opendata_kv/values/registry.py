@@ -21,7 +21,7 @@ from opendata_kv.errors import (
     show_bytes,
 )
 from opendata_kv.keys import Key, RecordType, Schema
-from opendata_kv.values.codecs import ValueCodec, as_codec
+from opendata_kv.values.codecs import ValueCodec, as_codec, with_limits
 from opendata_kv.values.limits import DEFAULT_LIMITS, DecodeLimits, check_stored_size
 
 UnknownPolicy = Literal["raise", "skip", "raw"]
@@ -59,8 +59,7 @@ class Values:
         self._plans: dict[bytes, VersionCodec] = {}
 
     def _limited(self, codec: ValueCodec[Any]) -> ValueCodec[Any]:
-        with_limits = getattr(codec, "with_limits", None)
-        return codec if with_limits is None else with_limits(self.limits)
+        return with_limits(codec, self.limits)
 
     def register(
         self,
