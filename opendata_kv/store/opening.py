@@ -149,7 +149,7 @@ async def open_db(
     and WAL reads share it: a memory:// store is private to one ObjectStore)."""
     where = f"open {location}"
     object_store = location.object_store(options, create=create_if_missing)
-    await check_open(location, object_store, where)
+    await check_open(location, object_store, where, writer=True)
     if error_if_exists or not create_if_missing:
         found = await exists(location, object_store)
         if found and error_if_exists:
