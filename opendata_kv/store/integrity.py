@@ -295,16 +295,15 @@ def _raise(problems: list[Problem], where: str) -> None:
     )
 
 
-async def newest_manifest_id(admin: Any) -> int | None:
-    """The id of the newest manifest present, without a listing (s3://): a binary search on
-    whether any manifest from id k on is there (list_manifests(k, None) returns some, or
+async def _newest_id(lister: Any) -> int | None:
+    """The newest id present among manifests or compactions files without a listing (s3://):
+    a binary search on whether any is there from id k on (`lister(k, None)` returns some, or
     fails decoding one); 64 steps over the id space."""
-    low, high = 0, MAX_ID  # some manifest >= low exists (low 0: none known); none > high
+    low, high = 0, MAX_ID  # one >= low exists (low 0: none known); none above high
     while low < high:
         middle = (low + high + 1) // 2
         try:
-            listed = await asyncio.wait_for(admin.list_manifests(middle, None), WAL_READ_TIMEOUT)
-            found = bool(listed)
+            found = bool(await asyncio.wait_for(lister(middle, None), WAL_READ_TIMEOUT))
         except FOREIGN:
             found = True  # one from `middle` on is there, and does not decode
         except asyncio.TimeoutError:
@@ -314,6 +313,17 @@ async def newest_manifest_id(admin: Any) -> int | None:
         else:
             high = middle - 1
     return low or None
+
+
+async def newest_manifest_id(admin: Any) -> int | None:
+    """The id of the newest manifest present (see _newest_id)."""
+    return await _newest_id(admin.list_manifests)
+
+
+async def newest_compactions_name(admin: Any) -> str:
+    """The name of the newest compactions file present (see _newest_id)."""
+    newest = await _newest_id(admin.list_compactions)
+    return compactions_name(newest) if newest is not None else f"{COMPACTIONS_DIR}/ (newest)"
 
 
 async def read_latest_manifest(
@@ -524,27 +534,38 @@ async def check_open(
 
 
 async def diagnose(location: Location, object_store: Any, where: str) -> list[Problem]:
-    """After slatedb failed to open a local database: which object is to blame (the newest
-    manifest or compactions file does not decode, a manifest is missing, a WAL file after the
-    replay point does not read)."""
-    if location.scheme != "file":
+    """After slatedb failed to open a database (local or s3://): which object is to blame
+    (the newest manifest or compactions file does not decode, a manifest is missing, a WAL
+    file after the replay point does not read)."""
+    if location.scheme not in ("file", "s3"):
         return []
-    listing = list_local(location.path)
-    if not listing.manifests:
+    listing = _listing(location, where) if location.scheme == "file" else None
+    if listing is not None and not listing.manifests:
         return []
     admin = AdminBuilder(location.db_path, object_store).build()
     try:
         manifest = await admin.read_manifest(None)
     except FOREIGN as exc:
-        latest = manifest_name(max(listing.manifests))
+        if listing is not None:
+            newest: int | None = max(listing.manifests)
+        else:
+            newest = await newest_manifest_id(admin)
+        latest = manifest_name(newest) if newest is not None else f"{MANIFEST_DIR}/ (newest)"
         return [Problem(latest, f"the newest manifest does not decode [{_text(exc)}]")]
     if manifest is None:
         return []
     problems = await epoch_problems(admin, manifest, listing, strict=True)
     if problems:
         return problems
-    after = sorted(i for i in listing.wals if i > manifest.replay_after_wal_id)
-    return await wal_sequence_problems(location, object_store, manifest, after)
+    replay = manifest.replay_after_wal_id
+    if listing is not None:
+        after: Sequence[int] = sorted(i for i in listing.wals if i > replay)
+        return await wal_sequence_problems(location, object_store, manifest, after)
+    tail = await wal_tail(location, object_store, replay)
+    if tail is None or tail <= replay:
+        return []
+    after = range(replay + 1, tail + 1)
+    return await wal_sequence_problems(location, object_store, manifest, after, wait=GAP_WAIT)
 
 
 def _text(exc: BaseException) -> str:
@@ -566,9 +587,11 @@ async def epoch_problems(
     try:
         compactions = await admin.read_compactions(None)
     except FOREIGN as exc:
-        if strict:
-            return [Problem(newest, f"the newest compactions file does not decode [{_text(exc)}]")]
-        return []
+        if not strict:
+            return []
+        if listing is None:
+            newest = await newest_compactions_name(admin)
+        return [Problem(newest, f"the newest compactions file does not decode [{_text(exc)}]")]
     latest = compactions_name(compactions.id) if compactions is not None else newest
     if compactions is not None and compactions.compactor_epoch > manifest.compactor_epoch:
         return [

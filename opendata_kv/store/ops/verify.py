@@ -42,6 +42,7 @@ from opendata_kv.store.integrity import (
     Problem,
     epoch_problems,
     l0_problems,
+    newest_compactions_name,
     newest_manifest_id,
     replay_problems,
     sst_problems,
@@ -208,7 +209,11 @@ async def _compactions(
         try:
             await admin.read_compactions(None)
         except FOREIGN as exc:
-            report.add([Problem("compactions/ (newest)", f"does not decode: {_text(exc)}")])
+            name = await newest_compactions_name(admin)
+            report.add([Problem(name, f"does not decode: {_text(exc)}")])
+            return
+        if latest is not None:
+            report.add(await epoch_problems(admin, latest, None, strict=False))
         return
     for compactions_id, size in sorted(listing.compactions.items()):
         name = compactions_name(compactions_id)
