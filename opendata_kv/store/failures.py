@@ -52,6 +52,8 @@ _UNDECODABLE = re.compile(
     r"InvalidFlatbuffer|Utf8|sst|checksum|format version|sequence tracker",
     re.IGNORECASE,
 )
+# slatedb's WAL replay finding sequence numbers that go back from one file to the next
+_WAL_ORDER = re.compile(r"out-of-order seqs", re.IGNORECASE)
 # What an "Invalid" error says when it is about stored data rather than about the call.
 _INVALID_DATA = re.compile(
     r"invalid compaction|checksum|format version|flatbuffer|does not decode", re.IGNORECASE
@@ -133,6 +135,12 @@ def translate(exc: BaseException, where: str) -> StoreError:
         )
     if isinstance(exc, Error.Data):
         return data_error(where, "unreadable data", message)
+    if isinstance(exc, Error.Internal) and _WAL_ORDER.search(message):
+        return data_error(
+            where,
+            "WAL files out of order (one replaced by an older copy, or two swapped)",
+            message,
+        )
     if isinstance(exc, Error.Internal) and _UNDECODABLE.search(message):
         return data_error(where, "damaged data does not decode", message)
     if isinstance(exc, Error.Invalid):
