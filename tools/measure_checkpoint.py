@@ -71,7 +71,8 @@ async def main(path: str, calls: int, settings: dict[str, Any]) -> None:
             total = time.perf_counter() - started
             totals.append(total)
             slow = ", ".join(f"{what} {sec * 1000:.0f} ms" for what, sec in PHASES if sec > 0.05)
-            print(f"call {call:2d}: L0 SSTs before {l0}: {total * 1000:7.1f} ms  {slow}", flush=True)
+            line = f"call {call:2d}: L0 SSTs before {l0}: {total * 1000:7.1f} ms  {slow}"
+            print(line, flush=True)
         stop.set()
         await writer
     totals.sort()

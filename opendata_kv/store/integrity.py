@@ -3,10 +3,11 @@
 slatedb replays the WAL files after the manifest's replay point until the first id that is
 missing and silently stops there; it skips a WAL file emptied to zero bytes (an empty file is
 also what a writer leaves to fence older writers); a replay point past the newest WAL file
-skips them all; and an SST shorter than the manifest says makes every read retry forever.
-`check_open` finds these on a local directory with one listing and one manifest read (and
-reads WAL files only around an empty one), before the writer or a reader opens. `verify`
-(store/verifier.py) runs the same checks and more over every object.
+skips them all; and an SST shorter than the manifest says, or a file it may not read, makes
+every read retry forever. `check_open` finds these before the writer or a reader opens: on a
+local directory with one listing and one manifest read (reading WAL files only around an
+empty one), on s3:// by reading the WAL to its tail and probing each SST's last block
+(remote_checks.py). `verify` (ops/verify.py) runs the same checks and more over every object.
 """
 
 from __future__ import annotations

@@ -5,11 +5,13 @@
         print(problem)
 
 Read-only: slatedb's Admin decodes the manifests and compactions files, its WAL reader reads
-the WAL files after the replay point, and a FOLLOW_LATEST DbReader (which writes nothing)
-scans every row so that each block of every live SST passes its checksum. On a local
-directory the objects are listed too (missing ids, empty files, sizes against the manifest);
-s3:// cannot be listed through the binding, so there a missing WAL file shows only as one
-that cannot be read. What cannot be detected at all: docs/reliability.md.
+the WAL files after the replay point, a reader that writes nothing reads the filter, index
+and stats block of every SST, and a FOLLOW_LATEST DbReader scans every row so that each data
+block of every live SST passes its checksum. On a local directory the objects are listed too
+(missing ids, empty files, sizes against the manifest, stray names, unreadable files); s3://
+cannot be listed through the binding, so there the WAL is read to its tail (a file it does
+not serve is missing) and each SST's last block is probed for its size. What cannot be
+detected at all: docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -410,8 +412,8 @@ async def verify_async(
         report.add([Problem(name, denied) for name in listing.unreadable])
     if listing is None:
         report.notes.append(
-            f"{location.scheme}:// objects cannot be listed through the binding: missing ids, "
-            "empty files and sizes are not checked"
+            f"{location.scheme}:// objects cannot be listed through the binding: the WAL is "
+            "read to its tail and each SST's size probed instead; stray names are not seen"
         )
     admin = _BoundedAdmin(
         AdminBuilder(location.db_path, object_store).build(),
