@@ -476,6 +476,15 @@ async def remote_open_problems(
 ) -> tuple[list[Problem], int | None]:
     """What check_open looks at, once, on s3:// (remote_checks.py says how without a
     listing), and the id of the newest manifest it checked."""
+    # The WAL reader fails within object_store's own retries where Admin would retry without
+    # end: an endpoint that does not answer is left to slatedb's open to report (with the
+    # caller's retry limit), not turned into a wait here.
+    try:
+        await asyncio.wait_for(
+            SlateDbWalReader(location.db_path, object_store).last_wal_file_id(0), WAL_READ_TIMEOUT
+        )
+    except (asyncio.TimeoutError, *FOREIGN):  # type: ignore[misc]
+        return [], None
     manifest = await read_latest_manifest(location, object_store, Listing(), where)
     if manifest is None:
         return [], None
@@ -507,8 +516,9 @@ async def check_open(
     emptied file after the replay point, whose replay point is impossible, or whose manifest
     references SSTs missing or shorter than it says; on a local directory also objects the
     process may not read, and for a `writer` directories it may not write
-    (StorePermissionError). A no-op for memory:// (every open starts empty)."""
-    if location.scheme == "s3":
+    (StorePermissionError). A no-op for memory:// (every open starts empty). On s3:// the
+    writer is checked before it opens (opening writes), a reader after (check_reader)."""
+    if location.scheme == "s3" and writer:
         problems, checked = await remote_open_problems(location, object_store, where)
         if problems:
             # A live writer (or the garbage collector) may have moved the manifest on
@@ -532,6 +542,20 @@ async def check_open(
     if problems:
         _raise(problems, where)
     _warn_strays(_listing(location, where), where)
+
+
+async def check_reader(location: Location, object_store: Any, reader: Any, where: str) -> None:
+    """The s3:// open checks for a reader that slatedb has opened (it wrote nothing; an
+    endpoint that does not answer failed there, with the caller's retry limit): on damage
+    the reader is shut down and StoreDataError raised."""
+    if location.scheme != "s3":
+        return
+    try:
+        await check_open(location, object_store, where, writer=True)
+    except BaseException:
+        with contextlib.suppress(*FOREIGN):
+            await reader.shutdown()
+        raise
 
 
 async def diagnose(location: Location, object_store: Any, where: str) -> list[Problem]:

@@ -38,7 +38,7 @@ from opendata_kv.errors import (
     check_count,
 )
 from opendata_kv.store.failures import FOREIGN, call, translate
-from opendata_kv.store.integrity import check_open, opening_error
+from opendata_kv.store.integrity import check_open, check_reader, opening_error
 from opendata_kv.store.location import Location, s3_config
 from opendata_kv.store.ops.checkpoints import resolve as resolve_checkpoint
 
@@ -212,7 +212,7 @@ async def open_reader_db(
     )
     set_block_cache(builder, cache_bytes)
     try:
-        return await builder.build(), object_store, checkpoint
+        reader = await builder.build()
     except FOREIGN as exc:
         message = getattr(exc, "message", None) or str(exc)
         if isinstance(exc, Error.Data) and _NO_MANIFEST in message:
@@ -228,3 +228,5 @@ async def open_reader_db(
                 f"store.checkpoints() or `opendata-kv checkpoint list`) [{message}]"
             ) from exc
         raise await opening_error(exc, location, object_store, where) from exc
+    await check_reader(location, object_store, reader, where)  # s3:// (integrity.py)
+    return reader, object_store, checkpoint
