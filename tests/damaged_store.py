@@ -1,4 +1,4 @@
-"""A small database with every kind of object, and ways to damage one (issue 13's matrix).
+"""A small database with every kind of object, and ways to damage one (issues 13 and 21).
 
 Run as a script it builds the database: a first writer session stores FIRST records and
 closes (an L0 SST, manifests, compactions files), a second stores SECOND more, flushing every
@@ -30,6 +30,19 @@ item = RecordType("item", 1, [("n", F.u32)])
 SCHEMA = Schema(item)
 
 DAMAGES = ("flip", "truncate", "zero", "delete", "garbage")
+#: the matrix's targets: whole objects, and the blocks of the SST (damaged in place)
+TARGETS = (
+    "middle WAL",
+    "last WAL",
+    "SST data",
+    "SST index",
+    "SST filter",
+    "latest manifest",
+    "compactions file",
+)
+
+#: (offset, length) of the part of an object a damage applies to (None: the whole object)
+Region = tuple[int, int] | None
 
 
 def expected() -> dict[int, dict[str, int]]:
@@ -39,7 +52,8 @@ def expected() -> dict[int, dict[str, int]]:
 async def _build(path: str) -> None:
     from opendata_kv.store import Store
 
-    async with Store.open(path, SCHEMA) as store:
+    # min_filter_keys=1: the first session's SST gets a filter block (the matrix damages it)
+    async with Store.open(path, SCHEMA, settings={"min_filter_keys": 1}) as store:
         for n in range(FIRST):
             await store.put(item, (n,), expected()[n])
             if n % PER_WAL == PER_WAL - 1:
@@ -52,10 +66,11 @@ async def _build(path: str) -> None:
     os._exit(0)  # no close: the second session's records stay in the WAL only
 
 
-def build(path: Path) -> None:
-    """Build the database at `path` in a child process (it must die without closing)."""
+def build(path: Path | str, env: dict[str, str] | None = None) -> None:
+    """Build the database at `path` (a directory or URL) in a child process (it must die
+    without closing); `env` adds to its environment (the S3 endpoint)."""
     subprocess.run(
-        [sys.executable, __file__, str(path)], env=child_env(), check=True, timeout=120
+        [sys.executable, __file__, str(path)], env=child_env(env), check=True, timeout=120
     )
 
 
@@ -74,6 +89,91 @@ def targets(path: Path) -> dict[str, Path]:
         "latest manifest": manifests[-1],
         "compactions file": compactions[-1],
     }
+
+
+def sst_regions(info: object) -> dict[str, tuple[int, int]]:
+    """The data, index and filter blocks of an SST, from its manifest info."""
+    index = (int(info.index_offset), int(info.index_len))  # type: ignore[attr-defined]
+    bloom = (int(info.filter_offset), int(info.filter_len))  # type: ignore[attr-defined]
+    assert bloom[1] > 0, "the SST has no filter block (min_filter_keys)"
+    return {"SST data": (0, min(index[0], bloom[0])), "SST index": index, "SST filter": bloom}
+
+
+def latest_sst_regions(url: str) -> tuple[str, dict[str, tuple[int, int]]]:
+    """The one SST of the database at `url` (its object name) and its block regions."""
+    from slatedb.uniffi import AdminBuilder
+
+    from opendata_kv.store.location import parse_location
+    from opendata_kv.store.objects import manifest_ssts, sst_name
+
+    location = parse_location(url)
+    admin = AdminBuilder(location.db_path, location.object_store()).build()
+    manifest = asyncio.run(admin.read_manifest(None))
+    ((ulid, handle),) = list(manifest_ssts(manifest))
+    return sst_name(ulid), sst_regions(handle.info)
+
+
+def object_targets(names: dict[str, int], url: str) -> dict[str, tuple[str, Region]]:
+    """Each target of the matrix as (object name, region), from the names and sizes of the
+    objects present (relative to the database root) and the manifest of the database."""
+    wal = sorted(n for n in names if n.startswith("wal/"))
+    nonempty = [n for n in wal if names[n] > 0]
+    manifests = sorted(n for n in names if n.startswith("manifest/"))
+    compactions = sorted(n for n in names if n.startswith("compactions/"))
+    assert len(nonempty) >= 4, wal
+    sst, regions = latest_sst_regions(url)
+    return {
+        "middle WAL": (nonempty[-3], None),
+        "last WAL": (nonempty[-1], None),
+        **{target: (sst, region) for target, region in regions.items()},
+        "latest manifest": (manifests[-1], None),
+        "compactions file": (compactions[-1], None),
+    }
+
+
+def local_targets(path: Path) -> dict[str, tuple[str, Region]]:
+    """object_targets of the local database at `path`."""
+    names = {
+        p.relative_to(path).as_posix(): p.stat().st_size for p in path.rglob("*") if p.is_file()
+    }
+    return object_targets(names, str(path))
+
+
+def damaged(data: bytes, how: str, region: Region = None, seed: int = 13) -> bytes | None:
+    """`data` after one damage to `region` of it (None: deleted). A region is flipped at its
+    middle, cut at its middle (the object truncated there), zeroed or overwritten in place;
+    the whole object is emptied by "zero" and removed by "delete"."""
+    if how == "delete":
+        return None
+    if region is None:
+        if how == "zero":
+            return b""
+        region = (0, len(data))
+    offset, length = region
+    assert length > 0 and offset + length <= len(data), (region, len(data))
+    middle = offset + length // 2
+    if how == "flip":
+        flipped = bytearray(data)
+        flipped[middle] ^= 0x10
+        return bytes(flipped)
+    if how == "truncate":
+        return data[:middle]
+    if how == "zero":
+        return data[:offset] + bytes(length) + data[offset + length :]
+    if how == "garbage":
+        noise = random.Random(seed).randbytes(length)
+        return data[:offset] + noise + data[offset + length :]
+    raise ValueError(how)
+
+
+def damage_local(path: Path, target: tuple[str, Region], how: str) -> None:
+    """Apply one damage to a target (object_targets) of the local database at `path`."""
+    name, region = target
+    result = damaged((path / name).read_bytes(), how, region)
+    if result is None:
+        (path / name).unlink()
+    else:
+        (path / name).write_bytes(result)
 
 
 def damage(target: Path, how: str, seed: int = 13) -> None:

@@ -1,10 +1,12 @@
-"""The corruption matrix of issue 13: flip, truncate, zero, delete and garbage on a middle WAL
-file, the last WAL file, an SST, the latest manifest and the compactions file of a local
-database, opened by a reader and by the writer, and checked by verify.
+"""The corruption matrix of issues 13 and 21: flip, truncate, zero, delete and garbage on a
+middle WAL file, the last WAL file, an SST's data, index and filter blocks, the latest
+manifest and the compactions file, on a local directory and on S3 (moto), opened by a reader
+and by the writer (each scans everything and gets every key), and checked by verify.
 
-Every trial must end, within the hang guard, with the complete data or an opendata_kv error:
-never fewer records without an error, except the cells docs/reliability.md names as
-undetectable. EXPECTED pins each cell's outcome, so a change in what is caught shows up.
+Every trial must end, within the hang guard, with the complete data or an opendata_kv error
+naming the damaged object: never fewer records without an error, except the cells
+docs/reliability.md names as undetectable. EXPECTED pins each cell's outcome, so a change in
+what is caught shows up.
 """
 
 from __future__ import annotations
@@ -13,11 +15,14 @@ import asyncio
 import hashlib
 import random
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import damaged_store as ds
 import pytest
+import s3_damage
 from clikit import run_in_process
+from conftest import MotoServer
 from hang_guard import hang_guard
 
 from opendata_kv.errors import OpendataKvError, StoreDataError
@@ -25,7 +30,7 @@ from opendata_kv.store import Store, verify
 
 COMPLETE, ERROR, LOSS = "complete", "error", "undetectable loss"
 
-#: (target, damage) -> (reader, writer) outcome
+#: (target, damage) -> (reader, writer) outcome, the same on a directory and on S3
 EXPECTED: dict[tuple[str, str], tuple[str, str]] = {
     **{("middle WAL", d): (ERROR, ERROR) for d in ds.DAMAGES},
     ("last WAL", "flip"): (ERROR, ERROR),
@@ -33,7 +38,7 @@ EXPECTED: dict[tuple[str, str], tuple[str, str]] = {
     ("last WAL", "zero"): (LOSS, LOSS),
     ("last WAL", "delete"): (LOSS, LOSS),
     ("last WAL", "garbage"): (ERROR, ERROR),
-    **{("SST", d): (ERROR, ERROR) for d in ds.DAMAGES},
+    **{(t, d): (ERROR, ERROR) for t in ("SST data", "SST index", "SST filter") for d in ds.DAMAGES},
     ("latest manifest", "flip"): (ERROR, ERROR),
     ("latest manifest", "truncate"): (ERROR, ERROR),
     ("latest manifest", "zero"): (ERROR, ERROR),
@@ -55,8 +60,11 @@ VERIFY_BLIND = {
     ("compactions file", "delete"),
 }
 
-TARGETS = ("middle WAL", "last WAL", "SST", "latest manifest", "compactions file")
-CELLS = [(t, d) for t in TARGETS for d in ds.DAMAGES]
+CELLS = [(t, d) for t in ds.TARGETS for d in ds.DAMAGES]
+
+#: seconds one trial may take (a hang fails it): an open that waits for a missing WAL file
+#: on S3 gives up after remote_checks.GAP_WAIT (5 s), twice at most
+BOUND = 60
 
 
 @pytest.fixture(scope="module")
@@ -66,22 +74,33 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def s3_base(moto_server: MotoServer) -> Iterator[s3_damage.S3Db]:
+    """The matrix's database on the session's moto server, built once for the module."""
+    yield s3_damage.build(moto_server)
+
+
 def damaged(base: Path, tmp_path: Path, target: str, how: str) -> Path:
     path = ds.copy(base, tmp_path / "db")
-    ds.damage(ds.targets(path)[target], how)
+    ds.damage_local(path, ds.local_targets(path)[target], how)
     return path
 
 
-async def read_all(path: Path, writer: bool) -> dict[int, object]:
-    opening = Store.open(path, ds.SCHEMA) if writer else Store.open_reader(path, ds.SCHEMA)
+async def read_all(url: str | Path, writer: bool) -> dict[int, object]:
+    """Every record, by a scan and by a get of each key (gets read the SSTs' filters)."""
+    opening = Store.open(url, ds.SCHEMA) if writer else Store.open_reader(url, ds.SCHEMA)
     async with opening as store:
-        return {record.key.n: record.value async for record in store.scan(ds.item)}
+        found = {record.key.n: record.value async for record in store.scan(ds.item)}
+        for n in ds.expected():
+            value = await store.get(ds.item, (n,))
+            assert (value is None) == (n not in found), f"get and scan disagree on {n}"
+    return found
 
 
-def outcome(path: Path, writer: bool) -> tuple[str, BaseException | None]:
-    with hang_guard(60):
+def outcome(url: str | Path, writer: bool) -> tuple[str, BaseException | None]:
+    with hang_guard(BOUND):
         try:
-            found = asyncio.run(read_all(path, writer))
+            found = asyncio.run(read_all(url, writer))
         except OpendataKvError as exc:
             return ERROR, exc
     if found == ds.expected():
@@ -89,6 +108,14 @@ def outcome(path: Path, writer: bool) -> tuple[str, BaseException | None]:
     assert set(found) < set(ds.expected()), "records that were never written"
     assert all(found[n] == ds.expected()[n] for n in found), "a record changed"
     return LOSS, None
+
+
+def check_outcome(got: str, error: BaseException | None, want: str, name: str, cell: str) -> None:
+    assert got == want, f"{cell}: {got} ({error!r}), expected {want}"
+    if want == ERROR:
+        assert isinstance(error, StoreDataError), repr(error)
+        assert error.object_name == name, f"{error!r} does not name {name}"
+        assert name in str(error), error
 
 
 def test_the_undamaged_base_is_complete_and_verifies(base: Path, tmp_path: Path) -> None:
@@ -107,11 +134,22 @@ def test_damage_ends_in_the_complete_data_or_an_error(
     path = damaged(base, tmp_path, target, how)
     got, error = outcome(path, writer=mode == "writer")
     want = EXPECTED[target, how][mode == "writer"]
-    assert got == want, f"{target} {how} {mode}: {got} ({error!r}), expected {want}"
-    if want == ERROR:
-        assert isinstance(error, StoreDataError), repr(error)
-        name = ds.targets(base)[target].relative_to(base).as_posix()
-        assert error.object_name == name, f"{error!r} does not name {name}"
+    name = ds.local_targets(base)[target][0]
+    check_outcome(got, error, want, name, f"{target} {how} {mode}")
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize(("target", "how"), CELLS)
+@pytest.mark.parametrize("mode", ["reader", "writer"])
+def test_damage_on_s3_ends_in_the_complete_data_or_an_error(
+    s3_base: s3_damage.S3Db, s3_env: MotoServer, target: str, how: str, mode: str
+) -> None:
+    name = s3_base.targets()[target][0]
+    db = s3_base.copy()
+    db.damage(s3_base.targets()[target], how)
+    got, error = outcome(db.url, writer=mode == "writer")
+    want = EXPECTED[target, how][mode == "writer"]
+    check_outcome(got, error, want, name, f"S3 {target} {how} {mode}")
 
 
 def _digest(path: Path) -> dict[str, str]:
@@ -135,7 +173,26 @@ def test_verify_names_the_damaged_object_and_writes_nothing(
         assert report.ok, report.problems
         return
     assert not report.ok
-    name = ds.targets(base)[target].relative_to(base).as_posix()
+    name = ds.local_targets(base)[target][0]
+    assert name in {p.object_name for p in report.problems}, report.problems
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize(("target", "how"), CELLS)
+def test_verify_on_s3_names_the_damaged_object_and_writes_nothing(
+    s3_base: s3_damage.S3Db, s3_env: MotoServer, target: str, how: str
+) -> None:
+    name = s3_base.targets()[target][0]
+    db = s3_base.copy()
+    db.damage(s3_base.targets()[target], how)
+    before = db.digest()
+    with hang_guard(BOUND):
+        report = verify(db.url)
+    assert db.digest() == before, "verify wrote to the store"
+    if (target, how) in VERIFY_BLIND:
+        assert report.ok, report.problems
+        return
+    assert not report.ok
     assert name in {p.object_name for p in report.problems}, report.problems
 
 
@@ -143,11 +200,11 @@ def test_random_manifest_flips_never_lose_records_silently(base: Path, tmp_path:
     """A sample of single-byte flips of the latest manifest (the audit found 3 in 200 silent):
     each one ends in the complete data or an error, for a reader."""
     rng = random.Random(1313)
-    manifest = ds.targets(base)["latest manifest"]
+    manifest = base / ds.local_targets(base)["latest manifest"][0]
     size = manifest.stat().st_size
     for trial in range(40):
         path = ds.copy(base, tmp_path / f"db{trial}")
-        target = ds.targets(path)["latest manifest"]
+        target = path / ds.local_targets(path)["latest manifest"][0]
         data = bytearray(target.read_bytes())
         offset, bit = rng.randrange(size), 1 << rng.randrange(8)
         data[offset] ^= bit
@@ -223,7 +280,7 @@ def test_the_dump_tool_refuses_a_wal_gap_naming_the_file(
     base: Path, tmp_path: Path, command: str
 ) -> None:
     path = damaged(base, tmp_path, "middle WAL", "delete")
-    name = ds.targets(base)["middle WAL"].relative_to(base).as_posix()
+    name = ds.local_targets(base)["middle WAL"][0]
     result = run_in_process(command, str(path))
     assert result.returncode == 1 and result.stdout == ""
     err = result.stderr

@@ -22,7 +22,7 @@ from opendata_kv.cli.db_args import (
 )
 from opendata_kv.cli.db_read import ReadLimits, open_reader
 from opendata_kv.cli.rows import Decoder
-from opendata_kv.cli.text import shorten
+from opendata_kv.cli.text import printable, shorten
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -94,7 +94,8 @@ def change_line(obj: dict[str, Any]) -> str:
     else:
         key = f"0x{obj['key_hex']}"
     value = "" if obj["op"] == "delete" else " " + shorten(repr(obj["value"]), 60)
-    return f"{obj['seq']:>6}  {obj['op']:<6}  {key}{value}  [{obj['cursor']}]"
+    line = f"{obj['seq']:>6}  {obj['op']:<6}  {key}{value}  [{obj['cursor']}]"
+    return printable(line)  # stored names and values cannot drive the terminal
 
 
 def run_changes(args: argparse.Namespace) -> int:

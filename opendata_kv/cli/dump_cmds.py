@@ -26,7 +26,7 @@ from opendata_kv.cli.db_args import (
 )
 from opendata_kv.cli.db_read import Walk, checkpoint_arg, open_reader, walk_from_args
 from opendata_kv.cli.rows import Decoder, Row
-from opendata_kv.cli.text import cut, shorten
+from opendata_kv.cli.text import cut, printable, shorten
 from opendata_kv.keys import record_type_text
 
 
@@ -203,9 +203,10 @@ class DumpTable:
             return ("KEY", "RECORD", "FIELDS", "VALUE") if self.with_fields else (
                 "KEY", "RECORD", "VALUE"
             )
+        cells = [key_cell(row), record_cell(row), value_cell(row)]
         if self.with_fields:
-            return key_cell(row), record_cell(row), fields_cell(row), value_cell(row)
-        return key_cell(row), record_cell(row), value_cell(row)
+            cells.insert(2, fields_cell(row))
+        return tuple(printable(cell) for cell in cells)  # stored text cannot drive the terminal
 
     def _line(self, cells: tuple[str, ...]) -> None:
         assert self.widths is not None

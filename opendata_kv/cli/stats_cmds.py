@@ -15,7 +15,7 @@ from opendata_kv.cli.common import EXIT_OK, add_json_flag, emit_json
 from opendata_kv.cli.db_args import database_arg, read_limit_args, schema_args
 from opendata_kv.cli.db_read import ReadLimits, Walk, checkpoint_arg, open_reader
 from opendata_kv.cli.rows import Decoder
-from opendata_kv.cli.text import shorten
+from opendata_kv.cli.text import printable, shorten
 from opendata_kv.keys import prefix_range, record_type_text
 
 
@@ -193,7 +193,7 @@ def stats_table(groups: list[Group], totals: dict[str, int], *, show_keyspace: b
         line += [
             "?" if g.version is None else str(g.version),
             "?" if g.record_type is None else record_type_text(g.record_type),
-            ", ".join(sorted(g.records)) or "-",
+            printable(", ".join(sorted(g.records))) or "-",
             f"{g.count:,}",
             f"{g.key_bytes:,}",
             f"{g.value_bytes:,}",

@@ -7,6 +7,7 @@ import operator
 import os
 import re
 import struct
+import unicodedata
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -94,6 +95,25 @@ RESERVED_FIELD_NAMES: frozenset[str] = frozenset(
 )
 
 
+def check_name(name: str, what: str) -> None:
+    """Refuse a name a terminal would act on or that hides its spelling: control and format
+    characters (escape sequences, newlines, bidi overrides) and a form Unicode normalisation
+    (NFC) changes, which would let two names that look alike be told apart only by bytes."""
+    if not name.isprintable():
+        bad = next(c for c in name if not c.isprintable())
+        raise SchemaError(
+            f"{what} {name!r} contains the control or format character U+{ord(bad):04X}; "
+            "names are printed by the tools and must be plain printable text",
+            value=name,
+        )
+    if unicodedata.normalize("NFC", name) != name:
+        raise SchemaError(
+            f"{what} {name!r} is not in Unicode normal form NFC; write it as "
+            f"{unicodedata.normalize('NFC', name)!r}, so that names which look alike are alike",
+            value=name,
+        )
+
+
 def _reserved_because(field_name: str) -> str | None:
     """Why a key field may not be called `field_name`, or None when it may."""
     if field_name.startswith("_"):
@@ -176,6 +196,7 @@ class RecordType:
     ) -> None:
         if not isinstance(name, str) or not name:
             raise SchemaError(f"a RecordType needs a non-empty name, got {name!r}")
+        check_name(name, "record type name")
         self.name = name
         self.version = version
         self.record_type = record_type

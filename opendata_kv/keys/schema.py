@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -51,6 +52,7 @@ class Schema:
                 )
         for existing in self._by_name.get(record_type.name, {}).values():
             _check_same_record(existing, record_type)
+        _check_look_alike(record_type.name, self._by_name)
         self._types.append(record_type)
         self._by_head[record_type.head] = record_type
         self._by_name.setdefault(record_type.name, {})[record_type.version] = record_type
@@ -214,3 +216,21 @@ def _check_same_record(existing: RecordType, new: RecordType) -> None:
             f"{_describe(new)}): {why}; give the new layout another version byte",
             record=new.name,
         )
+
+
+def _look(name: str) -> str:
+    return unicodedata.normalize("NFKC", name)
+
+
+def _check_look_alike(name: str, names: Iterable[str]) -> None:
+    """Two record names that differ only in Unicode compatibility forms (the ligature U+FB01
+    and "fi", full-width and plain letters) read as one in the tools' output: the second is
+    refused."""
+    for other in names:
+        if other != name and _look(other) == _look(name):
+            raise SchemaError(
+                f"record type name {name!r} looks like {other!r} (they differ only in "
+                "Unicode compatibility forms); rename one of them",
+                record=name,
+                value=name,
+            )

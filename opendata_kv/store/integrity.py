@@ -3,22 +3,26 @@
 slatedb replays the WAL files after the manifest's replay point until the first id that is
 missing and silently stops there; it skips a WAL file emptied to zero bytes (an empty file is
 also what a writer leaves to fence older writers); a replay point past the newest WAL file
-skips them all; and an SST shorter than the manifest says makes every read retry forever.
-`check_open` finds these on a local directory with one listing and one manifest read (and
-reads WAL files only around an empty one), before the writer or a reader opens. `verify`
-(store/verifier.py) runs the same checks and more over every object.
+skips them all; and an SST shorter than the manifest says, or a file it may not read, makes
+every read retry forever. `check_open` finds these before the writer or a reader opens: on a
+local directory with one listing and one manifest read (reading WAL files only around an
+empty one), on s3:// by reading the WAL to its tail and probing each SST's last block
+(remote_checks.py). `verify` (ops/verify.py) runs the same checks and more over every object.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from slatedb.uniffi import AdminBuilder, SlateDbWalReader
 
-from opendata_kv.errors import FencedError, StoreDataError, StoreError
+from opendata_kv.errors import FencedError, StoreDataError, StoreError, StorePermissionError
 from opendata_kv.store.location import Location
 from opendata_kv.store.native.errors import (
     FOREIGN,
@@ -28,8 +32,14 @@ from opendata_kv.store.native.errors import (
     translate,
 )
 from opendata_kv.store.objects import (
+    COMPACTIONS_DIR,
+    MANIFEST_DIR,
+    MAX_ID,
+    SST_DIR,
+    WAL_DIR,
     Listing,
     compactions_name,
+    id_gaps,
     list_local,
     manifest_name,
     manifest_ssts,
@@ -37,10 +47,15 @@ from opendata_kv.store.objects import (
     sst_name,
     wal_name,
 )
+from opendata_kv.store.remote_checks import GAP_WAIT, sst_extent_problems, wal_tail
+
+_log = logging.getLogger(__name__)
 
 #: Seconds one WAL file read may take before it counts as missing (the binding's live WAL
 #: iterator waits for a file that does not exist instead of failing).
 WAL_READ_TIMEOUT = 10.0
+#: At most this many runs of missing WAL ids are reported (each names its first file).
+MAX_GAPS = 10
 #: Seconds to wait before looking again at a database that looked damaged at open.
 RECHECK_DELAY = 0.2
 
@@ -58,7 +73,8 @@ class Problem:
 
 def replay_problems(manifest: Any, listing: Listing) -> list[Problem]:
     """The manifest's WAL counters against the WAL files present: the replay point must be
-    below next_wal_sst_id, and every id from the replay point to the newest file present."""
+    below next_wal_sst_id, and every id from the replay point to the newest file present
+    (one problem per run of missing ids, so a stray far-off id costs no memory)."""
     name = manifest_name(manifest.id)
     replay, next_wal = manifest.replay_after_wal_id, manifest.next_wal_sst_id
     if replay >= next_wal:
@@ -72,16 +88,19 @@ def replay_problems(manifest: Any, listing: Listing) -> list[Problem]:
     after = sorted(i for i in listing.wals if i > replay)
     if not after:
         return []
-    missing = sorted(set(range(replay + 1, after[-1] + 1)) - set(after))
-    return [
-        Problem(
-            wal_name(i),
-            f"missing: the WAL files after the replay point {replay} of "
-            f"{name} must run without a gap to the newest, {wal_name(after[-1])}; the writes "
-            "in it and in every later WAL file would be lost on replay",
+    problems = []
+    for first, last in id_gaps(after, replay + 1, after[-1])[:MAX_GAPS]:
+        count = last - first + 1
+        span = "" if count == 1 else f" (and the {count - 1} ids after it, to {wal_name(last)})"
+        problems.append(
+            Problem(
+                wal_name(first),
+                f"missing{span}: the WAL files after the replay point {replay} of "
+                f"{name} must run without a gap to the newest, {wal_name(after[-1])}; the "
+                "writes in it and in every later WAL file would be lost on replay",
+            )
         )
-        for i in missing
-    ]
+    return problems
 
 
 def l0_problems(older: Any, newer: Any) -> list[Problem]:
@@ -156,13 +175,17 @@ async def wal_sequence_problems(
     wal_ids: Sequence[int],
     *,
     upto: int | None = None,
+    wait: float = WAL_READ_TIMEOUT,
 ) -> list[Problem]:
-    """Read the WAL files `wal_ids` (contiguous, after the replay point, in order) and check
-    that sequence numbers continue from the manifest's last_l0_seq without a jump.
+    """Read the WAL files `wal_ids` (contiguous, after the replay point, in order: a `range`
+    is read lazily) and check that each is there and that sequence numbers continue from the
+    manifest's last_l0_seq without a jump.
 
     A writer's fence file is empty and the numbers go on unbroken across it; a data file
     emptied by damage leaves a jump, reported against the empty file. `upto`: stop after
-    this id (the open check reads only as far as the last empty file needs).
+    this id (the open check reads only as far as the last empty file needs). The binding's
+    iterator waits, polling, for a file that is not there: one not served within `wait`
+    seconds is reported missing.
     """
     if not wal_ids:
         return []
@@ -177,9 +200,16 @@ async def wal_sequence_problems(
         if upto is not None and expected > upto:
             break
         try:
-            rows = await asyncio.wait_for(iterator.next(), WAL_READ_TIMEOUT)
+            rows = await asyncio.wait_for(iterator.next(), wait)
         except asyncio.TimeoutError:
-            problems.append(Problem(wal_name(expected), "could not be read (timed out)"))
+            newest = wal_name(wal_ids[-1])
+            problems.append(
+                Problem(
+                    wal_name(expected),
+                    f"missing: not served within {wait:g} s, though the WAL runs to {newest}; "
+                    "the writes in it and in every later WAL file would be lost on replay",
+                )
+            )
             break
         except FOREIGN as exc:
             error = translate(exc, where)
@@ -188,6 +218,11 @@ async def wal_sequence_problems(
         if rows is None:
             break
         got = rows.last_consumed_wal_file_id
+        if got != expected:
+            problems.append(
+                Problem(wal_name(expected), f"missing: the WAL reader went on at {wal_name(got)}")
+            )
+            break
         if not rows.rows:
             empties.append(got)
             continue
@@ -261,6 +296,37 @@ def _raise(problems: list[Problem], where: str) -> None:
     )
 
 
+async def _newest_id(lister: Any) -> int | None:
+    """The newest id present among manifests or compactions files without a listing (s3://):
+    a binary search on whether any is there from id k on (`lister(k, None)` returns some, or
+    fails decoding one); 64 steps over the id space."""
+    low, high = 0, MAX_ID  # one >= low exists (low 0: none known); none above high
+    while low < high:
+        middle = (low + high + 1) // 2
+        try:
+            found = bool(await asyncio.wait_for(lister(middle, None), WAL_READ_TIMEOUT))
+        except FOREIGN:
+            found = True  # one from `middle` on is there, and does not decode
+        except asyncio.TimeoutError:
+            return None
+        if found:
+            low = middle
+        else:
+            high = middle - 1
+    return low or None
+
+
+async def newest_manifest_id(admin: Any) -> int | None:
+    """The id of the newest manifest present (see _newest_id)."""
+    return await _newest_id(admin.list_manifests)
+
+
+async def newest_compactions_name(admin: Any) -> str:
+    """The name of the newest compactions file present (see _newest_id)."""
+    newest = await _newest_id(admin.list_compactions)
+    return compactions_name(newest) if newest is not None else f"{COMPACTIONS_DIR}/ (newest)"
+
+
 async def read_latest_manifest(
     location: Location, object_store: Any, listing: Listing, where: str
 ) -> Any:
@@ -273,7 +339,11 @@ async def read_latest_manifest(
         error = translate(exc, where)
         if not isinstance(error, StoreDataError):
             raise error from exc
-        latest = manifest_name(max(listing.manifests)) if listing.manifests else None
+        if listing.manifests:
+            latest: str | None = manifest_name(max(listing.manifests))
+        else:
+            newest = await newest_manifest_id(admin)
+            latest = manifest_name(newest) if newest is not None else None
         raise StoreDataError(
             f"{where}: the newest manifest {latest} does not decode [{_text(exc)}]; "
             f"{VERIFY_ADVICE}",
@@ -281,27 +351,86 @@ async def read_latest_manifest(
         ) from exc
 
 
-async def open_problems(location: Location, object_store: Any, where: str) -> list[Problem]:
-    """What check_open looks at, once: the newest manifest, then a listing (in this order, so
-    that objects a live writer adds in between are present in the listing)."""
-    before = list_local(location.path)
+def _refuse_access(listing: Listing, manifest: Any | None, where: str) -> None:
+    """StorePermissionError naming the first object an open must read but may not: the
+    newest manifest, a WAL file after the replay point, an SST the manifest references
+    (slatedb retries a refused read forever)."""
+    if not listing.unreadable:
+        return
+    needed: set[str] = set()
+    if listing.manifests:
+        needed.add(manifest_name(max(listing.manifests)))
+    if manifest is not None:
+        needed.update(wal_name(i) for i in listing.wals if i > manifest.replay_after_wal_id)
+        needed.update(sst_name(ulid) for ulid, _ in manifest_ssts(manifest))
+    for name in listing.unreadable:
+        if name in needed:
+            raise StorePermissionError(
+                f"{where}: permission denied reading {name}; retrying will not help: give "
+                "this process read access to it (chmod, owner, or the bucket policy)",
+                value=name,
+            )
+
+
+def _refuse_read_only_dirs(location: Location, where: str) -> None:
+    """StorePermissionError naming the directory of a local database a writer may not write
+    to (slatedb retries the refused writes forever)."""
+    for sub in ("", MANIFEST_DIR, WAL_DIR, SST_DIR, COMPACTIONS_DIR):
+        path = os.path.join(location.path, sub) if sub else location.path
+        if os.path.isdir(path) and not os.access(path, os.W_OK | os.X_OK):
+            raise StorePermissionError(
+                f"{where}: permission denied writing to the directory {path}; a writer "
+                "needs write access to the database directory and its subdirectories "
+                "(open a reader to read only)",
+                value=path,
+            )
+
+
+def _listing(location: Location, where: str) -> Listing:
+    """list_local, with a directory the process may not read as StorePermissionError."""
+    try:
+        return list_local(location.path)
+    except PermissionError as exc:
+        path = exc.filename or location.path
+        raise StorePermissionError(
+            f"{where}: permission denied listing the directory {path}; give this process "
+            "read access to the database directory and its subdirectories",
+            value=str(path),
+        ) from exc
+
+
+def _warn_strays(listing: Listing, where: str) -> None:
+    if listing.strays:
+        shown = ", ".join(repr(name) for name in listing.strays[:5])
+        more = f" and {len(listing.strays) - 5} more" if len(listing.strays) > 5 else ""
+        _log.warning(
+            "%s: ignoring objects slatedb does not write: %s%s (verify lists them)",
+            where,
+            shown,
+            more,
+        )
+
+
+async def open_problems(
+    location: Location, object_store: Any, where: str, *, writer: bool = False
+) -> list[Problem]:
+    """What check_open looks at, once, on a local directory: the newest manifest, then a
+    listing (in this order, so that objects a live writer adds in between are present in
+    the listing). Objects the process may not read raise StorePermissionError."""
+    before = _listing(location, where)
     if not before.manifests:
         return []  # nothing here yet: slatedb reports a missing database itself
+    if writer:
+        _refuse_read_only_dirs(location, where)
+    _refuse_access(before, None, where)
     manifest = await read_latest_manifest(location, object_store, before, where)
     if manifest is None:
         return []
-    listing = list_local(location.path)
+    listing = _listing(location, where)
+    _refuse_access(listing, manifest, where)
     problems = replay_problems(manifest, listing) + sst_problems(manifest, listing)
     if not problems:
-        admin = AdminBuilder(location.db_path, object_store).build()
-        problems = await epoch_problems(admin, manifest, listing, strict=False)
-        if not problems and manifest.id - 1 in listing.manifests:
-            try:
-                older = await admin.read_manifest(manifest.id - 1)
-            except FOREIGN:
-                older = None  # an old version that does not decode does not stop an open
-            if older is not None:
-                problems = l0_problems(older, manifest)
+        problems = await _manifest_history_problems(location, object_store, manifest, listing)
     if problems:
         return problems
     after = sorted(i for i in listing.wals if i > manifest.replay_after_wal_id)
@@ -326,45 +455,142 @@ async def open_problems(location: Location, object_store: Any, where: str) -> li
     return []
 
 
-async def check_open(location: Location, object_store: Any, where: str) -> None:
-    """Refuse (StoreDataError naming the object) a local database whose WAL has a gap or an
+async def _manifest_history_problems(
+    location: Location, object_store: Any, manifest: Any, listing: Listing | None
+) -> list[Problem]:
+    """The compactions epoch against the newest manifest, and the newest manifest against
+    the version before it (l0_problems); `listing` None: a store that cannot be listed."""
+    admin = AdminBuilder(location.db_path, object_store).build()
+    problems = await epoch_problems(admin, manifest, listing, strict=False)
+    if problems or (listing is not None and manifest.id - 1 not in listing.manifests):
+        return problems
+    try:
+        older = await admin.read_manifest(manifest.id - 1)
+    except FOREIGN:
+        older = None  # an old version that does not decode does not stop an open
+    return l0_problems(older, manifest) if older is not None else []
+
+
+async def remote_open_problems(
+    location: Location, object_store: Any, where: str
+) -> tuple[list[Problem], int | None]:
+    """What check_open looks at, once, on s3:// (remote_checks.py says how without a
+    listing), and the id of the newest manifest it checked."""
+    # The WAL reader fails within object_store's own retries where Admin would retry without
+    # end: an endpoint that does not answer is left to slatedb's open to report (with the
+    # caller's retry limit), not turned into a wait here.
+    try:
+        await asyncio.wait_for(
+            SlateDbWalReader(location.db_path, object_store).last_wal_file_id(0), WAL_READ_TIMEOUT
+        )
+    except (asyncio.TimeoutError, *FOREIGN):  # type: ignore[misc]
+        return [], None
+    manifest = await read_latest_manifest(location, object_store, Listing(), where)
+    if manifest is None:
+        return [], None
+    problems = replay_problems(manifest, Listing())
+    if not problems:
+        problems = await _manifest_history_problems(location, object_store, manifest, None)
+    if not problems:
+        problems = [
+            Problem(name, message)
+            for name, message in await sst_extent_problems(location, object_store, manifest)
+        ]
+    if problems:
+        return problems, manifest.id
+    replay = manifest.replay_after_wal_id
+    tail = await wal_tail(location, object_store, replay)
+    if tail is None or tail <= replay:
+        return [], manifest.id
+    wal_ids = range(replay + 1, tail + 1)
+    return (
+        await wal_sequence_problems(location, object_store, manifest, wal_ids, wait=GAP_WAIT),
+        manifest.id,
+    )
+
+
+async def check_open(
+    location: Location, object_store: Any, where: str, *, writer: bool = False
+) -> None:
+    """Refuse (StoreDataError naming the object) a database whose WAL has a gap or an
     emptied file after the replay point, whose replay point is impossible, or whose manifest
-    references SSTs missing or shorter than it says. A no-op for memory:// and s3:// (the
-    binding cannot list objects there)."""
+    references SSTs missing or shorter than it says; on a local directory also objects the
+    process may not read, and for a `writer` directories it may not write
+    (StorePermissionError). A no-op for memory:// (every open starts empty). On s3:// the
+    writer is checked before it opens (opening writes), a reader after (check_reader)."""
+    if location.scheme == "s3" and writer:
+        problems, checked = await remote_open_problems(location, object_store, where)
+        if problems:
+            # A live writer (or the garbage collector) may have moved the manifest on
+            # meanwhile: look again if it did, before calling the database damaged.
+            admin = AdminBuilder(location.db_path, object_store).build()
+            with contextlib.suppress(*FOREIGN):
+                latest = await admin.read_manifest(None)
+                if latest is not None and latest.id != checked:
+                    problems, _ = await remote_open_problems(location, object_store, where)
+        if problems:
+            _raise(problems, where)
+        return
     if location.scheme != "file":
         return
-    problems = await open_problems(location, object_store, where)
+    problems = await open_problems(location, object_store, where, writer=writer)
     if problems:
         # A live writer may have moved on between the manifest read and the listing (or be
         # half-way through opening): look again before calling the database damaged.
         await asyncio.sleep(RECHECK_DELAY)
-        problems = await open_problems(location, object_store, where)
+        problems = await open_problems(location, object_store, where, writer=writer)
     if problems:
         _raise(problems, where)
+    _warn_strays(_listing(location, where), where)
+
+
+async def check_reader(location: Location, object_store: Any, reader: Any, where: str) -> None:
+    """The s3:// open checks for a reader that slatedb has opened (it wrote nothing; an
+    endpoint that does not answer failed there, with the caller's retry limit): on damage
+    the reader is shut down and StoreDataError raised."""
+    if location.scheme != "s3":
+        return
+    try:
+        await check_open(location, object_store, where, writer=True)
+    except BaseException:
+        with contextlib.suppress(*FOREIGN):
+            await reader.shutdown()
+        raise
 
 
 async def diagnose(location: Location, object_store: Any, where: str) -> list[Problem]:
-    """After slatedb failed to open a local database: which object is to blame (the newest
-    manifest or compactions file does not decode, a manifest is missing, a WAL file after the
-    replay point does not read)."""
-    if location.scheme != "file":
+    """After slatedb failed to open a database (local or s3://): which object is to blame
+    (the newest manifest or compactions file does not decode, a manifest is missing, a WAL
+    file after the replay point does not read)."""
+    if location.scheme not in ("file", "s3"):
         return []
-    listing = list_local(location.path)
-    if not listing.manifests:
+    listing = _listing(location, where) if location.scheme == "file" else None
+    if listing is not None and not listing.manifests:
         return []
     admin = AdminBuilder(location.db_path, object_store).build()
     try:
         manifest = await admin.read_manifest(None)
     except FOREIGN as exc:
-        latest = manifest_name(max(listing.manifests))
+        if listing is not None:
+            newest: int | None = max(listing.manifests)
+        else:
+            newest = await newest_manifest_id(admin)
+        latest = manifest_name(newest) if newest is not None else f"{MANIFEST_DIR}/ (newest)"
         return [Problem(latest, f"the newest manifest does not decode [{_text(exc)}]")]
     if manifest is None:
         return []
     problems = await epoch_problems(admin, manifest, listing, strict=True)
     if problems:
         return problems
-    after = sorted(i for i in listing.wals if i > manifest.replay_after_wal_id)
-    return await wal_sequence_problems(location, object_store, manifest, after)
+    replay = manifest.replay_after_wal_id
+    if listing is not None:
+        after: Sequence[int] = sorted(i for i in listing.wals if i > replay)
+        return await wal_sequence_problems(location, object_store, manifest, after)
+    tail = await wal_tail(location, object_store, replay)
+    if tail is None or tail <= replay:
+        return []
+    after = range(replay + 1, tail + 1)
+    return await wal_sequence_problems(location, object_store, manifest, after, wait=GAP_WAIT)
 
 
 def _text(exc: BaseException) -> str:
@@ -372,20 +598,26 @@ def _text(exc: BaseException) -> str:
 
 
 async def epoch_problems(
-    admin: Any, manifest: Any, listing: Listing, *, strict: bool
+    admin: Any, manifest: Any, listing: Listing | None, *, strict: bool
 ) -> list[Problem]:
     """The newest compactions file against the newest manifest: a writer bumps the compactor
     epoch in both, so a compactions file of a later epoch means the newest manifest is gone.
-    `strict`: report a compactions file that does not decode (readers never read it)."""
-    if not listing.compactions:
+    `strict`: report a compactions file that does not decode (readers never read it).
+    `listing` None: a store that cannot be listed (the file is read to find out)."""
+    if listing is not None and not listing.compactions:
         return []
-    latest = compactions_name(max(listing.compactions))
+    newest = f"{COMPACTIONS_DIR}/ (newest)"
+    if listing is not None:
+        newest = compactions_name(max(listing.compactions))
     try:
         compactions = await admin.read_compactions(None)
     except FOREIGN as exc:
-        if strict:
-            return [Problem(latest, f"the newest compactions file does not decode [{_text(exc)}]")]
-        return []
+        if not strict:
+            return []
+        if listing is None:
+            newest = await newest_compactions_name(admin)
+        return [Problem(newest, f"the newest compactions file does not decode [{_text(exc)}]")]
+    latest = compactions_name(compactions.id) if compactions is not None else newest
     if compactions is not None and compactions.compactor_epoch > manifest.compactor_epoch:
         return [
             Problem(

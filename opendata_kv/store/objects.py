@@ -3,7 +3,10 @@
 SlateDB keeps `manifest/<id>.manifest`, `compactions/<id>.compactions`, `wal/<id>.sst` (ids
 as 20 decimal digits) and `compacted/<ulid>.sst` (L0 and sorted-run SSTs) under the database
 path. The binding can decode manifests (Admin) but cannot list objects, so listing works on
-local directories only; elsewhere the checks that need it are skipped (docs/reliability.md).
+local directories only; on s3:// the WAL files are found by reading them in order
+(integrity.py). A name that is not what slatedb writes (an id of other than 20 digits or
+above 2^64 - 1, another suffix, a directory) is a stray: kept out of the ids, reported by
+name, so that one stray file cannot make a check build a range of 10^20 ids.
 """
 
 from __future__ import annotations
@@ -17,6 +20,10 @@ MANIFEST_DIR = "manifest"
 COMPACTIONS_DIR = "compactions"
 WAL_DIR = "wal"
 SST_DIR = "compacted"
+
+#: slatedb's ids are unsigned 64-bit numbers, written as 20 decimal digits
+MAX_ID = 2**64 - 1
+ID_DIGITS = 20
 
 
 def wal_name(wal_id: int) -> str:
@@ -35,46 +42,84 @@ def sst_name(ulid: str) -> str:
     return f"{SST_DIR}/{ulid}.sst"
 
 
+def parse_id(stem: str) -> int | None:
+    """The id of a numbered object's name stem: exactly 20 ASCII digits, at most 2^64 - 1
+    (None: not a name slatedb writes)."""
+    if len(stem) != ID_DIGITS or not (stem.isascii() and stem.isdigit()):
+        return None
+    value = int(stem)
+    return value if value <= MAX_ID else None
+
+
 @dataclass
 class Listing:
-    """Sizes of the objects present, by id (ulid for SSTs); `others` are unexpected names."""
+    """Sizes of the objects present, by id (ulid for SSTs); `strays` are the names (relative
+    to the database root) of objects slatedb does not write there; `unreadable` those the
+    process may not read (local directories: permission bits)."""
 
     manifests: dict[int, int] = field(default_factory=dict)
     compactions: dict[int, int] = field(default_factory=dict)
     wals: dict[int, int] = field(default_factory=dict)
     ssts: dict[str, int] = field(default_factory=dict)
+    strays: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
 
 
-def _numbered(directory: str, suffix: str) -> dict[int, int]:
-    found: dict[int, int] = {}
+def _entries(root: str, directory: str) -> list[os.DirEntry[str]]:
     try:
-        entries = list(os.scandir(directory))
+        return list(os.scandir(os.path.join(root, directory)))
     except FileNotFoundError:
-        return found
-    for entry in entries:
+        return []
+
+
+def _numbered(root: str, directory: str, suffix: str, listing: Listing) -> dict[int, int]:
+    found: dict[int, int] = {}
+    for entry in _entries(root, directory):
         stem, dot, ext = entry.name.partition(".")
-        if dot and ext == suffix and stem.isdigit() and entry.is_file():
-            found[int(stem)] = entry.stat().st_size
+        number = parse_id(stem) if dot and ext == suffix else None
+        if number is None or not entry.is_file():
+            listing.strays.append(f"{directory}/{entry.name}")
+            continue
+        found[number] = entry.stat().st_size
+        if not os.access(entry.path, os.R_OK):
+            listing.unreadable.append(f"{directory}/{entry.name}")
     return found
 
 
 def list_local(root: str) -> Listing:
-    """One listing of a local database directory (PermissionError propagates)."""
-    ssts: dict[str, int] = {}
-    try:
-        entries = list(os.scandir(os.path.join(root, SST_DIR)))
-    except FileNotFoundError:
-        entries = []
-    for entry in entries:
+    """One listing of a local database directory (PermissionError propagates): memory and
+    time linear in the number of entries, whatever their names."""
+    listing = Listing()
+    for entry in _entries(root, SST_DIR):
         stem, dot, ext = entry.name.partition(".")
         if dot and ext == "sst" and entry.is_file():
-            ssts[stem] = entry.stat().st_size
-    return Listing(
-        manifests=_numbered(os.path.join(root, MANIFEST_DIR), "manifest"),
-        compactions=_numbered(os.path.join(root, COMPACTIONS_DIR), "compactions"),
-        wals=_numbered(os.path.join(root, WAL_DIR), "sst"),
-        ssts=ssts,
-    )
+            listing.ssts[stem] = entry.stat().st_size
+            if not os.access(entry.path, os.R_OK):
+                listing.unreadable.append(f"{SST_DIR}/{entry.name}")
+        else:
+            listing.strays.append(f"{SST_DIR}/{entry.name}")
+    listing.manifests = _numbered(root, MANIFEST_DIR, "manifest", listing)
+    listing.compactions = _numbered(root, COMPACTIONS_DIR, "compactions", listing)
+    listing.wals = _numbered(root, WAL_DIR, "sst", listing)
+    listing.strays.sort()
+    listing.unreadable.sort()
+    return listing
+
+
+def id_gaps(present: list[int], low: int, high: int) -> list[tuple[int, int]]:
+    """The runs (first, last) of ids from `low` to `high` absent from `present` (sorted), in
+    time linear in len(present), whatever the span."""
+    gaps: list[tuple[int, int]] = []
+    expected = low
+    for number in present:
+        if number < low or number > high:
+            continue
+        if number > expected:
+            gaps.append((expected, number - 1))
+        expected = max(expected, number + 1)
+    if expected <= high:
+        gaps.append((expected, high))
+    return gaps
 
 
 def sst_extent(info: Any) -> int:

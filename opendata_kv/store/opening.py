@@ -37,7 +37,7 @@ from opendata_kv.errors import (
     StoreUnavailableError,
     check_count,
 )
-from opendata_kv.store.integrity import check_open, opening_error
+from opendata_kv.store.integrity import check_open, check_reader, opening_error
 from opendata_kv.store.location import Location, s3_config
 from opendata_kv.store.native.errors import FOREIGN, call, translate
 from opendata_kv.store.ops.checkpoints import resolve as resolve_checkpoint
@@ -149,7 +149,7 @@ async def open_db(
     and WAL reads share it: a memory:// store is private to one ObjectStore)."""
     where = f"open {location}"
     object_store = location.object_store(options, create=create_if_missing)
-    await check_open(location, object_store, where)
+    await check_open(location, object_store, where, writer=True)
     if error_if_exists or not create_if_missing:
         found = await exists(location, object_store)
         if found and error_if_exists:
@@ -212,7 +212,7 @@ async def open_reader_db(
     )
     set_block_cache(builder, cache_bytes)
     try:
-        return await builder.build(), object_store, checkpoint
+        reader = await builder.build()
     except FOREIGN as exc:
         message = getattr(exc, "message", None) or str(exc)
         if isinstance(exc, Error.Data) and _NO_MANIFEST in message:
@@ -228,3 +228,5 @@ async def open_reader_db(
                 f"store.checkpoints() or `opendata-kv checkpoint list`) [{message}]"
             ) from exc
         raise await opening_error(exc, location, object_store, where) from exc
+    await check_reader(location, object_store, reader, where)  # s3:// (integrity.py)
+    return reader, object_store, checkpoint

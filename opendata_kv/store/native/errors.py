@@ -52,6 +52,8 @@ _UNDECODABLE = re.compile(
     r"InvalidFlatbuffer|Utf8|sst|checksum|format version|sequence tracker",
     re.IGNORECASE,
 )
+# slatedb's WAL replay finding sequence numbers that go back from one file to the next
+_WAL_ORDER = re.compile(r"out-of-order seqs", re.IGNORECASE)
 # What an "Invalid" error says when it is about stored data rather than about the call.
 _INVALID_DATA = re.compile(
     r"invalid compaction|checksum|format version|flatbuffer|does not decode", re.IGNORECASE
@@ -61,15 +63,30 @@ _OBJECT = re.compile(
 )
 
 
+def is_bad_range(message: str) -> bool:
+    """True when an object-store message says a read went past the object's end."""
+    return _BAD_RANGE.search(message) is not None
+
+
 def one_line(text: str) -> str:
     """slatedb's messages span lines (flatbuffer traces, panics): one line for an error."""
     return " ".join(text.split())
 
 
+# slatedb names a WAL file by its id alone in some messages ("wal truncated at wal file `12`",
+# "out-of-order seqs across WAL files. [wal_id=37, ...]").
+_WAL_ID = re.compile(r"wal file `?(\d{1,20})`?|wal_id=(\d{1,20})", re.IGNORECASE)
+
+
 def object_named(message: str) -> str | None:
     """The store object ("wal/....sst", "compacted/....sst") a slatedb message names, if any."""
     found = _OBJECT.search(message)
-    return found.group(1) if found else None
+    if found:
+        return found.group(1)
+    wal = _WAL_ID.search(message)
+    if wal:
+        return f"wal/{int(wal.group(1) or wal.group(2)):020d}.sst"
+    return None
 
 
 def data_error(
@@ -118,6 +135,12 @@ def translate(exc: BaseException, where: str) -> StoreError:
         )
     if isinstance(exc, Error.Data):
         return data_error(where, "unreadable data", message)
+    if isinstance(exc, Error.Internal) and _WAL_ORDER.search(message):
+        return data_error(
+            where,
+            "WAL files out of order (one replaced by an older copy, or two swapped)",
+            message,
+        )
     if isinstance(exc, Error.Internal) and _UNDECODABLE.search(message):
         return data_error(where, "damaged data does not decode", message)
     if isinstance(exc, Error.Invalid):

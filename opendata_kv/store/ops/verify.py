@@ -5,11 +5,13 @@
         print(problem)
 
 Read-only: slatedb's Admin decodes the manifests and compactions files, its WAL reader reads
-the WAL files after the replay point, and a FOLLOW_LATEST DbReader (which writes nothing)
-scans every row so that each block of every live SST passes its checksum. On a local
-directory the objects are listed too (missing ids, empty files, sizes against the manifest);
-s3:// cannot be listed through the binding, so there a missing WAL file shows only as one
-that cannot be read. What cannot be detected at all: docs/reliability.md.
+the WAL files after the replay point, a reader that writes nothing reads the filter, index
+and stats block of every SST, and a FOLLOW_LATEST DbReader scans every row so that each data
+block of every live SST passes its checksum. On a local directory the objects are listed too
+(missing ids, empty files, sizes against the manifest, stray names, unreadable files); s3://
+cannot be listed through the binding, so there the WAL is read to its tail (a file it does
+not serve is missing) and each SST's last block is probed for its size. What cannot be
+detected at all: docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -19,25 +21,30 @@ import concurrent.futures
 import contextlib
 import itertools
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from slatedb.uniffi import (
     AdminBuilder,
+    CacheTarget,
     DbReaderBuilder,
     KeyRange,
     ReaderMode,
     ReaderOptions,
     SlateDbWalReader,
+    SsTableId,
 )
 
-from opendata_kv.errors import StoreUnavailableError
+from opendata_kv.errors import StorePermissionError, StoreUnavailableError
 from opendata_kv.store.integrity import (
+    MAX_GAPS,
     WAL_READ_TIMEOUT,
     Problem,
     epoch_problems,
     l0_problems,
+    newest_compactions_name,
+    newest_manifest_id,
     replay_problems,
     sst_problems,
     wal_sequence_problems,
@@ -47,12 +54,15 @@ from opendata_kv.store.native.errors import FOREIGN, object_named, one_line, tra
 from opendata_kv.store.objects import (
     Listing,
     compactions_name,
+    id_gaps,
     list_local,
     manifest_name,
     manifest_ssts,
+    sst_name,
     wal_name,
 )
 from opendata_kv.store.opening import READER_TIMEOUT, describe
+from opendata_kv.store.remote_checks import GAP_WAIT, probe_reader, sst_extent_problems
 
 #: Rows per next_batch of the checksum scan, and the seconds one batch may take.
 SCAN_BATCH = 1024
@@ -111,14 +121,14 @@ async def _manifests(admin: Any, listing: Listing | None, report: VerifyReport) 
             for manifest in await admin.list_manifests(None, None):
                 decoded[manifest.id] = manifest
         except FOREIGN as exc:
-            report.notes.append(f"the manifests could not be listed one by one: {_text(exc)}")
-            try:
-                latest = await admin.read_manifest(None)
-            except FOREIGN as exc2:
-                report.add([Problem("manifest/ (newest)", f"does not decode: {_text(exc2)}")])
-                return decoded
-            if latest is not None:
-                decoded[latest.id] = latest
+            # one does not decode: find the newest id, name it, and read those before it
+            newest = await newest_manifest_id(admin)
+            name = manifest_name(newest) if newest is not None else "manifest/ (newest)"
+            report.add([Problem(name, f"does not decode: {_text(exc)}")])
+            if newest is not None:
+                with contextlib.suppress(*FOREIGN):
+                    for manifest in await admin.list_manifests(None, newest):
+                        decoded[manifest.id] = manifest
         return decoded
     for manifest_id, size in sorted(listing.manifests.items()):
         name = manifest_name(manifest_id)
@@ -157,13 +167,14 @@ def _history_problems(decoded: dict[int, Any], listing: Listing | None) -> list[
         present = sorted(listing.manifests)
         latest = decoded.get(present[-1])
         pinned = {cp.manifest_id for cp in latest.checkpoints} if latest is not None else set()
-        for missing in sorted(set(range(present[0], present[-1] + 1)) - set(present)):
+        for first, last in id_gaps(present, present[0], present[-1])[:MAX_GAPS]:
             # garbage collection deletes old versions, keeping those checkpoints pin
-            if any(i < missing and i not in pinned for i in present):
+            if any(i < first and i not in pinned for i in present):
+                span = "" if first == last else f" (to {manifest_name(last)})"
                 problems.append(
                     Problem(
-                        manifest_name(missing),
-                        f"missing, between {manifest_name(present[0])} and "
+                        manifest_name(first),
+                        f"missing{span}, between {manifest_name(present[0])} and "
                         f"{manifest_name(present[-1])}",
                     )
                 )
@@ -200,7 +211,11 @@ async def _compactions(
         try:
             await admin.read_compactions(None)
         except FOREIGN as exc:
-            report.add([Problem("compactions/ (newest)", f"does not decode: {_text(exc)}")])
+            name = await newest_compactions_name(admin)
+            report.add([Problem(name, f"does not decode: {_text(exc)}")])
+            return
+        if latest is not None:
+            report.add(await epoch_problems(admin, latest, None, strict=False))
         return
     for compactions_id, size in sorted(listing.compactions.items()):
         name = compactions_name(compactions_id)
@@ -228,7 +243,7 @@ async def _wal(
     if listing is not None:
         problems = replay_problems(latest, listing)
         report.add(problems)
-        after = sorted(i for i in listing.wals if i > replay)
+        after: Sequence[int] = sorted(i for i in listing.wals if i > replay)
         if problems:
             return  # reading on would wait at the gap
         if after and listing.wals[after[-1]] == 0:
@@ -249,9 +264,54 @@ async def _wal(
         except FOREIGN as exc:
             report.notes.append(f"the newest WAL file id could not be read: {_text(exc)}")
             return
-        after = list(range(replay + 1, tail + 1))
+        after = range(replay + 1, tail + 1)
     report.checked["WAL files"] = len(after)
-    report.add(await wal_sequence_problems(location, object_store, latest, after))
+    report.add(await wal_sequence_problems(location, object_store, latest, after, wait=GAP_WAIT))
+
+
+#: the blocks of an SST besides its data blocks (the scan reads those), by name
+_BLOCKS = (
+    ("filter", CacheTarget.FILTERS()),
+    ("index", CacheTarget.INDEX()),
+    ("stats", CacheTarget.STATS()),
+)
+
+
+async def _blocks(
+    location: Location, object_store: Any, latest: Any, report: VerifyReport
+) -> None:
+    """The filter, index and stats blocks of every SST of the newest manifest, each read
+    (and checksummed) on its own: a scan reads no filter, and a get reads only the filters of
+    the SSTs on its path, so a damaged filter would otherwise show only as failing gets."""
+    ssts = list(manifest_ssts(latest))
+    if not ssts:
+        return
+    try:
+        reader = await probe_reader(location, object_store)
+    except (asyncio.TimeoutError, *FOREIGN) as exc:  # type: ignore[misc]
+        report.notes.append(f"the SST blocks could not be read: {_text(exc) or 'timed out'}")
+        return
+    checked = 0
+    try:
+        for ulid, handle in ssts:
+            for block, target in _BLOCKS:
+                if block == "filter" and not handle.info.filter_len:
+                    continue
+                try:
+                    await asyncio.wait_for(
+                        reader.warm_sst(SsTableId(value=ulid), [target]), SCAN_TIMEOUT
+                    )
+                    checked += 1
+                except asyncio.TimeoutError:
+                    report.add([Problem(sst_name(ulid), f"its {block} block timed out")])
+                except FOREIGN as exc:
+                    report.add(
+                        [Problem(sst_name(ulid), f"its {block} block is unreadable: {_text(exc)}")]
+                    )
+    finally:
+        report.checked["SST filter, index and stats blocks"] = checked
+        with contextlib.suppress(*FOREIGN):
+            await reader.shutdown()
 
 
 async def _scan(location: Location, object_store: Any, report: VerifyReport) -> None:
@@ -335,11 +395,25 @@ async def verify_async(
     location = parse_location(url)
     report = VerifyReport(str(location))
     object_store = location.object_store(object_store_options)
-    listing = list_local(location.path) if location.scheme == "file" else None
+    listing = None
+    if location.scheme == "file":
+        try:
+            listing = list_local(location.path)
+        except PermissionError as exc:
+            raise StorePermissionError(
+                f"verify {location}: permission denied listing the directory "
+                f"{exc.filename or location.path}; verify needs read access to the database "
+                "directory and its subdirectories",
+                value=str(exc.filename or location.path),
+            ) from exc
+        stray = "not an object slatedb writes here (slatedb ignores it)"
+        report.add([Problem(name, stray) for name in listing.strays])
+        denied = "permission denied: this process may not read it"
+        report.add([Problem(name, denied) for name in listing.unreadable])
     if listing is None:
         report.notes.append(
-            f"{location.scheme}:// objects cannot be listed through the binding: missing ids, "
-            "empty files and sizes are not checked"
+            f"{location.scheme}:// objects cannot be listed through the binding: the WAL is "
+            "read to its tail and each SST's size probed instead; stray names are not seen"
         )
     admin = _BoundedAdmin(
         AdminBuilder(location.db_path, object_store).build(),
@@ -365,10 +439,18 @@ async def verify_async(
     report.checked["SSTs"] = len(ssts)
     if listing is not None:
         report.add(sst_problems(latest, listing))
+    elif newest_decodes:
+        report.add(
+            [
+                Problem(name, message)
+                for name, message in await sst_extent_problems(location, object_store, latest)
+            ]
+        )
     report.add(_checkpoint_problems(latest, decoded, listing))
     await _compactions(admin, latest if newest_decodes else None, listing, report)
     await _wal(location, object_store, latest, listing, report)
     if newest_decodes:
+        await _blocks(location, object_store, latest, report)
         await _scan(location, object_store, report)
     return report
 
