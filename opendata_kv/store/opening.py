@@ -12,7 +12,6 @@ Bounds, by default (docs/object-storage.md has the figures):
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 from collections.abc import Awaitable, Mapping
 from typing import Any, TypeVar
@@ -40,6 +39,8 @@ from opendata_kv.errors import (
 from opendata_kv.store.failures import FOREIGN, call, translate
 from opendata_kv.store.integrity import check_open, opening_error
 from opendata_kv.store.location import Location, s3_config
+from opendata_kv.store.settings import slatedb_settings
+from opendata_kv.store import sidecar
 from opendata_kv.store.ops.checkpoints import resolve as resolve_checkpoint
 
 T = TypeVar("T")
@@ -67,17 +68,6 @@ def check_seconds(value: float | None, what: str) -> float | None:
             value=value,
         )
     return float(value)
-
-
-def slatedb_settings(settings: Mapping[str, Any] | None) -> Any:
-    """slatedb Settings: defaults, overridden key by key (values as JSON-able Python)."""
-    result = Settings.default()
-    for name, value in (settings or {}).items():
-        try:
-            result.set(name, json.dumps(value))
-        except FOREIGN as exc:
-            raise translate(exc, f"setting {name}={value!r}") from exc
-    return result
 
 
 def describe(location: Location, options: Mapping[str, str] | None) -> str:
@@ -148,8 +138,10 @@ async def open_db(
     slatedb would not notice first: see integrity.py), and the ObjectStore it uses (admin
     and WAL reads share it: a memory:// store is private to one ObjectStore)."""
     where = f"open {location}"
+    await sidecar.probe(location, options, None)
     object_store = location.object_store(options, create=create_if_missing)
     await check_open(location, object_store, where)
+    await sidecar.check_not_cloning(location, options, object_store, where)
     if error_if_exists or not create_if_missing:
         found = await exists(location, object_store)
         if found and error_if_exists:
@@ -167,9 +159,11 @@ async def open_db(
     builder.with_settings(slatedb_settings(settings))
     set_block_cache(builder, cache_bytes)
     try:
-        return await builder.build(), object_store
+        db = await builder.build()
     except FOREIGN as exc:
         raise await opening_error(exc, location, object_store, where) from exc
+    await sidecar.remember(location, options, object_store, writer=True)
+    return db, object_store
 
 
 async def open_reader_db(
@@ -184,10 +178,13 @@ async def open_reader_db(
     of `checkpoint`, an id or a unique name), its ObjectStore and the checkpoint id: creates
     and writes nothing."""
     where = f"open reader on {location}"
+    await sidecar.probe(location, options, None)
     object_store = location.object_store(options)
     await check_open(location, object_store, where)
+    await sidecar.check_not_cloning(location, options, object_store, where)
     if checkpoint is not None:  # a name is looked up (read-only)
         checkpoint = await resolve_checkpoint(location.db_path, object_store, checkpoint, where)
+        await sidecar.check_checkpoint_readable(location, options, object_store, checkpoint, where)
     builder = DbReaderBuilder(location.db_path, object_store)
     # FOLLOW_LATEST and CHECKPOINT write nothing; the default mode writes manifests (it
     # creates and refreshes a checkpoint of its own), which a reader must never do.
@@ -212,7 +209,7 @@ async def open_reader_db(
     )
     set_block_cache(builder, cache_bytes)
     try:
-        return await builder.build(), object_store, checkpoint
+        reader = await builder.build()
     except FOREIGN as exc:
         message = getattr(exc, "message", None) or str(exc)
         if isinstance(exc, Error.Data) and _NO_MANIFEST in message:
@@ -228,3 +225,5 @@ async def open_reader_db(
                 f"store.checkpoints() or `opendata-kv checkpoint list`) [{message}]"
             ) from exc
         raise await opening_error(exc, location, object_store, where) from exc
+    await sidecar.remember(location, options, object_store, writer=False)
+    return reader, object_store, checkpoint

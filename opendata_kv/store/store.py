@@ -59,6 +59,7 @@ from opendata_kv.store.opening import (
     open_reader_db,
 )
 from opendata_kv.store.ops import feed
+from opendata_kv.store import sidecar
 from opendata_kv.store.ops.checkpoints import Checkpoint, Checkpoints, require_id
 from opendata_kv.store.scan import scan_options
 from opendata_kv.store.schema_arg import SchemaArg, as_schema
@@ -232,6 +233,7 @@ class Store(ReadView):
         follow: bool = False,
         limit: int | None = None,
         poll_interval: float = 0.1,
+        on_error: feed.ErrorPolicy = "raise",
     ) -> AsyncGenerator[feed.Change, None]:
         """Every write still in the WAL after `since`, as typed Changes in sequence order.
 
@@ -242,10 +244,14 @@ class Store(ReadView):
         `follow`: keep waiting for new changes (polling every `poll_interval` seconds) until
         the consumer stops iterating or the task is cancelled; otherwise stop at the WAL's
         end as it was when the call started. `limit`: stop after that many changes.
-        The feed only reads: it works on a writer and on a reader alike.
+        The feed only reads: it works on a writer and on a reader alike. `on_error`: a change
+        that does not decode raises ChangeDecodeError (carrying the last delivered cursor and
+        the bad change's), is skipped ("skip") or comes with raw bytes ("raw").
         """
         return feed.flatten(
-            self.change_batches(since, follow=follow, limit=limit, poll_interval=poll_interval)
+            self.change_batches(
+                since, follow=follow, limit=limit, poll_interval=poll_interval, on_error=on_error
+            )
         )
 
     def change_batches(
@@ -255,9 +261,11 @@ class Store(ReadView):
         follow: bool = False,
         limit: int | None = None,
         poll_interval: float = 0.1,
+        on_error: feed.ErrorPolicy = "raise",
     ) -> AsyncGenerator[list[feed.Change], None]:
         """Store.changes a WAL file at a time: lists of Changes (never empty)."""
         self._open_check()
+        side, identity = sidecar.of(self._object_store)
         return feed.change_batches(
             feed.wal_reader(self.location.db_path, self._object_store),
             feed.admin(self.location.db_path, self._object_store, self.where),
@@ -268,6 +276,9 @@ class Store(ReadView):
             limit=limit,
             poll_interval=poll_interval,
             where=self.where,
+            identity=identity,
+            list_wal=lambda: sidecar.wal_ids(self.location, side),
+            on_error=on_error,
         )
 
     @staticmethod
@@ -278,9 +289,11 @@ class Store(ReadView):
         checkpoint: str | None = None,
         source_options: Mapping[str, str] | None = None,
         destination_options: Mapping[str, str] | None = None,
+        **options: Any,
     ) -> CloneResult:
         """Copy `source` (at `checkpoint`, or its latest state) into a new, independent
-        database at `destination` (see opendata_kv.store.ops.clone); returns a CloneResult."""
+        database at `destination` (see opendata_kv.store.ops.clone for `replace`, `timeout`,
+        `progress`, `batch_size`); returns a CloneResult."""
         from opendata_kv.store.ops.clone import clone
 
         return await clone(
@@ -289,6 +302,7 @@ class Store(ReadView):
             checkpoint=checkpoint,
             source_options=source_options,
             destination_options=destination_options,
+            **options,
         )
 
     def _on_gone(self, where: str) -> Callable[[int], Awaitable[None]] | None:
