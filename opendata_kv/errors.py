@@ -310,8 +310,8 @@ class UrlCollisionError(StoreError):
 __all__ = [
     "ArgumentTypeError",
     "ChangeCursorError",
-    "ChangeDecodeError",
     "ChangeCursorExpiredError",
+    "ChangeDecodeError",
     "CheckpointError",
     "CursorError",
     "FencedError",

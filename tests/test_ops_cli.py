@@ -102,19 +102,6 @@ def test_checkpoint_commands(db: str, capsys: pytest.CaptureFixture[str], tmp_pa
     assert code == 1 and err.startswith(f"opendata-kv: error: open reader on {db}: no checkpoint")
 
 
-def test_checkpoint_create_refuses_while_writes_are_only_in_the_wal(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    path = str(tmp_path / "db")
-    with SyncStore.open(path, SCHEMA, values=VALUES) as writer:
-        writer.put(like, (1,), {"v": 1})
-        writer.flush()
-        code, _, err = run(capsys, "checkpoint", "create", path)
-        assert code == 1 and "still only in the WAL" in err
-        code, listed, _ = run(capsys, "checkpoint", "list", path, "--json")
-        assert listed == []
-
-
 def test_follow_stops_cleanly_on_ctrl_c(db: str) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "opendata_kv", "changes", db, "--follow", "--json"],

@@ -25,7 +25,6 @@ from slatedb.uniffi import (
     MokaCacheOptions,
     ReaderMode,
     ReaderOptions,
-    Settings,
 )
 
 from opendata_kv.errors import (
@@ -36,12 +35,12 @@ from opendata_kv.errors import (
     StoreUnavailableError,
     check_count,
 )
-from opendata_kv.store.failures import FOREIGN, call, translate
+from opendata_kv.store import sidecar
+from opendata_kv.store.failures import FOREIGN, call
 from opendata_kv.store.integrity import check_open, opening_error
 from opendata_kv.store.location import Location, s3_config
-from opendata_kv.store.settings import slatedb_settings
-from opendata_kv.store import sidecar
 from opendata_kv.store.ops.checkpoints import resolve as resolve_checkpoint
+from opendata_kv.store.settings import slatedb_settings
 
 T = TypeVar("T")
 

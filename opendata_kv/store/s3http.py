@@ -66,7 +66,7 @@ def error_code(body: bytes) -> tuple[str | None, str | None]:
 
 
 def answer_error(
-    status: int, body: bytes, bucket: str, key: str, method: str
+    status: int, body: bytes, bucket: str, key: str, method: str, endpoint: str = ""
 ) -> StoreError:
     """The error for an S3 error answer: StoreNotFoundError for a missing bucket,
     StorePermissionError for a refused credential or access, else StoreError (4xx) or
@@ -74,22 +74,23 @@ def answer_error(
     code, message = error_code(body)
     what = code or f"HTTP {status}"
     said = f"S3 answered {status} {what}" + (f" ({message})" if message else "")
-    target = f"bucket {bucket!r}" + (f", key {key!r}" if key else "")
+    target = (f"endpoint {endpoint}, " if endpoint else "") + f"bucket {bucket}"
+    target += f", key {key}" if key else ""
     if code == "NoSuchBucket" or (status == 404 and not key):
         return StoreNotFoundError(
-            f"{method} on {target}: {said}: the bucket does not exist (check the bucket "
+            f"{method} ({target}): {said}: the bucket does not exist (check the bucket "
             "name and the endpoint)",
             value=bucket,
         )
     if status == 403 or code in _PERMISSION_CODES:
         return StorePermissionError(
-            f"{method} on {target}: {said}: the credentials are refused or may not do this "
+            f"{method} ({target}): {said}: the credentials are refused or may not do this "
             "(check AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY and the bucket policy); "
             "retrying will not help"
         )
     if status >= 500:
-        return StoreUnavailableError(f"{method} on {target}: {said}", value=bucket)
-    return StoreError(f"{method} on {target}: {said}")
+        return StoreUnavailableError(f"{method} ({target}): {said}", value=bucket)
+    return StoreError(f"{method} ({target}): {said}")
 
 
 def _sign(key: bytes, text: str) -> bytes:
@@ -170,7 +171,7 @@ class S3Client:
             url, data=body if method in ("PUT", "POST") else None, method=method, headers=headers
         )
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as response:  # noqa: S310
+            with urllib.request.urlopen(req, timeout=self.timeout) as response:
                 return int(response.status), bytes(response.read())
         except urllib.error.HTTPError as exc:
             return int(exc.code), bytes(exc.read() or b"")
@@ -183,7 +184,7 @@ class S3Client:
 
     def _checked(self, method: str, key: str, status: int, body: bytes) -> None:
         if status >= 300:
-            raise answer_error(status, body, self.bucket, key, method)
+            raise answer_error(status, body, self.bucket, key, method, self.endpoint)
 
     def probe(self, prefix: str) -> None:
         """List at most one key under `prefix`: an S3 error answer raises at once."""

@@ -14,8 +14,8 @@ skipped), memory:// a dict private to the process.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import contextlib
+import contextvars
 import json
 import os
 import shutil
@@ -49,7 +49,9 @@ class Sidecar:
         self._s3: S3Client | None = None
         self._memory = f"{id(memory_key)}:{location.path}"
         if location.scheme == "s3":
-            self._s3 = client_for(location.bucket or "", s3_config(location.bucket or "", options=options), timeout)
+            self._s3 = client_for(
+                location.bucket or "", s3_config(location.bucket or "", options=options), timeout
+            )
 
     @property
     def available(self) -> bool:
@@ -193,7 +195,9 @@ class Sidecar:
         await self.put(IDENTITY, value.encode())
 
 
-async def probe(location: Location, options: Mapping[str, str] | None, timeout: float | None) -> None:
+async def probe(
+    location: Location, options: Mapping[str, str] | None, timeout: float | None
+) -> None:
     """For s3://, list one key of the database prefix: a missing bucket, a refused credential
     or any other S3 error answer raises its OpendataKvError now. No answer at all is left to
     slatedb's own retries (and the caller's timeout). Nothing to do elsewhere."""

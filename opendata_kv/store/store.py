@@ -45,7 +45,7 @@ from opendata_kv.errors import (
     check_count,
 )
 from opendata_kv.keys import Key, RecordType, Schema
-from opendata_kv.store import ffi_patch
+from opendata_kv.store import ffi_patch, sidecar
 from opendata_kv.store.deletes import MAX_KEYS, check_max_keys, keys_in
 from opendata_kv.store.failures import FOREIGN, call, translate
 from opendata_kv.store.location import Location, parse_location
@@ -59,7 +59,6 @@ from opendata_kv.store.opening import (
     open_reader_db,
 )
 from opendata_kv.store.ops import feed
-from opendata_kv.store import sidecar
 from opendata_kv.store.ops.checkpoints import Checkpoint, Checkpoints, require_id
 from opendata_kv.store.scan import scan_options
 from opendata_kv.store.schema_arg import SchemaArg, as_schema

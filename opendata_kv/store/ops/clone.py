@@ -78,8 +78,7 @@ async def _bounded(awaitable: Awaitable[T], timeout: float | None, doing: str) -
         return await asyncio.wait_for(awaitable, timeout)
     except asyncio.TimeoutError:
         raise StoreUnavailableError(
-            f"{doing}: no answer within {timeout:g} s (timeout=); check that the object "
-            "store is up"
+            f"{doing}: no answer within {timeout:g} s (timeout=); check that the object store is up"
         ) from None
 
 
@@ -222,8 +221,9 @@ class _Copier:
         iterator = await _bounded(
             call(
                 self.reader._source.scan_with_options(
-                    KeyRange(start=start, start_inclusive=start is None, end=None,
-                             end_inclusive=False),
+                    KeyRange(
+                        start=start, start_inclusive=start is None, end=None, end_inclusive=False
+                    ),
                     scan_options(False, fill_cache=False),
                 ),
                 self.where,
@@ -233,7 +233,9 @@ class _Copier:
         )
         while True:
             try:
-                rows = await _bounded(iterator.next_batch(self.batch_size), self.timeout, self.where)
+                rows = await _bounded(
+                    iterator.next_batch(self.batch_size), self.timeout, self.where
+                )
             except Error as exc:
                 raise translate(exc, self.where) from exc
             if not rows:

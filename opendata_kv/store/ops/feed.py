@@ -272,9 +272,7 @@ async def _exists(reader: Any, wal: int, where: str) -> bool:
     return True
 
 
-async def first_wal(
-    reader: Any, floor: int, tail: int, ids: set[int] | None, where: str
-) -> int:
+async def first_wal(reader: Any, floor: int, tail: int, ids: set[int] | None, where: str) -> int:
     """Where "from the start" begins: the first file of the oldest run of WAL files without a
     gap that reaches the live end. Files after the manifest's replay point `floor` are never
     collected; below it the GC deletes files by age, oldest first, but may keep an older one
@@ -380,7 +378,7 @@ async def change_batches(
             start, skip, min_seq = await first_wal(reader, floor, tail, ids, where), 0, 0
         else:
             start, skip, min_seq, _ = position
-            tail = await _call(reader.last_wal_file_id(max(floor, start - 1)), where)
+            tail = await _call(reader.last_wal_file_id(floor), where)
             if start > tail + 1:
                 assert since is not None
                 raise past_end(since, where, f"WAL file {start}, the newest is {tail}")
@@ -405,7 +403,9 @@ async def change_batches(
                 checked_seq = True
                 if min_seq > top_seq + 1:
                     assert since is not None
-                    raise past_end(since, where, f"sequence number {min_seq}, the newest is {top_seq}")
+                    raise past_end(
+                        since, where, f"sequence number {min_seq}, the newest is {top_seq}"
+                    )
             if not follow:
                 return
             while True:  # wait for the writer's next WAL file, polling its id
@@ -444,7 +444,9 @@ async def change_batches(
         first_index = skip if file_id == start else 0
         if file_id == start and position is not None and skip > len(batch):
             assert since is not None
-            raise past_end(since, where, f"row {skip} of WAL file {file_id}, which has {len(batch)}")
+            raise past_end(
+                since, where, f"row {skip} of WAL file {file_id}, which has {len(batch)}"
+            )
         out: list[Change] = []
         crc32 = zlib.crc32
         change = decoder.change
@@ -465,8 +467,15 @@ async def change_batches(
                 if on_error == "raw":
                     out.append(
                         Change(
-                            cursor, seq, _OPS[row.kind], row.key, row.value, row.key,
-                            row.value, row.expire_ts, exc,
+                            cursor,
+                            seq,
+                            _OPS[row.kind],
+                            row.key,
+                            row.value,
+                            row.key,
+                            row.value,
+                            row.expire_ts,
+                            exc,
                         )
                     )
                 else:
