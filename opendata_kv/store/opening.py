@@ -141,6 +141,8 @@ async def open_db(
     object_store = location.object_store(options, create=create_if_missing)
     await check_open(location, object_store, where)
     await sidecar.check_not_cloning(location, options, object_store, where)
+    if location.scheme == "s3":  # slatedb retries a refused write forever: ask once first
+        await sidecar.Sidecar(location, options).check_writable()
     if error_if_exists or not create_if_missing:
         found = await exists(location, object_store)
         if found and error_if_exists:
