@@ -35,9 +35,7 @@ def test_missing_bucket_fails_at_once_in_the_library(s3_env: MotoServer) -> None
     aio(run)()
 
 
-def test_bad_credentials_fail_at_once(
-    s3_env: MotoServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_bad_credentials_fail_at_once(s3_env: MotoServer, monkeypatch: pytest.MonkeyPatch) -> None:
     """A refused credential is an answer: StorePermissionError naming the bucket and code.
     (moto checks signatures only with its IAM mode, so a wrong secret is refused by a proxy
     that forwards nothing but errors: the write-refusing proxy's 403 for every write.)"""

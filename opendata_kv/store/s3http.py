@@ -167,6 +167,8 @@ class S3Client:
             f"SignedHeaders={';'.join(names)}, Signature={signature}"
         )
         del headers["host"]
+        if method == "PUT":  # urllib's default (a form) makes some servers parse the body
+            headers["content-type"] = "application/octet-stream"
         req = urllib.request.Request(
             url, data=body if method in ("PUT", "POST") else None, method=method, headers=headers
         )
