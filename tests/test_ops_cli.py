@@ -85,9 +85,15 @@ def test_checkpoint_commands(db: str, capsys: pytest.CaptureFixture[str], tmp_pa
     code, cloned, _ = run(  # by name: the JSON names the checkpoint by its id
         capsys, "clone", db, str(tmp_path / "copy"), "--checkpoint", "nightly", "--json"
     )
-    assert code == 0 and cloned == [
-        {"source": db, "destination": str(tmp_path / "copy"), "checkpoint": made[0]["id"]}
-    ]
+    assert code == 0 and len(cloned) == 1
+    assert cloned[0] == {
+        "source": db,
+        "destination": str(tmp_path / "copy"),
+        "checkpoint": made[0]["id"],
+        "records": 2,  # the count the library returns (issue 20.3)
+        "source_cursor": cloned[0]["source_cursor"],
+        "resumed": False,
+    }
     code, copied, _ = run(capsys, "dump", str(tmp_path / "copy"), "--json")
     assert [d["key_hex"] for d in copied] == [d["key_hex"] for d in dumped]
     code, _, err = run(capsys, "clone", db, str(tmp_path / "copy"))

@@ -59,7 +59,7 @@ def test_feed_from_the_start_after_gc(url: str, capsys: pytest.CaptureFixture[st
     changes = aio(run)()
     keys = [c.key.n for c in changes]
     assert keys[-1] == 100  # reaches the live end
-    assert keys == sorted(keys) and keys == list(range(keys[0], 20)) + [100]  # no gap
+    assert keys == sorted(keys) and keys == [*range(keys[0], 20), 100]  # no gap
     assert main(["changes", url, "--json"]) == 0
     out = capsys.readouterr().out
     assert out.count('"cursor"') == len(changes)

@@ -24,7 +24,12 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from opendata_kv.errors import CheckpointError, IncompleteCloneError, StorePermissionError
+from opendata_kv.errors import (
+    CheckpointError,
+    IncompleteCloneError,
+    StorePermissionError,
+    StoreUnavailableError,
+)
 from opendata_kv.store.location import Location, s3_config
 from opendata_kv.store.s3http import S3Client, client_for
 
@@ -208,8 +213,6 @@ async def probe(
     )
     if client is None:
         return
-    from opendata_kv.errors import StoreUnavailableError
-
     with contextlib.suppress(StoreUnavailableError):
         await asyncio.to_thread(client.probe, location.path)
 
@@ -241,7 +244,10 @@ async def check_not_cloning(
     """IncompleteCloneError when a clone into `location` started and has not finished."""
     if CLONING.get():
         return
-    marker = await Sidecar(location, options, memory_key=object_store).get_json(CLONE_MARKER)
+    try:
+        marker = await Sidecar(location, options, memory_key=object_store).get_json(CLONE_MARKER)
+    except StoreUnavailableError:
+        return  # no answer: the open itself reports the outage, within its own bound
     if marker is None:
         return
     raise IncompleteCloneError(
