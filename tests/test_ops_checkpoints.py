@@ -83,24 +83,31 @@ def test_checkpoint_isolation_and_lifecycle(url: str) -> None:
 @aio
 async def test_checkpoint_from_a_reader_keeps_unflushed_writes(tmp_path: Path) -> None:
     """A live writer's acknowledged writes that are only in the WAL: a checkpoint made by a
-    reader (or the CLI) copies their WAL files beside it; a clone of it holds them, a direct
-    reader of it is refused (it could not replay them), and one made after the writer's own
-    checkpoint is readable directly."""
+    reader (or the CLI) keeps a copy with their WAL files beside it; its readers and clones
+    hold them, later writes do not show, and deleting it removes the copy and its pin."""
     path = str(tmp_path / "db")
     async with Store.open(path, SCHEMA, values=VALUES) as writer:
         await writer.put(like, (1,), {"v": 1})
         await writer.flush()  # acknowledged: in a WAL file, not in an SST
         async with Store.open_reader(path, SCHEMA, values=VALUES) as reader:
             outside = await reader.checkpoint("from-reader")
-            with pytest.raises(CheckpointError, match="Clone it"):
-                await Store.open_reader(path, SCHEMA, values=VALUES, checkpoint=outside.id)
+            await writer.put(like, (2,), {"v": 2})
+            await writer.flush()
+            async with Store.open_reader(
+                path, SCHEMA, values=VALUES, checkpoint="from-reader"
+            ) as pinned:
+                assert await likes(pinned) == {1: {"v": 1}}
+            assert [c.id for c in await reader.checkpoints()] == [outside.id]  # pin hidden
             await Store.clone(path, tmp_path / "clone", checkpoint=outside.id)
             async with Store.open_reader(tmp_path / "clone", SCHEMA, values=VALUES) as cloned:
                 assert await likes(cloned) == {1: {"v": 1}}
+            await reader.delete_checkpoint(outside.id)
+            assert await reader.checkpoints() == []  # the copy's pin went with it
+            assert not (tmp_path / "db" / "opendata-kv" / "checkpoints" / outside.id).exists()
             await writer.checkpoint()  # flushes the memtable into an SST
             made = await reader.checkpoint("after-flush")
         async with Store.open_reader(path, SCHEMA, values=VALUES, checkpoint=made.id) as pinned:
-            assert await likes(pinned) == {1: {"v": 1}}
+            assert await likes(pinned) == {1: {"v": 1}, 2: {"v": 2}}
 
 
 def test_clone_is_independent(url: str, tmp_path: Path) -> None:

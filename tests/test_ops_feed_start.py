@@ -158,3 +158,34 @@ def test_follower_overtaken_by_gc_gets_expired(tmp_path: Path) -> None:
             assert [c.key.n for c in await feed(store)][-1] == 9
 
     aio(run)()
+
+
+def test_busy_writer_with_fast_gc_checkpoints_and_follows(tmp_path: Path) -> None:
+    """Issue 21.7: a writer checkpointing over and over while its collector runs every second
+    and a follower reads along: no 'WAL was truncated' StoreDataError from either (the
+    writer's checkpoint no longer reads the WAL; the follower either keeps up or gets
+    ChangeCursorExpiredError). The follower sees every change in order."""
+    url = str(tmp_path / "db")
+
+    async def run() -> None:
+        async with Store.open(url, SCHEMA, values=VALUES, settings=FAST_GC) as store:
+            seen: list[int] = []
+
+            async def follow() -> None:
+                async for change in store.changes(follow=True, poll_interval=0.01):
+                    seen.append(change.key.n)
+                    if change.key.n == 199:
+                        return
+
+            follower = asyncio.create_task(follow())
+            for n in range(200):
+                await store.put(like, (n,), {"v": n})
+                await store.flush()
+                if n % 10 == 0:
+                    await store.checkpoint(lifetime=60)
+                if n % 50 == 0:
+                    await asyncio.sleep(1.1)  # let the collector run
+            await asyncio.wait_for(follower, 60)
+            assert seen == list(range(200))
+
+    aio(run)()

@@ -185,13 +185,19 @@ async def open_reader_db(
     await sidecar.check_not_cloning(location, options, object_store, where)
     if checkpoint is not None:  # a name is looked up (read-only)
         checkpoint = await resolve_checkpoint(location.db_path, object_store, checkpoint, where)
-        await sidecar.check_checkpoint_readable(location, options, object_store, checkpoint, where)
-    builder = DbReaderBuilder(location.db_path, object_store)
+        copy = await sidecar.checkpoint_db_path(location, options, object_store, checkpoint)
+    else:
+        copy = None
+    # a checkpoint made away from the writer is read through its own copy (a slatedb clone
+    # of it with the WAL files it needs): nothing writes there, so following it is pinned
+    builder = DbReaderBuilder(copy or location.db_path, object_store)
     # FOLLOW_LATEST and CHECKPOINT write nothing; the default mode writes manifests (it
     # creates and refreshes a checkpoint of its own), which a reader must never do.
     try:
         builder.with_reader_mode(
-            ReaderMode.FOLLOW_LATEST() if checkpoint is None else ReaderMode.CHECKPOINT(checkpoint)
+            ReaderMode.FOLLOW_LATEST()
+            if checkpoint is None or copy is not None
+            else ReaderMode.CHECKPOINT(checkpoint)
         )
     except Error as exc:
         message = getattr(exc, "message", None) or str(exc)

@@ -25,7 +25,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from opendata_kv.errors import (
-    CheckpointError,
     IncompleteCloneError,
     StorePermissionError,
     StoreUnavailableError,
@@ -129,6 +128,8 @@ class Sidecar:
         if scheme == "memory":
             return False
         path = self._path(name)
+        if os.path.exists(path):
+            return True  # slatedb's clone already copied (linked) it: WAL files never change
         os.makedirs(os.path.dirname(path), exist_ok=True)
         try:
             shutil.copyfile(os.path.join(self.location.path, source), path)
@@ -283,33 +284,14 @@ def wal_ids(location: Location, side: Sidecar | None) -> set[int] | None:
     return found
 
 
-#: set by clone while it reads a checkpoint whose WAL files it replays itself
-REPLAYING_CHECKPOINT: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "opendata_kv_replaying_checkpoint", default=False
-)
-
-
-async def check_checkpoint_readable(
-    location: Location,
-    options: Mapping[str, str] | None,
-    object_store: Any,
-    checkpoint_id: str,
-    where: str,
-) -> None:
-    """CheckpointError for a checkpoint made away from the writer whose acknowledged writes
-    are partly in WAL files (copied beside it): slatedb's checkpoint reader does not replay
-    them, so a reader would miss them; a clone replays them."""
-    if REPLAYING_CHECKPOINT.get():
-        return
+async def checkpoint_db_path(
+    location: Location, options: Mapping[str, str] | None, object_store: Any, checkpoint_id: str
+) -> str | None:
+    """The slatedb path of the read-only copy a checkpoint made away from the writer keeps
+    (ops/checkpoints.py: a slatedb clone sharing the checkpoint's SSTs, plus its WAL files),
+    which a reader opens instead of the checkpoint itself; None for a plain checkpoint."""
     side = Sidecar(location, options, memory_key=object_store)
     facts = await side.get_json(f"checkpoints/{checkpoint_id}.json")
     if not isinstance(facts, dict):
-        return
-    raise CheckpointError(
-        f"{where} at checkpoint {checkpoint_id}: this checkpoint was made while a writer ran "
-        f"and holds acknowledged writes in WAL files {int(facts['replay_after']) + 1}.."
-        f"{facts['wal_end']} that no SST has yet; a checkpoint reader cannot replay them. "
-        "Clone it to read it whole (`opendata-kv clone --checkpoint ID SRC DST`), or make "
-        "checkpoints to read directly from the writer (Store.checkpoint())",
-        value=checkpoint_id,
-    )
+        return None
+    return side.path_of(f"checkpoints/{checkpoint_id}/db")

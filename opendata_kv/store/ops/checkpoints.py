@@ -9,16 +9,18 @@ next collection). So:
   acknowledged before `checkpoint()` was called is in the checkpoint's SSTs;
 - from anywhere else (a reader, the CLI, while a writer runs) nothing can be flushed: the WAL
   end T is read first (every acknowledged write is in a WAL file up to T), the checkpoint is
-  made, and the checkpoint's manifest and its WAL files after the manifest's replay point up to
-  T are copied beside the database (opendata-kv/checkpoints/<id>/, store/sidecar.py), where the
-  collector never deletes them. Clones of the checkpoint replay those files over its SSTs; the
-  checkpoint's feed cursor starts after T. A reader cannot replay them (slatedb's checkpoint
-  reader has no WAL replay), so Store.open_reader refuses such a checkpoint and says to clone
-  it. Nothing is kept when a copy fails.
+  made, and beside the database (opendata-kv/checkpoints/<id>/db, store/sidecar.py) a
+  read-only copy of it is made: a slatedb clone of the checkpoint (it shares the SSTs, pinned
+  by a second, unnamed checkpoint slatedb makes for it, which `list` does not show) plus the
+  WAL files after the checkpoint's replay point up to T, where the collector never deletes
+  them. Readers of the checkpoint open that copy (it replays those files), so they and
+  clones see every write acknowledged before the call; the checkpoint's feed cursor starts
+  after T. Nothing is kept when a step fails.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import uuid
 from dataclasses import dataclass
@@ -27,6 +29,7 @@ from typing import Any
 from slatedb.uniffi import (
     AdminBuilder,
     CheckpointOptions,
+    CloneSourceSpec,
     Error,
     FlushOptions,
     FlushType,
@@ -122,6 +125,10 @@ class Checkpoints:
         found = await self._side.get_json(facts_name(checkpoint_id))
         return found if isinstance(found, dict) else None
 
+    async def _pin(self, checkpoint_id: str) -> str | None:
+        facts = await self.facts(checkpoint_id)
+        return None if facts is None else facts.get("pin")
+
     async def cursor_of(
         self, admin: Any, manifest_id: int, facts: dict[str, Any] | None = None
     ) -> str | None:
@@ -199,8 +206,8 @@ class Checkpoints:
     async def _outside(
         self, admin: Any, ms: int | None, name: str | None
     ) -> tuple[Any, dict[str, Any] | None]:
-        """A checkpoint made away from the writer: its WAL files up to the WAL end read
-        before it are copied beside the database (see the module docstring)."""
+        """A checkpoint made away from the writer, with its read-only copy where it needs
+        WAL files (see the module docstring)."""
         reader = wal_reader(self._path, self._store)
         for _ in range(_ATTEMPTS):
             before = await self._call(admin.read_manifest(None), "read manifest")
@@ -227,43 +234,68 @@ class Checkpoints:
                     "(AWS_ACCESS_KEY_ID/SECRET) it cannot copy them beside the checkpoint. "
                     "Make the checkpoint from the writer (Store.checkpoint()). Nothing was kept."
                 )
+            facts: dict[str, Any] = {
+                "wal_end": tail,
+                "replay_after": manifest.replay_after_wal_id,
+                "manifest_id": manifest.id,
+                "pin": None,
+            }
             try:
-                copied = await self._copy(made.id, manifest.id, first, tail)
+                copied = await self._copy(admin, made.id, facts, first, tail, ms)
             except BaseException:
-                await self._forget(admin, made.id)
+                await self._forget(admin, made.id, facts.get("pin"))
                 raise
             if copied:
-                facts = {
-                    "wal_end": tail,
-                    "replay_after": manifest.replay_after_wal_id,
-                    "manifest_id": manifest.id,
-                }
                 await self._side.put_json(facts_name(made.id), facts)
                 return made, facts
             # the collector deleted a file between our reads: its rows are in newer SSTs
-            await self._forget(admin, made.id)
+            await self._forget(admin, made.id, facts.get("pin"))
         raise CheckpointError(
             f"checkpoint of {self.where}: the garbage collector kept deleting the WAL files "
             f"being copied ({_ATTEMPTS} attempts); try again, or make it from the writer"
         )
 
-    async def _copy(self, checkpoint_id: str, manifest_id: int, first: int, tail: int) -> bool:
-        """Copy the checkpoint's manifest and WAL files first..tail beside the database;
-        False when one of them is gone."""
+    async def _copy(
+        self,
+        admin: Any,
+        checkpoint_id: str,
+        facts: dict[str, Any],
+        first: int,
+        tail: int,
+        ms: int | None,
+    ) -> bool:
+        """Make the checkpoint's read-only copy: a slatedb clone of it (sharing its SSTs)
+        and its WAL files first..tail; False when one of those files is gone."""
         assert self._side is not None
-        base = wal_dir(checkpoint_id)
-        manifest = f"manifest/{manifest_id:020d}.manifest"
-        if not await self._side.copy_in(manifest, f"{base}/{manifest}"):
-            return False
+        base = f"{wal_dir(checkpoint_id)}/db"
+        path = self._side.path_of(base)
+        builder = admin.create_clone_builder_from_source(
+            CloneSourceSpec(path=self._path, checkpoint=checkpoint_id, projection_range=None)
+        )
+        builder.with_clone_path(path)
+        await self._call(builder.build(), "copy checkpoint")
+        copy = await self._call(
+            AdminBuilder(path, self._store).build().read_manifest(None), "read copy"
+        )
+        pins = [db.final_checkpoint_id for db in copy.external_dbs if db.final_checkpoint_id]
+        facts["pin"] = pins[0] if pins else None
+        if facts["pin"] is not None and ms is not None:  # it expires with the checkpoint
+            await self._call(admin.refresh_checkpoint(facts["pin"], ms), "refresh pin")
         for wal_id in range(first, tail + 1):
             name = f"wal/{wal_id:020d}.sst"
             if not await self._side.copy_in(name, f"{base}/{name}"):
                 return False
         return True
 
-    async def _forget(self, admin: Any, checkpoint_id: str) -> None:
-        """Delete a checkpoint and whatever was copied for it."""
+    async def _forget(self, admin: Any, checkpoint_id: str, pin: str | None = None) -> None:
+        """Delete a checkpoint, the pin of its copy and whatever was copied for it."""
+        if pin is None:
+            facts = await self.facts(checkpoint_id)
+            pin = None if facts is None else facts.get("pin")
         await self._call(admin.delete_checkpoint(checkpoint_id), "delete checkpoint")
+        if pin:
+            with contextlib.suppress(Error):  # already gone (expired with the checkpoint)
+                await admin.delete_checkpoint(pin)
         if self._side is not None:
             await self._side.delete_tree(wal_dir(checkpoint_id))
             await self._side.delete(facts_name(checkpoint_id))
@@ -273,6 +305,9 @@ class Checkpoints:
         admin = self._admin()
         found = await self._call(admin.list_checkpoints(name), "list checkpoints")
         infos = [await self._info(admin, cp) for cp in found]
+        if name is None:  # the pins of outside checkpoints' copies are not checkpoints of ours
+            pins = {p for p in [await self._pin(cp.id) for cp in infos] if p}
+            infos = [cp for cp in infos if cp.id not in pins]
         return sorted(infos, key=lambda c: (c.created, c.manifest_id, c.id))
 
     async def get(self, ref: str) -> Checkpoint:

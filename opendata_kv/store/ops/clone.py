@@ -12,8 +12,8 @@ A clone is complete or visibly not: `opendata-kv/clone.json` (store/sidecar.py) 
 beside the destination before its first record and removed only after its last record and
 its source position are written. While it is there every open, dump and verify of the
 destination fails with IncompleteCloneError; running the same clone again resumes after the
-last key it wrote (`replace=True` starts over). A checkpoint made away from the writer keeps
-WAL files beside it (checkpoints.py); the clone replays them over the checkpoint's SSTs.
+last key it wrote (`replace=True` starts over). A checkpoint made away from the writer is read
+through the copy it keeps (checkpoints.py), WAL included, like every reader of it.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from slatedb.uniffi import AdminBuilder, Error, KeyRange, RowEntryKind
+from slatedb.uniffi import AdminBuilder, Error, KeyRange
 
 from opendata_kv.errors import (
     InvalidArgumentError,
@@ -36,8 +36,7 @@ from opendata_kv.keys import Schema
 from opendata_kv.store import sidecar
 from opendata_kv.store.failures import call, translate
 from opendata_kv.store.location import Location, parse_location
-from opendata_kv.store.ops.checkpoints import Checkpoints, wal_dir
-from opendata_kv.store.ops.feed import encode_cursor, wal_reader
+from opendata_kv.store.ops.checkpoints import Checkpoints
 from opendata_kv.store.scan import scan_options
 from opendata_kv.store.store import Batch, Store
 
@@ -151,17 +150,13 @@ async def clone(
     for location, options in ((src_location, source_options), (dst_location, destination_options)):
         await _bounded(sidecar.probe(location, options, timeout), timeout, f"clone: {location}")
     side = sidecar.Sidecar(dst_location, destination_options, timeout)
-    flag = sidecar.REPLAYING_CHECKPOINT.set(True)
-    try:
-        reader = await Store.open_reader(
-            src_url,
-            Schema(),
-            checkpoint=checkpoint,
-            object_store_options=source_options,
-            timeout=timeout,
-        )
-    finally:
-        sidecar.REPLAYING_CHECKPOINT.reset(flag)
+    reader = await Store.open_reader(
+        src_url,
+        Schema(),
+        checkpoint=checkpoint,
+        object_store_options=source_options,
+        timeout=timeout,
+    )
     async with reader:
         checkpoint = reader.checkpoint_id  # the id, also when `checkpoint` was a name
         wanted = {"source": src_url, "checkpoint": checkpoint}
@@ -185,7 +180,7 @@ async def clone(
             sidecar.CLONING.reset(flag)
         async with target:
             await copier.copy(target)
-            cursor = await copier.replay(target)
+            cursor = await copier.source_cursor()
             await _bounded(target.flush(), timeout, f"clone: flush {dst_url}")
         await side.put_json(
             "origin.json", {**wanted, "source_cursor": cursor, "records": copier.records}
@@ -257,51 +252,15 @@ class _Copier:
             if self.progress is not None:
                 self.progress(self.records, "copy")
 
-    async def replay(self, target: Store) -> str | None:
-        """Apply the WAL files an outside checkpoint copied (their rows newer than its SSTs,
-        in order); the source's feed cursor at the cloned state."""
-        checkpoint = self.reader.checkpoint_id
+    async def source_cursor(self) -> str | None:
+        """The source's feed cursor right after the cloned state: the checkpoint's; None for
+        a latest-state clone (no pinned position)."""
         source = self.reader
-        if checkpoint is None:
-            return None  # a latest-state clone has no pinned position
+        if source.checkpoint_id is None:
+            return None
         checkpoints = Checkpoints(source.location.db_path, source._object_store, source.where)
-        facts = await checkpoints.facts(checkpoint)
-        found = [cp for cp in await checkpoints.list() if cp.id == checkpoint]
-        cursor = found[0].cursor if found else None
-        if facts is None or checkpoints._side is None:
-            return cursor
-        admin = AdminBuilder(source.location.db_path, source._object_store).build()
-        manifest = await call(admin.read_manifest(int(facts["manifest_id"])), self.where)
-        floor = int(facts["replay_after"])
-        reader = wal_reader(checkpoints._side.path_of(wal_dir(checkpoint)), source._object_store)
-        iterator = await call(reader.iterator(floor + 1), self.where)
-        wal_end = int(facts["wal_end"])
-        last_seq = manifest.last_l0_seq if manifest is not None else 0
-        while True:
-            rows = await _bounded(call(iterator.next(), self.where), self.timeout, self.where)
-            if rows is None:
-                break
-            batch = Batch(target)
-            for row in rows.rows:
-                if row.seq <= last_seq:
-                    continue
-                if row.kind == RowEntryKind.VALUE:
-                    batch.put_raw(row.key, row.value, expire_at=row.expire_ts)
-                elif row.kind == RowEntryKind.TOMBSTONE:
-                    batch.delete_raw(row.key)
-                else:
-                    raise StoreError(
-                        f"{self.where}: a merge operand in WAL file "
-                        f"{rows.last_consumed_wal_file_id} cannot be replayed (opendata_kv "
-                        "never writes merges)"
-                    )
-            if len(batch):
-                await _bounded(target.write(batch, durable=True), self.timeout, self.where)
-            if self.progress is not None:
-                self.progress(self.records, "replay")
-            if rows.last_consumed_wal_file_id >= wal_end:
-                break
-        return cursor or encode_cursor(wal_end + 1, 0, last_seq + 1, checkpoints.identity)
+        found = [cp for cp in await checkpoints.list() if cp.id == source.checkpoint_id]
+        return found[0].cursor if found else None
 
 
 def clone_sync(
