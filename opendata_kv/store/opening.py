@@ -12,6 +12,7 @@ Bounds, by default (docs/object-storage.md has the figures):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 from collections.abc import Awaitable, Mapping
 from typing import Any, TypeVar
@@ -142,7 +143,8 @@ async def open_db(
     await check_open(location, object_store, where)
     await sidecar.check_not_cloning(location, options, object_store, where)
     if location.scheme == "s3":  # slatedb retries a refused write forever: ask once first
-        await sidecar.Sidecar(location, options).check_writable()
+        with contextlib.suppress(StoreUnavailableError):  # no answer: left to the bound
+            await sidecar.Sidecar(location, options).check_writable()
     if error_if_exists or not create_if_missing:
         found = await exists(location, object_store)
         if found and error_if_exists:
