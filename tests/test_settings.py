@@ -89,3 +89,10 @@ def test_none_is_not_stored(tmp_path: Path) -> None:
             assert await store.exists(like, (1,))
 
     aio(run)()
+
+
+def test_dotted_names_are_checked_too() -> None:
+    made = slatedb_settings({"compactor_options.poll_interval": "1s"})
+    assert json.loads(made.to_json_string())["compactor_options"]["poll_interval"] == "1s"
+    with pytest.raises(InvalidArgumentError, match=r"did you mean 'poll_interval'\?"):
+        slatedb_settings({"compactor_options.pol_interval": "1s"})

@@ -61,16 +61,40 @@ def merged(given: Mapping[str, Any], base: Mapping[str, Any], path: str = "") ->
     return out
 
 
+def _checked(name: str, value: Any, base: Mapping[str, Any]) -> Any:
+    """`value` for the setting `name` (dotted for a nested one, as slatedb's Settings.set
+    takes it: "compactor_options.poll_interval"), with a group merged over its default."""
+    parts = name.split(".")
+    node: Any = base
+    for depth, part in enumerate(parts):
+        path = ".".join(parts[:depth])
+        if not isinstance(node, Mapping) or (node and part not in node):
+            known = sorted(node) if isinstance(node, Mapping) else []
+            near = _closest(part, known)
+            raise InvalidArgumentError(
+                f"unknown slatedb setting {name!r}{near}; known names"
+                f"{' in ' + path if path else ''}: {', '.join(known)}",
+                field=name,
+                value=value,
+            )
+        node = node.get(part) if node else None
+    if isinstance(node, dict) and node and isinstance(value, Mapping):
+        return merged(value, node, name)
+    return value
+
+
 def slatedb_settings(settings: Mapping[str, Any] | None) -> Any:
     """slatedb Settings: the defaults with `settings` merged over them (see the module doc)."""
     result = Settings.default()
     if not settings:
         return result
     base = defaults()
-    full = merged(settings, base)
-    for name in settings:
+    for name, given in settings.items():
+        value = _checked(str(name), given, base) if isinstance(name, str) else given
+        if not isinstance(name, str):
+            merged({name: given}, base)  # raises, naming it
         try:
-            result.set(name, json.dumps(full[name]))
+            result.set(name, json.dumps(value))
         except FOREIGN as exc:
             raise translate(exc, f"setting {name}={settings[name]!r}") from exc
         except (TypeError, ValueError) as exc:
