@@ -90,9 +90,7 @@ def slatedb_settings(settings: Mapping[str, Any] | None) -> Any:
         return result
     base = defaults()
     for name, given in settings.items():
-        value = _checked(str(name), given, base) if isinstance(name, str) else given
-        if not isinstance(name, str):
-            merged({name: given}, base)  # raises, naming it
+        value = _checked(str(name), given, base)
         try:
             result.set(name, json.dumps(value))
         except FOREIGN as exc:
