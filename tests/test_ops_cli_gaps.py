@@ -76,3 +76,10 @@ def test_clone_progress_draws_on_a_terminal_only() -> None:
     quiet.next_draw = 0.0
     quiet.update(1234, "copy")
     assert piped.getvalue() == ""
+
+
+def test_s3_error_code_survives_the_cut() -> None:
+    from opendata_kv.store.s3http import code_in
+
+    body = "x" * 400 + "<Error><Code>NoSuchBucket</Code><Message>" + "m" * 500
+    assert code_in(body) == "NoSuchBucket" and code_in("no xml here") is None

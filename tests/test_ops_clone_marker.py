@@ -4,13 +4,17 @@ running writer (issue 20.5), on a local directory and on S3 (moto)."""
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import crash_writer as cw
 import pytest
 from storekit import SCHEMA, VALUES, aio, like
-from writer_process import WriterProcess
+from writer_process import WriterProcess, child_env
 
 from opendata_kv.cli.main import main
 from opendata_kv.errors import IncompleteCloneError, StoreError
@@ -125,3 +129,52 @@ def test_checkpoint_from_outside_a_running_writer(url: str, tmp_path: Path) -> N
     assert wanted <= first.batches, sorted(wanted - first.batches)[:10]
     assert first.batches == second.batches  # pinned: the same state both times
     assert max(first.batches) < max(writer.acked)  # and not the writer's later state
+
+
+def test_ctrl_c_during_a_cli_clone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The issue's reproduction: `opendata-kv clone ./bigdb ./bigclone` stopped with SIGINT
+    once it has copied some batches. `stats` of the clone then fails saying it is incomplete
+    (it used to show a part with exit 0), and running the same command again finishes it
+    with every record."""
+    src, dst = str(tmp_path / "bigdb"), str(tmp_path / "bigclone")
+    total = 100_000
+
+    async def make() -> None:
+        async with Store.open(src, SCHEMA, values=VALUES) as store:
+            await store.put_many(((like, (n,), {"v": n}) for n in range(total)), batch_size=5000)
+            await store.flush()
+
+    aio(make)()
+    marker = Path(dst) / "opendata-kv" / "clone.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "opendata_kv", "clone", src, dst],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=child_env(),
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if json.loads(marker.read_text())["records"] >= 2000:
+                    break
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    if proc.returncode == 0:
+        pytest.skip("the clone finished before the signal landed")  # a fast machine
+    assert marker.exists()
+    assert main(["stats", dst]) == 1
+    assert "incomplete clone" in capsys.readouterr().err
+    assert main(["clone", src, dst, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["records"] == total and result["resumed"] is True
+    assert main(["stats", dst, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[0])["count"] == total

@@ -113,6 +113,7 @@ async def open_reader(
     """
     from opendata_kv.store import Store
     from opendata_kv.store.location import parse_location
+    from opendata_kv.store.s3http import code_in
 
     limits = limits or ReadLimits()
     location = parse_location(db)
@@ -140,6 +141,8 @@ async def open_reader(
     except StoreUnavailableError as exc:
         detail = str(exc).partition("[")[2].rpartition("]")[0] or str(exc)
         reason = show_text(" ".join(detail.split()), 300, quote=False)
+        code = code_in(detail)  # the XML body's one useful word survives the cut
+        reason = f"S3 error code {code}: {reason}" if code else reason
         raise CliError(
             f"cannot open {db}{where}: the object store failed after {limits.retries} "
             f"retries (--retries): {reason}"

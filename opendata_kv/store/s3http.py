@@ -65,6 +65,13 @@ def error_code(body: bytes) -> tuple[str | None, str | None]:
     )
 
 
+def code_in(text: str) -> str | None:
+    """The S3 error code an error message quotes ("<Code>NoSuchBucket</Code>"), if any: the
+    one useful word of a long XML body, kept when the message is shortened."""
+    found = re.search(r"<Code>([^<]{1,100})</Code>", text)
+    return found.group(1) if found else None
+
+
 def answer_error(
     status: int, body: bytes, bucket: str, key: str, method: str, endpoint: str = ""
 ) -> StoreError:
