@@ -4,6 +4,7 @@ running writer (issue 20.5), on a local directory and on S3 (moto)."""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -146,6 +147,25 @@ def test_ctrl_c_during_a_cli_clone(tmp_path: Path, capsys: pytest.CaptureFixture
 
     aio(make)()
     marker = Path(dst) / "opendata-kv" / "clone.json"
+    for _attempt in range(3):  # a starved poller may miss the copy's window: try again
+        if interrupted_cli_clone(src, dst, marker):
+            break
+        shutil.rmtree(dst)
+    else:
+        pytest.skip("the clone finished before the signal landed, three times")
+    assert marker.exists()
+    assert main(["stats", dst]) == 1
+    assert "incomplete clone" in capsys.readouterr().err
+    assert main(["clone", src, dst, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["records"] == total and result["resumed"] is True
+    assert main(["stats", dst, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[0])["count"] == total
+
+
+def interrupted_cli_clone(src: str, dst: str, marker: Path) -> bool:
+    """Run the CLI clone and send SIGINT once its marker shows copied records; True when
+    the clone was interrupted (non-zero exit)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "opendata_kv", "clone", src, dst],
         stdout=subprocess.PIPE,
@@ -157,24 +177,15 @@ def test_ctrl_c_during_a_cli_clone(tmp_path: Path, capsys: pytest.CaptureFixture
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
             try:
-                if json.loads(marker.read_text())["records"] >= 2000:
+                if json.loads(marker.read_text())["records"] > 0:
                     break
             except (OSError, ValueError):
                 pass
-            time.sleep(0.005)
+            time.sleep(0.002)
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
-    if proc.returncode == 0:
-        pytest.skip("the clone finished before the signal landed")  # a fast machine
-    assert marker.exists()
-    assert main(["stats", dst]) == 1
-    assert "incomplete clone" in capsys.readouterr().err
-    assert main(["clone", src, dst, "--json"]) == 0
-    result = json.loads(capsys.readouterr().out)
-    assert result["records"] == total and result["resumed"] is True
-    assert main(["stats", dst, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out.splitlines()[0])["count"] == total
+    return proc.returncode != 0
