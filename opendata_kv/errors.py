@@ -262,6 +262,33 @@ class ChangeCursorExpiredError(StoreError):
         self.wal_file_id = wal_file_id
 
 
+class ChangeDecodeError(ValueDecodeError):
+    """A change in the feed whose value does not decode (on_error="raise"). `cursor` resumes
+    after the last change delivered (None: none was), `bad_cursor` is the position right after
+    the bad change (resume there to skip it), `seq` and `raw_key` name it."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        cursor: str | None,
+        bad_cursor: str,
+        seq: int,
+        raw_key: bytes,
+        record: str | None = None,
+    ) -> None:
+        super().__init__(message, record=record, value=raw_key)
+        self.cursor = cursor
+        self.bad_cursor = bad_cursor
+        self.seq = seq
+        self.raw_key = raw_key
+
+
+class IncompleteCloneError(StoreError):
+    """The database is a clone that was interrupted before its last record was written: it
+    does not hold the source's state. Run the same clone again to resume it."""
+
+
 class CheckpointError(StoreError):
     """A checkpoint that cannot be made, found or used (unknown id, or a checkpoint that would
     lack acknowledged writes still only in the WAL)."""
@@ -284,10 +311,12 @@ __all__ = [
     "ArgumentTypeError",
     "ChangeCursorError",
     "ChangeCursorExpiredError",
+    "ChangeDecodeError",
     "CheckpointError",
     "CursorError",
     "FencedError",
     "IdError",
+    "IncompleteCloneError",
     "InvalidArgumentError",
     "InvalidInputError",
     "KeyDecodeError",

@@ -66,11 +66,9 @@ def test_checkpoint_isolation_and_lifecycle(url: str) -> None:
                 assert await likes(latest) == {1: {"v": 10}, 3: {"v": 3}, 4: {"v": 4}}
             refreshed = await store.refresh_checkpoint(made.id, None)
             assert refreshed.expires is None
-            twin = await store.checkpoint("first")
-            with pytest.raises(CheckpointError, match="2 checkpoints are named 'first'"):
-                await Store.open_reader(url, SCHEMA, checkpoint="first")
-            await store.delete_checkpoint(twin.id)
-            await store.delete_checkpoint("first")  # by its (now unique) name
+            with pytest.raises(CheckpointError, match="named 'first' already exists"):
+                await store.checkpoint("first")  # names are unique (issue 20, point 8)
+            await store.delete_checkpoint("first")  # by its (unique) name
             assert [c.id for c in await store.checkpoints()] == [forever.id]
             with pytest.raises(CheckpointError, match="no checkpoint"):
                 await store.delete_checkpoint(made.id)
@@ -83,22 +81,33 @@ def test_checkpoint_isolation_and_lifecycle(url: str) -> None:
 
 
 @aio
-async def test_checkpoint_from_a_reader_refuses_unflushed_writes(tmp_path: Path) -> None:
+async def test_checkpoint_from_a_reader_keeps_unflushed_writes(tmp_path: Path) -> None:
     """A live writer's acknowledged writes that are only in the WAL: a checkpoint made by a
-    reader (or the CLI) would lack them, so it is refused and nothing is kept; once they are
-    in an SST it succeeds and holds them."""
+    reader (or the CLI) keeps a copy with their WAL files beside it; its readers and clones
+    hold them, later writes do not show, and deleting it removes the copy and its pin."""
     path = str(tmp_path / "db")
     async with Store.open(path, SCHEMA, values=VALUES) as writer:
         await writer.put(like, (1,), {"v": 1})
         await writer.flush()  # acknowledged: in a WAL file, not in an SST
         async with Store.open_reader(path, SCHEMA, values=VALUES) as reader:
-            with pytest.raises(CheckpointError, match="still only in the WAL"):
-                await reader.checkpoint("from-reader")
-            assert await reader.checkpoints() == []
+            outside = await reader.checkpoint("from-reader")
+            await writer.put(like, (2,), {"v": 2})
+            await writer.flush()
+            async with Store.open_reader(
+                path, SCHEMA, values=VALUES, checkpoint="from-reader"
+            ) as pinned:
+                assert await likes(pinned) == {1: {"v": 1}}
+            assert [c.id for c in await reader.checkpoints()] == [outside.id]  # pin hidden
+            await Store.clone(path, tmp_path / "clone", checkpoint=outside.id)
+            async with Store.open_reader(tmp_path / "clone", SCHEMA, values=VALUES) as cloned:
+                assert await likes(cloned) == {1: {"v": 1}}
+            await reader.delete_checkpoint(outside.id)
+            assert await reader.checkpoints() == []  # the copy's pin went with it
+            assert not (tmp_path / "db" / "opendata-kv" / "checkpoints" / outside.id).exists()
             await writer.checkpoint()  # flushes the memtable into an SST
-            made = await reader.checkpoint("from-reader")
+            made = await reader.checkpoint("after-flush")
         async with Store.open_reader(path, SCHEMA, values=VALUES, checkpoint=made.id) as pinned:
-            assert await likes(pinned) == {1: {"v": 1}}
+            assert await likes(pinned) == {1: {"v": 1}, 2: {"v": 2}}
 
 
 def test_clone_is_independent(url: str, tmp_path: Path) -> None:

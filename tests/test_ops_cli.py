@@ -85,9 +85,15 @@ def test_checkpoint_commands(db: str, capsys: pytest.CaptureFixture[str], tmp_pa
     code, cloned, _ = run(  # by name: the JSON names the checkpoint by its id
         capsys, "clone", db, str(tmp_path / "copy"), "--checkpoint", "nightly", "--json"
     )
-    assert code == 0 and cloned == [
-        {"source": db, "destination": str(tmp_path / "copy"), "checkpoint": made[0]["id"]}
-    ]
+    assert code == 0 and len(cloned) == 1
+    assert cloned[0] == {
+        "source": db,
+        "destination": str(tmp_path / "copy"),
+        "checkpoint": made[0]["id"],
+        "records": 2,  # the count the library returns (issue 20.3)
+        "source_cursor": cloned[0]["source_cursor"],
+        "resumed": False,
+    }
     code, copied, _ = run(capsys, "dump", str(tmp_path / "copy"), "--json")
     assert [d["key_hex"] for d in copied] == [d["key_hex"] for d in dumped]
     code, _, err = run(capsys, "clone", db, str(tmp_path / "copy"))
@@ -100,19 +106,6 @@ def test_checkpoint_commands(db: str, capsys: pytest.CaptureFixture[str], tmp_pa
     assert code == 1 and "no such checkpoint" in err
     code, _, err = run(capsys, "dump", db, "--checkpoint", "nosuch")  # named once, not twice
     assert code == 1 and err.startswith(f"opendata-kv: error: open reader on {db}: no checkpoint")
-
-
-def test_checkpoint_create_refuses_while_writes_are_only_in_the_wal(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    path = str(tmp_path / "db")
-    with SyncStore.open(path, SCHEMA, values=VALUES) as writer:
-        writer.put(like, (1,), {"v": 1})
-        writer.flush()
-        code, _, err = run(capsys, "checkpoint", "create", path)
-        assert code == 1 and "still only in the WAL" in err
-        code, listed, _ = run(capsys, "checkpoint", "list", path, "--json")
-        assert listed == []
 
 
 def test_follow_stops_cleanly_on_ctrl_c(db: str) -> None:

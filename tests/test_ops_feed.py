@@ -188,7 +188,7 @@ def test_malformed_cursor_text_is_a_clean_error(text: str) -> None:
 )
 def test_edited_cursor_is_refused(wal: int, skip: int, seq: int, data: st.DataObject) -> None:
     cursor = encode_cursor(wal, skip, seq)
-    assert decode_cursor(cursor) == (wal, skip, seq)
+    assert decode_cursor(cursor)[:3] == (wal, skip, seq)
     index = data.draw(st.integers(0, len(cursor) - 1))
     other = data.draw(st.sampled_from("0123456789abcdef-xZ").filter(lambda c: c != cursor[index]))
     with pytest.raises(ChangeCursorError):

@@ -1,9 +1,10 @@
 """`opendata-kv checkpoint create|list|delete` and `opendata-kv clone`.
 
-checkpoint create pins the database's current state. Run from the CLI it cannot flush the
-writer's memtable, so when the WAL holds writes no SST has yet it refuses (and keeps nothing)
-rather than make a checkpoint that lacks them: make it from the writer (Store.checkpoint()).
-clone copies a database (at a checkpoint, or its latest state) into a new, empty location.
+checkpoint create pins the database's current state, also while a writer runs: the WAL files
+holding acknowledged writes no SST has yet are copied beside the checkpoint (ops/checkpoints.py),
+and a clone of it replays them. clone copies a database (at a checkpoint, or its latest state)
+into a new location; an interrupted clone is marked incomplete and resumed by running it again.
+--timeout bounds every call to the store (each open, read and write), so no command hangs.
 """
 
 from __future__ import annotations
@@ -11,11 +12,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import Any
+import time
+from collections.abc import Awaitable
+from typing import IO, Any, TypeVar
 
 from opendata_kv.cli.common import EXIT_OK, add_json_flag, aligned, emit_json
 from opendata_kv.cli.db_args import database_arg, read_limit_args
 from opendata_kv.cli.db_read import ReadLimits, open_reader
+
+T = TypeVar("T")
 
 
 def _seconds(text: str) -> float:
@@ -37,7 +42,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "and clones.",
     )
     actions = checkpoint.add_subparsers(dest="action", metavar="ACTION", required=True)
-    create = actions.add_parser("create", help="pin the current state")
+    create = actions.add_parser(
+        "create",
+        help="pin the current state",
+        description="Pin the database's current state as a checkpoint holding every write "
+        "acknowledged before the command started, also while a writer runs (its WAL files are "
+        "copied beside the checkpoint; read such a checkpoint through `clone --checkpoint`). "
+        "Names are unique. Needs write access to the store.",
+    )
     create.add_argument("db", metavar="DB", type=database_arg, help="database directory or URL")
     create.add_argument("--name", help="a name for the checkpoint")
     create.add_argument(
@@ -46,12 +58,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     read_limit_args(create)
     add_json_flag(create)
     create.set_defaults(handler=run_create)
-    listing = actions.add_parser("list", help="list the checkpoints")
+    listing = actions.add_parser(
+        "list",
+        help="list the checkpoints",
+        description="List every checkpoint: id, name, manifest, creation and expiry times.",
+    )
     listing.add_argument("db", metavar="DB", type=database_arg, help="database directory or URL")
     read_limit_args(listing)
     add_json_flag(listing)
     listing.set_defaults(handler=run_list)
-    delete = actions.add_parser("delete", help="delete a checkpoint")
+    delete = actions.add_parser(
+        "delete",
+        help="delete a checkpoint",
+        description="Delete a checkpoint (by id, or by its unique name) and what was copied "
+        "for it; the garbage collector then frees what only it pinned.",
+    )
     delete.add_argument("db", metavar="DB", type=database_arg, help="database directory or URL")
     delete.add_argument("id", metavar="ID", help="the checkpoint id (or its name, when unique)")
     read_limit_args(delete)
@@ -63,12 +84,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="copy a database into a new, independent one",
         description="Copy every live record of SRC (at --checkpoint, or its latest state) "
         "into a new database at DST, which must not hold one. SRC is only read; the clone "
-        "shares nothing with it.",
+        "shares nothing with it. DST is marked incomplete until the last record is written; "
+        "running the same clone again resumes it, --replace starts over.",
     )
     clone.add_argument("src", metavar="SRC", type=database_arg, help="source database")
     clone.add_argument("dst", metavar="DST", type=database_arg, help="new database location")
     clone.add_argument(
         "--checkpoint", metavar="ID", help="copy this checkpoint's state (id, or unique name)"
+    )
+    clone.add_argument(
+        "--replace",
+        action="store_true",
+        help="start an unfinished clone at DST over instead of resuming it",
     )
     read_limit_args(clone)
     add_json_flag(clone)
@@ -97,7 +124,7 @@ def run_create(args: argparse.Namespace) -> int:
             await store.close()
         return made.as_json()
 
-    obj = asyncio.run(create())
+    obj = asyncio.run(_bounded(args, create(), f"checkpoint create {args.db}"))
     return _emit(args, obj)
 
 
@@ -109,7 +136,7 @@ def run_list(args: argparse.Namespace) -> int:
         finally:
             await store.close()
 
-    found = asyncio.run(listing())
+    found = asyncio.run(_bounded(args, listing(), f"checkpoint list {args.db}"))
     if args.json:
         for obj in found:
             emit_json(obj)
@@ -128,7 +155,7 @@ def run_delete(args: argparse.Namespace) -> int:
         finally:
             await store.close()
 
-    deleted = asyncio.run(delete())  # the id, also when ID was a name
+    deleted = asyncio.run(_bounded(args, delete(), f"checkpoint delete {args.db}"))
     if args.json:
         emit_json({"id": deleted, "deleted": True})
     else:
@@ -139,16 +166,55 @@ def run_delete(args: argparse.Namespace) -> int:
 def run_clone(args: argparse.Namespace) -> int:
     from opendata_kv.store import clone
 
+    limits = ReadLimits.from_args(args)
+    progress = CloneProgress(sys.stderr)
+
     async def copy() -> dict[str, Any]:
         # a clear "no database" / "no such checkpoint" first
-        source = await open_reader(args.src, ReadLimits.from_args(args), args.checkpoint)
+        source = await open_reader(args.src, limits, args.checkpoint)
         await source.close()
-        result = await clone(args.src, args.dst, checkpoint=args.checkpoint)
-        return {
-            "source": result.source,
-            "destination": result.destination,
-            "checkpoint": result.checkpoint,
-        }
+        result = await clone(
+            args.src,
+            args.dst,
+            checkpoint=args.checkpoint,
+            replace=args.replace,
+            timeout=limits.timeout,  # each open, read and write round trip
+            progress=progress.update,
+        )
+        return result.as_json()
 
-    obj = asyncio.run(copy())
+    try:
+        obj = asyncio.run(copy())
+    finally:
+        progress.done()
     return _emit(args, obj)
+
+
+async def _bounded(args: argparse.Namespace, awaitable: Awaitable[T], doing: str) -> T:
+    """The whole (small) command within --timeout: a refused or unanswered write or read
+    ends it with an error instead of a wait."""
+    return await ReadLimits.from_args(args).bound(awaitable, doing)
+
+
+class CloneProgress:
+    """`copied N records` on stderr while a clone runs, when stderr is a terminal."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+        self.enabled = stream.isatty()
+        self.next_draw = time.monotonic() + 1.0
+        self.drawn = False
+
+    def update(self, records: int, phase: str) -> None:
+        if not self.enabled or time.monotonic() < self.next_draw:
+            return
+        self.next_draw = time.monotonic() + 0.25
+        what = "copied" if phase == "copy" else "replaying the WAL after"
+        self.stream.write(f"\r\x1b[K{what} {records:,} records")
+        self.stream.flush()
+        self.drawn = True
+
+    def done(self) -> None:
+        if self.drawn:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()

@@ -113,6 +113,7 @@ async def open_reader(
     """
     from opendata_kv.store import Store
     from opendata_kv.store.location import parse_location
+    from opendata_kv.store.s3http import code_in
 
     limits = limits or ReadLimits()
     location = parse_location(db)
@@ -140,6 +141,8 @@ async def open_reader(
     except StoreUnavailableError as exc:
         detail = str(exc).partition("[")[2].rpartition("]")[0] or str(exc)
         reason = show_text(" ".join(detail.split()), 300, quote=False)
+        code = code_in(detail)  # the XML body's one useful word survives the cut
+        reason = f"S3 error code {code}: {reason}" if code else reason
         raise CliError(
             f"cannot open {db}{where}: the object store failed after {limits.retries} "
             f"retries (--retries): {reason}"
@@ -254,6 +257,13 @@ def walk_from_args(
         bounds = intersect(bounds, (parse_hex(args.start, "--start"), None))
     if args.end is not None:
         bounds = intersect(bounds, (None, parse_hex(args.end, "--end")))
+    if args.start is not None and args.end is not None and args.start.lower() != args.end.lower():
+        start, end = parse_hex(args.start, "--start"), parse_hex(args.end, "--end")
+        if start > end:
+            raise CliError(
+                f"--start {args.start} is after --end {args.end}: the range is empty (--end is "
+                "exclusive; use --reverse to print in descending order)"
+            )
     record_type: int | None = args.type
     heads: tuple[bytes, ...] | None = None
     if isinstance(args.type, str):
@@ -278,7 +288,12 @@ def record_heads(name: str, version: int | None, schema: Schema | None) -> tuple
     try:
         record_types = schema.versions(name)
     except SchemaError as exc:
-        raise CliError(f"--type {show_text(name)}: {exc}") from None
+        import difflib
+
+        names = sorted(schema.names())
+        near = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise CliError(f"--type {show_text(name)}: {exc}{hint}") from None
     if version is not None:
         record_types = [t for t in record_types if t.version == version]
         if not record_types:

@@ -26,6 +26,7 @@ from opendata_kv.cli.db_args import (
 )
 from opendata_kv.cli.db_read import Walk, checkpoint_arg, open_reader, walk_from_args
 from opendata_kv.cli.rows import Decoder, Row
+from opendata_kv.cli.stats_cmds import Progress
 from opendata_kv.cli.text import cut, printable, shorten
 from opendata_kv.keys import record_type_text
 
@@ -84,13 +85,20 @@ async def _dump(args: argparse.Namespace, decoder: Decoder, walk: Walk) -> int:
     printer: Callable[[list[Row]], None] = table.rows if table is not None else _json_rows
     total = failed = 0
     store = await open_reader(args.db, walk.limits, args.checkpoint)
+    # a count on stderr while the rows go to a file or pipe (a terminal shows the rows)
+    progress = Progress(sys.stderr)
+    progress.enabled = progress.enabled and not sys.stdout.isatty()
+    size = 0
     try:
         async for chunk in walk.chunks(store):
             rows = [decoder.row(k, v, with_values=args.values) for k, v in chunk]
             total += len(rows)
             failed += sum(1 for r in rows if r.obj["error"])
             printer(rows)
+            size += sum(len(k) + len(v) for k, v in chunk)
+            progress.update(total, size)
     finally:
+        progress.done()
         await store.close()
     if table is not None:
         table.footer(total, failed)

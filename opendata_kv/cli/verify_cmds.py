@@ -4,7 +4,10 @@ inconsistent one (store/verifier.py); exit 1 when there is any. Read-only."""
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
 import sys
+from typing import Any
 
 from opendata_kv.cli.common import EXIT_BAD_INPUT, EXIT_OK, add_json_flag, emit_json
 from opendata_kv.cli.db_args import database_arg, read_limit_args
@@ -26,9 +29,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     verify.add_argument("db", metavar="DB", type=database_arg, help="database directory or URL")
-    read_limit_args(verify, retries=False)  # its reads never retry: damage shows at once
+    read_limit_args(verify)  # --retries 0 (the default): damage shows at once
     add_json_flag(verify)
     verify.set_defaults(handler=run_verify)
+
+
+async def _refuse_unusable(location: Any, options: dict[str, str] | None) -> None:
+    """An S3 error answer (missing bucket, refused credential) or an unfinished clone fails
+    before any object is read."""
+    from opendata_kv.store import sidecar
+
+    await sidecar.probe(location, options, None)
+    if location.scheme == "file" and not os.path.isdir(location.path):
+        return
+    await sidecar.check_not_cloning(location, options, None, f"verify {location}")
 
 
 def run_verify(args: argparse.Namespace) -> int:
@@ -36,10 +50,11 @@ def run_verify(args: argparse.Namespace) -> int:
     from opendata_kv.store.ops.verify import verify
 
     limits = ReadLimits.from_args(args)
+    location = parse_location(args.db)
+    options = limits.object_store_options(location)
+    asyncio.run(limits.bound(_refuse_unusable(location, options), f"verify {args.db}"))
     report = verify(
-        args.db,
-        object_store_options=limits.object_store_options(parse_location(args.db)),
-        timeout=limits.timeout,
+        args.db, object_store_options=options, timeout=limits.timeout, retries=limits.retries
     )
     if args.json:
         emit_json(report.as_json())

@@ -214,7 +214,8 @@ class ChangeLog:
 
     def _queue(self, batch: Batch, muid: Muid, value: Any) -> None:
         batch.put(self.change, (muid,), value)
-        batch.put(self.index, (medallion_field(muid.medallion), muid), None)
+        # a key-only entry: msgpack nil, written raw (put() refuses None as a value)
+        batch.put_raw(self.index.encode(medallion_field(muid.medallion), muid), b"\xc0")
 
     @asynccontextmanager
     async def transaction(self, *, durable: bool = False) -> AsyncIterator[ChangeTransaction]:

@@ -12,7 +12,7 @@ Bounds, by default (docs/object-storage.md has the figures):
 from __future__ import annotations
 
 import asyncio
-import json
+import contextlib
 import math
 from collections.abc import Awaitable, Mapping
 from typing import Any, TypeVar
@@ -26,7 +26,6 @@ from slatedb.uniffi import (
     MokaCacheOptions,
     ReaderMode,
     ReaderOptions,
-    Settings,
 )
 
 from opendata_kv.errors import (
@@ -37,10 +36,12 @@ from opendata_kv.errors import (
     StoreUnavailableError,
     check_count,
 )
+from opendata_kv.store import sidecar
 from opendata_kv.store.integrity import check_open, check_reader, opening_error
 from opendata_kv.store.location import Location, s3_config
-from opendata_kv.store.native.errors import FOREIGN, call, translate
+from opendata_kv.store.native.errors import FOREIGN, call
 from opendata_kv.store.ops.checkpoints import resolve as resolve_checkpoint
+from opendata_kv.store.settings import slatedb_settings
 
 T = TypeVar("T")
 
@@ -67,17 +68,6 @@ def check_seconds(value: float | None, what: str) -> float | None:
             value=value,
         )
     return float(value)
-
-
-def slatedb_settings(settings: Mapping[str, Any] | None) -> Any:
-    """slatedb Settings: defaults, overridden key by key (values as JSON-able Python)."""
-    result = Settings.default()
-    for name, value in (settings or {}).items():
-        try:
-            result.set(name, json.dumps(value))
-        except FOREIGN as exc:
-            raise translate(exc, f"setting {name}={value!r}") from exc
-    return result
 
 
 def describe(location: Location, options: Mapping[str, str] | None) -> str:
@@ -148,8 +138,13 @@ async def open_db(
     slatedb would not notice first: see integrity.py), and the ObjectStore it uses (admin
     and WAL reads share it: a memory:// store is private to one ObjectStore)."""
     where = f"open {location}"
+    await sidecar.probe(location, options, None)
     object_store = location.object_store(options, create=create_if_missing)
     await check_open(location, object_store, where, writer=True)
+    await sidecar.check_not_cloning(location, options, object_store, where)
+    if location.scheme == "s3":  # slatedb retries a refused write forever: ask once first
+        with contextlib.suppress(StoreUnavailableError):  # no answer: left to the bound
+            await sidecar.Sidecar(location, options).check_writable()
     if error_if_exists or not create_if_missing:
         found = await exists(location, object_store)
         if found and error_if_exists:
@@ -167,9 +162,11 @@ async def open_db(
     builder.with_settings(slatedb_settings(settings))
     set_block_cache(builder, cache_bytes)
     try:
-        return await builder.build(), object_store
+        db = await builder.build()
     except FOREIGN as exc:
         raise await opening_error(exc, location, object_store, where) from exc
+    await sidecar.remember(location, options, object_store, writer=True)
+    return db, object_store
 
 
 async def open_reader_db(
@@ -184,16 +181,25 @@ async def open_reader_db(
     of `checkpoint`, an id or a unique name), its ObjectStore and the checkpoint id: creates
     and writes nothing."""
     where = f"open reader on {location}"
+    await sidecar.probe(location, options, None)
     object_store = location.object_store(options)
     await check_open(location, object_store, where)
+    await sidecar.check_not_cloning(location, options, object_store, where)
     if checkpoint is not None:  # a name is looked up (read-only)
         checkpoint = await resolve_checkpoint(location.db_path, object_store, checkpoint, where)
-    builder = DbReaderBuilder(location.db_path, object_store)
+        copy = await sidecar.checkpoint_db_path(location, options, object_store, checkpoint)
+    else:
+        copy = None
+    # a checkpoint made away from the writer is read through its own copy (a slatedb clone
+    # of it with the WAL files it needs): nothing writes there, so following it is pinned
+    builder = DbReaderBuilder(copy or location.db_path, object_store)
     # FOLLOW_LATEST and CHECKPOINT write nothing; the default mode writes manifests (it
     # creates and refreshes a checkpoint of its own), which a reader must never do.
     try:
         builder.with_reader_mode(
-            ReaderMode.FOLLOW_LATEST() if checkpoint is None else ReaderMode.CHECKPOINT(checkpoint)
+            ReaderMode.FOLLOW_LATEST()
+            if checkpoint is None or copy is not None
+            else ReaderMode.CHECKPOINT(checkpoint)
         )
     except Error as exc:
         message = getattr(exc, "message", None) or str(exc)
@@ -229,4 +235,5 @@ async def open_reader_db(
             ) from exc
         raise await opening_error(exc, location, object_store, where) from exc
     await check_reader(location, object_store, reader, where)  # s3:// (integrity.py)
+    await sidecar.remember(location, options, object_store, writer=False)
     return reader, object_store, checkpoint

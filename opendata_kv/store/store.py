@@ -45,6 +45,7 @@ from opendata_kv.errors import (
     check_count,
 )
 from opendata_kv.keys import Key, RecordType, Schema
+from opendata_kv.store import sidecar
 from opendata_kv.store.deletes import MAX_KEYS, check_max_keys, keys_in
 from opendata_kv.store.location import Location, parse_location
 from opendata_kv.store.native import calls, driver
@@ -121,6 +122,7 @@ class StoreReader(ReadView):
         follow: bool = False,
         limit: int | None = None,
         poll_interval: float = 0.1,
+        on_error: feed.ErrorPolicy = "raise",
     ) -> AsyncGenerator[feed.Change, None]:
         """Every write still in the WAL after `since`, as typed Changes in sequence order.
 
@@ -131,10 +133,14 @@ class StoreReader(ReadView):
         `follow`: keep waiting for new changes (polling every `poll_interval` seconds) until
         the consumer stops iterating or the task is cancelled; otherwise stop at the WAL's
         end as it was when the call started. `limit`: stop after that many changes.
-        The feed only reads: it works on a writer and on a reader alike.
+        The feed only reads: it works on a writer and on a reader alike. `on_error`: a change
+        that does not decode raises ChangeDecodeError (carrying the last delivered cursor and
+        the bad change's), is skipped ("skip") or comes with raw bytes ("raw").
         """
         return feed.flatten(
-            self.change_batches(since, follow=follow, limit=limit, poll_interval=poll_interval)
+            self.change_batches(
+                since, follow=follow, limit=limit, poll_interval=poll_interval, on_error=on_error
+            )
         )
 
     def change_batches(
@@ -144,9 +150,11 @@ class StoreReader(ReadView):
         follow: bool = False,
         limit: int | None = None,
         poll_interval: float = 0.1,
+        on_error: feed.ErrorPolicy = "raise",
     ) -> AsyncGenerator[list[feed.Change], None]:
         """Store.changes a WAL file at a time: lists of Changes (never empty)."""
         self.check_open()
+        side, identity = sidecar.of(self._object_store)
         return feed.change_batches(
             feed.wal_reader(self.location.db_path, self._object_store),
             feed.admin(self.location.db_path, self._object_store, self.where),
@@ -157,6 +165,9 @@ class StoreReader(ReadView):
             limit=limit,
             poll_interval=poll_interval,
             where=self.where,
+            identity=identity,
+            list_wal=lambda: sidecar.wal_ids(self.location, side),
+            on_error=on_error,
         )
 
     @staticmethod
@@ -167,9 +178,11 @@ class StoreReader(ReadView):
         checkpoint: str | None = None,
         source_options: Mapping[str, str] | None = None,
         destination_options: Mapping[str, str] | None = None,
+        **options: Any,
     ) -> CloneResult:
         """Copy `source` (at `checkpoint`, or its latest state) into a new, independent
-        database at `destination` (see opendata_kv.store.ops.clone); returns a CloneResult."""
+        database at `destination` (see opendata_kv.store.ops.clone for `replace`, `timeout`,
+        `progress`, `batch_size`); returns a CloneResult."""
         from opendata_kv.store.ops.clone import clone
 
         return await clone(
@@ -178,6 +191,7 @@ class StoreReader(ReadView):
             checkpoint=checkpoint,
             source_options=source_options,
             destination_options=destination_options,
+            **options,
         )
 
     def _on_gone(self, where: str) -> Callable[[int], Awaitable[None]] | None:

@@ -43,6 +43,27 @@ class VersionCodec:
     upgrade_key: KeyUpgrade | None = None
 
 
+def none_is_value(codec: object) -> bool:
+    """Whether `codec` stores None as a value of its own: only when it says so with a true
+    `none_is_value` attribute (None is otherwise what `get` returns for a missing record)."""
+    return getattr(codec, "none_is_value", False) is True
+
+
+def refuse_none(record_type: RecordType, codec: object, key: bytes | None = None) -> None:
+    """ValueEncodeError for a None value, unless the record's codec says None is a value: a
+    stored None would read back like a missing record and break upgrade functions."""
+    if none_is_value(codec):
+        return
+    where = f" key {show_bytes(key)}" if key is not None else ""
+    raise ValueEncodeError(
+        f"{record_type.name} v{record_type.version}{where}: the value is None, which is "
+        "never stored (get() would return it like a missing record); delete the record "
+        "instead, or register a codec whose none_is_value is True",
+        record=record_type.name,
+        value=None,
+    )
+
+
 class Values:
     """Value codecs for every RecordType of a schema; msgpack unless registered otherwise."""
 
@@ -95,8 +116,11 @@ class Values:
 
     def encode(self, record_type: RecordType, value: Any, key: bytes | None = None) -> bytes:
         """Value bytes for a record of `record_type`; errors name the record (and key)."""
+        codec = self.plan(record_type).codec
+        if value is None:
+            refuse_none(record_type, codec, key)
         try:
-            return check_stored_size(self.plan(record_type).codec.encode(value))
+            return check_stored_size(codec.encode(value))
         except ValueEncodeError as exc:
             where = f" key {show_bytes(key)}" if key is not None else ""
             raise ValueEncodeError(

@@ -7,36 +7,57 @@ never show in the other, and deleting the source leaves the clone whole, which i
 backup, a restore or a branch to try a migration on needs. slatedb's own clone instead
 references the source's SSTs by path inside one object store; rfcs/0008 says why that does
 not fit two directories or two buckets.
+
+A clone is complete or visibly not: `opendata-kv/clone.json` (store/sidecar.py) is written
+beside the destination before its first record and removed only after its last record and
+its source position are written. While it is there every open, dump and verify of the
+destination fails with IncompleteCloneError; running the same clone again resumes after the
+last key it wrote (`replace=True` starts over). A checkpoint made away from the writer is read
+through the copy it keeps (checkpoints.py), WAL included, like every reader of it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import os
-import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from slatedb.uniffi import AdminBuilder, Error, KeyRange
 
-from opendata_kv.errors import InvalidArgumentError, StoreError
+from opendata_kv.errors import (
+    InvalidArgumentError,
+    StoreError,
+    StoreUnavailableError,
+)
 from opendata_kv.keys import Schema
-from opendata_kv.store.location import parse_location
+from opendata_kv.store import sidecar
+from opendata_kv.store.location import Location, parse_location
 from opendata_kv.store.native.errors import call, translate
+from opendata_kv.store.ops.checkpoints import Checkpoints
 from opendata_kv.store.scan import scan_options
-from opendata_kv.store.store import Batch, Store
+from opendata_kv.store.store import Batch, Store, StoreReader
+
+T = TypeVar("T")
+
+#: Progress callback: (records copied so far, phase "copy" or "replay")
+Progress = Callable[[int, str], None]
 
 
 @dataclass(frozen=True)
 class CloneResult:
-    """What `clone` made: source, destination, the checkpoint read (None: latest state) and
-    how many records were copied."""
+    """What `clone` made: source, destination, the checkpoint read (None: latest state), how
+    many records were copied (in total, also over a resumed run), the source's feed cursor
+    at the cloned state and whether this run resumed an interrupted clone."""
 
     source: str
     destination: str
     checkpoint: str | None
     records: int
+    source_cursor: str | None = None
+    resumed: bool = False
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -44,23 +65,64 @@ class CloneResult:
             "destination": self.destination,
             "checkpoint": self.checkpoint,
             "records": self.records,
+            "source_cursor": self.source_cursor,
+            "resumed": self.resumed,
         }
 
 
-async def _refuse_existing(url: str, options: Mapping[str, str] | None) -> None:
-    location = parse_location(url)
-    if location.scheme == "file" and not os.path.isdir(location.path):
-        return
+async def _bounded(awaitable: Awaitable[T], timeout: float | None, doing: str) -> T:
+    if timeout is None:
+        return await awaitable
     try:
-        admin = AdminBuilder(location.db_path, location.object_store(options)).build()
-        manifest = await admin.read_manifest(None)
-    except Error as exc:
-        raise translate(exc, f"clone destination {url}") from exc
-    if manifest is not None:
+        return await asyncio.wait_for(awaitable, timeout)
+    except asyncio.TimeoutError:
+        raise StoreUnavailableError(
+            f"{doing}: no answer within {timeout:g} s (timeout=); check that the object store is up"
+        ) from None
+
+
+async def _manifest(location: Location, object_store: Any, where: str) -> Any:
+    admin = AdminBuilder(location.db_path, object_store).build()
+    return await call(admin.read_manifest(None), where)
+
+
+async def _prepare(
+    location: Location,
+    options: Mapping[str, str] | None,
+    side: sidecar.Sidecar,
+    wanted: dict[str, Any],
+    replace: bool,
+) -> dict[str, Any] | None:
+    """The marker of the interrupted clone to resume (None: start afresh); StoreError when
+    the destination holds a database that is not an unfinished clone of the same source."""
+    url = location.url
+    if location.scheme == "file" and not os.path.isdir(location.path):
+        return None
+    marker = await side.get_json(sidecar.CLONE_MARKER)
+    object_store = location.object_store(options)
+    manifest = await _manifest(location, object_store, f"clone destination {url}")
+    if marker is None:
+        if manifest is not None:
+            raise StoreError(
+                f"clone destination {url} already holds a database (manifest {manifest.id}); "
+                "a clone is made only into an empty location"
+            )
+        return None
+    same = all(marker.get(k) == v for k, v in wanted.items())
+    if not replace and not same:
         raise StoreError(
-            f"clone destination {url} already holds a database (manifest {manifest.id}); "
-            "a clone is made only into an empty location"
+            f"clone destination {url} holds an unfinished clone of {marker.get('source')!r} "
+            f"(checkpoint {marker.get('checkpoint')}), not of {wanted['source']!r} (checkpoint "
+            f"{wanted['checkpoint']}): run that clone again to finish it, or pass "
+            "replace=True (--replace) to start over"
         )
+    if replace:
+        if manifest is not None:
+            admin = AdminBuilder(location.db_path, object_store).build()
+            await call(admin.delete_db(True), f"clone destination {url}: delete")
+        await side.delete(sidecar.CLONE_MARKER)
+        return None
+    return dict(marker)
 
 
 async def clone(
@@ -71,49 +133,134 @@ async def clone(
     source_options: Mapping[str, str] | None = None,
     destination_options: Mapping[str, str] | None = None,
     batch_size: int = 1000,
+    replace: bool = False,
+    timeout: float | None = None,
+    progress: Progress | None = None,
 ) -> CloneResult:
     """Copy `source` (at `checkpoint`, or its latest state) into a new database at
-    `destination`, which must not hold one. Reads the source only; returns a CloneResult."""
+    `destination`, which must not hold one (an unfinished clone of the same source is
+    resumed; `replace` starts it over). Reads the source only. `timeout` bounds each open and
+    each read or write round trip (None: no bound). Returns a CloneResult."""
     if batch_size < 1:
         raise InvalidArgumentError(
             f"batch_size must be >= 1, got {batch_size}", field="batch_size", value=batch_size
         )
     src_url, dst_url = os.fspath(source), os.fspath(destination)
-    await _refuse_existing(dst_url, destination_options)
-    records = 0
-    async with Store.open_reader(
-        src_url, Schema(), checkpoint=checkpoint, object_store_options=source_options
-    ) as reader:
+    src_location, dst_location = parse_location(src_url), parse_location(dst_url)
+    for location, options in ((src_location, source_options), (dst_location, destination_options)):
+        await _bounded(sidecar.probe(location, options, timeout), timeout, f"clone: {location}")
+    side = sidecar.Sidecar(dst_location, destination_options, timeout)
+    reader = await Store.open_reader(
+        src_url,
+        Schema(),
+        checkpoint=checkpoint,
+        object_store_options=source_options,
+        timeout=timeout,
+    )
+    async with reader:
         checkpoint = reader.checkpoint_id  # the id, also when `checkpoint` was a name
-        where = f"clone of {src_url}"
-        iterator = await call(
-            reader._source.scan_with_options(
-                KeyRange(start=None, start_inclusive=True, end=None, end_inclusive=False),
-                scan_options(False, fill_cache=False),
-            ),
-            where,
+        wanted = {"source": src_url, "checkpoint": checkpoint}
+        marker = await _bounded(
+            _prepare(dst_location, destination_options, side, wanted, replace),
+            timeout,
+            f"clone destination {dst_url}",
         )
-        async with Store.open(
-            dst_url, Schema(), object_store_options=destination_options
-        ) as target:
-            while True:
-                try:
-                    rows = await iterator.next_batch(batch_size)
-                except Error as exc:
-                    raise translate(exc, where) from exc
-                if not rows:
-                    break
-                now = time.time_ns() // 1_000_000
-                batch = Batch(target)
-                for kv in rows:
-                    expire = kv.expire_ts
-                    if expire is not None and expire <= now:
-                        continue
-                    batch.put_raw(kv.key, kv.value, expire_at=expire)
-                records += len(batch)
-                await target.write(batch)
-            await target.flush()
-    return CloneResult(src_url, dst_url, checkpoint, records)
+        resumed = marker is not None
+        if marker is None:
+            started = datetime.datetime.now(datetime.timezone.utc).isoformat()
+            marker = {**wanted, "started": started, "records": 0, "last_key": None}
+            await side.put_json(sidecar.CLONE_MARKER, marker)  # refused writes fail here, at once
+        copier = _Copier(reader, side, marker, batch_size, timeout, progress)
+        flag = sidecar.CLONING.set(True)
+        try:
+            target = await Store.open(
+                dst_url, Schema(), object_store_options=destination_options, timeout=timeout
+            )
+        finally:
+            sidecar.CLONING.reset(flag)
+        async with target:
+            await copier.copy(target)
+            cursor = await copier.source_cursor()
+            await _bounded(target.flush(), timeout, f"clone: flush {dst_url}")
+        await side.put_json(
+            "origin.json", {**wanted, "source_cursor": cursor, "records": copier.records}
+        )
+    await side.delete(sidecar.CLONE_MARKER)
+    return CloneResult(src_url, dst_url, checkpoint, copier.records, cursor, resumed)
+
+
+class _Copier:
+    """Copies the source's records in key order, noting progress in the clone marker."""
+
+    def __init__(
+        self,
+        reader: StoreReader,
+        side: sidecar.Sidecar,
+        marker: dict[str, Any],
+        batch_size: int,
+        timeout: float | None,
+        progress: Progress | None,
+    ) -> None:
+        self.reader = reader
+        self.side = side
+        self.marker = marker
+        self.batch_size = batch_size
+        self.timeout = timeout
+        self.progress = progress
+        self.records = int(marker.get("records") or 0)
+        self.where = f"clone of {reader.where}"
+
+    async def copy(self, target: Store) -> None:
+        last = self.marker.get("last_key")
+        start = None if last is None else bytes.fromhex(last)
+        iterator = await _bounded(
+            call(
+                self.reader._source.scan_with_options(
+                    KeyRange(
+                        start=start, start_inclusive=start is None, end=None, end_inclusive=False
+                    ),
+                    scan_options(False, fill_cache=False),
+                ),
+                self.where,
+            ),
+            self.timeout,
+            self.where,
+        )
+        while True:
+            try:
+                rows = await _bounded(
+                    iterator.next_batch(self.batch_size), self.timeout, self.where
+                )
+            except Error as exc:
+                raise translate(exc, self.where) from exc
+            if not rows:
+                return
+            now = datetime.datetime.now(datetime.timezone.utc).timestamp() * 1000
+            batch = Batch(target)
+            for kv in rows:
+                expire = kv.expire_ts
+                if expire is not None and expire <= now:
+                    continue
+                batch.put_raw(kv.key, kv.value, expire_at=expire)
+            count = len(batch)
+            if count:
+                await _bounded(target.write(batch, durable=True), self.timeout, self.where)
+            self.records += count
+            self.marker["records"] = self.records
+            self.marker["last_key"] = rows[-1].key.hex()
+            await self.side.put_json(sidecar.CLONE_MARKER, self.marker)
+            if self.progress is not None:
+                self.progress(self.records, "copy")
+
+    async def source_cursor(self) -> str | None:
+        """The source's feed cursor right after the cloned state: the checkpoint's; None for
+        a latest-state clone (no pinned position)."""
+        source = self.reader
+        if source.checkpoint_id is None:
+            return None
+        checkpoints = Checkpoints(source.location.db_path, source._object_store, source.where)
+        found = [cp for cp in await checkpoints.list() if cp.id == source.checkpoint_id]
+        return found[0].cursor if found else None
 
 
 def clone_sync(
@@ -123,6 +270,8 @@ def clone_sync(
     checkpoint: str | None = None,
     source_options: Mapping[str, str] | None = None,
     destination_options: Mapping[str, str] | None = None,
+    replace: bool = False,
+    timeout: float | None = None,
 ) -> CloneResult:
     """`clone` for code without an event loop (same arguments)."""
     return asyncio.run(
@@ -132,5 +281,7 @@ def clone_sync(
             checkpoint=checkpoint,
             source_options=source_options,
             destination_options=destination_options,
+            replace=replace,
+            timeout=timeout,
         )
     )

@@ -8,6 +8,10 @@ a position between two WAL rows (see rfcs/0008-change-feed.md for the format):
     min_seq  rows with a smaller sequence number were already delivered (a checkpoint's
              cursor skips what its state holds this way)
 
+A cursor also names the store it came from (its identity, kept beside the database and new
+for each store and clone: store/sidecar.py); another store refuses it, and so does every
+store for a position past what it has written.
+
 WAL files are immutable and their ids contiguous, so (file, row index) is a stable position:
 resuming from a cursor yields the next change after it, with no gap and no repeat, whatever
 happened to the writer in between (restart, kill -9, a new writer fencing the old one).
@@ -18,16 +22,18 @@ from __future__ import annotations
 import asyncio
 import zlib
 from collections.abc import AsyncGenerator
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from slatedb.uniffi import AdminBuilder, Error, RowEntryKind, SlateDbWalReader
 
 from opendata_kv.errors import (
     ChangeCursorError,
     ChangeCursorExpiredError,
+    ChangeDecodeError,
     InvalidArgumentError,
     OpendataKvError,
     StoreError,
+    check_choice,
     check_count,
 )
 from opendata_kv.keys import Key, RecordType, Schema
@@ -35,8 +41,14 @@ from opendata_kv.store.native.errors import translate
 from opendata_kv.values import Values
 
 _OPS = {RowEntryKind.VALUE: "put", RowEntryKind.TOMBSTONE: "delete", RowEntryKind.MERGE: "merge"}
-_VERSION = "1"
+_VERSION = "2"
 _TRUNCATED = "WAL was truncated"
+#: the store part of a cursor made where the store's identity is not known
+NO_STORE = "0"
+#: how often the feed looks for a new start when the GC deletes the files it was about to read
+_START_ATTEMPTS = 5
+
+ErrorPolicy = Literal["raise", "skip", "raw"]
 
 
 class Change(NamedTuple):
@@ -55,23 +67,31 @@ class Change(NamedTuple):
     raw_key: bytes
     raw_value: bytes | None
     expire_at: int | None  # Unix ms, for a put with a TTL
+    error: Exception | None = None  # on_error="raw": why key/value are the raw bytes
 
 
 class Position(NamedTuple):
     """A decoded cursor: start at WAL file `wal`, skip its first `skip` rows and every row
-    with a sequence number below `min_seq`."""
+    with a sequence number below `min_seq`; `store` is the identity of the store it came from
+    (NO_STORE when that was not known)."""
 
     wal: int
     skip: int
     min_seq: int
+    store: str = NO_STORE
 
     def cursor(self) -> str:
-        return encode_cursor(self.wal, self.skip, self.min_seq)
+        return encode_cursor(self.wal, self.skip, self.min_seq, self.store)
 
 
-def encode_cursor(wal: int, skip: int, min_seq: int) -> str:
-    """The opaque cursor string: "1-<wal>-<skip>-<min_seq>-<crc32>" (numbers in hex)."""
-    body = f"{_VERSION}-{wal:x}-{skip:x}-{min_seq:x}"
+def _store_part(store: str | None) -> str:
+    return store or NO_STORE
+
+
+def encode_cursor(wal: int, skip: int, min_seq: int, store: str | None = None) -> str:
+    """The opaque cursor string: "2-<store>-<wal>-<skip>-<min_seq>-<crc32>" (numbers in hex,
+    store the store's identity)."""
+    body = f"{_VERSION}-{_store_part(store)}-{wal:x}-{skip:x}-{min_seq:x}"
     return f"{body}-{zlib.crc32(body.encode()):08x}"
 
 
@@ -82,21 +102,33 @@ def decode_cursor(cursor: str) -> Position:
             f"a change cursor is a string, got {type(cursor).__name__} {cursor!r}", cursor
         )
     parts = cursor.split("-")
-    if len(parts) != 5 or parts[0] != _VERSION:
+    if parts[0] == "1" and len(parts) == 5:
+        raise ChangeCursorError(
+            f"change cursor {cursor[:80]!r} was made by an older opendata_kv and names no "
+            "store, so it cannot be checked against this one: resync from a checkpoint "
+            "(store.checkpoint(), then its cursor)",
+            cursor,
+        )
+    if len(parts) != 6 or parts[0] != _VERSION:
         raise ChangeCursorError(
             f"malformed change cursor {cursor[:80]!r}: expected the string a Change's "
-            "cursor holds (version 1, five dash-separated parts)",
+            "cursor holds (version 2, six dash-separated parts)",
             cursor,
         )
     body = cursor.rsplit("-", 1)[0]
     try:
-        wal, skip, min_seq = (int(p, 16) for p in parts[1:4])
-        check = int(parts[4], 16)
+        wal, skip, min_seq = (int(p, 16) for p in parts[2:5])
+        check = int(parts[5], 16)
     except ValueError:
         raise ChangeCursorError(
             f"malformed change cursor {cursor[:80]!r}: its parts are not hex numbers", cursor
         ) from None
-    if any(not p.isalnum() or p != p.lower() for p in parts[1:]) or len(parts[4]) != 8:
+    if (
+        any(not p.isalnum() or not p.isascii() or p != p.lower() for p in parts[1:])
+        or len(parts[5]) != 8
+        or len(parts[1]) > 64
+        or any(len(p) > 16 for p in parts[2:5])
+    ):
         raise ChangeCursorError(f"malformed change cursor {cursor[:80]!r}", cursor)
     if zlib.crc32(body.encode()) != check or wal < 1:
         raise ChangeCursorError(
@@ -104,7 +136,32 @@ def decode_cursor(cursor: str) -> Position:
             "(was it edited or cut short?)",
             cursor,
         )
-    return Position(wal, skip, min_seq)
+    return Position(wal, skip, min_seq, parts[1])
+
+
+def check_store(position: Position, identity: str | None, cursor: str, where: str) -> None:
+    """ChangeCursorError when the cursor came from another store than this one."""
+    if identity is None or position.store == identity:
+        return
+    came = (
+        "a store whose identity was not known"
+        if position.store == NO_STORE
+        else f"store {position.store}"
+    )
+    raise ChangeCursorError(
+        f"{where}: change cursor {cursor[:80]!r} comes from {came}, not from this store "
+        f"({identity}); a cursor resumes only the feed of the store that made it (a clone "
+        "has an identity of its own: follow it from the checkpoint or clone's own cursor)",
+        cursor,
+    )
+
+
+def past_end(cursor: str, where: str, what: str) -> ChangeCursorError:
+    return ChangeCursorError(
+        f"{where}: change cursor {cursor[:80]!r} points past what this store has written "
+        f"({what}); it was not made by this store's feed",
+        cursor,
+    )
 
 
 class _Decoder:
@@ -129,6 +186,8 @@ class _Decoder:
         return found
 
     def change(self, row: Any, cursor: str) -> Change:
+        """The Change of `row`; OpendataKvError (a ValueDecodeError or KeyDecodeError naming
+        the key) when its key or value does not decode."""
         key = row.key
         data = row.value
         record_type = self._schema.try_record_type_of(key)
@@ -148,13 +207,33 @@ class _Decoder:
         )
 
 
-async def _iterator(reader: Any, start: int, where: str, cursor: str | None) -> Any:
+def _undecodable(
+    exc: OpendataKvError, row: Any, bad: str, last: str | None, where: str
+) -> ChangeDecodeError:
+    return ChangeDecodeError(
+        f"{where}: the change at seq {row.seq} (key {row.key.hex()}) does not decode: {exc}. "
+        f"Resume after the last change delivered with cursor {last!r}; skip this one with "
+        f"cursor {bad!r}, or read with on_error='skip' or 'raw'",
+        cursor=last,
+        bad_cursor=bad,
+        seq=row.seq,
+        raw_key=row.key,
+        record=getattr(exc, "record", None),
+    )
+
+
+def _message(exc: BaseException) -> str:
+    return getattr(exc, "message", None) or str(exc)
+
+
+def _truncated_at(exc: BaseException) -> bool:
+    return isinstance(exc, Error) and _TRUNCATED in _message(exc)
+
+
+async def _iterator(reader: Any, start: int, where: str) -> Any:
     try:
         return await reader.iterator(start)
     except Error as exc:
-        message = getattr(exc, "message", None) or str(exc)
-        if _TRUNCATED in message and cursor is not None:
-            raise expired(cursor, start, where) from exc
         raise translate(exc, where) from exc
 
 
@@ -170,22 +249,56 @@ def expired(cursor: str, wal: int, where: str) -> ChangeCursorExpiredError:
     )
 
 
-async def oldest_wal(reader: Any, tail: int, where: str) -> int:
-    """The first WAL file id the reader can start at (1 until the GC deleted files):
-    iterator() refuses a truncated start, so search for the smallest accepted one."""
-    low, high = 1, max(tail, 1) + 1  # high is always accepted (nothing written there yet)
-    while low < high:
-        middle = (low + high) // 2
-        try:
-            await reader.iterator(middle)
-        except Error as exc:
-            message = getattr(exc, "message", None) or str(exc)
-            if _TRUNCATED not in message:
-                raise translate(exc, where) from exc
-            low = middle + 1
-        else:
-            high = middle
-    return low
+def overtaken(last: str | None, wal: int, where: str) -> ChangeCursorExpiredError:
+    """The garbage collector deleted the next WAL file while the feed was reading."""
+    return ChangeCursorExpiredError(
+        f"{where}: the garbage collector deleted WAL file {wal} before the feed read it (the "
+        f"feed fell behind the WAL retention); the last change delivered has cursor {last!r}. "
+        "Resync from a checkpoint (store.checkpoint(), then its cursor), and keep WAL files "
+        "longer with garbage_collector_options.wal_options.min_age.",
+        last,
+        wal,
+    )
+
+
+async def _exists(reader: Any, wal: int, where: str) -> bool:
+    """Whether WAL file `wal` exists: slatedb's iterator refuses to start at a deleted one."""
+    try:
+        await reader.iterator(wal)
+    except Error as exc:
+        if _TRUNCATED not in _message(exc):
+            raise translate(exc, where) from exc
+        return False
+    return True
+
+
+async def first_wal(reader: Any, floor: int, tail: int, ids: set[int] | None, where: str) -> int:
+    """Where "from the start" begins: the first file of the oldest run of WAL files without a
+    gap that reaches the live end. Files after the manifest's replay point `floor` are never
+    collected; below it the GC deletes files by age, oldest first, but may keep an older one
+    (slatedb keeps the first) past a gap. `ids`: a listing of the WAL files when there is one;
+    else files are probed (galloping down, then halving: the run below the floor is searched
+    as one contiguous block)."""
+    top = min(floor + 1, tail + 1)
+    if ids is not None:
+        first = top
+        while first - 1 >= 1 and first - 1 in ids:
+            first -= 1
+        return first
+    good, step = top, 1
+    while good > 1:
+        probe = max(1, good - step)
+        if not await _exists(reader, probe, where):
+            low, high = probe + 1, good  # probe is gone, good exists
+            while low < high:
+                middle = (low + high) // 2
+                if await _exists(reader, middle, where):
+                    high = middle
+                else:
+                    low = middle + 1
+            return low
+        good, step = probe, step * 2
+    return good
 
 
 def wal_reader(db_path: str, object_store: Any) -> Any:
@@ -221,9 +334,20 @@ async def change_batches(
     limit: int | None,
     poll_interval: float,
     where: str,
+    identity: str | None = None,
+    list_wal: Any = None,
+    on_error: ErrorPolicy = "raise",
 ) -> AsyncGenerator[list[Change], None]:
-    """The feed a WAL file at a time: each list holds the changes of one file (never empty)."""
+    """The feed a WAL file at a time: each list holds the changes of one file (never empty).
+
+    `identity`: this store's identity (cursors name it; a cursor of another store is refused).
+    `list_wal`: a blocking function returning the WAL file ids present, or None (no listing).
+    `on_error`: a change whose key or value does not decode raises ChangeDecodeError ("raise",
+    after delivering the good changes before it), is left out ("skip"), or is delivered with
+    raw key and value bytes and the error ("raw").
+    """
     check_count(limit, "limit", 0, none_ok=True)
+    check_choice(on_error, ("raise", "skip", "raw"), "on_error")
     if poll_interval <= 0:
         raise InvalidArgumentError(
             f"poll_interval must be > 0 seconds, got {poll_interval!r}",
@@ -234,22 +358,54 @@ async def change_batches(
     if limit == 0:
         return
     where = f"change feed of {where}"
-    # WAL files up to the manifest's replay_after_wal_id are in SSTs already and are the
-    # ones the garbage collector deletes; asking for the tail after an older one fails
-    manifest = await _call(admin.read_manifest(None), where)
-    floor = 0 if manifest is None else manifest.replay_after_wal_id
-    if position is None:
-        tail = await _call(reader.last_wal_file_id(floor), where)
-        start, skip, min_seq = await oldest_wal(reader, tail, where), 0, 0
-    else:
-        start, skip, min_seq = position
-        tail = await _call(reader.last_wal_file_id(max(floor, start - 1)), where)
-    iterator = await _iterator(reader, start, where, since)
+    if position is not None:
+        assert since is not None
+        check_store(position, identity, since, where)
+    store = _store_part(identity)
     decoder = _Decoder(schema, values)
-    consumed = start - 1  # the last WAL file read
+    last: str | None = since  # the cursor after the last change delivered
     remaining = limit
+    attempts = 0
+    while True:  # one pass per start: a start the GC overtook before anything came is redone
+        # WAL files up to the manifest's replay_after_wal_id are in SSTs already and are the
+        # ones the garbage collector deletes; asking for the tail after an older one fails
+        manifest = await _call(admin.read_manifest(None), where)
+        floor = 0 if manifest is None else manifest.replay_after_wal_id
+        top_seq = 0 if manifest is None else manifest.last_l0_seq
+        if position is None:
+            tail = await _call(reader.last_wal_file_id(floor), where)
+            ids = None if list_wal is None else await asyncio.to_thread(list_wal)
+            start, skip, min_seq = await first_wal(reader, floor, tail, ids, where), 0, 0
+        else:
+            start, skip, min_seq, _ = position
+            tail = await _call(reader.last_wal_file_id(floor), where)
+            if start > tail + 1:
+                assert since is not None
+                raise past_end(since, where, f"WAL file {start}, the newest is {tail}")
+        try:
+            iterator = await reader.iterator(start)
+        except Error as exc:
+            if not _truncated_at(exc):
+                raise translate(exc, where) from exc
+            if position is not None:
+                assert since is not None
+                raise expired(since, start, where) from exc
+            attempts += 1
+            if attempts >= _START_ATTEMPTS:
+                raise overtaken(None, start, where) from exc
+            continue
+        break
+    consumed = start - 1  # the last WAL file read
+    checked_seq = position is None or min_seq == 0
     while True:
         if consumed >= tail:
+            if not checked_seq:
+                checked_seq = True
+                if min_seq > top_seq + 1:
+                    assert since is not None
+                    raise past_end(
+                        since, where, f"sequence number {min_seq}, the newest is {top_seq}"
+                    )
             if not follow:
                 return
             while True:  # wait for the writer's next WAL file, polling its id
@@ -259,42 +415,84 @@ async def change_batches(
                 await asyncio.sleep(poll_interval)
             # a live iterator at the tail only notices new files on its own ~1 s poll; a
             # new one starting at the next file returns it at once
-            iterator = await _iterator(reader, consumed + 1, where, None)
+            try:
+                iterator = await reader.iterator(consumed + 1)
+            except Error as exc:
+                if _truncated_at(exc):
+                    raise overtaken(last, consumed + 1, where) from exc
+                raise translate(exc, where) from exc
         try:
             rows = await iterator.next()
         except Error as exc:
-            message = getattr(exc, "message", None) or str(exc)
-            if _TRUNCATED in message and since is not None and consumed == start - 1:
+            if not _truncated_at(exc):
+                raise translate(exc, where) from exc
+            if since is not None and consumed == start - 1:
                 raise expired(since, start, where) from exc
-            raise translate(exc, where) from exc
+            raise overtaken(last, consumed + 1, where) from exc
         if rows is None:
             return
         file_id = rows.last_consumed_wal_file_id
-        if consumed == start - 1 and position is not None and file_id != start:
-            # the cursor's own file is gone: the GC deleted it between our calls
-            assert since is not None
-            raise expired(since, start, where)
+        if file_id != consumed + 1:
+            # the file we were to read next is gone: the GC deleted it between our calls
+            if since is not None and consumed == start - 1:
+                raise expired(since, start, where)
+            raise overtaken(last, consumed + 1, where)
         consumed = file_id
         batch = rows.rows
+        if batch:
+            top_seq = max(top_seq, batch[-1].seq, batch[0].seq)
+        first_index = skip if file_id == start else 0
+        if file_id == start and position is not None and skip > len(batch):
+            assert since is not None
+            raise past_end(
+                since, where, f"row {skip} of WAL file {file_id}, which has {len(batch)}"
+            )
         out: list[Change] = []
         crc32 = zlib.crc32
         change = decoder.change
-        head = f"{_VERSION}-{file_id:x}-"
-        for index in range(skip if file_id == start else 0, len(batch)):
+        head = f"{_VERSION}-{store}-{file_id:x}-"
+        failure: ChangeDecodeError | None = None
+        for index in range(first_index, len(batch)):
             row = batch[index]
             seq = row.seq
             if seq < min_seq:
                 continue
             body = f"{head}{index + 1:x}-{seq:x}"
-            out.append(change(row, f"{body}-{crc32(body.encode()):08x}"))
+            cursor = f"{body}-{crc32(body.encode()):08x}"
+            try:
+                out.append(change(row, cursor))
+            except OpendataKvError as exc:
+                if on_error == "skip":
+                    continue
+                if on_error == "raw":
+                    out.append(
+                        Change(
+                            cursor,
+                            seq,
+                            _OPS[row.kind],
+                            row.key,
+                            row.value,
+                            row.key,
+                            row.value,
+                            row.expire_ts,
+                            exc,
+                        )
+                    )
+                else:
+                    prior = out[-1].cursor if out else last
+                    failure = _undecodable(exc, row, cursor, prior, where)
+                    break
             if remaining is not None and len(out) >= remaining:
                 break
         if out:
+            last = out[-1].cursor
             yield out
             if remaining is not None:
                 remaining -= len(out)
                 if remaining <= 0:
                     return
+        if failure is not None:
+            raise failure
 
 
 async def _call(awaitable: Any, where: str) -> Any:

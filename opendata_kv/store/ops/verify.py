@@ -314,7 +314,9 @@ async def _blocks(
             await reader.shutdown()
 
 
-async def _scan(location: Location, object_store: Any, report: VerifyReport) -> None:
+async def _scan(
+    location: Location, object_store: Any, report: VerifyReport, retries: int = 0
+) -> None:
     """Every row of the newest state through a reader that writes nothing: each block of each
     live SST is read, so a block that fails its checksum is reported by name."""
     builder = DbReaderBuilder(location.db_path, object_store)
@@ -325,7 +327,7 @@ async def _scan(location: Location, object_store: Any, report: VerifyReport) -> 
             checkpoint_lifetime_ms=3_600_000,
             max_memtable_bytes=64 << 20,
             skip_wal_replay=True,
-            object_store_max_retries=0,
+            object_store_max_retries=retries,
         )
     )
     where = f"verify scan of {location}"
@@ -388,6 +390,7 @@ async def verify_async(
     *,
     object_store_options: Mapping[str, str] | None = None,
     timeout: float | None = READER_TIMEOUT,
+    retries: int = 0,
 ) -> VerifyReport:
     """Check every object of the database at `url` (see the module docstring); never writes.
     `timeout` bounds each manifest and compactions read (None: no bound); a call that
@@ -451,7 +454,7 @@ async def verify_async(
     await _wal(location, object_store, latest, listing, report)
     if newest_decodes:
         await _blocks(location, object_store, latest, report)
-        await _scan(location, object_store, report)
+        await _scan(location, object_store, report, retries)
     return report
 
 
@@ -460,8 +463,11 @@ def verify(
     *,
     object_store_options: Mapping[str, str] | None = None,
     timeout: float | None = READER_TIMEOUT,
+    retries: int = 0,
 ) -> VerifyReport:
     """verify_async, blocking (on a private event loop, so it works inside a running one)."""
-    checking = verify_async(url, object_store_options=object_store_options, timeout=timeout)
+    checking = verify_async(
+        url, object_store_options=object_store_options, timeout=timeout, retries=retries
+    )
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, checking).result()

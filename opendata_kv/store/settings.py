@@ -1,0 +1,104 @@
+"""slatedb Settings from a mapping, checked: unknown names refused, partial groups merged.
+
+slatedb's Settings.set(name, json) ignores a name it does not know (a typo silently keeps the
+default) and replaces a whole group with what it is given (so a partial
+`garbage_collector_options` fails for a missing field). `slatedb_settings` instead checks every
+name, at every depth, against slatedb's own defaults (Settings.default().to_json_string()), says
+which known name is closest to an unknown one, and merges a partial group over the defaults.
+docs/store.md lists what can be set.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from slatedb.uniffi import Settings
+
+from opendata_kv.errors import InvalidArgumentError
+from opendata_kv.store.native.errors import FOREIGN, translate
+
+
+def defaults() -> dict[str, Any]:
+    """slatedb's default settings as JSON-able Python."""
+    found: dict[str, Any] = json.loads(Settings.default().to_json_string())
+    return found
+
+
+def _closest(name: str, known: list[str]) -> str:
+    near = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+    return f" (did you mean {near[0]!r}?)" if near else ""
+
+
+def merged(given: Mapping[str, Any], base: Mapping[str, Any], path: str = "") -> dict[str, Any]:
+    """`given` over `base`, recursively for groups; InvalidArgumentError naming an unknown name
+    (its full dotted path) and the closest known one."""
+    if not isinstance(given, Mapping):
+        raise InvalidArgumentError(
+            f"settings{'.' + path if path else ''} must be a mapping of names to values, got "
+            f"{type(given).__name__} {given!r}",
+            field=path or "settings",
+            value=given,
+        )
+    out = dict(base)
+    for name, value in given.items():
+        full = f"{path}.{name}" if path else str(name)
+        if not isinstance(name, str) or name not in base:
+            known = sorted(base)
+            raise InvalidArgumentError(
+                f"unknown slatedb setting {full!r}{_closest(str(name), known)}; known names"
+                f"{' in ' + path if path else ''}: {', '.join(known)}",
+                field=full,
+                value=value,
+            )
+        default = base[name]
+        if isinstance(default, dict) and default and isinstance(value, Mapping):
+            out[name] = merged(value, default, full)
+        else:
+            out[name] = value
+    return out
+
+
+def _checked(name: str, value: Any, base: Mapping[str, Any]) -> Any:
+    """`value` for the setting `name` (dotted for a nested one, as slatedb's Settings.set
+    takes it: "compactor_options.poll_interval"), with a group merged over its default."""
+    parts = name.split(".")
+    node: Any = base
+    for depth, part in enumerate(parts):
+        path = ".".join(parts[:depth])
+        if not isinstance(node, Mapping) or (node and part not in node):
+            known = sorted(node) if isinstance(node, Mapping) else []
+            near = _closest(part, known)
+            raise InvalidArgumentError(
+                f"unknown slatedb setting {name!r}{near}; known names"
+                f"{' in ' + path if path else ''}: {', '.join(known)}",
+                field=name,
+                value=value,
+            )
+        node = node.get(part) if node else None
+    if isinstance(node, dict) and node and isinstance(value, Mapping):
+        return merged(value, node, name)
+    return value
+
+
+def slatedb_settings(settings: Mapping[str, Any] | None) -> Any:
+    """slatedb Settings: the defaults with `settings` merged over them (see the module doc)."""
+    result = Settings.default()
+    if not settings:
+        return result
+    base = defaults()
+    for name, given in settings.items():
+        value = _checked(str(name), given, base)
+        try:
+            result.set(name, json.dumps(value))
+        except FOREIGN as exc:
+            raise translate(exc, f"setting {name}={settings[name]!r}") from exc
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentError(
+                f"setting {name}={settings[name]!r} is not JSON-able: {exc}",
+                field=name,
+                value=settings[name],
+            ) from exc
+    return result
