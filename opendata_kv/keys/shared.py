@@ -49,10 +49,18 @@ class SharedHead:
         self.types.append(new)
 
     def _tag_at(self, key: bytes) -> int:
-        """Offset of the record tag: after the head and the header fields."""
+        """Offset of the record tag: after the head and the header fields, or without header
+        fields the head's last byte."""
+        if not self.header:
+            return len(self.types[0].head) - 1
         pos = len(self.types[0].head)
-        for _name, field in self.header:
-            pos = field.decode(key, pos)[1]
+        for name, field in self.header:
+            try:
+                pos = field.decode(key, pos)[1]
+            except KeyDecodeError as exc:
+                raise KeyDecodeError(
+                    f"header field {name!r} at offset {pos}: {exc}", field=name, offset=pos
+                ) from None
         return pos
 
     def pick(self, key: bytes) -> RecordType | None:
@@ -105,6 +113,13 @@ class SharedHead:
                 offset=pos,
             )
         suffixes = [t.suffix.hex() for t in self.types if t.tag_byte == tag]
+        if len(key) == pos + 1:
+            return UnknownRecordError(
+                f"key {show_bytes(key)}: ends at offset {pos + 1} after record tag "
+                f"0x{tag:02x}, where one of the suffixes {suffixes} belongs",
+                value=key,
+                offset=pos + 1,
+            )
         at = len(key) - 1
         return UnknownRecordError(
             f"key {show_bytes(key)}: record tag 0x{tag:02x} at offset {pos}, but the key ends "
