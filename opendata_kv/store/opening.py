@@ -40,6 +40,7 @@ from opendata_kv.errors import (
 from opendata_kv.store.failures import FOREIGN, call, translate
 from opendata_kv.store.integrity import check_open, opening_error
 from opendata_kv.store.location import Location, s3_config
+from opendata_kv.store.opendata_compat import build_compatible
 from opendata_kv.store.ops.checkpoints import resolve as resolve_checkpoint
 
 T = TypeVar("T")
@@ -188,31 +189,37 @@ async def open_reader_db(
     await check_open(location, object_store, where)
     if checkpoint is not None:  # a name is looked up (read-only)
         checkpoint = await resolve_checkpoint(location.db_path, object_store, checkpoint, where)
-    builder = DbReaderBuilder(location.db_path, object_store)
-    # FOLLOW_LATEST and CHECKPOINT write nothing; the default mode writes manifests (it
-    # creates and refreshes a checkpoint of its own), which a reader must never do.
-    try:
-        builder.with_reader_mode(
-            ReaderMode.FOLLOW_LATEST() if checkpoint is None else ReaderMode.CHECKPOINT(checkpoint)
+    def make_builder() -> Any:
+        builder = DbReaderBuilder(location.db_path, object_store)
+        # FOLLOW_LATEST and CHECKPOINT write nothing; the default mode writes manifests (it
+        # creates and refreshes a checkpoint of its own), which a reader must never do.
+        try:
+            builder.with_reader_mode(
+                ReaderMode.FOLLOW_LATEST()
+                if checkpoint is None
+                else ReaderMode.CHECKPOINT(checkpoint)
+            )
+        except Error as exc:
+            message = getattr(exc, "message", None) or str(exc)
+            raise CheckpointError(
+                f"{where}: {checkpoint!r} is not a checkpoint id (ids are UUIDs, as "
+                f"`opendata-kv checkpoint list` shows them) [{message}]"
+            ) from exc
+        builder.with_options(
+            ReaderOptions(
+                manifest_poll_interval_ms=max(1, round(poll_interval * 1000)),
+                checkpoint_lifetime_ms=max(1000, round(poll_interval * 10_000)),
+                max_memtable_bytes=64 << 20,
+                skip_wal_replay=False,
+                object_store_max_retries=max_retries,
+            )
         )
-    except Error as exc:
-        message = getattr(exc, "message", None) or str(exc)
-        raise CheckpointError(
-            f"{where}: {checkpoint!r} is not a checkpoint id (ids are UUIDs, as "
-            f"`opendata-kv checkpoint list` shows them) [{message}]"
-        ) from exc
-    builder.with_options(
-        ReaderOptions(
-            manifest_poll_interval_ms=max(1, round(poll_interval * 1000)),
-            checkpoint_lifetime_ms=max(1000, round(poll_interval * 10_000)),
-            max_memtable_bytes=64 << 20,
-            skip_wal_replay=False,
-            object_store_max_retries=max_retries,
-        )
-    )
-    set_block_cache(builder, cache_bytes)
+        set_block_cache(builder, cache_bytes)
+        return builder
+
     try:
-        return await builder.build(), object_store, checkpoint
+        # a database OpenData wrote is read with its segment extractor (opendata_compat)
+        return await build_compatible(make_builder), object_store, checkpoint
     except FOREIGN as exc:
         message = getattr(exc, "message", None) or str(exc)
         if isinstance(exc, Error.Data) and _NO_MANIFEST in message:
