@@ -47,8 +47,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "inspect",
         help="decode a key: prefix, version, record type, fields",
         description=(
-            "Decode a record key. Without --schema: an OpenData key (first byte 01..04, "
-            "second below 0x10) is decoded with OpenData's built-in layouts (layout, "
+            "Decode a record key. Without --schema: an OpenData key (starting 0102, "
+            "020001, 020101, 020201, 0301 or 0401) is decoded with OpenData's built-in layouts (layout, "
             "subsystem, record, fields), any other key by its 2-byte seed prefix (version, "
             "record type, reserved bits) with the rest as hex; --layout chooses explicitly. "
             "With --schema: also the record name and its "
@@ -112,10 +112,8 @@ class KeyInspector:
                 return opendata_object(key, opendata.decode_key(key))
             if self.layout == "none":
                 return {"key_hex": key.hex(), "layout": "none", "rest_hex": key.hex()}
-        result = describe_key(key, self.schema, self.keyspace)
-        if self.schema is None:
-            result["layout"] = "seed"
-        return result
+        # a seed key's object is unchanged (no "layout" member): its fields are DESIGN's
+        return describe_key(key, self.schema, self.keyspace)
 
     def as_text(self, result: Result) -> str:
         pairs = [("key", result["key_hex"])]

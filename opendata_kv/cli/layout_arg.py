@@ -1,9 +1,10 @@
 """--layout auto|opendata|seed|none: which key layout the inspection commands read keys with
 when no --schema is given (RFC 0009), and the JSON of an OpenData key.
 
-auto (the default): a key whose first byte is an OpenData subsystem (01..04) and whose second
-byte is below 0x10 is an OpenData key; any other key is a seed key ([version][tag], RFC 0001).
-No valid seed key is read as OpenData: its tag byte is 0x10 or more.
+auto (the default): a key that starts with the subsystem and version bytes of one of
+OpenData's layouts (01 02, 02 00 01, 02 01 01, 02 02 01, 03 01, 04 01) is an OpenData key; any
+other key is a seed key ([version][tag], RFC 0001). No valid seed key is read as OpenData: its
+second byte, the tag, is 0x10 or more.
 """
 
 from __future__ import annotations

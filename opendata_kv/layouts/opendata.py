@@ -168,12 +168,18 @@ EXTRACTORS: dict[str, Extractor] = {
 }
 
 
+#: the constant bytes OpenData keys start with (subsystem, vector's segment, version)
+LEADS: tuple[bytes, ...] = tuple(
+    sorted({t.lead for schema in SCHEMAS.values() for t in schema})
+)
+
+
 def is_opendata_key(key: bytes) -> bool:
-    """True when `key` is read as an OpenData key rather than a seed key (RFC 0009): its
-    first byte is a subsystem (01..04) and its second is below 0x10 or missing. A valid seed
-    key never qualifies (its tag byte, second with no keyspace, is 0x10 or more), and every
-    OpenData key does (versions 01/02, vector segments 00..02)."""
-    return bool(key) and key[0] in SUBSYSTEMS and (len(key) < 2 or key[1] < 0x10)
+    """True when `key` is read as an OpenData key rather than a seed key (RFC 0009): it
+    starts with the subsystem and version bytes of one of OpenData's layouts (01 02, 02 00 01,
+    02 01 01, 02 02 01, 03 01, 04 01). A valid seed key never does (its second byte, the
+    record tag, is 0x10 or more); every OpenData key does."""
+    return key.startswith(LEADS)
 
 
 def subsystem_of(key: bytes) -> str:
