@@ -48,8 +48,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="decode a key: prefix, version, record type, fields",
         description=(
             "Decode a record key. Without --schema: an OpenData key (starting 0102, "
-            "020001, 020101, 020201, 0301 or 0401) is decoded with OpenData's built-in layouts (layout, "
-            "subsystem, record, fields), any other key by its 2-byte seed prefix (version, "
+            "020001, 020101, 020201, 0301 or 0401) is decoded with OpenData's built-in "
+            "layouts (layout, subsystem, record, fields), any other key by its 2-byte seed prefix (version, "
             "record type, reserved bits) with the rest as hex; --layout chooses explicitly. "
             "With --schema: also the record name and its "
             "decoded fields (rest_hex is then \"\"). KEY is hex (0x optional, any case, spaces "
