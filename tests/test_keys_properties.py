@@ -169,6 +169,21 @@ BASIC: list[Spec] = [
     Spec("boolean", fields.boolean, st.booleans(), bad=(None, 0, 1, "True", 2, b"\x01")),
     Spec("string", fields.string, texts, bad=(None, b"x", 1, "\ud800"), sliceable=True),
     Spec("bytes_", fields.bytes_, binaries, bad=(None, "x", 1, [1, 2], [5]), sliceable=True),
+    # length-prefixed (RFC 0009): ordered by (byte length, bytes), not by the bytes alone
+    Spec(
+        "lp_string",
+        fields.lp_string,
+        texts,
+        lambda v: (len(v.encode()), v.encode()),
+        bad=(None, b"x", 1, "\ud800", "x" * 65536),
+    ),
+    Spec(
+        "lp_bytes",
+        fields.lp_bytes,
+        binaries,
+        lambda v: (len(v), v),
+        bad=(None, "x", 1, [1, 2], b"x" * 65536),
+    ),
     Spec("var_u32", fields.var_u32, ints(0, (1 << 32) - 1), bad=(*NOT_INT, -1, 1 << 32)),
     Spec("var_u64", fields.var_u64, ints(0, (1 << 64) - 1), bad=(*NOT_INT, -1, 1 << 64)),
     *(

@@ -21,6 +21,7 @@ from opendata_kv.cli.db_args import (
     schema_args,
 )
 from opendata_kv.cli.db_read import ReadLimits, open_reader
+from opendata_kv.cli.layout_arg import layout_arg
 from opendata_kv.cli.rows import Decoder
 from opendata_kv.cli.text import printable, shorten
 
@@ -52,6 +53,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="with --follow: how often to look for new WAL files (default 0.1)",
     )
     read_limit_args(changes)
+    layout_arg(changes)
     add_json_flag(changes)
     changes.set_defaults(handler=run_changes)
 
@@ -59,6 +61,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def change_object(decoder: Decoder, change: Any) -> dict[str, Any]:
     """The JSON object of one change: cursor, seq, op, key_hex, record, key, value."""
     key: bytes = change.raw_key
+    if decoder.is_opendata(key):
+        return _opendata_change(decoder, change)
     _keyspace, owner, _prefix, _error = decoder.classify(key)
     record: str | None = None
     fields: dict[str, Any] | None = None
@@ -82,6 +86,26 @@ def change_object(decoder: Decoder, change: Any) -> dict[str, Any]:
         "key_hex": key.hex(),
         "record": record,
         "key": fields,
+        "value": value,
+    }
+
+
+def _opendata_change(decoder: Decoder, change: Any) -> dict[str, Any]:
+    """change_object for an OpenData key: the record and fields of its built-in layout."""
+    key: bytes = change.raw_key
+    obj, error = decoder.opendata_key(key)
+    value: Any = None
+    data = change.raw_value
+    if change.op != "delete" and data is not None:
+        decoded, value_error = (None, "") if error else decoder.opendata_value(obj, data)
+        value = jsonable(data if value_error is not None else decoded)
+    return {
+        "cursor": change.cursor,
+        "seq": change.seq,
+        "op": change.op,
+        "key_hex": key.hex(),
+        "record": obj["record"],
+        "key": obj["fields"],
         "value": value,
     }
 

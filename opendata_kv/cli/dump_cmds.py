@@ -25,6 +25,7 @@ from opendata_kv.cli.db_args import (
     version_arg,
 )
 from opendata_kv.cli.db_read import Walk, checkpoint_arg, open_reader, walk_from_args
+from opendata_kv.cli.layout_arg import layout_arg
 from opendata_kv.cli.rows import Decoder, Row
 from opendata_kv.cli.stats_cmds import Progress
 from opendata_kv.cli.text import cut, printable, shorten
@@ -66,6 +67,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="decode values (msgpack, or the codecs of a --schema Values) instead of hex",
     )
     checkpoint_arg(dump)
+    layout_arg(dump)
     read_limit_args(dump)
     add_json_flag(dump)
     dump.set_defaults(handler=run_dump)
@@ -81,7 +83,8 @@ def run_dump(args: argparse.Namespace) -> int:
 
 
 async def _dump(args: argparse.Namespace, decoder: Decoder, walk: Walk) -> int:
-    table = None if args.json else DumpTable(sys.stdout, with_fields=decoder.schema is not None)
+    with_fields = True if decoder.schema is not None or decoder.layout == "opendata" else None
+    table = None if args.json else DumpTable(sys.stdout, with_fields=with_fields)
     printer: Callable[[list[Row]], None] = table.rows if table is not None else _json_rows
     total = failed = 0
     store = await open_reader(args.db, walk.limits, args.checkpoint)
@@ -121,6 +124,8 @@ def key_cell(row: Row) -> str:
     """Key hex with the prefix set apart: `0110 6469643a…0000`."""
     obj = row.obj
     key = str(obj["key_hex"])
+    if obj.get("layout") in ("opendata", "none"):
+        return key
     head = len(obj.get("keyspace_hex", "")) + 4 if obj["version"] is not None else 0
     if not head:
         return key
@@ -140,6 +145,9 @@ def fit_key(cell: str, width: int) -> str:
 
 def record_cell(row: Row) -> str:
     obj = row.obj
+    if obj.get("layout") == "opendata" and obj["record"]:
+        segment = f"/{obj['segment']}" if "segment" in obj else ""
+        return f"{obj['subsystem']}{segment} {obj['record']}"
     if obj["version"] is None:
         return f"! {row.prefix_note}"
     where = f"v{obj['version']} {record_type_text(obj['record_type'])}"
@@ -190,10 +198,13 @@ class DumpTable:
     """
 
     out: TextIO
-    with_fields: bool
+    #: None: decided by the first batch (a FIELDS column when it holds an OpenData key)
+    with_fields: bool | None
     widths: list[int] | None = None
 
     def rows(self, rows: list[Row]) -> None:
+        if self.with_fields is None:
+            self.with_fields = any(r.obj.get("layout") == "opendata" for r in rows)
         cells = [self._cells(r) for r in rows]
         headers = self._cells(None)
         if self.widths is None:

@@ -25,7 +25,14 @@ from opendata_kv.cli.common import (
     parse_hex,
     run_each,
 )
+from opendata_kv.cli.layout_arg import (
+    check_layout,
+    layout_arg,
+    opendata_object,
+    reads_as_opendata,
+)
 from opendata_kv.keys import Schema, parse_prefix, record_type_text
+from opendata_kv.layouts import opendata
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,9 +47,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "inspect",
         help="decode a key: prefix, version, record type, fields",
         description=(
-            "Decode a record key. Without --schema: the 2-byte prefix (version, record type, "
-            "reserved bits) and the rest as hex. With --schema: also the record name and its "
-            "decoded fields (rest_hex is then \"\"). KEY is hex (0x optional, any case, spaces "
+            "Decode a record key. Without --schema: an OpenData key (starting 0102, "
+            "020001, 020101, 020201, 0301 or 0401) is decoded with OpenData's built-in "
+            "layouts (layout, subsystem, record, fields), any other key by its 2-byte seed "
+            "prefix (version, record type, reserved bits) with the rest as hex; --layout "
+            "chooses explicitly. With --schema: also the record name and its decoded fields "
+            "(rest_hex is then \"\"). KEY is hex (0x optional, any case, spaces "
             "allowed, may be split over several arguments) or base64 with --base64; `-` reads "
             "one key per stdin line and prints one JSON line each."
         ),
@@ -59,6 +69,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="HEX",
         help="bytes in front of the version byte (default: none, or the schema's keyspace)",
     )
+    layout_arg(inspect)
     add_json_flag(inspect)
     inspect.set_defaults(handler=run_inspect)
 
@@ -68,9 +79,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run_inspect(args: argparse.Namespace) -> int:
+    layout = check_layout(args.layout, bool(args.schema))
     spec = load_schema(args.schema) if args.schema else None
     keyspace = parse_hex(args.keyspace, "keyspace") if args.keyspace else None
-    inspector = KeyInspector(spec, keyspace, base64=args.base64)
+    inspector = KeyInspector(spec, keyspace, base64=args.base64, layout=layout)
     values = ["-"] if args.key == ["-"] else [" ".join(args.key)]
     if "-" in args.key and values != ["-"]:
         raise CliError("`-` (read keys from stdin) must be the only KEY argument")
@@ -80,17 +92,40 @@ def run_inspect(args: argparse.Namespace) -> int:
 class KeyInspector:
     """Decodes one key given as text into the `key inspect` result."""
 
-    def __init__(self, spec: SchemaSpec | None, keyspace: bytes | None, *, base64: bool) -> None:
+    def __init__(
+        self,
+        spec: SchemaSpec | None,
+        keyspace: bytes | None,
+        *,
+        base64: bool,
+        layout: str = "auto",
+    ) -> None:
         self.schema: Schema | None = spec.schema if spec else None
         self.keyspace = keyspace
         self.base64 = base64
+        self.layout = layout
 
     def inspect(self, text: str) -> Result:
         key = parse_base64(text) if self.base64 else parse_hex(text)
+        if self.schema is None and self.keyspace is None:
+            if reads_as_opendata(self.layout, key):
+                return opendata_object(key, opendata.decode_key(key))
+            if self.layout == "none":
+                return {"key_hex": key.hex(), "layout": "none", "rest_hex": key.hex()}
+        # a seed key's object is unchanged (no "layout" member): its fields are DESIGN's
         return describe_key(key, self.schema, self.keyspace)
 
     def as_text(self, result: Result) -> str:
         pairs = [("key", result["key_hex"])]
+        if result.get("layout") == "opendata":
+            pairs += [("layout", "opendata"), ("subsystem", result["subsystem"])]
+            if "segment" in result:
+                pairs.append(("segment", result["segment"]))
+            pairs += [("version", str(result["version"])), ("record", result["record"])]
+            pairs += [(f"  {n}", show_value(v)) for n, v in result["fields"].items()]
+            return aligned(pairs)
+        if result.get("layout") == "none":
+            return aligned([*pairs, ("layout", "none (bytes only)")])
         if result["keyspace_hex"]:
             pairs.append(("keyspace", result["keyspace_hex"]))
         pairs += [

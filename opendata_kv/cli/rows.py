@@ -11,8 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from opendata_kv.cli.common import SchemaSpec, jsonable, load_schema, parse_hex
+from opendata_kv.cli.layout_arg import check_layout, opendata_object, reads_as_opendata
 from opendata_kv.errors import KeyDecodeError, UnknownRecordError, ValueDecodeError, show_bytes
 from opendata_kv.keys import RecordType, Schema, parse_prefix
+from opendata_kv.layouts import opendata
+from opendata_kv.layouts.opendata_values import decode_value
 from opendata_kv.values import Values, unpack
 
 
@@ -23,14 +26,53 @@ class Decoder:
     schema: Schema | None
     values: Values | None
     keyspace: bytes | None
+    #: --layout (cli/layout_arg.py): how keys are read when there is no schema
+    layout: str = "auto"
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Decoder:
+        layout = check_layout(getattr(args, "layout", "auto"), bool(args.schema))
         spec: SchemaSpec | None = load_schema(args.schema) if args.schema else None
         keyspace = parse_hex(args.keyspace, "keyspace") if args.keyspace else None
         if spec is None:
-            return cls(None, None, keyspace)
-        return cls(spec.schema, spec.values or Values(spec.schema), keyspace)
+            return cls(None, None, keyspace, layout)
+        return cls(spec.schema, spec.values or Values(spec.schema), keyspace, layout)
+
+    def is_opendata(self, key: bytes) -> bool:
+        """True when `key` is read with OpenData's layouts (no schema, no keyspace)."""
+        return self.schema is None and self.keyspace is None and reads_as_opendata(self.layout, key)
+
+    def opendata_key(self, key: bytes) -> tuple[dict[str, Any], str | None]:
+        """(JSON object of an OpenData key, None) or (a bare object, why it does not decode)."""
+        try:
+            decoded = opendata.decode_key(key)
+        except KeyDecodeError as exc:
+            bare = {"key_hex": key.hex(), "layout": "opendata", "subsystem": None}
+            return {**bare, "record": None, "fields": None, "version": None}, str(exc)
+        return opendata_object(key, decoded), None
+
+    def opendata_value(self, obj: dict[str, Any], data: bytes) -> tuple[Any, str | None]:
+        """(decoded value, None) or (None, why not) for the OpenData record `obj`."""
+        try:
+            return decode_value(obj["subsystem"], obj["record"], data), None
+        except ValueDecodeError as exc:
+            return None, f"value: {exc}"
+
+    def _opendata_row(self, key: bytes, data: bytes, with_values: bool) -> Row:
+        obj, key_error = self.opendata_key(key)
+        obj.pop("rest_hex", None)
+        value_error: str | None = None
+        if with_values and key_error is None:
+            value, value_error = self.opendata_value(obj, data)
+            if value_error is None:
+                obj["value"] = jsonable(value)
+        if "value" not in obj:
+            obj["value_hex"] = data.hex()
+        obj["value_size"] = len(data)
+        errors = [e for e in (key_error, value_error) if e is not None]
+        obj["error"] = "; ".join(errors) if errors else None
+        note = "no OpenData layout" if key_error else ""
+        return Row(obj, key_error, value_error, None, note)
 
     def classify(self, key: bytes) -> tuple[bytes, RecordType | None, Any, str | None]:
         """(keyspace, owner, RecordPrefix or None, prefix error or None) of one key."""
@@ -48,6 +90,13 @@ class Decoder:
 
     def row(self, key: bytes, data: bytes, *, with_values: bool) -> Row:
         """One record decoded as far as it goes; the reasons it went no further."""
+        if self.is_opendata(key):
+            return self._opendata_row(key, data, with_values=with_values)
+        if self.layout == "none" and self.schema is None:
+            raw: dict[str, Any] = {"key_hex": key.hex(), "layout": "none", "version": None}
+            raw.update(record=None, fields=None, value_hex=data.hex(), value_size=len(data))
+            raw["error"] = None
+            return Row(raw, None, None, None, "bytes only")
         keyspace, owner, prefix, key_error = self.classify(key)
         short: str | None = None  # a shorter reason for the table, where it has one
         record: str | None = None

@@ -14,6 +14,8 @@ from typing import IO, Any
 from opendata_kv.cli.common import EXIT_OK, add_json_flag, emit_json
 from opendata_kv.cli.db_args import database_arg, read_limit_args, schema_args
 from opendata_kv.cli.db_read import ReadLimits, Walk, checkpoint_arg, open_reader
+from opendata_kv.cli.layout_arg import layout_arg
+from opendata_kv.cli.opendata_stats import OpendataStats
 from opendata_kv.cli.rows import Decoder
 from opendata_kv.cli.text import printable, shorten
 from opendata_kv.keys import prefix_range, record_type_text
@@ -33,6 +35,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     stats.add_argument("db", metavar="DB", type=database_arg, help="database directory or URL")
     schema_args(stats)
     checkpoint_arg(stats)
+    layout_arg(stats)
     read_limit_args(stats)
     add_json_flag(stats)
     stats.set_defaults(handler=run_stats)
@@ -132,7 +135,8 @@ def run_stats(args: argparse.Namespace) -> int:
         None,
         ReadLimits.from_args(args),
     )
-    groups = asyncio.run(_stats(args.db, decoder, walk, args.checkpoint))
+    extra = OpendataStats()
+    groups = asyncio.run(_stats(args.db, decoder, walk, args.checkpoint, extra))
     ordered = sorted(
         groups.values(),
         key=lambda g: (g.keyspace, g.version is None, g.version or 0, g.record_type or 0),
@@ -142,15 +146,26 @@ def run_stats(args: argparse.Namespace) -> int:
         "key_bytes": sum(g.key_bytes for g in ordered),
         "value_bytes": sum(g.value_bytes for g in ordered),
     }
+    totals = {k: v + extra.totals()[k] for k, v in totals.items()}
     if args.json:
-        emit_json({"database": args.db, **totals, "groups": [g.as_json() for g in ordered]})
+        obj = {"database": args.db, **totals, "groups": [g.as_json() for g in ordered]}
+        if extra:
+            obj["opendata"] = extra.as_json()
+        emit_json(obj)
     else:
-        sys.stdout.write(stats_table(ordered, totals, show_keyspace=decoder.keyspace is None))
+        if ordered or not extra:
+            sys.stdout.write(stats_table(ordered, totals, show_keyspace=decoder.keyspace is None))
+        if extra:
+            sys.stdout.write(extra.table())
     return EXIT_OK
 
 
 async def _stats(
-    db: str, decoder: Decoder, walk: Walk, checkpoint: str | None = None
+    db: str,
+    decoder: Decoder,
+    walk: Walk,
+    checkpoint: str | None = None,
+    extra: OpendataStats | None = None,
 ) -> dict[Any, Group]:
     groups: dict[Any, Group] = {}
     progress = Progress(sys.stderr)
@@ -159,6 +174,11 @@ async def _stats(
     try:
         async for chunk in walk.chunks(store):
             for key, value in chunk:
+                if extra is not None and decoder.is_opendata(key):
+                    obj, _error = decoder.opendata_key(key)
+                    extra.add(obj, key, value)
+                    size += len(key) + len(value)
+                    continue
                 keyspace, owner, prefix, _error = decoder.classify(key)
                 if prefix is None:
                     group_key: Any = (keyspace, None, None)

@@ -1,6 +1,7 @@
 """The public namespace of key field codecs (RFC 0002): `fields.u64`, `fields.string`,
 `fields.tid`, `fields.desc(f)`, ... The scalar codecs live in keys/codecs.py, the identifier
-fields in keys/idfields.py; this module only gathers them."""
+fields in keys/idfields.py, the length-prefixed and type-selected ones (RFC 0009) in
+keys/lenfields.py; this module only gathers them."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from opendata_kv.keys.codecs import (
     var_u64,
 )
 from opendata_kv.keys.idfields import muid, rkey, tid, url_key
+from opendata_kv.keys.lenfields import Typed, lp_bytes, lp_string, typed
 
 
 def fixed(size: int) -> Field:
@@ -44,6 +46,7 @@ __all__ = [
     "Desc",
     "Field",
     "Fixed",
+    "Typed",
     "boolean",
     "bytes_",
     "desc",
@@ -53,12 +56,15 @@ __all__ = [
     "i32",
     "i64",
     "invert",
+    "lp_bytes",
+    "lp_string",
     "muid",
     "rkey",
     "string",
     "tid",
     "trailing_bytes",
     "trailing_string",
+    "typed",
     "u8",
     "u16",
     "u32",

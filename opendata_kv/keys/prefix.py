@@ -53,19 +53,29 @@ def parse_prefix(key: bytes, keyspace: bytes = b"") -> RecordPrefix:
     k = len(keyspace)
     if len(key) < k + 2:
         raise KeyDecodeError(
-            f"key {show_bytes(key)} is too short for a record prefix: need {k + 2} bytes"
+            f"key {show_bytes(key)} is too short for a record prefix: need {k + 2} bytes "
+            f"(it ends at offset {len(key)})",
+            value=key,
+            offset=len(key),
         )
     if keyspace and not key.startswith(keyspace):
         raise KeyDecodeError(
-            f"key {show_bytes(key)} does not start with keyspace {show_bytes(keyspace)}"
+            f"key {show_bytes(key)} does not start with keyspace {show_bytes(keyspace)} "
+            "(offset 0)",
+            value=key,
+            offset=0,
         )
     version, tag = key[k], key[k + 1]
     if version == 0:
-        raise KeyDecodeError(f"key {show_bytes(key)}: version 0x00 at offset {k} is reserved")
+        raise KeyDecodeError(
+            f"key {show_bytes(key)}: version 0x00 at offset {k} is reserved", value=key, offset=k
+        )
     if tag >> 4 == 0:
         raise KeyDecodeError(
             f"key {show_bytes(key)}: record tag 0x{tag:02x} at offset {k + 1} has the reserved "
-            "record type 0x0"
+            "record type 0x0",
+            value=key,
+            offset=k + 1,
         )
     return RecordPrefix(version, tag >> 4, tag & 0xF)
 

@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from opendata_kv.errors import KeyDecodeError, KeyEncodeError, SchemaError, show_bytes
 from opendata_kv.keys.fields import Field
+from opendata_kv.keys.lenfields import Typed
 from opendata_kv.keys.plan import PlanMismatch, compile_decode_many, compile_plan
 from opendata_kv.keys.prefix import (
     RecordPrefix,
     as_key_bytes,
     build_prefix,
+    check_prefix,
     prefix_successor,
     record_type_text,
 )
@@ -144,9 +146,12 @@ def _rebuild_record_type(token: bytes, definition: tuple[Any, ...]) -> RecordTyp
     found = _BY_TOKEN.get(token) or _BY_DEFINITION.get(definition)
     if found is not None:
         return found
-    name, version, record_type, reserved, keyspace, pairs = definition
+    name, version, record_type, reserved, keyspace, pairs, *extra = definition
+    names = ("subsystem", "header", "tag", "suffix")
+    options = dict(zip(names, extra[0], strict=True)) if extra else {}
     return RecordType(
-        name, record_type, pairs, version=version, reserved=reserved, keyspace=keyspace
+        name, record_type, pairs, version=version, reserved=reserved, keyspace=keyspace,
+        **options,
     )
 
 
@@ -161,6 +166,12 @@ def _class_name(name: str) -> str:
 class RecordType:
     """A key layout: `[keyspace][version][record_type << 4 | reserved]` then named fields.
 
+    Beyond the seed's layout (RFC 0009, for OpenData's keys as they are today):
+    `subsystem` puts one byte before the keyspace, `header` puts fields between the version
+    byte and the record discriminator, `tag="byte"` makes the discriminator one plain byte
+    (record_type 1..255) instead of the 4+4 tag, and `suffix` ends every key with constant
+    bytes (records that share everything else). Header fields come first in the Key.
+
     Build it once (module level); it compiles its fields into struct runs and codec calls so
     encode/decode do no planning per call. Keys decode to instances of `self.Key`.
     """
@@ -172,15 +183,24 @@ class RecordType:
         "_encode",
         "_fields",
         "_index",
+        "_selectors",
+        "_steps",
         "_token",
         "decode",
         "decode_many",
+        "extended",
         "fields",
         "head",
+        "header",
         "keyspace",
+        "lead",
         "name",
         "record_type",
         "reserved",
+        "subsystem",
+        "suffix",
+        "tag",
+        "tag_byte",
         "version",
     )
 
@@ -193,6 +213,10 @@ class RecordType:
         version: int = 1,
         reserved: int = 0,
         keyspace: bytes = b"",
+        subsystem: int | None = None,
+        header: Mapping[str, Field] | Iterable[tuple[str, Field]] = (),
+        tag: str = "nibble",
+        suffix: bytes = b"",
     ) -> None:
         if not isinstance(name, str) or not name:
             raise SchemaError(f"a RecordType needs a non-empty name, got {name!r}")
@@ -202,27 +226,69 @@ class RecordType:
         self.record_type = record_type
         self.reserved = reserved
         self.keyspace = keyspace
-        self.head = build_prefix(version, record_type, reserved, keyspace)
-        pairs = tuple(fields.items() if isinstance(fields, Mapping) else fields)
+        self.subsystem = subsystem
+        self.tag = tag
+        self.suffix = suffix
+        if tag == "nibble":
+            seed_head = build_prefix(version, record_type, reserved, keyspace)
+            self.tag_byte = seed_head[-1]
+        elif tag == "byte":
+            check_byte_tag(version, record_type, reserved, keyspace)
+            self.tag_byte = record_type
+        else:
+            raise SchemaError(f"{name}: tag must be 'nibble' or 'byte', got {tag!r}")
+        if not isinstance(suffix, bytes):
+            raise SchemaError(f"{name}: suffix must be bytes, got {type(suffix).__name__}")
+        self.lead = subsystem_byte(name, subsystem) + keyspace + bytes((version,))
+        head_pairs = tuple(header.items() if isinstance(header, Mapping) else header)
+        body = tuple(fields.items() if isinstance(fields, Mapping) else fields)
+        pairs = head_pairs + body
         self._check_fields(pairs)
+        #: every named field in key order: the header fields, then the fields after the tag
         self.fields: tuple[tuple[str, Field], ...] = pairs
-        self._fields = tuple(f for _, f in pairs)
+        self.header: tuple[tuple[str, Field], ...] = head_pairs
+        #: the constant bytes every key of this layout starts with (the subsystem, keyspace,
+        #: version and tag; without the tag when header fields stand between)
+        self.head = self.lead if head_pairs else self.lead + bytes((self.tag_byte,))
+        self._fields: tuple[Field, ...] = tuple(f for _, f in pairs)
         self._index = {n: i for i, (n, _) in enumerate(pairs)}
-        self._definition = (name, version, record_type, reserved, keyspace, pairs)
+        self._selectors = self._check_typed(pairs)
+        self._steps = layout_steps(self)
+        #: True when the layout goes beyond the seed's (header, suffix, typed fields, subsystem
+        #: or plain tag byte): encode and decode then take the field-by-field path
+        self.extended = bool(
+            head_pairs or suffix or self._selectors or subsystem is not None or tag != "nibble"
+        )
+        self._definition: tuple[Any, ...] = (name, version, record_type, reserved, keyspace, pairs)
+        if self.extended:  # the fields after the tag, and the rest of the layout
+            extra = (subsystem, head_pairs, tag, suffix)
+            self._definition = (name, version, record_type, reserved, keyspace, body, extra)
         self._token = os.urandom(16)
         self.Key: type[Key] = self._key_class()
         #: decode(key: bytes) -> Key: the compiled decoder; on bad input it re-walks the key
         #: codec by codec and raises a KeyDecodeError naming the field, offset and bytes.
         self.decode: Callable[[bytes], Key]
-        self._encode, self.decode = compile_plan(
-            self.head, self._fields, self.Key, self._decode_fallback, _FAST_PATH_ERRORS
-        )
-        #: decode_many(keys: list[bytes], prefixed=False) -> list[Key]: decode over a batch
-        #: (scans), equal to [decode(k) for k in keys] and raising the same error on the first
-        #: bad key; prefixed=True: the caller guarantees every key starts with `head`.
-        self.decode_many: Callable[..., list[Key]] = compile_decode_many(
-            self.head, self._fields, self.Key, self.decode
-        )
+        if self.extended:
+            # OpenData's layouts are read by tools, not scanned by the million: the reference
+            # path is their only path (no compiled plan to keep in step with it).
+            self._encode = self._encode_steps
+            self.decode = self._decode_fallback
+            decode = self.decode
+
+            def decode_each(keys: list[bytes], prefixed: bool = False) -> list[Key]:
+                return list(map(decode, keys))
+
+            self.decode_many = decode_each
+        else:
+            self._encode, self.decode = compile_plan(
+                self.head, self._fields, self.Key, self._decode_fallback, _FAST_PATH_ERRORS
+            )
+            #: decode_many(keys: list[bytes], prefixed=False) -> list[Key]: decode over a batch
+            #: (scans), equal to [decode(k) for k in keys] and raising the same error on the
+            #: first bad key; prefixed=True: the caller guarantees every key starts with `head`.
+            self.decode_many = compile_decode_many(
+                self.head, self._fields, self.Key, self.decode
+            )
         _BY_TOKEN[self._token] = self
         _BY_DEFINITION.setdefault(self._definition, self)
 
@@ -253,6 +319,29 @@ class RecordType:
                     f"{self.name}: field {field_name!r} ({field.kind}) is unterminated and may "
                     "only be the last field"
                 )
+            if field.trailing and self.suffix:
+                raise SchemaError(
+                    f"{self.name}: field {field_name!r} ({field.kind}) runs to the end of the "
+                    f"key, so no suffix ({show_bytes(self.suffix)}) can follow it"
+                )
+
+    def _check_typed(self, pairs: tuple[tuple[str, Field], ...]) -> dict[int, int]:
+        """{index of each typed() field: index of its selector}; the selector must be an
+        earlier u8 field."""
+        selectors: dict[int, int] = {}
+        for i, (field_name, field) in enumerate(pairs):
+            if not isinstance(field, Typed):
+                continue
+            j = self._index.get(field.selector)
+            if j is None or j >= i or pairs[j][1].kind != "u8":
+                raise SchemaError(
+                    f"{self.name}: typed field {field_name!r} needs its selector "
+                    f"{field.selector!r} to be an earlier u8 field",
+                    record=self.name,
+                    field=field_name,
+                )
+            selectors[i] = j
+        return selectors
 
     def _key_class(self) -> type[Key]:
         namespace: dict[str, Any] = {
@@ -281,6 +370,13 @@ class RecordType:
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{n}={f!r}" for n, f in self.fields)
+        if self.extended:
+            return (
+                f"RecordType({self.name!r}, tag=0x{self.tag_byte:02x} ({self.tag}), "
+                f"lead={show_bytes(self.lead)}, header={len(self.header)}, "
+                f"suffix={show_bytes(self.suffix) if self.suffix else 'none'}, "
+                f"fields=({inner}))"
+            )
         return (
             f"RecordType({self.name!r}, type={record_type_text(self.record_type)}, "
             f"version={self.version}, "
@@ -322,13 +418,37 @@ class RecordType:
                 f"{self.name}: needs {len(self._fields)} fields {list(self.field_names)}, "
                 f"got {len(values)}"
             )
-        parts = [self.head]
-        offset = len(self.head)
-        for (field_name, field), value in zip(self.fields, values, strict=True):
-            part = self._encode_field(field_name, field.encode, value, offset)
+        return self._encode_steps(*values)
+
+    def _encode_steps(self, *values: Any) -> bytes:
+        """Encode by walking the layout (constants and fields in key order)."""
+        if len(values) != len(self._fields):
+            raise KeyEncodeError(
+                f"{self.name}: needs {len(self._fields)} fields {list(self.field_names)}, "
+                f"got {len(values)}"
+            )
+        parts: list[bytes] = []
+        offset = 0
+        for step in self._steps:
+            if isinstance(step, bytes):
+                part = step
+            else:
+                part = self._encode_field(
+                    self.fields[step][0], self._codec(step, values).encode, values[step], offset
+                )
             parts.append(part)
             offset += len(part)
         return b"".join(parts)
+
+    def _codec(self, index: int, values: Sequence[Any], pos: int | None = None) -> Field:
+        """The codec of field `index`: its own, or for a typed() field the one its selector's
+        value (in `values`) picks."""
+        field = self._fields[index]
+        selector = self._selectors.get(index)
+        if selector is None:
+            return field
+        assert isinstance(field, Typed)
+        return field.codec_for(values[selector], pos)
 
     def _encode_field(
         self, field_name: str, encode: Callable[[Any], bytes], value: Any, offset: int
@@ -367,15 +487,26 @@ class RecordType:
                 f"{self.name}: a prefix of {len(values)} fields, but the key has "
                 f"{len(self._fields)}"
             )
-        parts = [self.head]
-        offset = len(self.head)
-        for (field_name, field), value in zip(self.fields, values, strict=False):
-            parts.append(self._encode_field(field_name, field.encode, value, offset))
+        parts: list[bytes] = []
+        offset = 0
+        last = len(self._steps) - 1
+        for i, step in enumerate(self._steps):
+            if isinstance(step, bytes):
+                if i == last and self.suffix and len(values) < len(self._fields):
+                    break
+                parts.append(step)
+            elif step < len(values):
+                encode = self._codec(step, values).encode
+                parts.append(self._encode_field(self.fields[step][0], encode, values[step], offset))
+            else:
+                break
             offset += len(parts[-1])
         if partial is not None:
             if len(values) == len(self._fields):
                 raise KeyEncodeError(f"{self.name}: partial given but every field is set")
             field_name, field = self.fields[len(values)]
+            if len(values) in self._selectors:
+                field = self._codec(len(values), values)
             if not field.partial_ok:
                 raise KeyEncodeError(
                     f"{self.name}: field {field_name!r} ({field.kind}) cannot take a partial value"
@@ -402,17 +533,27 @@ class RecordType:
         """Decode codec by codec: the reference path, whose errors name field, offset, bytes."""
         key = key if isinstance(key, bytes) else as_key_bytes(key)
         where = f"{self.name} key {show_bytes(key)}"
-        if not key.startswith(self.head):
+        if not self.extended and not key.startswith(self.head):
             raise KeyDecodeError(
                 f"{where} does not start with this record type's prefix {show_bytes(self.head)}",
                 record=self.name,
                 value=key,
                 offset=0,
             )
-        pos = len(self.head)
+        pos = 0
         out: list[Any] = []
-        for field_name, field in self.fields:
+        offsets: list[int] = []
+        final = len(self._steps) - 1
+        for i, step in enumerate(self._steps):
+            if isinstance(step, bytes):
+                what = "prefix" if i == 0 else "suffix" if i == final and self.suffix else "tag"
+                self._expect(key, pos, step, where, what)
+                pos += len(step)
+                continue
+            field_name = self.fields[step][0]
+            selector = self._selectors.get(step)
             try:
+                field = self._codec(step, out, None if selector is None else offsets[selector])
                 value, end = field.decode(key, pos)
             except KeyDecodeError as exc:
                 raise KeyDecodeError(
@@ -420,9 +561,10 @@ class RecordType:
                     record=self.name,
                     field=field_name,
                     value=key,
-                    offset=pos,
+                    offset=exc.offset if exc.offset is not None else pos,
                 ) from None
             out.append(value)
+            offsets.append(pos)
             pos = end
         if pos != len(key):
             last = f"last field {self.fields[-1][0]!r}" if self.fields else "prefix"
@@ -435,6 +577,61 @@ class RecordType:
                 offset=pos,
             )
         return tuple(out)
+
+    def _expect(self, key: bytes, pos: int, constant: bytes, where: str, what: str) -> None:
+        """KeyDecodeError naming the first offset where `key` differs from `constant` at `pos`."""
+        found = key[pos : pos + len(constant)]
+        if found == constant:
+            return
+        at = pos + next(
+            (i for i, (a, b) in enumerate(zip(found, constant, strict=False)) if a != b),
+            len(found),
+        )
+        got = f"0x{key[at]:02x}" if at < len(key) else "the end of the key"
+        raise KeyDecodeError(
+            f"{where}: {what} {show_bytes(constant)} expected at offset {pos}, found {got} at "
+            f"offset {at}",
+            record=self.name,
+            value=key,
+            offset=at,
+        )
+
+
+def subsystem_byte(name: str, subsystem: int | None) -> bytes:
+    """The subsystem byte (1..255) as bytes, b"" for None."""
+    if subsystem is None:
+        return b""
+    if isinstance(subsystem, bool) or not isinstance(subsystem, int) or not 1 <= subsystem <= 255:
+        raise SchemaError(
+            f"{name}: subsystem must be an int 1..255 (0 is reserved), got {subsystem!r}"
+        )
+    return bytes((subsystem,))
+
+
+def check_byte_tag(version: int, record_type: int, reserved: int, keyspace: bytes) -> None:
+    """A plain record-type byte: 1..255 (0 reserved), no reserved bits beside it."""
+    check_prefix(version, 1, 0)  # the version byte's own rules
+    if isinstance(record_type, bool) or not isinstance(record_type, int):
+        raise SchemaError(f"record type must be an int, got {record_type!r}")
+    if not 1 <= record_type <= 0xFF:
+        raise SchemaError(f"record type byte {record_type} is outside 1..255 (0 is reserved)")
+    if reserved:
+        raise SchemaError("a plain record-type byte has no reserved bits: leave reserved at 0")
+    if not isinstance(keyspace, bytes):
+        raise SchemaError(f"keyspace must be bytes, got {type(keyspace).__name__}")
+
+
+def layout_steps(record_type: RecordType) -> tuple[bytes | int, ...]:
+    """The key as a walk: constant bytes and field indexes, in byte order."""
+    n = len(record_type.header)
+    fields = range(len(record_type.fields))
+    steps: list[bytes | int] = [record_type.lead, *fields[:n], bytes((record_type.tag_byte,))]
+    steps += fields[n:]
+    if record_type.suffix:
+        steps.append(record_type.suffix)
+    if not n:  # lead and tag are one constant: the head
+        steps[0:2] = [record_type.head]
+    return tuple(steps)
 
 
 class _Missing:

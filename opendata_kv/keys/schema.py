@@ -9,6 +9,7 @@ from typing import Any
 from opendata_kv.errors import KeyDecodeError, SchemaError, UnknownRecordError, show_bytes
 from opendata_kv.keys.prefix import as_key_bytes, parse_prefix, record_type_text
 from opendata_kv.keys.record import Key, RecordType
+from opendata_kv.keys.shared import SharedHead
 
 
 class Schema:
@@ -22,7 +23,9 @@ class Schema:
 
     def __init__(self, *record_types: RecordType | Iterable[RecordType]) -> None:
         self._types: list[RecordType] = []
-        self._by_head: dict[bytes, RecordType] = {}
+        #: head -> its RecordType, or a SharedHead when several extended layouts share the
+        #: head and differ after it (by the tag after header fields, or by a suffix)
+        self._by_head: dict[bytes, RecordType | SharedHead] = {}
         self._by_name: dict[str, dict[int, RecordType]] = {}
         self._head_sizes: tuple[int, ...] = ()
         for item in record_types:
@@ -34,7 +37,17 @@ class Schema:
         if not isinstance(record_type, RecordType):
             raise SchemaError(f"Schema holds RecordTypes, got {record_type!r}")
         other = self._by_head.get(record_type.head)
-        if other is not None:
+        shared: SharedHead | None = None
+        if other is not None and record_type.extended and _extended(other):
+            shared = other if isinstance(other, SharedHead) else SharedHead(other)
+            shared.check(record_type)  # SchemaError when the two cannot be told apart
+        elif isinstance(other, SharedHead):
+            raise SchemaError(
+                f"{record_type.name!r} has the prefix {show_bytes(record_type.head)}, which "
+                f"{other.names()} share with header fields or suffixes after it: keys would "
+                "be ambiguous"
+            )
+        elif other is not None:
             raise SchemaError(
                 f"{record_type.name!r} and {other.name!r} share the prefix "
                 f"{show_bytes(record_type.head)} (keyspace, version {record_type.version}, "
@@ -42,19 +55,25 @@ class Schema:
                 f"{record_type.reserved})"
             )
         for head, owner in self._by_head.items():
+            if head == record_type.head:
+                continue
             if head.startswith(record_type.head) or record_type.head.startswith(head):
                 # One prefix inside the other: some keys would match both layouts, and a scan
                 # of the shorter one would return keys of the longer.
                 raise SchemaError(
                     f"{record_type.name!r} has the prefix {show_bytes(record_type.head)} and "
-                    f"{owner.name!r} has {show_bytes(head)}: one starts with the other, so "
+                    f"{_name(owner)!r} has {show_bytes(head)}: one starts with the other, so "
                     "keys would be ambiguous (check the keyspaces)"
                 )
         for existing in self._by_name.get(record_type.name, {}).values():
             _check_same_record(existing, record_type)
         _check_look_alike(record_type.name, self._by_name)
         self._types.append(record_type)
-        self._by_head[record_type.head] = record_type
+        if shared is not None:
+            shared.add(record_type)
+            self._by_head[record_type.head] = shared
+        else:
+            self._by_head[record_type.head] = record_type
         self._by_name.setdefault(record_type.name, {})[record_type.version] = record_type
         self._head_sizes = tuple(sorted({len(h) for h in self._by_head}, reverse=True))
         return record_type
@@ -69,7 +88,10 @@ class Schema:
 
     def __contains__(self, item: object) -> bool:
         """True for a RecordType registered here (the object itself, not a look-alike)."""
-        return isinstance(item, RecordType) and self._by_head.get(item.head) is item
+        if not isinstance(item, RecordType):
+            return False
+        owner = self._by_head.get(item.head)
+        return owner is item or (isinstance(owner, SharedHead) and item in owner.types)
 
     def __repr__(self) -> str:
         return f"Schema({', '.join(f'{t.name}@v{t.version}' for t in self._types)})"
@@ -127,7 +149,7 @@ class Schema:
         for size in self._head_sizes:
             found = by_head.get(key[:size])
             if found is not None:
-                return found
+                return found.pick(key) if isinstance(found, SharedHead) else found
         return None
 
     def decode(self, key: bytes) -> Key:
@@ -146,7 +168,17 @@ class Schema:
                 return decoded
         raise self._unknown(key)
 
+    def why_unknown(self, key: bytes) -> UnknownRecordError:
+        """The error record_type_of raises for `key` (which no RecordType owns)."""
+        return self._unknown(as_key_bytes(key))
+
     def _unknown(self, key: bytes) -> UnknownRecordError:
+        for size in self._head_sizes:
+            found = self._by_head.get(key[:size])
+            if isinstance(found, SharedHead):
+                return found.unknown(key)
+        if self._types and all(t.extended for t in self._types):
+            return _unknown_extended(self._types, key)
         keyspaces = sorted({t.keyspace for t in self._types}, key=len, reverse=True) or [b""]
         candidates = [k for k in keyspaces if key.startswith(k)]
         if not candidates:
@@ -185,6 +217,35 @@ class Schema:
             }
             for t in self._types
         ]
+
+
+def _extended(owner: RecordType | SharedHead) -> bool:
+    return isinstance(owner, SharedHead) or owner.extended
+
+
+def _name(owner: RecordType | SharedHead) -> str:
+    return owner.name if isinstance(owner, RecordType) else " / ".join(owner.names())
+
+
+def _unknown_extended(types: list[RecordType], key: bytes) -> UnknownRecordError:
+    """No head matched: name the first offset at which `key` leaves every head."""
+    best = max(
+        (
+            next(
+                (i for i, (a, b) in enumerate(zip(key, t.head, strict=False)) if a != b),
+                min(len(key), len(t.head)),
+            )
+            for t in types
+        ),
+        default=0,
+    )
+    found = f"0x{key[best]:02x}" if best < len(key) else "the end of the key"
+    return UnknownRecordError(
+        f"key {show_bytes(key)}: no layout matches: decoding stopped at offset {best} "
+        f"({found}); known prefixes: {sorted({t.head.hex() for t in types})}",
+        value=key,
+        offset=best,
+    )
 
 
 def _describe(record_type: RecordType) -> str:

@@ -40,6 +40,7 @@ from opendata_kv.store import sidecar
 from opendata_kv.store.integrity import check_open, check_reader, opening_error
 from opendata_kv.store.location import Location, s3_config
 from opendata_kv.store.native.errors import FOREIGN, call
+from opendata_kv.store.opendata_compat import build_compatible
 from opendata_kv.store.ops.checkpoints import resolve as resolve_checkpoint
 from opendata_kv.store.settings import slatedb_settings
 
@@ -190,35 +191,41 @@ async def open_reader_db(
         copy = await sidecar.checkpoint_db_path(location, options, object_store, checkpoint)
     else:
         copy = None
-    # a checkpoint made away from the writer is read through its own copy (a slatedb clone
-    # of it with the WAL files it needs): nothing writes there, so following it is pinned
-    builder = DbReaderBuilder(copy or location.db_path, object_store)
-    # FOLLOW_LATEST and CHECKPOINT write nothing; the default mode writes manifests (it
-    # creates and refreshes a checkpoint of its own), which a reader must never do.
-    try:
-        builder.with_reader_mode(
-            ReaderMode.FOLLOW_LATEST()
-            if checkpoint is None or copy is not None
-            else ReaderMode.CHECKPOINT(checkpoint)
+
+    def make_builder() -> Any:
+        # a checkpoint made away from the writer is read through its own copy (a slatedb
+        # clone of it with the WAL files it needs): nothing writes there, so following it is
+        # pinned
+        builder = DbReaderBuilder(copy or location.db_path, object_store)
+        # FOLLOW_LATEST and CHECKPOINT write nothing; the default mode writes manifests (it
+        # creates and refreshes a checkpoint of its own), which a reader must never do.
+        try:
+            builder.with_reader_mode(
+                ReaderMode.FOLLOW_LATEST()
+                if checkpoint is None or copy is not None
+                else ReaderMode.CHECKPOINT(checkpoint)
+            )
+        except Error as exc:
+            message = getattr(exc, "message", None) or str(exc)
+            raise CheckpointError(
+                f"{where}: {checkpoint!r} is not a checkpoint id (ids are UUIDs, as "
+                f"`opendata-kv checkpoint list` shows them) [{message}]"
+            ) from exc
+        builder.with_options(
+            ReaderOptions(
+                manifest_poll_interval_ms=max(1, round(poll_interval * 1000)),
+                checkpoint_lifetime_ms=max(1000, round(poll_interval * 10_000)),
+                max_memtable_bytes=64 << 20,
+                skip_wal_replay=False,
+                object_store_max_retries=max_retries,
+            )
         )
-    except Error as exc:
-        message = getattr(exc, "message", None) or str(exc)
-        raise CheckpointError(
-            f"{where}: {checkpoint!r} is not a checkpoint id (ids are UUIDs, as "
-            f"`opendata-kv checkpoint list` shows them) [{message}]"
-        ) from exc
-    builder.with_options(
-        ReaderOptions(
-            manifest_poll_interval_ms=max(1, round(poll_interval * 1000)),
-            checkpoint_lifetime_ms=max(1000, round(poll_interval * 10_000)),
-            max_memtable_bytes=64 << 20,
-            skip_wal_replay=False,
-            object_store_max_retries=max_retries,
-        )
-    )
-    set_block_cache(builder, cache_bytes)
+        set_block_cache(builder, cache_bytes)
+        return builder
+
     try:
-        reader = await builder.build()
+        # a database OpenData wrote is read with its segment extractor (opendata_compat)
+        reader = await build_compatible(make_builder)
     except FOREIGN as exc:
         message = getattr(exc, "message", None) or str(exc)
         if isinstance(exc, Error.Data) and _NO_MANIFEST in message:

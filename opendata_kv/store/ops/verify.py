@@ -61,6 +61,7 @@ from opendata_kv.store.objects import (
     sst_name,
     wal_name,
 )
+from opendata_kv.store.opendata_compat import build_compatible
 from opendata_kv.store.opening import READER_TIMEOUT, describe
 from opendata_kv.store.remote_checks import GAP_WAIT, probe_reader, sst_extent_problems
 
@@ -319,22 +320,27 @@ async def _scan(
 ) -> None:
     """Every row of the newest state through a reader that writes nothing: each block of each
     live SST is read, so a block that fails its checksum is reported by name."""
-    builder = DbReaderBuilder(location.db_path, object_store)
-    builder.with_reader_mode(ReaderMode.FOLLOW_LATEST())
-    builder.with_options(
-        ReaderOptions(
-            manifest_poll_interval_ms=3_600_000,
-            checkpoint_lifetime_ms=3_600_000,
-            max_memtable_bytes=64 << 20,
-            skip_wal_replay=True,
-            object_store_max_retries=retries,
+
+    def make_builder() -> Any:
+        builder = DbReaderBuilder(location.db_path, object_store)
+        builder.with_reader_mode(ReaderMode.FOLLOW_LATEST())
+        builder.with_options(
+            ReaderOptions(
+                manifest_poll_interval_ms=3_600_000,
+                checkpoint_lifetime_ms=3_600_000,
+                max_memtable_bytes=64 << 20,
+                skip_wal_replay=True,
+                object_store_max_retries=retries,
+            )
         )
-    )
+        return builder
+
     where = f"verify scan of {location}"
     rows = 0
     reader = None
     try:
-        reader = await asyncio.wait_for(builder.build(), SCAN_TIMEOUT)
+        # a database OpenData wrote needs its segment extractor and a merge operator
+        reader = await build_compatible(make_builder, lambda b: asyncio.wait_for(b, SCAN_TIMEOUT))
         everything = KeyRange(start=None, start_inclusive=True, end=None, end_inclusive=False)
         iterator = await asyncio.wait_for(reader.scan(everything), SCAN_TIMEOUT)
         while True:

@@ -1,0 +1,312 @@
+"""Decoders for the values of OpenData's records (their own binary layouts, not msgpack).
+
+Each takes the stored bytes and returns a JSON-friendly dict; bytes that do not fit the layout
+raise ValueDecodeError naming the record, the offset and what was expected. Roaring bitmaps
+and Gorilla blocks are shown as their size and hex under their name: no well-kept pure-Python
+package decodes them, and they are never a runtime dependency.
+
+Little-endian throughout (strings: u16 LE length + UTF-8; arrays: u16 LE count + items), as
+OpenData writes them; SegmentMeta, SeqBlock and vector ids are big-endian.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from opendata_kv.errors import ValueDecodeError, show_bytes
+
+#: OpenData's merge-operand frame as opendata_kv's read-side merge operator builds it
+#: (store/opendata_compat.py): these bytes, then a flag (01: a base value comes first), then
+#: parts, each a u32 BE length and its bytes.
+MERGE_FRAME = b"\xffopendata-kv:operands\x00"
+
+
+class _Reader:
+    """A cursor over one value; every read checks that the bytes are there."""
+
+    def __init__(self, record: str, data: bytes) -> None:
+        self.record = record
+        self.data = data
+        self.pos = 0
+
+    def fail(self, what: str) -> ValueDecodeError:
+        return ValueDecodeError(
+            f"{self.record} value {show_bytes(self.data)}: {what} at offset {self.pos}",
+            record=self.record,
+            value=self.data,
+            offset=self.pos,
+        )
+
+    def take(self, size: int, what: str) -> bytes:
+        if len(self.data) - self.pos < size:
+            raise self.fail(f"{what} needs {size} bytes, {len(self.data) - self.pos} left")
+        chunk = self.data[self.pos : self.pos + size]
+        self.pos += size
+        return chunk
+
+    def unpack(self, fmt: str, what: str) -> Any:
+        layout = struct.Struct(fmt)
+        return layout.unpack(self.take(layout.size, what))[0]
+
+    def string(self, what: str) -> str:
+        size = self.unpack("<H", f"{what} length")
+        raw = self.take(size, what)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            self.pos -= size
+            raise self.fail(f"{what} is not UTF-8") from None
+
+    def count(self, what: str) -> int:
+        value: int = self.unpack("<H", f"{what} count")
+        return value
+
+    def rest(self) -> bytes:
+        chunk = self.data[self.pos :]
+        self.pos = len(self.data)
+        return chunk
+
+    def end(self) -> None:
+        if self.pos != len(self.data):
+            raise self.fail(f"{len(self.data) - self.pos} unexpected bytes after the value")
+
+
+def _opaque(kind: str, data: bytes) -> dict[str, Any]:
+    return {kind: {"size": len(data), "hex": data.hex()}}
+
+
+def _raw(r: _Reader) -> dict[str, Any]:
+    return {"bytes": r.rest()}
+
+
+def _empty(r: _Reader) -> dict[str, Any]:
+    return {}
+
+
+def _segment_meta(r: _Reader) -> dict[str, Any]:
+    return {"start_seq": r.unpack(">Q", "start_seq"), "start_time_ms": r.unpack(">q", "time")}
+
+
+def _seq_block(r: _Reader) -> dict[str, Any]:
+    return {"base": r.unpack(">Q", "base"), "size": r.unpack(">Q", "size")}
+
+
+def _series_dictionary(r: _Reader) -> dict[str, Any]:
+    return {"series_id": r.unpack("<I", "series_id")}
+
+
+def _forward_index(r: _Reader) -> dict[str, Any]:
+    unit = r.string("unit")
+    out: dict[str, Any] = {
+        "unit": unit or None,  # length 0 stands for "no unit"
+        "metric_type": r.unpack("<B", "metric_type"),
+        "flags": r.unpack("<B", "flags"),
+    }
+    labels = r.count("label")
+    out["labels"] = {r.string("label name"): r.string("label value") for _ in range(labels)}
+    return out
+
+
+def _roaring(r: _Reader) -> dict[str, Any]:
+    return _opaque("roaring_bitmap", r.rest())
+
+
+def _gorilla(r: _Reader) -> dict[str, Any]:
+    return _opaque("gorilla_samples", r.rest())
+
+
+def _collection_meta(r: _Reader) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "schema_version": r.unpack("<I", "schema version"),
+        "dimensions": r.unpack("<H", "dimensions"),
+        "distance_metric": r.unpack("<B", "distance metric"),
+        "chunk_target": r.unpack("<H", "chunk target"),
+    }
+    out["fields"] = [
+        {
+            "name": r.string("field name"),
+            "type": r.unpack("<B", "field type"),
+            "indexed": r.unpack("<B", "indexed flag"),
+        }
+        for _ in range(r.count("field"))
+    ]
+    return out
+
+
+def _centroids(r: _Reader) -> dict[str, Any]:
+    return {"depth": r.unpack("<B", "depth")}
+
+
+def _centroid_info(r: _Reader) -> dict[str, Any]:
+    level = r.unpack("<B", "level")
+    vector = [r.unpack("<f", "centroid value") for _ in range(r.count("centroid value"))]
+    return {"level": level, "centroid": vector, "parent_id": r.unpack(">Q", "parent id")}
+
+
+def _centroid_stats(r: _Reader) -> dict[str, Any]:
+    return {"num_vectors_delta": r.unpack("<i", "count")}
+
+
+def _floats(r: _Reader, what: str) -> list[float]:
+    blob = r.rest()
+    if len(blob) % 4:
+        r.pos -= len(blob)
+        raise r.fail(f"{what}: {len(blob)} bytes are not a whole number of f32 values")
+    return [v for (v,) in struct.iter_unpack("<f", blob)]
+
+
+def _posting_list(r: _Reader) -> dict[str, Any]:
+    count = r.unpack("<I", "posting count")
+    postings = []
+    for _ in range(count):
+        vector_id = r.unpack(">Q", "vector id")
+        offset = r.unpack("<I", "offset")
+        postings.append({"id": vector_id, "offset": None if offset == 0xFFFFFFFF else offset})
+    return {"postings": postings, "vectors": _floats(r, "vector blob")}
+
+
+def _id_dictionary(r: _Reader) -> dict[str, Any]:
+    return {"internal_id": r.unpack("<Q", "internal id")}
+
+
+_ATTRIBUTE_VALUES: dict[int, Callable[[_Reader], Any]] = {
+    0: lambda r: r.string("string value"),
+    1: lambda r: r.unpack("<q", "i64 value"),
+    2: lambda r: r.unpack("<d", "f64 value"),
+    3: lambda r: bool(r.unpack("<B", "bool value")),
+}
+
+
+def _vector_data(r: _Reader) -> dict[str, Any]:
+    out: dict[str, Any] = {"external_id": r.string("external id"), "attributes": {}}
+    while r.pos < len(r.data):
+        name = r.string("attribute name")
+        kind = r.unpack("<B", "attribute type")
+        if kind == 0xFF:  # the vector itself: f32 values to the end
+            out["vector"] = _floats(r, f"vector {name!r}")
+            break
+        read = _ATTRIBUTE_VALUES.get(kind)
+        if read is None:
+            r.pos -= 1
+            raise r.fail(f"attribute {name!r} has unknown type byte 0x{kind:02x}")
+        out["attributes"][name] = read(r)
+    return out
+
+
+def _index_data(r: _Reader) -> dict[str, Any]:
+    return _opaque("index_data", r.rest())
+
+
+def _two_treemaps(r: _Reader) -> dict[str, Any]:
+    out = {}
+    for name in ("included", "excluded"):
+        size = r.unpack("<I", f"{name} length")
+        out[name] = {"size": size, "hex": r.take(size, name).hex()}
+    return {"roaring_treemaps": out}
+
+
+def _treemap(r: _Reader) -> dict[str, Any]:
+    return _opaque("roaring_treemap", r.rest())
+
+
+def _sentinel(r: _Reader) -> dict[str, Any]:
+    byte = r.unpack("<B", "sentinel byte")
+    if byte:
+        r.pos -= 1
+        raise r.fail(f"sentinel byte 0x{byte:02x} is not 0x00")
+    return {"sentinel": 0}
+
+
+def _term_postings(r: _Reader) -> dict[str, Any]:
+    blocks = []
+    while r.pos < len(r.data):
+        kind = r.unpack("<B", "block type")
+        size = r.unpack("<I", "block length")
+        blocks.append({"type": kind, "size": size, "hex": r.take(size, "block").hex()})
+    return {"blocks": blocks}
+
+
+def _term_stats(r: _Reader) -> dict[str, Any]:
+    return {"doc_freq": r.unpack("<q", "document frequency")}
+
+
+def _field_stats(r: _Reader) -> dict[str, Any]:
+    names = ("doc_count", "sum_doc_len", "sum_term_freq")
+    return {name: r.unpack("<q", name) for name in names}
+
+
+def _vector_field_stats(r: _Reader) -> dict[str, Any]:
+    return {
+        "fields": {
+            r.string("field name"): r.unpack("<I", "field length")
+            for _ in range(r.count("field"))
+        }
+    }
+
+
+#: (subsystem, record kind) -> decoder
+DECODERS: dict[tuple[str, str], Callable[[_Reader], dict[str, Any]]] = {
+    ("keyvalue", "KeyValue"): _raw,
+    ("log", "LogEntry"): _raw,
+    ("log", "ListingEntry"): _empty,
+    ("log", "SegmentMeta"): _segment_meta,
+    ("log", "SeqBlock"): _seq_block,
+    ("timeseries", "SeriesDictionary"): _series_dictionary,
+    ("timeseries", "ForwardIndex"): _forward_index,
+    ("timeseries", "InvertedIndex"): _roaring,
+    ("timeseries", "TimeSeries"): _gorilla,
+    ("vector", "CollectionMeta"): _collection_meta,
+    ("vector", "CentroidSeqBlock"): _seq_block,
+    ("vector", "SeqBlock"): _seq_block,
+    ("vector", "VectorIndexData"): _index_data,
+    ("vector", "PostingList"): _posting_list,
+    ("vector", "IdDictionary"): _id_dictionary,
+    ("vector", "VectorData"): _vector_data,
+    ("vector", "MetadataIndex"): _two_treemaps,
+    ("vector", "CentroidStats"): _centroid_stats,
+    ("vector", "Centroids"): _centroids,
+    ("vector", "CentroidInfo"): _centroid_info,
+    ("vector", "Deletions"): _treemap,
+    ("vector", "DeletionsSentinel"): _sentinel,
+    ("vector", "TermPostings"): _term_postings,
+    ("vector", "TermStats"): _term_stats,
+    ("vector", "FieldStats"): _field_stats,
+    ("vector", "VectorFieldStats"): _vector_field_stats,
+}
+
+
+def decode_value(subsystem: str, record: str, data: bytes) -> dict[str, Any]:
+    """The value of one record, decoded; merge operands (framed by opendata_kv's read-side
+    merge operator) come back as {"base": ..., "operands": [...]}, each decoded."""
+    if data.startswith(MERGE_FRAME):
+        return _merged(subsystem, record, data)
+    decoder = DECODERS.get((subsystem, record))
+    if decoder is None:
+        raise ValueDecodeError(f"no value layout for {subsystem} {record}", record=record)
+    reader = _Reader(record, data)
+    value = decoder(reader)
+    reader.end()
+    return value
+
+
+def split_operands(data: bytes) -> tuple[bytes | None, list[bytes]]:
+    """(base value or None, operands) of a merge frame; ValueDecodeError if malformed."""
+    r = _Reader("merge frame", data)
+    r.take(len(MERGE_FRAME), "frame marker")
+    has_base = r.unpack(">B", "base flag")
+    parts = []
+    while r.pos < len(data):
+        parts.append(r.take(r.unpack(">I", "part length"), "part"))
+    if has_base > 1 or (has_base and not parts):
+        raise r.fail("malformed base flag")
+    return (parts[0] if has_base else None), parts[has_base:]
+
+
+def _merged(subsystem: str, record: str, data: bytes) -> dict[str, Any]:
+    base, operands = split_operands(data)
+    return {
+        "base": None if base is None else decode_value(subsystem, record, base),
+        "operands": [decode_value(subsystem, record, part) for part in operands],
+    }
