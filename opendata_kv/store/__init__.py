@@ -1,6 +1,7 @@
 """The store layer: the only place that talks to slatedb.
 
-    Store          async, typed SlateDB database (writer, or read-only reader)
+    Store          async, typed SlateDB database: the writer (writer.py)
+    StoreReader    its read side, also what a read-only reader is (reader.py)
     StoreReader    what Store.open_reader gives: the reads, no write methods
     SyncStore      the same, blocking, driven on the calling thread (SyncStoreReader, ...)
     Record         what scans yield: (key, value, raw_key), the key a typed Key
@@ -12,14 +13,15 @@
     verify         check every object of a database; a VerifyReport of Problems (read-only)
 """
 
+from opendata_kv.store.batch import Batch, Snapshot, Transaction
 from opendata_kv.store.integrity import Problem
 from opendata_kv.store.ops.checkpoints import Checkpoint
 from opendata_kv.store.ops.clone import CloneResult, clone, clone_sync
 from opendata_kv.store.ops.feed import Change
 from opendata_kv.store.ops.verify import VerifyReport, verify, verify_async
 from opendata_kv.store.options import ScanOptions
+from opendata_kv.store.reader import Opening, StoreReader
 from opendata_kv.store.scan import RawRecord, Record, Scan
-from opendata_kv.store.store import Batch, Opening, Snapshot, Store, StoreReader, Transaction
 from opendata_kv.store.sync import (
     SyncBatch,
     SyncChanges,
@@ -30,6 +32,7 @@ from opendata_kv.store.sync import (
     SyncTransaction,
     SyncView,
 )
+from opendata_kv.store.writer import Store
 
 __all__ = [
     "Batch",

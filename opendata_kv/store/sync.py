@@ -32,16 +32,18 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from opendata_kv.errors import OpendataKvError
 from opendata_kv.keys import Key, RecordType, Schema
+from opendata_kv.store.batch import Batch, Snapshot, Transaction
 from opendata_kv.store.deletes import MAX_KEYS
 from opendata_kv.store.native import calls, driver
 from opendata_kv.store.opening import READER_TIMEOUT
 from opendata_kv.store.ops.checkpoints import Checkpoint
 from opendata_kv.store.ops.clone import CloneResult
 from opendata_kv.store.options import ScanKeywords, ScanOptions
+from opendata_kv.store.reader import StoreReader
 from opendata_kv.store.scan import R, RawRecord, Record, Scan
 from opendata_kv.store.schema_arg import SchemaArg
-from opendata_kv.store.store import Batch, Snapshot, Store, StoreReader, Transaction
 from opendata_kv.store.views import MISSING, Bound, Fields, ReadView, Target, TtlArg
+from opendata_kv.store.writer import Store
 from opendata_kv.values import Values
 
 if TYPE_CHECKING:

@@ -34,11 +34,13 @@ from opendata_kv.errors import (
 )
 from opendata_kv.keys import Schema
 from opendata_kv.store import sidecar
+from opendata_kv.store.batch import Batch
 from opendata_kv.store.location import Location, parse_location
 from opendata_kv.store.native.errors import call, translate
 from opendata_kv.store.ops.checkpoints import Checkpoints
+from opendata_kv.store.reader import StoreReader
 from opendata_kv.store.scan import scan_options
-from opendata_kv.store.store import Batch, Store, StoreReader
+from opendata_kv.store.writer import Store
 
 T = TypeVar("T")
 

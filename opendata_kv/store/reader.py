@@ -1,0 +1,330 @@
+"""StoreReader: the read side of a database (also what a read-only reader is), with the
+operations that never write: the change feed, checkpoints, clones; and how stores open.
+
+    async with Store.open_reader("./data", schema) as reader:
+        async for record in reader.scan("post", "did:plc:x"):
+            ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import (
+    AsyncGenerator,
+    Awaitable,
+    Callable,
+    Generator,
+    Mapping,
+)
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from slatedb.uniffi import (
+    Error,
+)
+
+from opendata_kv.errors import (
+    ReadOnlyError,
+    SnapshotGoneError,
+    StoreClosedError,
+)
+from opendata_kv.keys import Schema
+from opendata_kv.store import sidecar
+from opendata_kv.store.location import Location, parse_location
+from opendata_kv.store.native import calls, driver
+from opendata_kv.store.native.errors import FOREIGN, translate
+from opendata_kv.store.opening import (
+    bounded,
+    open_reader_db,
+)
+from opendata_kv.store.ops import feed
+from opendata_kv.store.ops.checkpoints import Checkpoint, Checkpoints, require_id
+from opendata_kv.store.schema_arg import SchemaArg, as_schema
+from opendata_kv.store.views import (
+    ReadView,
+    TtlArg,
+)
+from opendata_kv.values import Values
+
+if TYPE_CHECKING:
+    from opendata_kv.store.ops.clone import CloneResult
+
+S = TypeVar("S", bound="StoreReader")
+
+
+class StoreReader(ReadView):
+    """A typed SlateDB database opened read-only (`Store.open_reader(...)`): reads, scans,
+    the change feed and checkpoints; no write methods (so a type checker flags them). Store,
+    the writer, is one of these with the writes added."""
+
+    def __init__(
+        self,
+        db: Any,
+        location: Location,
+        schema: Schema,
+        values: Values,
+        readonly: bool,
+        check_expiry: bool = True,
+    ) -> None:
+        self._source = db
+        self.location = location
+        self.schema = schema
+        self.values = values
+        self.readonly = readonly
+        self.check_expiry = check_expiry
+        self.where = str(location)
+        self._closed = False
+        self._object_store: Any = None  # set by the openers: admin and WAL reads share it
+        self.checkpoint_id: str | None = None  # the checkpoint a pinned reader reads
+        self.poll_interval = 1.0  # a reader's manifest poll interval, seconds
+
+    # --- change feed and checkpoints -------------------------------------------------------------
+
+    def changes(
+        self,
+        since: str | None = None,
+        *,
+        follow: bool = False,
+        limit: int | None = None,
+        poll_interval: float = 0.1,
+        on_error: feed.ErrorPolicy = "raise",
+    ) -> AsyncGenerator[feed.Change, None]:
+        """Every write still in the WAL after `since`, as typed Changes in sequence order.
+
+        `since`: a Change's (or a Checkpoint's) cursor; None starts at the oldest WAL file
+        the garbage collector has kept. Resuming from a cursor yields exactly the changes
+        after it, across writer restarts and crashes. A cursor whose WAL file was already
+        collected raises ChangeCursorExpiredError; a malformed one ChangeCursorError.
+        `follow`: keep waiting for new changes (polling every `poll_interval` seconds) until
+        the consumer stops iterating or the task is cancelled; otherwise stop at the WAL's
+        end as it was when the call started. `limit`: stop after that many changes.
+        The feed only reads: it works on a writer and on a reader alike. `on_error`: a change
+        that does not decode raises ChangeDecodeError (carrying the last delivered cursor and
+        the bad change's), is skipped ("skip") or comes with raw bytes ("raw").
+        """
+        return feed.flatten(
+            self.change_batches(
+                since, follow=follow, limit=limit, poll_interval=poll_interval, on_error=on_error
+            )
+        )
+
+    def change_batches(
+        self,
+        since: str | None = None,
+        *,
+        follow: bool = False,
+        limit: int | None = None,
+        poll_interval: float = 0.1,
+        on_error: feed.ErrorPolicy = "raise",
+    ) -> AsyncGenerator[list[feed.Change], None]:
+        """Store.changes a WAL file at a time: lists of Changes (never empty)."""
+        self.check_open()
+        side, identity = sidecar.of(self._object_store)
+        return feed.change_batches(
+            feed.wal_reader(self.location.db_path, self._object_store),
+            feed.admin(self.location.db_path, self._object_store, self.where),
+            self.schema,
+            self.values,
+            since,
+            follow=follow,
+            limit=limit,
+            poll_interval=poll_interval,
+            where=self.where,
+            identity=identity,
+            list_wal=lambda: sidecar.wal_ids(self.location, side),
+            on_error=on_error,
+        )
+
+    @staticmethod
+    async def clone(
+        source: str | os.PathLike[str],
+        destination: str | os.PathLike[str],
+        *,
+        checkpoint: str | None = None,
+        source_options: Mapping[str, str] | None = None,
+        destination_options: Mapping[str, str] | None = None,
+        **options: Any,
+    ) -> CloneResult:
+        """Copy `source` (at `checkpoint`, or its latest state) into a new, independent
+        database at `destination` (see opendata_kv.store.ops.clone for `replace`, `timeout`,
+        `progress`, `batch_size`); returns a CloneResult."""
+        from opendata_kv.store.ops.clone import clone
+
+        return await clone(
+            source,
+            destination,
+            checkpoint=checkpoint,
+            source_options=source_options,
+            destination_options=destination_options,
+            **options,
+        )
+
+    def _on_gone(self, where: str) -> Callable[[int], Awaitable[None]] | None:
+        """A reader that follows the latest state pins nothing: when the writer's garbage
+        collector deleted an SST a scan was reading, wait for the reader's next manifest poll
+        and let the scan re-seek after its cursor; after three tries, SnapshotGoneError."""
+        if not self.readonly or self.checkpoint_id is not None:
+            return None
+        poll = self.poll_interval
+
+        async def gone(attempt: int) -> None:
+            if attempt > 3:
+                raise SnapshotGoneError(
+                    f"{where}: the writer's garbage collector deleted SSTs this scan was "
+                    f"reading, and {attempt - 1} re-seeks at newer states found more gone. This "
+                    "reader follows the latest state and pins nothing: for long scans of a "
+                    "busy store read a checkpoint (Store.open_reader(url, schema, "
+                    "checkpoint=ID), or --checkpoint ID on the command line)"
+                )
+            if driver.syncing():  # a sync caller's scan: no event loop to sleep in
+                time.sleep(poll)
+            else:
+                await asyncio.sleep(poll)
+
+        return gone
+
+    def _checkpoints(self) -> Checkpoints:
+        self.check_open()
+        return Checkpoints(self.location.db_path, self._object_store, self.where)
+
+    @property
+    def closed(self) -> bool:
+        """True once close() was called."""
+        return self._closed
+
+    def check_open(self) -> None:
+        """StoreClosedError once the store is closed: the one closed-store check (writes,
+        snapshots, the change feed, checkpoints and the sync face's objects call it)."""
+        if self._closed:
+            raise StoreClosedError(f"{self.where} is closed")
+
+    async def checkpoint(
+        self, name: str | None = None, lifetime: TtlArg = None
+    ) -> Checkpoint:
+        """Pin the current state as a checkpoint holding every write acknowledged so far.
+
+        On the writer the memtable is flushed to an SST first. On a reader nothing can be
+        flushed: if the WAL holds writes not yet in an SST, CheckpointError says so and no
+        checkpoint is kept. `lifetime` (seconds or a timedelta): the checkpoint expires after
+        it; None keeps it until deleted. Returns its id, name, times and feed cursor.
+        """
+        writer = None if self.readonly else self._writable()
+        return await self._checkpoints().create(writer=writer, name=name, lifetime=lifetime)
+
+    async def checkpoints(self, name: str | None = None) -> list[Checkpoint]:
+        """The store's checkpoints (only those named `name` if given), oldest first."""
+        return await self._checkpoints().list(name)
+
+    async def refresh_checkpoint(
+        self, checkpoint_id: str, lifetime: TtlArg
+    ) -> Checkpoint:
+        """Give a checkpoint a new lifetime from now (None: keep it until deleted)."""
+        return await self._checkpoints().refresh(require_id(checkpoint_id), lifetime)
+
+    async def delete_checkpoint(self, checkpoint_id: str) -> Checkpoint:
+        """Delete a checkpoint (id or unique name) and return what was deleted
+        (CheckpointError if the store has none with this id)."""
+        return await self._checkpoints().delete(require_id(checkpoint_id))
+
+    async def close(self) -> None:
+        """Shut the database down (flushing what the writer buffered). Idempotent.
+
+        A database slatedb has already stopped (fenced, or after an object-store failure an
+        earlier call reported) closes quietly: there is nothing left to flush, and raising
+        again from `async with` would only hide the error that stopped it.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        stopped = self._stopped()
+        try:
+            await calls.method(self._source, "shutdown")
+        except FOREIGN as exc:
+            if not (stopped or isinstance(exc, Error.Closed)):
+                raise translate(exc, f"close of {self.where}") from exc
+
+    def _stopped(self) -> bool:
+        """True when slatedb has closed the database underneath us (fenced, failed, ...)."""
+        try:
+            return self._source.status().close_reason is not None
+        except Exception:
+            return False
+
+    async def __aenter__(self: S) -> S:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        kind = "reader" if self.readonly else "writer"
+        return f"<{type(self).__name__} {kind} {self.where} {self.schema!r}>"
+
+    def _writable(self) -> Any:
+        """The slatedb Db to write through (ReadOnlyError on a reader, StoreClosedError once
+        closed)."""
+        if self.readonly:
+            raise ReadOnlyError(f"{self.where} is open read-only; writes need Store.open()")
+        self.check_open()
+        return self._source
+
+
+class Opening(Generic[S]):
+    """What Store.open (an `Opening[Store]`) and Store.open_reader (an `Opening[StoreReader]`)
+    return: await it, or use it as an async context manager."""
+
+    def __init__(self, opening: Awaitable[S]) -> None:
+        self._opening = opening
+        self._store: S | None = None
+
+    def __await__(self) -> Generator[Any, None, S]:
+        return self._opening.__await__()
+
+    async def __aenter__(self) -> S:
+        self._store = await self._opening
+        return self._store
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._store is not None:
+            await self._store.close()
+
+
+async def _open_reader(
+    url: str | os.PathLike[str],
+    schema_arg: SchemaArg,
+    values: Values | None,
+    poll_interval: float,
+    object_store_options: Mapping[str, str] | None,
+    object_store_max_retries: int | None,
+    check_expiry: bool,
+    timeout: float | None,
+    checkpoint: str | None,
+    cache_bytes: int | None = None,
+) -> StoreReader:
+    schema, values = as_schema(schema_arg, values)
+    location = parse_location(url)
+    reader, object_store, checkpoint_id = await bounded(
+        open_reader_db(
+            location,
+            object_store_options,
+            poll_interval,
+            object_store_max_retries,
+            checkpoint,
+            cache_bytes,
+        ),
+        timeout,
+        location,
+        object_store_options,
+        "open reader on",
+    )
+    store = StoreReader(
+        reader, location, schema, values, readonly=True, check_expiry=check_expiry
+    )
+    store._object_store = object_store
+    store.checkpoint_id = checkpoint_id
+    store.poll_interval = poll_interval
+    return store
+
+
+# --- batches, transactions, snapshots ------------------------------------------------------------

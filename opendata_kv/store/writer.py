@@ -1,0 +1,437 @@
+"""Store: the writer of one SlateDB database, a StoreReader that also writes: typed puts
+and deletes, batches, transactions, snapshots, bulk loads and migrations.
+
+    async with Store.open("./data", schema) as store:
+        await store.put(post, ("did:plc:x", "3k2a"), {"text": "hi"})
+        await store.flush()                      # durable: survives a crash from here on
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Callable,
+    Iterable,
+    Mapping,
+)
+from contextlib import asynccontextmanager
+from typing import Any, overload
+
+from slatedb.uniffi import (
+    IsolationLevel,
+    WriteOptions,
+)
+
+from opendata_kv.errors import (
+    InvalidArgumentError,
+    ReadOnlyError,
+)
+from opendata_kv.keys import Key, RecordType
+from opendata_kv.store.batch import Batch, Snapshot, Transaction, _BatchContext
+from opendata_kv.store.deletes import MAX_KEYS, check_max_keys, keys_in
+from opendata_kv.store.location import parse_location
+from opendata_kv.store.native import calls
+from opendata_kv.store.native.errors import FOREIGN, call, translate
+from opendata_kv.store.opening import (
+    READER_TIMEOUT,
+    bounded,
+    check_cache_bytes,
+    check_retries,
+    check_seconds,
+    open_db,
+)
+from opendata_kv.store.ops import migrate as _migrate
+from opendata_kv.store.ops.checkpoints import require_id
+from opendata_kv.store.reader import Opening, StoreReader, _open_reader
+from opendata_kv.store.schema_arg import SchemaArg, as_schema
+from opendata_kv.store.views import (
+    MISSING,
+    Bound,
+    Fields,
+    Target,
+    TtlArg,
+    encode_put,
+    key_bytes,
+)
+from opendata_kv.values import Values
+from opendata_kv.values.limits import check_stored_size
+
+_WRITE_OPTIONS = WriteOptions()
+_ISOLATION = {
+    "snapshot": IsolationLevel.SNAPSHOT,
+    "serializable": IsolationLevel.SERIALIZABLE_SNAPSHOT,
+}
+
+
+class Store(StoreReader):
+    """A typed SlateDB database. Open with `Store.open(...)` (writer) or
+    `Store.open_reader(...)` (a StoreReader: read-only; never fences the writer)."""
+
+    # --- opening --------------------------------------------------------------------------------
+
+    @staticmethod
+    def open(
+        url: str | os.PathLike[str],
+        schema: SchemaArg,
+        *,
+        values: Values | None = None,
+        create_if_missing: bool = True,
+        error_if_exists: bool = False,
+        timeout: float | None = None,
+        object_store_max_retries: int | None = None,
+        settings: Mapping[str, Any] | None = None,
+        object_store_options: Mapping[str, str] | None = None,
+        check_expiry: bool = True,
+        cache_bytes: int | None = None,
+    ) -> Opening[Store]:
+        """Open the database as its writer: `async with Store.open(...) as s` or
+        `s = await Store.open(...)`. A second writer on the same database fences this one.
+
+        `schema`: a Schema, a RecordType, RecordTypes, or a Values (schema and codecs);
+            anything else is a SchemaError here. `values`: the codecs, built for that schema.
+        `create_if_missing` (default True, as SlateDB, LMDB, RocksDB's Python bindings and
+            sqlite3 do): False refuses a location without a database (StoreNotFoundError), so a
+            mistyped path fails instead of starting an empty store. `error_if_exists`: refuse
+            a location that holds one (StoreExistsError). memory:// always starts empty.
+        `timeout`: seconds the open may take before StoreUnavailableError; None (default)
+            waits as long as slatedb retries.
+        `object_store_max_retries`: slatedb retries failed object-store calls forever by
+            default, so a writer rides out an outage but opening a missing bucket or a stopped
+            endpoint waits forever; a number makes such calls fail (StoreUnavailableError)
+            after that many retries, for the open and for the writer's background flushes.
+        `settings`: slatedb Settings keys (e.g. {"flush_interval": "50ms"}).
+        `object_store_options`: object_store config entries for s3:// (see location.py),
+            applied over the AWS_* environment variables.
+        `check_expiry`: hide records whose TTL has passed (reads fetch each row's expiry);
+            False skips that check for stores that never write a TTL (put(ttl=) then fails).
+        `cache_bytes`: size of the in-memory SST block and metadata cache; None (default)
+            keeps slatedb's default cache, 0 disables it. Scans with fill_cache=False leave
+            it alone, so a long scan does not evict what point reads rely on.
+        """
+        cache = check_cache_bytes(cache_bytes)
+        merged = dict(settings or {})
+        retries = check_retries(object_store_max_retries)
+        if retries is not None:
+            merged["object_store_max_retries"] = retries
+        return Opening(
+            _open_writer(
+                url,
+                schema,
+                values,
+                merged,
+                object_store_options,
+                check_expiry,
+                bool(create_if_missing),
+                bool(error_if_exists),
+                check_seconds(timeout, "timeout"),
+                cache,
+            )
+        )
+
+    @staticmethod
+    def open_reader(
+        url: str | os.PathLike[str],
+        schema: SchemaArg,
+        *,
+        values: Values | None = None,
+        timeout: float | None = READER_TIMEOUT,
+        object_store_max_retries: int | None = None,
+        poll_interval: float = 1.0,
+        object_store_options: Mapping[str, str] | None = None,
+        check_expiry: bool = True,
+        checkpoint: str | None = None,
+        cache_bytes: int | None = None,
+    ) -> Opening[StoreReader]:
+        """Open read-only through DbReaderBuilder: sees flushed data (refreshed every
+        `poll_interval` seconds), never fences the writer, creates and writes nothing (no
+        database there: StoreNotFoundError).
+
+        `timeout` (default 30 s): the open gives up with StoreUnavailableError naming the
+        location, bucket and endpoint; None waits as long as slatedb retries. Other options
+        as for Store.open.
+
+        Without `checkpoint` it follows the latest state (slatedb's FOLLOW_LATEST mode: the
+        default mode would write manifests). It pins nothing, so the writer's garbage
+        collector may delete an SST a long scan still reads (SnapshotGoneError): scan a
+        checkpoint for long reads of a busy store. With `checkpoint=ID` it reads that
+        checkpoint's pinned state, which never changes (a unique checkpoint name works too).
+        `cache_bytes`: as for Store.open.
+        """
+        cache = check_cache_bytes(cache_bytes)
+        if checkpoint is not None:
+            require_id(checkpoint)
+        return Opening(
+            _open_reader(
+                url,
+                schema,
+                values,
+                check_seconds(poll_interval, "poll_interval") or 1.0,
+                object_store_options,
+                check_retries(object_store_max_retries),
+                check_expiry,
+                check_seconds(timeout, "timeout"),
+                checkpoint,
+                cache,
+            )
+        )
+
+    # --- writes ---------------------------------------------------------------------------------
+
+    @overload
+    async def put(self, target: Key, value: Any, /, *, ttl: TtlArg = None) -> None: ...
+
+    @overload
+    async def put(
+        self, target: RecordType | str, fields: Fields, value: Any, *, ttl: TtlArg = None
+    ) -> None: ...
+
+    async def put(
+        self, target: Target, fields: Any = MISSING, value: Any = MISSING, *, ttl: TtlArg = None
+    ) -> None:
+        """Store `value` under the key: `put(record, fields, value)` (record: a RecordType of
+        the schema or a record name) or `put(key_obj, value)`; a missing value is an
+        ArgumentTypeError. `ttl`: seconds (or a timedelta) until the record expires.
+
+        Returns once SlateDB accepted the write; it is durable after `flush()`.
+        """
+        db = self._writable()
+        key, data, options = encode_put(
+            self.schema, self.values, self.check_expiry, target, fields, value, ttl
+        )
+        try:
+            if options is None:
+                await calls.put(db, key, data)
+            else:
+                await calls.method(db, "put_with_options", key, data, options, _WRITE_OPTIONS)
+        except FOREIGN as exc:
+            raise translate(exc, f"put on {self.where}") from exc
+
+    async def delete(self, target: Target, fields: Fields = None) -> None:
+        """Remove the record under the key (no error when there is none)."""
+        db = self._writable()
+        _, key = key_bytes(self.schema, target, fields)
+        try:
+            await calls.delete(db, key)
+        except FOREIGN as exc:
+            raise translate(exc, f"delete on {self.where}") from exc
+
+    async def delete_range(
+        self,
+        record: RecordType | str | None = None,
+        *leading: Any,
+        partial: Any = None,
+        version: int | None = None,
+        prefix: bytes | None = None,
+        start: Bound = None,
+        end: Bound = None,
+        max_keys: int = MAX_KEYS,
+        durable: bool = False,
+    ) -> int:
+        """Delete every record a scan with the same arguments would see (every version of a
+        record name; or, with no record, every key under `prefix` / in [start, end)), in one
+        atomic batch; returns how many keys were deleted.
+
+        slatedb has no range tombstone: the keys are read first, then one tombstone per key is
+        written. A range of more than `max_keys` keys is refused before anything is written;
+        records written into the range after the keys were read are not deleted.
+        """
+        self._writable()
+        keys = await self._range_keys(
+            record, leading, partial, version, prefix, start, end, max_keys
+        )
+        batch = Batch(self)
+        for key in keys:
+            batch.delete_raw(key)
+        await self.write(batch, durable=durable)
+        return len(keys)
+
+    async def _range_keys(
+        self,
+        record: RecordType | str | None,
+        leading: tuple[Any, ...],
+        partial: Any,
+        version: int | None,
+        prefix: bytes | None,
+        start: Bound,
+        end: Bound,
+        max_keys: int,
+    ) -> list[bytes]:
+        """The keys delete_range removes (see there)."""
+        max_keys = check_max_keys(max_keys)
+        if record is None and not prefix and start is None and end is None:
+            raise InvalidArgumentError(
+                "delete_range needs a record, a prefix or start/end bounds (it never deletes "
+                "every key of the database by default)",
+                field="record",
+            )
+        spans = self._bounded_spans(
+            self._spans(record, leading, partial, version, prefix), start, end
+        )
+        return await keys_in(self._writable(), spans, max_keys, f"delete_range on {self.where}")
+
+    async def put_raw(self, key: bytes, data: bytes) -> None:
+        """Store raw bytes under a raw key (tools and migrations)."""
+        check_stored_size(data)
+        try:
+            await calls.put(self._writable(), key, data)
+        except FOREIGN as exc:
+            raise translate(exc, f"put on {self.where}") from exc
+
+    async def flush(self) -> None:
+        """Make every write accepted so far durable in the object store.
+
+        Explicitly flushing the WAL takes ~1 ms on a local directory, where awaiting a write's
+        durability waits for the next background flush tick (~100 ms by default).
+        """
+        try:
+            await calls.method(self._writable(), "flush")
+        except FOREIGN as exc:
+            raise translate(exc, f"flush of {self.where}") from exc
+
+    async def put_many(
+        self,
+        records: Iterable[tuple[Any, ...]] | AsyncIterable[tuple[Any, ...]],
+        *,
+        batch_size: int = 1000,
+        durable: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Put a stream of records, `batch_size` per atomic batch; returns how many were put.
+
+        Each item is `(record_type, fields, value)` or `(key_obj, value)`. A generator (sync or
+        async) is consumed lazily, so memory holds one batch, never the whole stream. Batches
+        are atomic one by one, not as a whole; `durable=True` flushes once at the end.
+        `progress(total_so_far)` is called after each batch.
+        """
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self._writable()
+        total = 0
+        batch = Batch(self)
+        put = batch.put
+
+        async def send() -> None:
+            nonlocal batch, put, total
+            total += len(batch)
+            await self.write(batch)
+            batch = Batch(self)
+            put = batch.put
+            if progress is not None:
+                progress(total)
+
+        if isinstance(records, AsyncIterable):
+            async for item in records:
+                put(*item)
+                if len(batch) >= batch_size:
+                    await send()
+        else:
+            for item in records:
+                put(*item)
+                if len(batch) >= batch_size:
+                    await send()
+        if batch:
+            await send()
+        if durable:
+            await self.flush()
+        return total
+
+    def batch(self, *, durable: bool = False) -> _BatchContext:
+        """`async with store.batch() as b: b.put(...)`: one atomic write on exit (none if empty,
+        none if the block raised). `durable=True` flushes after the write."""
+        return _BatchContext(self, durable)
+
+    async def write(self, batch: Batch, *, durable: bool = False) -> None:
+        """Apply a Batch atomically (an empty batch sends nothing)."""
+        db = self._writable()
+        if batch:
+            try:
+                await calls.write(db, batch.write_batch())
+            except FOREIGN as exc:
+                raise translate(exc, f"batch write on {self.where}") from exc
+        if durable:
+            await self.flush()
+
+    @asynccontextmanager
+    async def transaction(
+        self, isolation: str = "serializable", *, durable: bool = False
+    ) -> AsyncIterator[Transaction]:
+        """`async with store.transaction() as tx:` reads see one snapshot; writes commit on exit,
+        or roll back if the block raises. A conflicting concurrent write makes the commit raise
+        TransactionConflictError (retry the block). isolation: "serializable" or "snapshot"."""
+        db = self._writable()
+        level = _ISOLATION.get(isolation)
+        if level is None:
+            raise InvalidArgumentError(
+                f"isolation must be one of {sorted(_ISOLATION)}, got {isolation!r}",
+                field="isolation",
+                value=isolation,
+            )
+        txn = await call(calls.method(db, "begin", level), f"begin transaction on {self.where}")
+        tx = Transaction(txn, self)
+        try:
+            yield tx
+        except BaseException:
+            await tx.rollback()
+            raise
+        await tx.commit()
+        if durable:
+            await self.flush()
+
+    @asynccontextmanager
+    async def snapshot(self) -> AsyncIterator[Snapshot]:
+        """`async with store.snapshot() as snap:` a consistent point-in-time read view."""
+        self.check_open()
+        if self.readonly:
+            raise ReadOnlyError(f"{self.where}: snapshots need the writer (Store.open)")
+        snap = await call(calls.method(self._source, "snapshot"), f"snapshot of {self.where}")
+        yield Snapshot(snap, self)
+
+    async def migrate(
+        self,
+        name: str,
+        *,
+        batch_size: int = 500,
+        progress: Callable[[int], None] | None = None,
+        durable: bool = True,
+    ) -> int:
+        """Rewrite every record of `name` stored under an older key version as the newest
+        version (key and value upgraded, remaining TTL kept), in atomic batches; returns how
+        many records moved (see ops/migrate.py)."""
+        return await _migrate.migrate(
+            self, name, batch_size=batch_size, progress=progress, durable=durable
+        )
+
+
+async def _open_writer(
+    url: str | os.PathLike[str],
+    schema_arg: SchemaArg,
+    values: Values | None,
+    settings: Mapping[str, Any],
+    object_store_options: Mapping[str, str] | None,
+    check_expiry: bool,
+    create_if_missing: bool,
+    error_if_exists: bool,
+    timeout: float | None,
+    cache_bytes: int | None = None,
+) -> Store:
+    schema, values = as_schema(schema_arg, values)
+    location = parse_location(url)
+    db, object_store = await bounded(
+        open_db(
+            location,
+            object_store_options,
+            settings,
+            create_if_missing,
+            error_if_exists,
+            cache_bytes,
+        ),
+        timeout,
+        location,
+        object_store_options,
+        "open",
+    )
+    store = Store(db, location, schema, values, readonly=False, check_expiry=check_expiry)
+    store._object_store = object_store
+    return store
