@@ -1,8 +1,7 @@
 """The store layer: the only place that talks to slatedb.
 
     Store          async, typed SlateDB database: the writer (writer.py)
-    StoreReader    its read side, also what a read-only reader is (reader.py)
-    StoreReader    what Store.open_reader gives: the reads, no write methods
+    StoreReader    its read side, what Store.open_reader gives: no write methods (reader.py)
     SyncStore      the same, blocking, driven on the calling thread (SyncStoreReader, ...)
     Record         what scans yield: (key, value, raw_key), the key a typed Key
     RawRecord      a row yielded undecoded: no RecordType owns it (scan_all(on_unknown="raw"))
