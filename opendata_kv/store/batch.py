@@ -6,12 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
-from slatedb.uniffi import (
-    PutOptions,
-    Ttl,
-    WriteBatch,
-)
-
 from opendata_kv.errors import (
     StoreError,
 )
@@ -19,6 +13,11 @@ from opendata_kv.keys import Key, RecordType
 from opendata_kv.store.deletes import MAX_KEYS
 from opendata_kv.store.native import calls
 from opendata_kv.store.native.errors import FOREIGN, call, translate
+from opendata_kv.store.native.slatedb import (
+    PutOptions,
+    Ttl,
+    WriteBatch,
+)
 from opendata_kv.store.views import (
     MISSING,
     Bound,

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from slatedb.uniffi import KeyRange
-
 from opendata_kv.errors import InvalidArgumentError, check_count
 from opendata_kv.store.native import calls
 from opendata_kv.store.native.errors import FOREIGN, call, translate
+from opendata_kv.store.native.slatedb import KeyRange
 from opendata_kv.store.scan import KeySpan, scan_options
 
 #: how many keys a delete_range may remove unless told otherwise (one WriteBatch holds them all)

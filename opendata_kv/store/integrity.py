@@ -20,8 +20,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from slatedb.uniffi import AdminBuilder, SlateDbWalReader
-
 from opendata_kv.errors import FencedError, StoreDataError, StoreError, StorePermissionError
 from opendata_kv.store.location import Location
 from opendata_kv.store.native.errors import (
@@ -31,6 +29,7 @@ from opendata_kv.store.native.errors import (
     one_line,
     translate,
 )
+from opendata_kv.store.native.slatedb import AdminBuilder, SlateDbWalReader
 from opendata_kv.store.objects import (
     COMPACTIONS_DIR,
     MANIFEST_DIR,

@@ -48,14 +48,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from slatedb.uniffi import Error, ObjectStore, ObjectStoreBuilder, ObjectStoreType
-
 from opendata_kv.errors import (
     InvalidInputError,
     StoreError,
     StoreLocationError,
     StoreNotFoundError,
 )
+from opendata_kv.store.native.slatedb import Error, ObjectStore, ObjectStoreBuilder, ObjectStoreType
 
 _TRUE = frozenset({"1", "true", "yes", "on", "y"})
 _FALSE = frozenset({"0", "false", "no", "off", "n"})

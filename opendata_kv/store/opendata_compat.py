@@ -21,12 +21,11 @@ import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from slatedb.uniffi import MergeOperator, PrefixExtractor
-
 from opendata_kv.errors import StoreError
 from opendata_kv.layouts.opendata import EXTRACTORS, Extractor
 from opendata_kv.layouts.opendata_values import MERGE_FRAME, split_operands
 from opendata_kv.store.native.errors import FOREIGN
+from opendata_kv.store.native.slatedb import MergeOperator, PrefixExtractor
 
 _MISMATCH = re.compile(r'segment extractor configuration mismatch \(persisted: Some\("([^"]*)"\)')
 _U32 = struct.Struct(">I")

@@ -17,17 +17,6 @@ import math
 from collections.abc import Awaitable, Mapping
 from typing import Any, TypeVar
 
-from slatedb.uniffi import (
-    AdminBuilder,
-    DbBuilder,
-    DbCache,
-    DbReaderBuilder,
-    Error,
-    MokaCacheOptions,
-    ReaderMode,
-    ReaderOptions,
-)
-
 from opendata_kv.errors import (
     CheckpointError,
     InvalidArgumentError,
@@ -40,6 +29,16 @@ from opendata_kv.store import sidecar
 from opendata_kv.store.integrity import check_open, check_reader, opening_error
 from opendata_kv.store.location import Location, s3_config
 from opendata_kv.store.native.errors import FOREIGN, call
+from opendata_kv.store.native.slatedb import (
+    AdminBuilder,
+    DbBuilder,
+    DbCache,
+    DbReaderBuilder,
+    Error,
+    MokaCacheOptions,
+    ReaderMode,
+    ReaderOptions,
+)
 from opendata_kv.store.opendata_compat import build_compatible
 from opendata_kv.store.ops.checkpoints import resolve as resolve_checkpoint
 from opendata_kv.store.settings import slatedb_settings

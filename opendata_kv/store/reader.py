@@ -20,10 +20,6 @@ from collections.abc import (
 )
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from slatedb.uniffi import (
-    Error,
-)
-
 from opendata_kv.errors import (
     ReadOnlyError,
     SnapshotGoneError,
@@ -34,6 +30,9 @@ from opendata_kv.store import sidecar
 from opendata_kv.store.location import Location, parse_location
 from opendata_kv.store.native import calls, driver
 from opendata_kv.store.native.errors import FOREIGN, translate
+from opendata_kv.store.native.slatedb import (
+    Error,
+)
 from opendata_kv.store.opening import (
     bounded,
     open_reader_db,

@@ -20,7 +20,9 @@ import asyncio
 import contextlib
 from typing import Any
 
-from slatedb.uniffi import (
+from opendata_kv.store.location import Location
+from opendata_kv.store.native.errors import FOREIGN, is_bad_range, one_line
+from opendata_kv.store.native.slatedb import (
     CacheTarget,
     DbCache,
     DbReaderBuilder,
@@ -30,9 +32,6 @@ from slatedb.uniffi import (
     SlateDbWalReader,
     SsTableId,
 )
-
-from opendata_kv.store.location import Location
-from opendata_kv.store.native.errors import FOREIGN, is_bad_range, one_line
 from opendata_kv.store.objects import manifest_name, manifest_ssts, sst_name
 
 #: Seconds the WAL reader may take to serve one file before it counts as missing (it polls

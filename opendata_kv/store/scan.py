@@ -13,13 +13,6 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
-from slatedb.uniffi import (
-    DurabilityLevel,
-    IterationOrder,
-    KeyRange,
-    ScanOptions,
-)
-
 from opendata_kv.errors import (
     CursorError,
     KeyDecodeError,
@@ -32,6 +25,12 @@ from opendata_kv.errors import (
 from opendata_kv.keys import Key, RecordType, Schema, intersect, is_empty, prefix_successor
 from opendata_kv.store.native import calls
 from opendata_kv.store.native.errors import FOREIGN, translate
+from opendata_kv.store.native.slatedb import (
+    DurabilityLevel,
+    IterationOrder,
+    KeyRange,
+    ScanOptions,
+)
 from opendata_kv.values import UnknownPolicy, Values, batch_decoder
 
 

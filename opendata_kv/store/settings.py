@@ -15,10 +15,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from slatedb.uniffi import Settings
-
 from opendata_kv.errors import InvalidArgumentError
 from opendata_kv.store.native.errors import FOREIGN, translate
+from opendata_kv.store.native.slatedb import Settings
 
 
 def defaults() -> dict[str, Any]:

@@ -13,8 +13,6 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from slatedb.uniffi import PutOptions, Ttl
-
 from opendata_kv.errors import (
     ArgumentTypeError,
     InvalidInputError,
@@ -25,6 +23,7 @@ from opendata_kv.errors import (
 from opendata_kv.keys import Key, RecordType, Schema, intersect, prefix_range
 from opendata_kv.store.native import calls
 from opendata_kv.store.native.errors import FOREIGN, translate
+from opendata_kv.store.native.slatedb import PutOptions, Ttl
 from opendata_kv.store.native.wire import PointRow
 from opendata_kv.store.options import ScanKeywords, ScanOptions, scan_settings
 from opendata_kv.store.scan import (

@@ -19,11 +19,6 @@ from collections.abc import (
 from contextlib import asynccontextmanager
 from typing import Any, overload
 
-from slatedb.uniffi import (
-    IsolationLevel,
-    WriteOptions,
-)
-
 from opendata_kv.errors import (
     InvalidArgumentError,
     ReadOnlyError,
@@ -34,6 +29,10 @@ from opendata_kv.store.deletes import MAX_KEYS, check_max_keys, keys_in
 from opendata_kv.store.location import parse_location
 from opendata_kv.store.native import calls
 from opendata_kv.store.native.errors import FOREIGN, call, translate
+from opendata_kv.store.native.slatedb import (
+    IsolationLevel,
+    WriteOptions,
+)
 from opendata_kv.store.opening import (
     READER_TIMEOUT,
     bounded,

@@ -26,7 +26,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from slatedb.uniffi import (
+from opendata_kv.errors import CheckpointError, InvalidArgumentError
+from opendata_kv.store import sidecar
+from opendata_kv.store.native.errors import translate
+from opendata_kv.store.native.slatedb import (
     AdminBuilder,
     CheckpointOptions,
     CloneSourceSpec,
@@ -34,10 +37,6 @@ from slatedb.uniffi import (
     FlushOptions,
     FlushType,
 )
-
-from opendata_kv.errors import CheckpointError, InvalidArgumentError
-from opendata_kv.store import sidecar
-from opendata_kv.store.native.errors import translate
 from opendata_kv.store.ops.feed import encode_cursor, wal_reader
 
 #: how often an outside checkpoint is made again when the GC deleted a WAL file it copies

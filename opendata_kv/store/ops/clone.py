@@ -25,8 +25,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from slatedb.uniffi import AdminBuilder, Error, KeyRange
-
 from opendata_kv.errors import (
     InvalidArgumentError,
     StoreError,
@@ -37,6 +35,7 @@ from opendata_kv.store import sidecar
 from opendata_kv.store.batch import Batch
 from opendata_kv.store.location import Location, parse_location
 from opendata_kv.store.native.errors import call, translate
+from opendata_kv.store.native.slatedb import AdminBuilder, Error, KeyRange
 from opendata_kv.store.ops.checkpoints import Checkpoints
 from opendata_kv.store.reader import StoreReader
 from opendata_kv.store.scan import scan_options

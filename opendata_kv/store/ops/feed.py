@@ -24,8 +24,6 @@ import zlib
 from collections.abc import AsyncGenerator
 from typing import Any, Literal, NamedTuple
 
-from slatedb.uniffi import AdminBuilder, Error, RowEntryKind, SlateDbWalReader
-
 from opendata_kv.errors import (
     ChangeCursorError,
     ChangeCursorExpiredError,
@@ -38,6 +36,7 @@ from opendata_kv.errors import (
 )
 from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.store.native.errors import translate
+from opendata_kv.store.native.slatedb import AdminBuilder, Error, RowEntryKind, SlateDbWalReader
 from opendata_kv.values import Values
 
 _OPS = {RowEntryKind.VALUE: "put", RowEntryKind.TOMBSTONE: "delete", RowEntryKind.MERGE: "merge"}

@@ -10,10 +10,6 @@ from collections.abc import (
 )
 from typing import TYPE_CHECKING, Any
 
-from slatedb.uniffi import (
-    KeyRange,
-)
-
 from opendata_kv.errors import (
     check_count,
 )
@@ -21,6 +17,9 @@ from opendata_kv.keys import RecordType
 from opendata_kv.store.batch import Batch
 from opendata_kv.store.native import calls
 from opendata_kv.store.native.errors import FOREIGN, call, translate
+from opendata_kv.store.native.slatedb import (
+    KeyRange,
+)
 from opendata_kv.store.scan import scan_options
 
 if TYPE_CHECKING:

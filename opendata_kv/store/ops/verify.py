@@ -25,17 +25,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from slatedb.uniffi import (
-    AdminBuilder,
-    CacheTarget,
-    DbReaderBuilder,
-    KeyRange,
-    ReaderMode,
-    ReaderOptions,
-    SlateDbWalReader,
-    SsTableId,
-)
-
 from opendata_kv.errors import StorePermissionError, StoreUnavailableError
 from opendata_kv.store.integrity import (
     MAX_GAPS,
@@ -51,6 +40,16 @@ from opendata_kv.store.integrity import (
 )
 from opendata_kv.store.location import Location, parse_location
 from opendata_kv.store.native.errors import FOREIGN, object_named, one_line, translate
+from opendata_kv.store.native.slatedb import (
+    AdminBuilder,
+    CacheTarget,
+    DbReaderBuilder,
+    KeyRange,
+    ReaderMode,
+    ReaderOptions,
+    SlateDbWalReader,
+    SsTableId,
+)
 from opendata_kv.store.objects import (
     Listing,
     compactions_name,
