@@ -36,6 +36,7 @@ from opendata_kv.store.batch import Batch, Snapshot, Transaction
 from opendata_kv.store.deletes import MAX_KEYS
 from opendata_kv.store.native import calls, driver
 from opendata_kv.store.opening import READER_TIMEOUT
+from opendata_kv.store.ops import feed
 from opendata_kv.store.ops.checkpoints import Checkpoint
 from opendata_kv.store.ops.clone import CloneResult
 from opendata_kv.store.options import ScanKeywords, ScanOptions
@@ -530,10 +531,17 @@ class SyncStoreReader(SyncView):
         follow: bool = False,
         limit: int | None = None,
         poll_interval: float = 0.1,
+        on_error: feed.ErrorPolicy = "raise",
     ) -> SyncChanges:
         """As Store.changes, blocking: `for change in db.changes(since=cursor):`."""
         return SyncChanges(
-            self.store.changes(since, follow=follow, limit=limit, poll_interval=poll_interval),
+            self.store.changes(
+                since,
+                follow=follow,
+                limit=limit,
+                poll_interval=poll_interval,
+                on_error=on_error,
+            ),
             self.store,
         )
 
@@ -544,11 +552,12 @@ class SyncStoreReader(SyncView):
         follow: bool = False,
         limit: int | None = None,
         poll_interval: float = 0.1,
+        on_error: feed.ErrorPolicy = "raise",
     ) -> SyncChanges:
         """As Store.change_batches, blocking: lists of Changes, a WAL file at a time."""
         return SyncChanges(
             self.store.change_batches(
-                since, follow=follow, limit=limit, poll_interval=poll_interval
+                since, follow=follow, limit=limit, poll_interval=poll_interval, on_error=on_error
             ),
             self.store,
         )
