@@ -143,11 +143,14 @@ class StoreReader(ReadView):
         checkpoint: str | None = None,
         source_options: Mapping[str, str] | None = None,
         destination_options: Mapping[str, str] | None = None,
-        **options: Any,
+        batch_size: int = 1000,
+        replace: bool = False,
+        timeout: float | None = None,
+        progress: Callable[[int, str], None] | None = None,
     ) -> CloneResult:
         """Copy `source` (at `checkpoint`, or its latest state) into a new, independent
-        database at `destination` (see opendata_kv.store.ops.clone for `replace`, `timeout`,
-        `progress`, `batch_size`); returns a CloneResult."""
+        database at `destination`; an unfinished clone of the same source resumes, `replace`
+        starts over (see opendata_kv.store.ops.clone). Returns a CloneResult."""
         from opendata_kv.store.ops.clone import clone
 
         return await clone(
@@ -156,7 +159,10 @@ class StoreReader(ReadView):
             checkpoint=checkpoint,
             source_options=source_options,
             destination_options=destination_options,
-            **options,
+            batch_size=batch_size,
+            replace=replace,
+            timeout=timeout,
+            progress=progress,
         )
 
     def _on_gone(self, where: str) -> Callable[[int], Awaitable[None]] | None:

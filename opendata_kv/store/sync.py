@@ -570,6 +570,10 @@ class SyncStoreReader(SyncView):
         checkpoint: str | None = None,
         source_options: Mapping[str, str] | None = None,
         destination_options: Mapping[str, str] | None = None,
+        batch_size: int = 1000,
+        replace: bool = False,
+        timeout: float | None = None,
+        progress: Callable[[int, str], None] | None = None,
     ) -> CloneResult:
         """As Store.clone, blocking (also when called from inside a running event loop)."""
         result: CloneResult = _loop(
@@ -579,6 +583,10 @@ class SyncStoreReader(SyncView):
                 checkpoint=checkpoint,
                 source_options=source_options,
                 destination_options=destination_options,
+                batch_size=batch_size,
+                replace=replace,
+                timeout=timeout,
+                progress=progress,
             )
         )
         return result
