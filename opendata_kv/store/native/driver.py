@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
-import itertools
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Generator, Sequence
@@ -48,21 +47,7 @@ class _Local(threading.local):
 _local = _Local()
 
 
-class _Waiter:
-    """One poll's continuation: the code it was called with (-1 until then), and the lock or
-    asyncio future of a caller that had to wait for it (set only when the poll pended)."""
-
-    __slots__ = ("code", "future", "lock", "loop")
-
-    def __init__(self) -> None:
-        self.code = -1
-        self.lock: threading.Lock | None = None
-        self.future: asyncio.Future[None] | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
-
-
-_waiters: dict[int, _Waiter] = {}
-_tokens = itertools.count(1).__next__
+_waiters: dict[int, Pending[Any]] = {}
 
 
 def _wake(future: asyncio.Future[None]) -> None:
@@ -104,7 +89,7 @@ _previous_hook = sys.unraisablehook
 sys.unraisablehook = _note_lost
 
 
-def _check_lost(waiter: _Waiter) -> None:
+def _check_lost(waiter: Pending[Any]) -> None:
     """KeyboardInterrupt when a Ctrl-C killed this poll's continuation (see _note_lost)."""
     if waiter.code < 0 and _local.lost:
         _local.lost = False
@@ -125,9 +110,14 @@ class FutureKind:
 
 
 class Pending(Generic[T]):
-    """A started Rust future and how to lift its result; await it once (either face)."""
+    """A started Rust future and how to lift its result; await it once (either face).
 
-    __slots__ = ("errors", "handle", "kind", "lift")
+    It is also its own poll's waiter: `code` is what the last poll's continuation was
+    called with (-1 until then), `lock` / `future` what a caller that had to wait for it
+    blocks or parks on (set only when the poll pended). One poll is outstanding at a time,
+    so the object's id is the continuation's token."""
+
+    __slots__ = ("code", "errors", "future", "handle", "kind", "lift", "lock", "loop")
 
     def __init__(
         self, handle: int, kind: FutureKind, lift: Callable[[Any], T], errors: Any = _Errors
@@ -136,14 +126,19 @@ class Pending(Generic[T]):
         self.kind = kind
         self.lift = lift
         self.errors = errors
+        self.code = -1
+        self.lock: threading.Lock | None = None
+        self.future: asyncio.Future[None] | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
 
-    def poll(self) -> _Waiter:
-        """Poll once; the waiter's lock is free once the continuation has fired."""
-        waiter = _Waiter()
-        token = _tokens()
-        _waiters[token] = waiter
+    def poll(self) -> Pending[T]:
+        """Poll once; `code` is set once the continuation has fired."""
+        self.code = -1
+        self.lock = self.future = None
+        token = id(self)
+        _waiters[token] = self
         self.kind.poll(self.handle, _continuation, token)
-        return waiter
+        return self
 
     def finish(self) -> T:
         """Complete a READY future and lift its result (errors raise as slatedb's)."""
@@ -159,19 +154,19 @@ class Pending(Generic[T]):
 
     def __await__(self) -> Generator[Any, None, T]:
         try:
-            waiter = self.poll()
+            self.poll()
             while True:
-                if waiter.code < 0:  # pending: the continuation fires later
-                    _check_lost(waiter)
-                    yield from _settle(waiter)
-                if waiter.code == READY:
+                if self.code < 0:  # pending: the continuation fires later
+                    _check_lost(self)
+                    yield from _settle(self)
+                if self.code == READY:
                     return self.finish()
-                waiter = self.poll()
+                self.poll()
         finally:
             self.free()
 
 
-def _settle(waiter: _Waiter) -> Generator[Any, None, None]:
+def _settle(waiter: Pending[Any]) -> Generator[Any, None, None]:
     """Wait until the continuation of a pending poll fired: blocking this thread (sync face;
     Ctrl-C interrupts) or parked in the running event loop (async face)."""
     if _local.sync:
@@ -205,15 +200,16 @@ class Gather(Generic[T]):
         results: list[T] = []
         freed = 0
         try:
-            waiters = [call.poll() for call in calls]
-            for call, waiter in zip(calls, waiters, strict=False):
+            for call in calls:
+                call.poll()
+            for call in calls:
                 while True:
-                    if waiter.code < 0:
-                        _check_lost(waiter)
-                        yield from _settle(waiter)
-                    if waiter.code == READY:
+                    if call.code < 0:
+                        _check_lost(call)
+                        yield from _settle(call)
+                    if call.code == READY:
                         break
-                    waiter = call.poll()
+                    call.poll()
                 try:
                     results.append(call.finish())
                 finally:
