@@ -191,7 +191,9 @@ def test_ctrl_c_during_a_pending_write_leaves_the_next_call_working(
             finally:
                 timer.join()
             assert time.monotonic() - started < 10
-            assert not driver._waiters, "the cancelled future's continuation fired"
+            assert not driver._waiters, [
+                (w.kind.name, w.code, w.lock, w.future) for w in driver._waiters.values()
+            ]
             # a Ctrl-C that a continuation swallowed (noted by driver._note_lost) is raised
             # by the poller instead of waiting for a wake-up that will not come
             driver._local.lost = True

@@ -227,7 +227,7 @@ class SyncView:
         self, target: Target, fields: Fields = None, *, default: Any = None, upgrade: bool = True
     ) -> Any:
         """The decoded value under the key, or `default` (as Store.get)."""
-        return _now(self._view.get(target, fields, default=default, upgrade=upgrade))
+        return self._view._get_now(target, fields, default=default, upgrade=upgrade)
 
     def get_many(
         self,

@@ -245,6 +245,11 @@ def live_value(row: PointRow) -> bytes | None:
     return value
 
 
+def _as_row(value: bytes | None) -> PointRow:
+    """A value read with get (no expiry known) as a point row."""
+    return None if value is None else (value, None)
+
+
 #: how many point reads get_many keeps in flight at once
 GET_MANY_WINDOW = 256
 
@@ -308,14 +313,40 @@ class ReadView:
     ) -> Any:
         """The decoded value stored under the key, or `default` when there is none."""
         record_type, key = key_bytes(self.schema, target, fields)
-        try:  # _fetch, inlined: this is the hottest path of the store
+        try:
             if self.check_expiry:
-                data = live_value(await calls.get_row(self._source, key))
+                row = await calls.get_row(self._source, key)
             else:
-                data = await calls.get(self._source, key)
+                row = _as_row(await calls.get(self._source, key))
         except FOREIGN as exc:
             raise translate(exc, f"get on {self.where}") from exc
-        if data is None:
+        return self._got(record_type, key, row, default, upgrade)
+
+    def _get_now(
+        self, target: Target, fields: Fields = None, *, default: Any = None, upgrade: bool = True
+    ) -> Any:
+        """get for the sync face: the same steps (key_bytes, _got), the read driven on the
+        calling thread without an awaitable (native.calls.get_row_now)."""
+        record_type, key = key_bytes(self.schema, target, fields)
+        try:
+            if self.check_expiry:
+                row = calls.get_row_now(self._source, key)
+            else:
+                row = _as_row(calls.get_now(self._source, key))
+        except FOREIGN as exc:
+            raise translate(exc, f"get on {self.where}") from exc
+        return self._got(record_type, key, row, default, upgrade)
+
+    def _got(
+        self, record_type: RecordType, key: bytes, row: PointRow, default: Any, upgrade: bool
+    ) -> Any:
+        """What get returns for the row read under `key`: `default` when there is none or
+        its TTL has passed, else its decoded value."""
+        if row is None:
+            return default
+        data, expire = row
+        # Wall-clock ms: slatedb stamps create/expire times with its default system clock.
+        if expire is not None and expire <= time.time_ns() // 1_000_000:
             return default
         return self.values.decode(record_type, key, data, upgrade=upgrade)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import struct
 import threading
 import types
 from collections.abc import Awaitable, Callable, Coroutine
@@ -55,10 +56,11 @@ def _rust_call(function: Any) -> Callable[..., Any]:
 class _Source:
     """The native functions of one binding class with get / get_key_value."""
 
-    __slots__ = ("clone", "get", "get_key_value")
+    __slots__ = ("clone", "clone_raw", "get", "get_key_value")
 
     def __init__(self, name: str) -> None:
-        self.clone = _rust_call(getattr(_lib, f"uniffi_slatedb_uniffi_fn_clone_{name}"))
+        self.clone_raw = getattr(_lib, f"uniffi_slatedb_uniffi_fn_clone_{name}")
+        self.clone = _rust_call(self.clone_raw)
         self.get = getattr(_lib, f"uniffi_slatedb_uniffi_fn_method_{name}_get")
         self.get_key_value = getattr(_lib, f"uniffi_slatedb_uniffi_fn_method_{name}_get_key_value")
 
@@ -156,7 +158,8 @@ def set_active(on: bool) -> NativeStatus:
 def sync(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run an operation for a sync caller: inline through the driver, or on a private event
     loop when the generated binding is in use."""
-    if active():
+    current = _status
+    if (current is not None and current.active) or (current is None and active()):
         return driver.drive(coroutine)
     return driver.run(coroutine)
 
@@ -230,6 +233,59 @@ def get_row(source: Any, key: bytes) -> Awaitable[PointRow]:
     key_buffer = wire.lower_bytes(key)
     handle = _cloned(native.clone, source, key_buffer)
     return Pending(native.get_key_value(handle, key_buffer), _RB, wire.read_point_row)
+
+
+_poll_rb = _RB.poll
+_complete_rb = _RB.complete
+_free_rb = _RB.free
+_from_bytes = wire.from_bytes_call()
+_pack_i32 = struct.Struct(">i").pack
+
+
+def _point_now(source: Any, key: bytes, rows: bool) -> Any:
+    """One point read for a sync caller, driven on this thread: lowering, the handle clone,
+    the call, driver.poll_now, complete and the lift fused into one frame, the sync face's
+    hottest path (each step as in wire, _rust_call and Pending)."""
+    native = _SOURCES.get(source.__class__)
+    if native is None or key.__class__ is not bytes or _from_bytes is None or not active():
+        return driver.run(_generated_row(source, key) if rows else method(source, "get", key))
+    status = _Status()
+    size = len(key)
+    key_buffer = _from_bytes(size + 4, _pack_i32(size) + key, _byref(status))
+    if status.code:
+        _check(None, status)
+    handle = native.clone_raw(source._handle, _byref(status))
+    if status.code:
+        wire.free(key_buffer)
+        _check(_Errors, status)
+    future = (native.get_key_value if rows else native.get)(handle, key_buffer)
+    waiter = driver.Waiter()
+    try:
+        driver.poll_now(_poll_rb, future, waiter)
+        result = _complete_rb(future, _byref(status))
+        if status.code:
+            _check(_Errors, status)
+    finally:
+        _free_rb(future)
+        driver.forget(waiter)
+    size = result.len
+    try:
+        data = result.data[:size] if size else b""
+    finally:
+        wire.free(result)
+    return wire.parse_point_row(data) if rows else wire.parse_optional_bytes(data)
+
+
+def get_row_now(source: Any, key: bytes) -> PointRow:
+    """get_row(source, key), run to completion on this thread (sync face)."""
+    row: PointRow = _point_now(source, key, True)
+    return row
+
+
+def get_now(source: Any, key: bytes) -> bytes | None:
+    """get(source, key), run to completion on this thread (sync face)."""
+    value: bytes | None = _point_now(source, key, False)
+    return value
 
 
 def _columns(rows: list[Any]) -> Columns:

@@ -23,6 +23,7 @@ import ctypes
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Generator, Sequence
+from types import CoroutineType
 from typing import Any, Generic, TypeVar
 
 from opendata_kv.store.native.binding import generated
@@ -47,7 +48,7 @@ class _Local(threading.local):
 _local = _Local()
 
 
-_waiters: dict[int, Pending[Any]] = {}
+_waiters: dict[int, Waiter] = {}
 
 
 def _wake(future: asyncio.Future[None]) -> None:
@@ -89,7 +90,7 @@ _previous_hook = sys.unraisablehook
 sys.unraisablehook = _note_lost
 
 
-def _check_lost(waiter: Pending[Any]) -> None:
+def _check_lost(waiter: Waiter) -> None:
     """KeyboardInterrupt when a Ctrl-C killed this poll's continuation (see _note_lost)."""
     if waiter.code < 0 and _local.lost:
         _local.lost = False
@@ -109,15 +110,24 @@ class FutureKind:
         self.free = getattr(lib, f"ffi_slatedb_uniffi_rust_future_free_{name}")
 
 
-class Pending(Generic[T]):
-    """A started Rust future and how to lift its result; await it once (either face).
+class Waiter:
+    """One outstanding poll: `code` is what its continuation was called with (-1 until
+    then), `lock` / `future` what a caller that had to wait for it blocks or parks on (set
+    only when the poll pended). The object's id is the continuation's token."""
 
-    It is also its own poll's waiter: `code` is what the last poll's continuation was
-    called with (-1 until then), `lock` / `future` what a caller that had to wait for it
-    blocks or parks on (set only when the poll pended). One poll is outstanding at a time,
-    so the object's id is the continuation's token."""
+    __slots__ = ("code", "future", "lock", "loop")
 
-    __slots__ = ("code", "errors", "future", "handle", "kind", "lift", "lock", "loop")
+    code: int
+    lock: threading.Lock | None
+    future: asyncio.Future[None] | None
+    loop: asyncio.AbstractEventLoop | None
+
+
+class Pending(Waiter, Generic[T]):
+    """A started Rust future and how to lift its result; await it once (either face). It is
+    its own poll's waiter (one poll is outstanding at a time)."""
+
+    __slots__ = ("errors", "handle", "kind", "lift")
 
     def __init__(
         self, handle: int, kind: FutureKind, lift: Callable[[Any], T], errors: Any = _Errors
@@ -127,14 +137,15 @@ class Pending(Generic[T]):
         self.lift = lift
         self.errors = errors
         self.code = -1
-        self.lock: threading.Lock | None = None
-        self.future: asyncio.Future[None] | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
+        self.lock = None
+        self.future = None
+        self.loop = None  # set with `future`
 
     def poll(self) -> Pending[T]:
         """Poll once; `code` is set once the continuation has fired."""
-        self.code = -1
-        self.lock = self.future = None
+        if self.code >= 0:  # a second poll (after a WAKE): forget the first one's waiting
+            self.code = -1
+            self.lock = self.future = None
         token = id(self)
         _waiters[token] = self
         self.kind.poll(self.handle, _continuation, token)
@@ -149,8 +160,12 @@ class Pending(Generic[T]):
         return self.lift(result)
 
     def free(self) -> None:
-        """Free the future (cancelling it if it still pends); exactly once."""
+        """Free the future (cancelling it if it still pends, which fires its continuation);
+        exactly once. No continuation can come after it, so a registration left by a poll
+        an interrupt cut short is dropped too."""
         self.kind.free(self.handle)
+        _waiters.pop(id(self), None)
+
 
     def __await__(self) -> Generator[Any, None, T]:
         try:
@@ -164,6 +179,49 @@ class Pending(Generic[T]):
                 self.poll()
         finally:
             self.free()
+
+
+def forget(call: Waiter) -> None:
+    """Drop a registration left by a poll an interrupt cut short (after the future's free:
+    no continuation can come any more)."""
+    _waiters.pop(id(call), None)
+
+
+def poll_now(poll: Any, handle: int, waiter: Waiter) -> None:
+    """Poll the future `handle` until READY, blocking this thread while it pends: what
+    Pending.__await__ does under drive(), as a plain call for the sync face's point reads."""
+    token = id(waiter)
+    while True:
+        waiter.code = -1
+        waiter.lock = waiter.future = None
+        _waiters[token] = waiter
+        poll(handle, _continuation, token)
+        if waiter.code < 0:
+            _check_lost(waiter)
+            lock = threading.Lock()
+            lock.acquire()
+            waiter.lock = lock
+            if waiter.code < 0:
+                lock.acquire()  # released by the continuation; Ctrl-C interrupts
+        if waiter.code == READY:
+            return
+
+
+def wait_now(call: Pending[Any]) -> None:
+    """Poll `call` until READY, blocking this thread while it pends (the sync face's
+    Pending.__await__ without a generator); the caller then finishes and frees it."""
+    call.poll()
+    while True:
+        if call.code < 0:
+            _check_lost(call)
+            lock = threading.Lock()
+            lock.acquire()
+            call.lock = lock
+            if call.code < 0:
+                lock.acquire()  # released by the continuation; Ctrl-C interrupts
+        if call.code == READY:
+            return
+        call.poll()
 
 
 def _settle(waiter: Pending[Any]) -> Generator[Any, None, None]:
@@ -229,7 +287,7 @@ def syncing() -> bool:
 def drive(awaitable: Awaitable[T]) -> T:
     """Run an operation whose only waits are native calls to completion on this thread, with
     no event loop. One that awaits anything else is a bug: RuntimeError."""
-    steps = awaitable.__await__()
+    steps: Any = awaitable if awaitable.__class__ is CoroutineType else awaitable.__await__()
     local = _local
     previous = local.sync
     local.sync = True
@@ -240,9 +298,7 @@ def drive(awaitable: Awaitable[T]) -> T:
         return result
     finally:
         local.sync = previous
-    close = getattr(steps, "close", None)
-    if close is not None:
-        close()
+    steps.close()
     raise RuntimeError("drive(): the operation awaited something that is not a native call")
 
 
