@@ -84,6 +84,8 @@ def test_native_calls_return_what_the_generated_binding_returns(
             )
             assert driver.drive(calls.get(db, key)) == expected_value
             assert driver.drive(calls.get_row(db, key)) == expected
+            assert calls.get_now(db, key) == expected_value  # the sync face's fused reads
+            assert calls.get_row_now(db, key) == expected
 
             async def both(key: bytes = key) -> tuple[Any, Any]:
                 return await calls.get(db, key), await calls.get_row(db, key)
@@ -91,6 +93,11 @@ def test_native_calls_return_what_the_generated_binding_returns(
             assert asyncio.run(both()) == (expected_value, expected)
         assert driver.drive(calls.many([calls.get(db, key) for key in probes])) == [
             _generated(db.get(key)) for key in probes
+        ]
+        assert calls.get_values_now(db, probes) == [_generated(db.get(key)) for key in probes]
+        rows = [_generated(db.get_key_value(key)) for key in probes]
+        assert calls.get_rows_now(db, probes) == [
+            None if row is None else (row.value, row.expire_ts) for row in rows
         ]
         full = B.KeyRange(start=None, start_inclusive=True, end=None, end_inclusive=False)
         theirs = _generated(_generated(db.scan(full)).next_batch(1000))
@@ -307,6 +314,8 @@ def test_the_generated_path_serves_sync_callers_when_the_driver_is_off(db: Any) 
             b"generated",
             None,
         ]
+        assert calls.get_row_now(db, b"g") == (b"generated", None)
+        assert calls.get_values_now(db, [b"x", b"g"]) == [None, b"generated"]
     finally:
         assert calls.set_active(True).active
 

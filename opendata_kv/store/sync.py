@@ -238,10 +238,7 @@ class SyncView:
         upgrade: bool = True,
     ) -> list[Any]:
         """Many values in one go, in the order asked (as Store.get_many)."""
-        found: list[Any] = _now(
-            self._view.get_many(target, many, default=default, upgrade=upgrade)
-        )
-        return found
+        return self._view._get_many_now(target, many, default=default, upgrade=upgrade)
 
     def get_raw(self, key: bytes) -> bytes | None:
         """The stored bytes under a raw key, or None (as Store.get_raw)."""

@@ -276,6 +276,68 @@ def _point_now(source: Any, key: bytes, rows: bool) -> Any:
     return wire.parse_point_row(data) if rows else wire.parse_optional_bytes(data)
 
 
+def _points_now(source: Any, keys: list[bytes], rows: bool) -> list[Any]:
+    """Many point reads for a sync caller, all in flight at once (each future polled before
+    any is waited for), driven on this thread; results in order."""
+    native = _SOURCES.get(source.__class__)
+    if (
+        native is None
+        or _from_bytes is None
+        or not active()
+        or any(key.__class__ is not bytes for key in keys)
+    ):
+        reads = [get_row(source, key) if rows else get(source, key) for key in keys]
+        return driver.run(_in_order(reads))
+    start = native.get_key_value if rows else native.get
+    parse = wire.parse_point_row if rows else wire.parse_optional_bytes
+    status = _Status()
+    futures: list[int] = []
+    waiters: list[driver.Waiter] = []
+    out: list[Any] = []
+    try:
+        for key in keys:
+            size = len(key)
+            key_buffer = _from_bytes(size + 4, _pack_i32(size) + key, _byref(status))
+            if status.code:
+                _check(None, status)
+            handle = native.clone_raw(source._handle, _byref(status))
+            if status.code:
+                wire.free(key_buffer)
+                _check(_Errors, status)
+            futures.append(start(handle, key_buffer))
+        for future in futures:
+            waiter = driver.Waiter()
+            waiters.append(waiter)
+            driver.poll_once(_poll_rb, future, waiter)
+        for future, waiter in zip(futures, waiters, strict=True):
+            driver.settle_now(_poll_rb, future, waiter)
+            result = _complete_rb(future, _byref(status))
+            if status.code:
+                _check(_Errors, status)
+            size = result.len
+            try:
+                data = result.data[:size] if size else b""
+            finally:
+                wire.free(result)
+            out.append(parse(data))
+    finally:
+        for future in futures:
+            _free_rb(future)
+        for waiter in waiters:
+            driver.forget(waiter)
+    return out
+
+
+def get_rows_now(source: Any, keys: list[bytes]) -> list[PointRow]:
+    """get_row of each key, in flight together, run on this thread (sync face)."""
+    return _points_now(source, keys, True)
+
+
+def get_values_now(source: Any, keys: list[bytes]) -> list[bytes | None]:
+    """get of each key, in flight together, run on this thread (sync face)."""
+    return _points_now(source, keys, False)
+
+
 def get_row_now(source: Any, key: bytes) -> PointRow:
     """get_row(source, key), run to completion on this thread (sync face)."""
     row: PointRow = _point_now(source, key, True)

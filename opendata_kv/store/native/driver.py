@@ -187,15 +187,19 @@ def forget(call: Waiter) -> None:
     _waiters.pop(id(call), None)
 
 
-def poll_now(poll: Any, handle: int, waiter: Waiter) -> None:
-    """Poll the future `handle` until READY, blocking this thread while it pends: what
-    Pending.__await__ does under drive(), as a plain call for the sync face's point reads."""
+def poll_once(poll: Any, handle: int, waiter: Waiter) -> None:
+    """Register `waiter` and poll the future `handle` once (settle_now waits for it)."""
+    waiter.code = -1
+    waiter.lock = waiter.future = None
     token = id(waiter)
+    _waiters[token] = waiter
+    poll(handle, _continuation, token)
+
+
+def settle_now(poll: Any, handle: int, waiter: Waiter) -> None:
+    """After poll_once: block this thread until the future is READY, polling again after
+    each WAKE."""
     while True:
-        waiter.code = -1
-        waiter.lock = waiter.future = None
-        _waiters[token] = waiter
-        poll(handle, _continuation, token)
         if waiter.code < 0:
             _check_lost(waiter)
             lock = threading.Lock()
@@ -205,23 +209,14 @@ def poll_now(poll: Any, handle: int, waiter: Waiter) -> None:
                 lock.acquire()  # released by the continuation; Ctrl-C interrupts
         if waiter.code == READY:
             return
+        poll_once(poll, handle, waiter)
 
 
-def wait_now(call: Pending[Any]) -> None:
-    """Poll `call` until READY, blocking this thread while it pends (the sync face's
-    Pending.__await__ without a generator); the caller then finishes and frees it."""
-    call.poll()
-    while True:
-        if call.code < 0:
-            _check_lost(call)
-            lock = threading.Lock()
-            lock.acquire()
-            call.lock = lock
-            if call.code < 0:
-                lock.acquire()  # released by the continuation; Ctrl-C interrupts
-        if call.code == READY:
-            return
-        call.poll()
+def poll_now(poll: Any, handle: int, waiter: Waiter) -> None:
+    """Poll the future `handle` until READY, blocking this thread while it pends: what
+    Pending.__await__ does under drive(), as a plain call for the sync face's point reads."""
+    poll_once(poll, handle, waiter)
+    settle_now(poll, handle, waiter)
 
 
 def _settle(waiter: Pending[Any]) -> Generator[Any, None, None]:
