@@ -344,3 +344,23 @@ def ctypes_memmove(buffer: Any, data: bytes) -> None:
     if data:
         ctypes.memmove(buffer.data, data, len(data))
     buffer.len = len(data)
+
+
+def test_batch_put_frames_small_and_large_values_alike(db: Any) -> None:
+    """Values framed inline by batch_put (up to 64 KiB) and through wire.lower_bytes (larger)
+    read back byte for byte through the generated get."""
+    values = [
+        b"",
+        b"\x00",
+        b"\xff" * 3,
+        os.urandom(65_536 - 4),
+        os.urandom(65_537),
+        os.urandom(200_000),
+    ]
+    batch = B.WriteBatch()
+    for n, value in enumerate(values):
+        calls.batch_put(batch, b"big%d" % n, value)
+    driver.drive(calls.write(db, batch))
+    assert [_generated(db.get(b"big%d" % n)) for n in range(len(values))] == values
+    with pytest.raises(TypeError):
+        calls.batch_put(db, b"k", b"v")  # a Db's handle is never taken for a WriteBatch's

@@ -73,7 +73,11 @@ _SOURCES: dict[type, _Source] = {
 }
 _clone_db = _rust_call(_lib.uniffi_slatedb_uniffi_fn_clone_db)
 _clone_iterator = _rust_call(_lib.uniffi_slatedb_uniffi_fn_clone_dbiterator)
-_clone_batch = _rust_call(_lib.uniffi_slatedb_uniffi_fn_clone_writebatch)
+_clone_batch_raw = _lib.uniffi_slatedb_uniffi_fn_clone_writebatch
+_clone_batch = _rust_call(_clone_batch_raw)
+#: byte strings up to this size are framed inline by batch_put (wire.lower_bytes's one-copy
+#: size); larger ones go through wire.lower_bytes
+_FRAMED_INLINE = 64 * 1024
 _db_put = _lib.uniffi_slatedb_uniffi_fn_method_db_put
 _db_delete = _lib.uniffi_slatedb_uniffi_fn_method_db_delete
 _db_write = _lib.uniffi_slatedb_uniffi_fn_method_db_write
@@ -415,14 +419,29 @@ def batch_put(batch: Any, key: bytes, value: bytes) -> None:
     if not _both_bytes(key, value) or not active():
         batch.put(key, value)
         return
-    key_buffer = wire.lower_bytes(key)
-    try:
-        value_buffer = wire.lower_bytes(value)
-    except BaseException:
+    status = _Status()
+    key_size, value_size = len(key), len(value)
+    if _from_bytes is None or value_size > _FRAMED_INLINE:
+        key_buffer = wire.lower_bytes(key)
+        try:
+            value_buffer = wire.lower_bytes(value)
+        except BaseException:
+            wire.free(key_buffer)
+            raise
+    else:  # wire.lower_bytes, inlined: one call each, the bytes framed in place
+        key_buffer = _from_bytes(key_size + 4, _pack_i32(key_size) + key, _byref(status))
+        if status.code:
+            _check(None, status)
+        value_buffer = _from_bytes(value_size + 4, _pack_i32(value_size) + value, _byref(status))
+        if status.code:
+            wire.free(key_buffer)
+            _check(None, status)
+    handle = _clone_batch_raw(batch._handle, _byref(status))
+    if status.code:
         wire.free(key_buffer)
-        raise
-    handle = _cloned(_clone_batch, batch, key_buffer, value_buffer)
-    status = _Status()  # from here Rust owns both buffers and the cloned handle
+        wire.free(value_buffer)
+        _check(_Errors, status)
+    # from here Rust owns both buffers and the cloned handle
     _batch_put(handle, key_buffer, value_buffer, _byref(status))
     if status.code:
         _check(_Errors, status)
