@@ -309,12 +309,14 @@ def _points_now(source: Any, keys: list[bytes], rows: bool) -> list[Any]:
                 wire.free(key_buffer)
                 _check(_Errors, status)
             futures.append(start(handle, key_buffer))
+        poll_once, settle_now, new_waiter = driver.poll_once, driver.settle_now, driver.Waiter
         for future in futures:
-            waiter = driver.Waiter()
+            waiter = new_waiter()
             waiters.append(waiter)
-            driver.poll_once(_poll_rb, future, waiter)
+            poll_once(_poll_rb, future, waiter)
         for future, waiter in zip(futures, waiters, strict=True):
-            driver.settle_now(_poll_rb, future, waiter)
+            if waiter.code != driver.READY:
+                settle_now(_poll_rb, future, waiter)
             result = _complete_rb(future, _byref(status))
             if status.code:
                 _check(_Errors, status)
