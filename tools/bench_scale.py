@@ -28,8 +28,9 @@ compaction has settled (Side.settle; the wait is reported, not timed as a read).
 right after the reopen: a read phase that overlaps that compaction ran 3-7x slower on this
 2-core machine, on whichever side it happened to hit. Without the wait that made the typed
 1M prefix scan 4.8x the raw one in one run and 1.7x in another.
-The binding patch (opendata_kv.store.ffi_patch) is installed before the first side, as
-Store.open would do process-wide, so the raw side's binding does not depend on running second.
+The typed side runs through opendata_kv's native driver (RFC 0011); the raw side calls the
+generated binding as shipped. The driver's self-check runs before the first side, so neither
+side pays for it.
 
 --store s3 starts a moto_server on 127.0.0.1 (stopped at exit) and puts the slatedb sides
 there (default N 100,000). Numbers are printed, never asserted; tests run run_scale() with
@@ -871,7 +872,7 @@ async def run_scale(
     moto: Moto | None = None
     saved_env: dict[str, str | None] = {}
     rss = RssSampler()
-    # Store.open installs the binding patch for the whole process: install it before any side
+    # the native driver checks itself once per process: do it before any side is timed
     # runs, so every side (raw's next_batch and WriteBatch included) runs the same binding
     # whatever the order or selection of sides.
     native_calls.status()

@@ -11,7 +11,7 @@ Rows (each path reads the same slatedb Db; rocksdict has its own copy of the sam
     floor        ../shared/floor/ (a C extension calling the wheel's own native functions with
                  no Python in between): fx.get, fx.next_batch(1024), wb_new/wb_put_many/write
     generated    the slatedb binding as shipped: await db.get, await it.next_batch(1024),
-                 WriteBatch.put + await db.write (today's binding patch is off for its runs)
+                 WriteBatch.put + await db.write (the binding as shipped)
                  (floor and generated scans open their iterator with the ScanOptions the
                  typed scan uses, so all do the same Rust work)
     Store        opendata_kv typed: await store.get(REC, (i,)), async for r in store.scan(REC),
