@@ -91,6 +91,12 @@ def test_native_calls_return_what_the_generated_binding_returns(
                 return await calls.get(db, key), await calls.get_row(db, key)
 
             assert asyncio.run(both()) == (expected_value, expected)
+
+            async def fused(key: bytes = key) -> tuple[Any, Any]:
+                return await calls.read_value(db, key), await calls.read_row(db, key)
+
+            assert asyncio.run(fused()) == (expected_value, expected)
+            assert driver.drive(calls.read_row(db, key)) == expected
         assert driver.drive(calls.many([calls.get(db, key) for key in probes])) == [
             _generated(db.get(key)) for key in probes
         ]

@@ -296,10 +296,9 @@ class ReadView:
             for start in range(0, len(keys), GET_MANY_WINDOW):
                 window = keys[start : start + GET_MANY_WINDOW]
                 if not self.check_expiry:
-                    found += await calls.many([calls.get(source, key) for key in window])
+                    found += await calls.get_values(source, window)
                 else:
-                    rows = await calls.many([calls.get_row(source, key) for key in window])
-                    found += map(live_value, rows)
+                    found += map(live_value, await calls.get_rows(source, window))
         except FOREIGN as exc:
             raise translate(exc, f"get_many on {self.where}") from exc
         return found
@@ -315,9 +314,9 @@ class ReadView:
         record_type, key = key_bytes(self.schema, target, fields)
         try:
             if self.check_expiry:
-                row = await calls.get_row(self._source, key)
+                row = await calls.read_row(self._source, key)
             else:
-                row = _as_row(await calls.get(self._source, key))
+                row = _as_row(await calls.read_value(self._source, key))
         except FOREIGN as exc:
             raise translate(exc, f"get on {self.where}") from exc
         return self._got(record_type, key, row, default, upgrade)

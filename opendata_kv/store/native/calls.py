@@ -17,7 +17,7 @@ import functools
 import struct
 import threading
 import types
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, Final, TypeVar
 
 from opendata_kv.store.native import driver, wire
@@ -280,9 +280,126 @@ def _point_now(source: Any, key: bytes, rows: bool) -> Any:
     return wire.parse_point_row(data) if rows else wire.parse_optional_bytes(data)
 
 
-def _points_now(source: Any, keys: list[bytes], rows: bool) -> list[Any]:
-    """Many point reads for a sync caller, all in flight at once (each future polled before
-    any is waited for), driven on this thread; results in order."""
+class _Point:
+    """One point read as an awaitable, either face: _Points for a single key, without the
+    lists (the async face's get)."""
+
+    __slots__ = ("key", "native", "rows", "source")
+
+    def __init__(self, source: Any, native: _Source, key: bytes, rows: bool) -> None:
+        self.source = source
+        self.native = native
+        self.key = key
+        self.rows = rows
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        native, key = self.native, self.key
+        status = _Status()
+        size = len(key)
+        key_buffer = _from_bytes(size + 4, _pack_i32(size) + key, _byref(status))
+        if status.code:
+            _check(None, status)
+        handle = native.clone_raw(self.source._handle, _byref(status))
+        if status.code:
+            wire.free(key_buffer)
+            _check(_Errors, status)
+        future = (native.get_key_value if self.rows else native.get)(handle, key_buffer)
+        waiter = driver.Waiter()
+        try:
+            driver.poll_once(_poll_rb, future, waiter)
+            if waiter.code != driver.READY:
+                yield from driver.settle(_poll_rb, future, waiter)
+            result = _complete_rb(future, _byref(status))
+            if status.code:
+                _check(_Errors, status)
+        finally:
+            _free_rb(future)
+            driver.forget(waiter)
+        size = result.len
+        try:
+            data = result.data[:size] if size else b""
+        finally:
+            wire.free(result)
+        return wire.parse_point_row(data) if self.rows else wire.parse_optional_bytes(data)
+
+
+def read_row(source: Any, key: bytes) -> Awaitable[PointRow]:
+    """get_row(source, key) as one fused awaitable (a single read; use get_row with many())."""
+    native = _SOURCES.get(source.__class__)
+    if native is None or key.__class__ is not bytes or _from_bytes is None or not active():
+        return get_row(source, key)
+    return _Point(source, native, key, True)
+
+
+def read_value(source: Any, key: bytes) -> Awaitable[bytes | None]:
+    """get(source, key) as one fused awaitable (a single read; use get with many())."""
+    native = _SOURCES.get(source.__class__)
+    if native is None or key.__class__ is not bytes or _from_bytes is None or not active():
+        return get(source, key)
+    return _Point(source, native, key, False)
+
+
+class _Points:
+    """Many point reads as one awaitable, either face: every key lowered, every call started
+    and polled once before any is waited for (all in flight at once), then each completed
+    in order. Pending and Gather do the same per call; this does it in one frame per batch,
+    which is what makes get_many cheaper per key than get."""
+
+    __slots__ = ("keys", "native", "rows", "source")
+
+    def __init__(self, source: Any, native: _Source, keys: list[bytes], rows: bool) -> None:
+        self.source = source
+        self.native = native
+        self.keys = keys
+        self.rows = rows
+
+    def __await__(self) -> Generator[Any, None, list[Any]]:
+        native, rows = self.native, self.rows
+        start = native.get_key_value if rows else native.get
+        parse = wire.parse_point_row if rows else wire.parse_optional_bytes
+        clone, source_handle = native.clone_raw, self.source._handle
+        status = _Status()
+        futures: list[int] = []
+        waiters: list[driver.Waiter] = []
+        out: list[Any] = []
+        try:
+            for key in self.keys:
+                size = len(key)
+                key_buffer = _from_bytes(size + 4, _pack_i32(size) + key, _byref(status))
+                if status.code:
+                    _check(None, status)
+                handle = clone(source_handle, _byref(status))
+                if status.code:
+                    wire.free(key_buffer)
+                    _check(_Errors, status)
+                futures.append(start(handle, key_buffer))
+            poll_once, new_waiter = driver.poll_once, driver.Waiter
+            for future in futures:
+                waiter = new_waiter()
+                waiters.append(waiter)
+                poll_once(_poll_rb, future, waiter)
+            for future, waiter in zip(futures, waiters, strict=True):
+                if waiter.code != driver.READY:
+                    yield from driver.settle(_poll_rb, future, waiter)
+                result = _complete_rb(future, _byref(status))
+                if status.code:
+                    _check(_Errors, status)
+                size = result.len
+                try:
+                    data = result.data[:size] if size else b""
+                finally:
+                    wire.free(result)
+                out.append(parse(data))
+        finally:
+            for future in futures:
+                _free_rb(future)
+            for waiter in waiters:
+                driver.forget(waiter)
+        return out
+
+
+def _points(source: Any, keys: list[bytes], rows: bool) -> Awaitable[list[Any]]:
+    """The point reads of `keys`, all in flight at once, awaitable by either face."""
     native = _SOURCES.get(source.__class__)
     if (
         native is None
@@ -290,48 +407,27 @@ def _points_now(source: Any, keys: list[bytes], rows: bool) -> list[Any]:
         or not active()
         or any(key.__class__ is not bytes for key in keys)
     ):
-        reads = [get_row(source, key) if rows else get(source, key) for key in keys]
-        return driver.run(_in_order(reads))
-    start = native.get_key_value if rows else native.get
-    parse = wire.parse_point_row if rows else wire.parse_optional_bytes
-    status = _Status()
-    futures: list[int] = []
-    waiters: list[driver.Waiter] = []
-    out: list[Any] = []
-    try:
-        for key in keys:
-            size = len(key)
-            key_buffer = _from_bytes(size + 4, _pack_i32(size) + key, _byref(status))
-            if status.code:
-                _check(None, status)
-            handle = native.clone_raw(source._handle, _byref(status))
-            if status.code:
-                wire.free(key_buffer)
-                _check(_Errors, status)
-            futures.append(start(handle, key_buffer))
-        poll_once, settle_now, new_waiter = driver.poll_once, driver.settle_now, driver.Waiter
-        for future in futures:
-            waiter = new_waiter()
-            waiters.append(waiter)
-            poll_once(_poll_rb, future, waiter)
-        for future, waiter in zip(futures, waiters, strict=True):
-            if waiter.code != driver.READY:
-                settle_now(_poll_rb, future, waiter)
-            result = _complete_rb(future, _byref(status))
-            if status.code:
-                _check(_Errors, status)
-            size = result.len
-            try:
-                data = result.data[:size] if size else b""
-            finally:
-                wire.free(result)
-            out.append(parse(data))
-    finally:
-        for future in futures:
-            _free_rb(future)
-        for waiter in waiters:
-            driver.forget(waiter)
-    return out
+        return many([get_row(source, key) if rows else get(source, key) for key in keys])
+    return _Points(source, native, keys, rows)
+
+
+def get_rows(source: Any, keys: list[bytes]) -> Awaitable[list[PointRow]]:
+    """get_row of each key, in flight together; in order."""
+    return _points(source, keys, True)
+
+
+def get_values(source: Any, keys: list[bytes]) -> Awaitable[list[bytes | None]]:
+    """get of each key, in flight together; in order."""
+    return _points(source, keys, False)
+
+
+def _points_now(source: Any, keys: list[bytes], rows: bool) -> list[Any]:
+    """The point reads of `keys` for a sync caller, driven on this thread."""
+    return sync(_points_drive(source, keys, rows))
+
+
+async def _points_drive(source: Any, keys: list[bytes], rows: bool) -> list[Any]:
+    return await _points(source, keys, rows)
 
 
 def get_rows_now(source: Any, keys: list[bytes]) -> list[PointRow]:

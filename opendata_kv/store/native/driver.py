@@ -212,6 +212,18 @@ def settle_now(poll: Any, handle: int, waiter: Waiter) -> None:
         poll_once(poll, handle, waiter)
 
 
+def settle(poll: Any, handle: int, waiter: Waiter) -> Generator[Any, None, None]:
+    """After poll_once: wait until the future is READY (blocking under drive(), parked in
+    the event loop otherwise), polling again after each WAKE."""
+    while True:
+        if waiter.code < 0:
+            _check_lost(waiter)
+            yield from _settle(waiter)
+        if waiter.code == READY:
+            return
+        poll_once(poll, handle, waiter)
+
+
 def poll_now(poll: Any, handle: int, waiter: Waiter) -> None:
     """Poll the future `handle` until READY, blocking this thread while it pends: what
     Pending.__await__ does under drive(), as a plain call for the sync face's point reads."""
@@ -219,7 +231,7 @@ def poll_now(poll: Any, handle: int, waiter: Waiter) -> None:
     settle_now(poll, handle, waiter)
 
 
-def _settle(waiter: Pending[Any]) -> Generator[Any, None, None]:
+def _settle(waiter: Waiter) -> Generator[Any, None, None]:
     """Wait until the continuation of a pending poll fired: blocking this thread (sync face;
     Ctrl-C interrupts) or parked in the running event loop (async face)."""
     if _local.sync:
