@@ -14,14 +14,20 @@ from opendata_kv.keys import RecordType, Schema, fields
 
 if TYPE_CHECKING:
     from opendata_kv.store import Store, SyncStore
+    from opendata_kv.store.indexes import Index
 
 __version__ = "0.1.0"
 
-_LAZY = {"Store": "opendata_kv.store", "SyncStore": "opendata_kv.store"}
+_LAZY = {
+    "Index": "opendata_kv.store.indexes",
+    "Store": "opendata_kv.store",
+    "SyncStore": "opendata_kv.store",
+}
 
 
 def __getattr__(name: str) -> Any:
-    """Load the store layer (and with it slatedb) only when Store or SyncStore is asked for."""
+    """Load the store layer (and with it slatedb) only when Store, SyncStore or Index is asked
+    for."""
     module_name = _LAZY.get(name)
     if module_name is None:
         raise AttributeError(f"module 'opendata_kv' has no attribute {name!r}")
@@ -33,6 +39,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Index",
     "OpendataKvError",
     "RecordType",
     "Schema",

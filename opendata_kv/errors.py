@@ -307,6 +307,30 @@ class UrlCollisionError(StoreError):
     """Two different URLs share one 63-bit URL key; the stored page is not the one asked for."""
 
 
+class UniqueIndexError(StoreError):
+    """A write that would give a unique index two records for one value: nothing was written.
+    `index` names the index, `value` the indexed value, `key` the primary key already holding
+    it (a Key, or raw bytes when it does not decode) and `new_key` the record refused."""
+
+    def __init__(
+        self, message: str, *, index: str, value: Any, key: Any, new_key: Any
+    ) -> None:
+        super().__init__(message, field=index, value=value)
+        self.index = index
+        self.key = key
+        self.new_key = new_key
+
+
+class IndexStateError(StoreError):
+    """An index read, build or drop the index's state does not allow (unknown index, still
+    being built, declared differently than stored); `index` names it, `state` its state."""
+
+    def __init__(self, message: str, *, index: str, state: str | None = None) -> None:
+        super().__init__(message, field=index, value=state)
+        self.index = index
+        self.state = state
+
+
 __all__ = [
     "ArgumentTypeError",
     "ChangeCursorError",
@@ -317,6 +341,7 @@ __all__ = [
     "FencedError",
     "IdError",
     "IncompleteCloneError",
+    "IndexStateError",
     "InvalidArgumentError",
     "InvalidInputError",
     "KeyDecodeError",
@@ -340,6 +365,7 @@ __all__ = [
     "StoreUnavailableError",
     "TidError",
     "TransactionConflictError",
+    "UniqueIndexError",
     "UnknownRecordError",
     "UnknownVersionError",
     "UrlCollisionError",
@@ -351,3 +377,4 @@ __all__ = [
     "show_bytes",
     "show_text",
 ]
+

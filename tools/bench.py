@@ -11,6 +11,8 @@
     python tools/bench.py scale [--records N] [--store file|s3] [--json]
                                     N records of two record types: typed Store, raw slatedb
                                     and rocksdict side by side (see tools/bench_scale.py)
+    python tools/bench.py indexes   secondary indexes: indexed put_many, index_scan and online
+                                    build rates vs the same without indexes / a primary scan
     python tools/bench.py all       every section but scale (run on its own)
 
 Each section lives in tools/bench_<section>.py and exposes run(quick: bool) -> None; one that
@@ -26,7 +28,7 @@ import importlib
 import sys
 from pathlib import Path
 
-SECTIONS = ("codec", "ids", "store", "values", "feed")
+SECTIONS = ("codec", "ids", "store", "values", "feed", "indexes")
 #: sections with options of their own -> what --quick becomes for their main(argv)
 OWN_OPTIONS = {"scale": ["--records", "20000"], "store": ["--quick"]}
 

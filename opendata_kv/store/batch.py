@@ -11,6 +11,7 @@ from opendata_kv.errors import (
 )
 from opendata_kv.keys import Key, RecordType
 from opendata_kv.store.deletes import MAX_KEYS
+from opendata_kv.store.indexes import hooks
 from opendata_kv.store.native import calls
 from opendata_kv.store.native.errors import FOREIGN, call, translate
 from opendata_kv.store.native.slatedb import (
@@ -42,6 +43,7 @@ class Batch:
         self._batch: Any = None
         self._count = 0
         self._written = False
+        self._tracked = hooks.tracked_list(store._indexes)  # indexed writes (see hooks)
 
     def __len__(self) -> int:
         return self._count
@@ -83,6 +85,8 @@ class Batch:
         except FOREIGN as exc:
             raise translate(exc, f"batch put on {self._store.where}") from exc
         self._count += 1
+        if self._tracked is not None:
+            hooks.track(self, key, hooks.put_value(target, fields, value))
 
     def delete(self, target: Target, fields: Fields = None) -> None:
         """Queue a typed delete."""
@@ -121,6 +125,8 @@ class Batch:
         except FOREIGN as exc:
             raise translate(exc, f"batch put on {self._store.where}") from exc
         self._count += 1
+        if self._tracked is not None:
+            hooks.track(self, key, hooks.Raw(data))
 
     def delete_raw(self, key: bytes) -> None:
         try:
@@ -128,6 +134,8 @@ class Batch:
         except FOREIGN as exc:
             raise translate(exc, f"batch delete on {self._store.where}") from exc
         self._count += 1
+        if self._tracked is not None:
+            hooks.track(self, key, hooks.DELETED)
 
     def write_batch(self) -> Any:
         """The slatedb WriteBatch (only built once something was queued); handing it out for
@@ -159,6 +167,8 @@ class Transaction(ReadView):
     def __init__(self, txn: Any, store: Store) -> None:
         self._view_of(txn, store, "transaction on")
         self._done = False
+        self._store = store
+        self._generation: int | None = None  # the index generation its entries were planned at
 
     @overload
     async def put(self, target: Key, value: Any, /, *, ttl: TtlArg = None) -> None: ...
@@ -175,6 +185,8 @@ class Transaction(ReadView):
         key, data, options = encode_put(
             self.schema, self.values, self.check_expiry, target, fields, value, ttl
         )
+        if self._store._indexes is not None:
+            await hooks.transaction_write(self, key, hooks.put_value(target, fields, value))
         if options is None:
             await call(calls.method(self._source, "put", key, data), f"put in {self.where}")
         else:
@@ -186,11 +198,16 @@ class Transaction(ReadView):
     async def delete(self, target: Target, fields: Fields = None) -> None:
         """Remove the record under the key when the transaction commits."""
         _, key = key_bytes(self.schema, target, fields)
+        if self._store._indexes is not None:
+            await hooks.transaction_write(self, key, hooks.DELETED)
         await call(calls.method(self._source, "delete", key), f"delete in {self.where}")
 
     async def commit(self) -> None:
         if not self._done:
             self._done = True
+            if self._generation is not None:
+                await hooks.transaction_commit(self)
+                return
             await call(calls.method(self._source, "commit"), f"commit of {self.where}")
 
     async def rollback(self) -> None:

@@ -16,6 +16,7 @@ from collections.abc import (
     Awaitable,
     Callable,
     Generator,
+    Iterable,
     Mapping,
 )
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -27,6 +28,9 @@ from opendata_kv.errors import (
 )
 from opendata_kv.keys import Schema
 from opendata_kv.store import sidecar
+from opendata_kv.store.indexes import admin as index_admin
+from opendata_kv.store.indexes.declare import Index
+from opendata_kv.store.indexes.read import IndexReads
 from opendata_kv.store.location import Location, parse_location
 from opendata_kv.store.native import calls, driver
 from opendata_kv.store.native.errors import FOREIGN, translate
@@ -47,12 +51,13 @@ from opendata_kv.store.views import (
 from opendata_kv.values import Values
 
 if TYPE_CHECKING:
+    from opendata_kv.store.indexes.registry import IndexSet
     from opendata_kv.store.ops.clone import CloneResult
 
 S = TypeVar("S", bound="StoreReader")
 
 
-class StoreReader(ReadView):
+class StoreReader(IndexReads, ReadView):
     """A typed SlateDB database opened read-only (`Store.open_reader(...)`): reads, scans,
     the change feed and checkpoints; no write methods (so a type checker flags them). Store,
     the writer, is one of these with the writes added."""
@@ -77,6 +82,7 @@ class StoreReader(ReadView):
         self._object_store: Any = None  # set by the openers: admin and WAL reads share it
         self.checkpoint_id: str | None = None  # the checkpoint a pinned reader reads
         self.poll_interval = 1.0  # a reader's manifest poll interval, seconds
+        self._indexes: IndexSet | None = None  # secondary indexes (store/indexes), set at open
 
     # --- change feed and checkpoints -------------------------------------------------------------
 
@@ -306,6 +312,7 @@ async def _open_reader(
     timeout: float | None,
     checkpoint: str | None,
     cache_bytes: int | None = None,
+    indexes: Iterable[Index] = (),
 ) -> StoreReader:
     schema, values = as_schema(schema_arg, values)
     location = parse_location(url)
@@ -329,6 +336,7 @@ async def _open_reader(
     store._object_store = object_store
     store.checkpoint_id = checkpoint_id
     store.poll_interval = poll_interval
+    store._indexes = await index_admin.load(store, indexes)
     return store
 
 

@@ -34,6 +34,9 @@ from opendata_kv.errors import OpendataKvError
 from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.store.batch import Batch, Snapshot, Transaction
 from opendata_kv.store.deletes import MAX_KEYS
+from opendata_kv.store.indexes.declare import Index
+from opendata_kv.store.indexes.read import IndexScan
+from opendata_kv.store.integrity import Problem
 from opendata_kv.store.native import calls, driver
 from opendata_kv.store.opening import READER_TIMEOUT
 from opendata_kv.store.ops import feed
@@ -156,6 +159,40 @@ class SyncScan(Generic[R]):
         self._chunk, self._pos = [], 0
         total: int = held + _now(self.scan.count())
         return total
+
+
+class SyncIndexScan:
+    """A blocking iterator over an IndexScan (`for record in db.index_scan(...)`)."""
+
+    def __init__(self, scan: IndexScan) -> None:
+        self.scan = scan
+
+    @property
+    def cursor(self) -> bytes | None:
+        """The entry key of the last item yielded; pass as `after=` to resume."""
+        return self.scan.cursor
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            return _now(self.scan.__anext__())
+        except StopAsyncIteration:
+            raise StopIteration from None
+
+    def next_chunk(self, size: int | None = None) -> list[Any]:
+        """As IndexScan.next_chunk."""
+        chunk: list[Any] = _now(self.scan.next_chunk(size))
+        return chunk
+
+    def has_more(self) -> bool:
+        """As IndexScan.has_more."""
+        more: bool = _now(self.scan.has_more())
+        return more
+
+    def to_list(self) -> list[Any]:
+        return list(self)
 
 
 class SyncChanges:
@@ -588,6 +625,52 @@ class SyncStoreReader(SyncView):
         )
         return result
 
+    def index_scan(
+        self,
+        index: Index | str,
+        *leading: Any,
+        prefix: Any = None,
+        start: tuple[Any, ...] | bytes | None = None,
+        end: tuple[Any, ...] | bytes | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        after: bytes | None = None,
+        records: bool = True,
+        batch_size: int = 256,
+    ) -> SyncIndexScan:
+        """As Store.index_scan, blocking."""
+        return SyncIndexScan(
+            self.store.index_scan(
+                index, *leading, prefix=prefix, start=start, end=end, reverse=reverse,
+                limit=limit, after=after, records=records, batch_size=batch_size,
+            )
+        )
+
+    def lookup(self, index: Index | str, *values: Any) -> Record | None:
+        """As Store.lookup."""
+        found: Record | None = _now(self.store.lookup(index, *values))
+        return found
+
+    def index_count(self, index: Index | str, *group: Any) -> int:
+        """As Store.index_count."""
+        count: int = _now(self.store.index_count(index, *group))
+        return count
+
+    def index_sum(self, index: Index | str, *group: Any) -> int | float:
+        """As Store.index_sum."""
+        total: int | float = _now(self.store.index_sum(index, *group))
+        return total
+
+    def index_info(self) -> dict[str, dict[str, Any]]:
+        """As Store.index_info."""
+        info: dict[str, dict[str, Any]] = _now(self.store.index_info())
+        return info
+
+    def check_indexes(self, *names: str) -> list[Problem]:
+        """As Store.check_indexes."""
+        problems: list[Problem] = _now(self.store.check_indexes(*names))
+        return problems
+
     def checkpoint(self, name: str | None = None, lifetime: TtlArg = None) -> Checkpoint:
         """As Store.checkpoint."""
         made: Checkpoint = _loop(self.store.checkpoint(name, lifetime))
@@ -629,6 +712,7 @@ class SyncStore(SyncStoreReader):
         object_store_options: Mapping[str, str] | None = None,
         check_expiry: bool = True,
         cache_bytes: int | None = None,
+        indexes: Iterable[Index] = (),
     ) -> SyncStore:
         """Open as the writer; the arguments are Store.open's."""
         opening = Store.open(
@@ -643,6 +727,7 @@ class SyncStore(SyncStoreReader):
             object_store_options=object_store_options,
             check_expiry=check_expiry,
             cache_bytes=cache_bytes,
+            indexes=indexes,
         )
         return SyncStore(_loop(_await(opening)))
 
@@ -659,6 +744,7 @@ class SyncStore(SyncStoreReader):
         check_expiry: bool = True,
         checkpoint: str | None = None,
         cache_bytes: int | None = None,
+        indexes: Iterable[Index] = (),
     ) -> SyncStoreReader:
         """Open read-only; the arguments are Store.open_reader's."""
         opening = Store.open_reader(
@@ -672,6 +758,7 @@ class SyncStore(SyncStoreReader):
             check_expiry=check_expiry,
             checkpoint=checkpoint,
             cache_bytes=cache_bytes,
+            indexes=indexes,
         )
         return SyncStoreReader(_loop(_await(opening)))
 
@@ -777,10 +864,46 @@ class SyncStore(SyncStoreReader):
         )
         return moved
 
+    def build_index(
+        self,
+        name: str,
+        *,
+        batch_size: int = 1000,
+        progress: Callable[[int, str], None] | None = None,
+    ) -> int:
+        """As Store.build_index, blocking."""
+        done: int = _now(self.store.build_index(name, batch_size=batch_size, progress=progress))
+        return done
+
+    def rebuild_index(
+        self,
+        name: str,
+        *,
+        batch_size: int = 1000,
+        progress: Callable[[int, str], None] | None = None,
+    ) -> int:
+        """As Store.rebuild_index, blocking."""
+        done: int = _now(
+            self.store.rebuild_index(name, batch_size=batch_size, progress=progress)
+        )
+        return done
+
+    def drop_index(
+        self,
+        name: str,
+        *,
+        batch_size: int = 1000,
+        progress: Callable[[int, str], None] | None = None,
+    ) -> int:
+        """As Store.drop_index, blocking."""
+        done: int = _now(self.store.drop_index(name, batch_size=batch_size, progress=progress))
+        return done
+
 
 __all__ = [
     "SyncBatch",
     "SyncChanges",
+    "SyncIndexScan",
     "SyncScan",
     "SyncSnapshot",
     "SyncStore",

@@ -21,6 +21,8 @@ from opendata_kv.errors import (
     show_bytes,
 )
 from opendata_kv.keys import Key, RecordType, Schema, intersect, prefix_range
+from opendata_kv.store.indexes.layout import ROOT as INDEX_ROOT
+from opendata_kv.store.indexes.layout import without_index_keys
 from opendata_kv.store.native import calls
 from opendata_kv.store.native.errors import FOREIGN, translate
 from opendata_kv.store.native.slatedb import PutOptions, Ttl
@@ -39,6 +41,8 @@ from opendata_kv.values import Values, check_policy
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+
+    from opendata_kv.store.indexes.registry import IndexSet
 
 Fields = Sequence[Any] | Mapping[str, Any] | None
 #: how a record is addressed: a Key, or a RecordType / record name plus field values
@@ -272,12 +276,14 @@ class ReadView:
         self.values = store.values
         self.check_expiry = store.check_expiry
         self.where = f"{label} {store.where}"
+        self._indexes = store._indexes
 
     _source: Any
     schema: Schema
     values: Values
     where: str
     check_expiry: bool = True
+    _indexes: IndexSet | None = None  # secondary indexes (store/indexes), when the store has any
 
     async def _fetch(self, key: bytes) -> bytes | None:
         """The live value under `key` (None when absent or expired)."""
@@ -536,10 +542,13 @@ class ReadView:
         prefix names. Keys no RecordType owns: on_unknown "raise" (default), "skip", or "raw"
         (yielded as RawRecord, so the scan's type is `Scan[Record | RawRecord]`). How it reads
         (`options`, keywords) and rows of a known RecordType that fail to decode (`on_error`):
-        as for scan()."""
+        as for scan(). Secondary index keys (RFC 0010) are left out unless `prefix` names
+        them."""
         policy = check_policy(on_unknown)
         span = narrow(KeySpan(None, None, None), prefix or None, None, None)
-        return self._scan([span], start, end, after, policy, options, on_error, keywords)
+        hide = self._indexes is not None and not prefix.startswith(INDEX_ROOT)
+        spans = without_index_keys(span) if hide else [span]
+        return self._scan(spans, start, end, after, policy, options, on_error, keywords)
 
     async def count(
         self,

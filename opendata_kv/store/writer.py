@@ -26,6 +26,9 @@ from opendata_kv.errors import (
 from opendata_kv.keys import Key, RecordType
 from opendata_kv.store.batch import Batch, Snapshot, Transaction, _BatchContext
 from opendata_kv.store.deletes import MAX_KEYS, check_max_keys, keys_in
+from opendata_kv.store.indexes import admin as index_admin
+from opendata_kv.store.indexes import hooks as indexing
+from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.location import parse_location
 from opendata_kv.store.native import calls
 from opendata_kv.store.native.errors import FOREIGN, call, translate
@@ -84,6 +87,7 @@ class Store(StoreReader):
         object_store_options: Mapping[str, str] | None = None,
         check_expiry: bool = True,
         cache_bytes: int | None = None,
+        indexes: Iterable[Index] = (),
     ) -> Opening[Store]:
         """Open the database as its writer: `async with Store.open(...) as s` or
         `s = await Store.open(...)`. A second writer on the same database fences this one.
@@ -108,6 +112,9 @@ class Store(StoreReader):
         `cache_bytes`: size of the in-memory SST block and metadata cache; None (default)
             keeps slatedb's default cache, 0 disables it. Scans with fill_cache=False leave
             it alone, so a long scan does not evict what point reads rely on.
+        `indexes`: the secondary indexes (opendata_kv.Index) this writer maintains; one not
+            yet stored is registered, readable at once on an empty store, else write_only
+            until built (build_index). See docs/indexes.md.
         """
         cache = check_cache_bytes(cache_bytes)
         merged = dict(settings or {})
@@ -126,6 +133,7 @@ class Store(StoreReader):
                 bool(error_if_exists),
                 check_seconds(timeout, "timeout"),
                 cache,
+                indexes,
             )
         )
 
@@ -142,6 +150,7 @@ class Store(StoreReader):
         check_expiry: bool = True,
         checkpoint: str | None = None,
         cache_bytes: int | None = None,
+        indexes: Iterable[Index] = (),
     ) -> Opening[StoreReader]:
         """Open read-only through DbReaderBuilder: sees flushed data (refreshed every
         `poll_interval` seconds), never fences the writer, creates and writes nothing (no
@@ -156,7 +165,7 @@ class Store(StoreReader):
         collector may delete an SST a long scan still reads (SnapshotGoneError): scan a
         checkpoint for long reads of a busy store. With `checkpoint=ID` it reads that
         checkpoint's pinned state, which never changes (a unique checkpoint name works too).
-        `cache_bytes`: as for Store.open.
+        `cache_bytes`, `indexes` (the indexes to read): as for Store.open.
         """
         cache = check_cache_bytes(cache_bytes)
         if checkpoint is not None:
@@ -173,6 +182,7 @@ class Store(StoreReader):
                 check_seconds(timeout, "timeout"),
                 checkpoint,
                 cache,
+                indexes,
             )
         )
 
@@ -196,6 +206,11 @@ class Store(StoreReader):
         Returns once SlateDB accepted the write; it is durable after `flush()`.
         """
         db = self._writable()
+        if self._indexes is not None and self._indexes.active:  # with its index changes
+            batch = Batch(self)
+            batch.put(target, fields, value, ttl=ttl)  # type: ignore[arg-type]
+            await self.write(batch)
+            return
         key, data, options = encode_put(
             self.schema, self.values, self.check_expiry, target, fields, value, ttl
         )
@@ -210,6 +225,11 @@ class Store(StoreReader):
     async def delete(self, target: Target, fields: Fields = None) -> None:
         """Remove the record under the key (no error when there is none)."""
         db = self._writable()
+        if self._indexes is not None and self._indexes.active:  # with its index changes
+            batch = Batch(self)
+            batch.delete(target, fields)
+            await self.write(batch)
+            return
         _, key = key_bytes(self.schema, target, fields)
         try:
             await calls.delete(db, key)
@@ -344,7 +364,9 @@ class Store(StoreReader):
     async def write(self, batch: Batch, *, durable: bool = False) -> None:
         """Apply a Batch atomically (an empty batch sends nothing)."""
         db = self._writable()
-        if batch:
+        if batch._tracked:
+            await indexing.write_tracked(self, batch)
+        elif batch:
             try:
                 await calls.write(db, batch.write_batch())
             except FOREIGN as exc:
@@ -403,6 +425,42 @@ class Store(StoreReader):
         )
 
 
+    # --- secondary indexes (store/indexes, RFC 0010) -----------------------------------------
+
+    async def build_index(
+        self,
+        name: str,
+        *,
+        batch_size: int = 1000,
+        progress: Callable[[int, str], None] | None = None,
+    ) -> int:
+        """Build a write_only index from the records already stored, `batch_size` records per
+        atomic step with a persisted position (a killed build resumes); readable when done.
+        Returns how many records this call indexed. `progress(done, state)` after each step."""
+        return await index_admin.build(self, name, batch_size=batch_size, progress=progress)
+
+    async def rebuild_index(
+        self,
+        name: str,
+        *,
+        batch_size: int = 1000,
+        progress: Callable[[int, str], None] | None = None,
+    ) -> int:
+        """Repair an index: clear every entry and build it again from the records (reads of it
+        are refused until done). Returns how many records were indexed."""
+        return await index_admin.rebuild(self, name, batch_size=batch_size, progress=progress)
+
+    async def drop_index(
+        self,
+        name: str,
+        *,
+        batch_size: int = 1000,
+        progress: Callable[[int, str], None] | None = None,
+    ) -> int:
+        """Remove an index and every entry of it; returns how many entries were deleted."""
+        return await index_admin.drop(self, name, batch_size=batch_size, progress=progress)
+
+
 async def _open_writer(
     url: str | os.PathLike[str],
     schema_arg: SchemaArg,
@@ -414,6 +472,7 @@ async def _open_writer(
     error_if_exists: bool,
     timeout: float | None,
     cache_bytes: int | None = None,
+    indexes: Iterable[Index] = (),
 ) -> Store:
     schema, values = as_schema(schema_arg, values)
     location = parse_location(url)
@@ -433,4 +492,9 @@ async def _open_writer(
     )
     store = Store(db, location, schema, values, readonly=False, check_expiry=check_expiry)
     store._object_store = object_store
+    try:
+        store._indexes = await index_admin.load(store, indexes)
+    except BaseException:
+        await store.close()
+        raise
     return store

@@ -1,0 +1,237 @@
+"""Registering, building, rebuilding and dropping indexes (RFC 0010).
+
+Opening a writer registers each declared index not yet stored: readable at once when none of
+its records exist, else write_only until built. A build walks the index's records in key
+order, `batch_size` at a time; each step runs under the index lock and writes the entries of
+its records together with the new build position in one atomic batch, so a build killed at
+any point resumes after the last step written and never counts a record twice. Writes during
+a build maintain the entries of records at or before the position; the build does the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from opendata_kv.errors import IndexStateError
+from opendata_kv.store.indexes.declare import Index
+from opendata_kv.store.indexes.layout import (
+    CATALOG,
+    META,
+    decode_meta,
+    encode_meta,
+    entry_prefix,
+    meta_key,
+)
+from opendata_kv.store.indexes.maintain import plan
+from opendata_kv.store.indexes.registry import READABLE, WRITE_ONLY, IndexSet
+from opendata_kv.store.scan import KeySpan
+
+if TYPE_CHECKING:
+    from opendata_kv.store.reader import StoreReader
+    from opendata_kv.store.views import ReadView
+    from opendata_kv.store.writer import Store
+
+Progress = Callable[[int, str], None]
+
+
+async def stored_metas(view: ReadView) -> dict[str, dict[str, Any]]:
+    """Every index's metadata stored in the database, by name (one point read when none)."""
+    found: dict[str, dict[str, Any]] = {}
+    if await view._fetch(CATALOG) is None:
+        return found
+    async for row in view.scan_all(prefix=META, on_unknown="raw"):
+        meta = decode_meta(row.raw_key, row.value)
+        found[str(meta["definition"]["name"])] = meta
+    return found
+
+
+async def load(store: StoreReader, declared: Iterable[Index]) -> IndexSet | None:
+    """The store's IndexSet (None when it neither declares nor stores any index); a writer
+    registers declared indexes that are not stored yet."""
+    declared = list(declared)
+    indexes = IndexSet(store.schema, declared)
+    indexes.stored = await stored_metas(store)
+    if not declared and not indexes.stored:
+        return None
+    for index in declared:
+        meta = indexes.stored.get(index.name)
+        if meta is not None:
+            if meta["definition"] != index.describe():
+                raise IndexStateError(
+                    f"index {index.name!r} is stored as {meta['definition']!r} but declared as "
+                    f"{index.describe()!r}; drop it (opendata-kv index drop) and build it again, "
+                    "or bump its version",
+                    index=index.name,
+                    state=str(meta["state"]),
+                )
+            continue
+        if store.readonly:
+            continue
+        empty = True
+        for record in index.records:
+            async for _ in store.scan(record, limit=1).keys():
+                empty = False
+        meta = {
+            "definition": index.describe(),
+            "state": READABLE if empty else WRITE_ONLY,
+            "position": None,
+            "built": 0,
+        }
+        await _save(store, index.name, meta)  # type: ignore[arg-type]
+        indexes.stored[index.name] = meta
+        await _save_catalog(store, indexes.stored)  # type: ignore[arg-type]
+    indexes.refresh()
+    return indexes
+
+
+async def _save(store: Store, name: str, meta: dict[str, Any]) -> None:
+    await store.put_raw(meta_key(name), encode_meta(meta))
+
+
+async def _save_catalog(store: Store, names: Iterable[str]) -> None:
+    """Rewrite the catalog (deleted when no index is left)."""
+    from opendata_kv.store.batch import Batch
+
+    batch = Batch(store)
+    names = sorted(names)
+    if names:
+        batch.put_raw(CATALOG, encode_meta({"indexes": names}))
+    else:
+        batch.delete_raw(CATALOG)
+    await store.write(batch)
+
+
+def _spans(store: StoreReader, index: Index) -> list[KeySpan]:
+    spans = []
+    for record in index.records:
+        for record_type in store.schema.versions(record):
+            lo, hi = record_type.range()
+            spans.append(KeySpan(record_type, lo, hi))
+    return sorted(spans, key=lambda span: span.start or b"")
+
+
+def _need(store: Store, name: str) -> tuple[IndexSet, Index]:
+    indexes = store._indexes
+    if indexes is None or name not in indexes.declared:
+        raise IndexStateError(
+            f"{store.where}: index {name!r} was not declared (Store.open(..., indexes=[...]))",
+            index=name,
+        )
+    if name not in indexes.stored:
+        raise IndexStateError(f"{store.where}: index {name!r} is not stored", index=name)
+    return indexes, indexes.declared[name]
+
+
+async def _clear(store: Store, name: str, batch_size: int) -> int:
+    """Delete every entry of index `name`, `batch_size` per batch; returns how many."""
+    from opendata_kv.store.batch import Batch
+
+    total = 0
+    prefix = entry_prefix(name)
+    while True:
+        keys = [
+            row.raw_key
+            async for row in store.scan_all(prefix=prefix, on_unknown="raw", limit=batch_size)
+        ]
+        if not keys:
+            return total
+        batch = Batch(store)
+        for key in keys:
+            batch.delete_raw(key)
+        await store.write(batch)
+        total += len(keys)
+
+
+async def build(
+    store: Store, name: str, *, batch_size: int = 1000, progress: Progress | None = None
+) -> int:
+    """Build (or finish building) a write_only index; returns how many records this call
+    indexed. A readable index is left alone (0)."""
+    from opendata_kv.store.batch import Batch
+
+    indexes, index = _need(store, name)
+    meta = indexes.stored[name]
+    if meta["state"] == READABLE:
+        return 0
+    where = f"build of index {name!r} on {store.where}"
+    if meta.get("position") is None:
+        cleared = await _clear(store, name, batch_size)  # leftovers of a dropped namesake
+        if cleared and progress is not None:
+            progress(0, f"cleared {cleared} stale entries")
+    spans = _spans(store, index)
+    done = 0
+    while True:
+        async with indexes.lock.held(store.where):
+            meta = dict(indexes.stored[name])
+            position = meta.get("position")
+            scan = store._scan(
+                spans, None, None, position, "raise", None, None, {"limit": batch_size}
+            )
+            scan._where = where
+            rows = await scan.to_list()
+            tracked = [(row.raw_key, row.key.record_type, row.value) for row in rows]
+            writes = await plan(indexes, store.values, tracked, store._fetch_many, only=index)
+            batch = Batch(store)
+            for key, data in writes:
+                if data is None:
+                    batch.delete_raw(key)
+                else:
+                    batch.put_raw(key, data)
+            finished = len(rows) < batch_size
+            if rows:
+                meta["position"] = rows[-1].raw_key
+                meta["built"] = int(meta.get("built", 0)) + len(rows)
+            if finished:
+                meta["state"] = READABLE
+                meta["position"] = None
+            batch.put_raw(meta_key(name), encode_meta(meta))
+            await store.write(batch)
+            indexes.stored[name] = meta
+            indexes.refresh()
+        done += len(rows)
+        if progress is not None:
+            progress(done, "readable" if finished else "building")
+        if finished:
+            return done
+
+
+async def rebuild(
+    store: Store, name: str, *, batch_size: int = 1000, progress: Progress | None = None
+) -> int:
+    """Rebuild an index from its records (the repair of a damaged one): write_only from the
+    start, every entry cleared, then built; returns how many records were indexed."""
+    indexes, _ = _need(store, name)
+    async with indexes.lock.held(store.where):
+        meta = dict(indexes.stored[name], state=WRITE_ONLY, position=None, built=0)
+        await _save(store, name, meta)
+        indexes.stored[name] = meta
+        indexes.refresh()
+    return await build(store, name, batch_size=batch_size, progress=progress)
+
+
+async def drop(
+    store: Store, name: str, *, batch_size: int = 1000, progress: Progress | None = None
+) -> int:
+    """Remove an index: its reads refused at once, its entries deleted, then its metadata;
+    returns how many entries were deleted. Works for stored indexes not declared too."""
+    indexes = store._indexes
+    if indexes is None or name not in indexes.stored:
+        raise IndexStateError(f"{store.where}: no index named {name!r} is stored", index=name)
+    async with indexes.lock.held(store.where):
+        meta = dict(indexes.stored[name], state=WRITE_ONLY, position=None, built=0)
+        await _save(store, name, meta)
+        indexes.stored[name] = meta
+        indexes.refresh()
+    deleted = await _clear(store, name, batch_size)
+    if progress is not None:
+        progress(deleted, "entries deleted")
+    from opendata_kv.store.batch import Batch
+
+    batch = Batch(store)
+    batch.delete_raw(meta_key(name))
+    await store.write(batch)
+    del indexes.stored[name]
+    indexes.refresh()
+    await _save_catalog(store, indexes.stored)
+    return deleted

@@ -1,0 +1,87 @@
+"""Checking an index against its records (RFC 0010): every entry without a matching record,
+every record missing an entry, every aggregate that differs from a recount, each a Problem
+naming the index and key. Reads only; holds the index's expected entries in memory."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from opendata_kv.errors import show_bytes
+from opendata_kv.store.indexes.declare import Index
+from opendata_kv.store.indexes.layout import decode_aggregate, encode_fields, entry_prefix
+from opendata_kv.store.indexes.maintain import show_key
+from opendata_kv.store.integrity import Problem
+
+if TYPE_CHECKING:
+    from opendata_kv.store.views import ReadView
+
+
+async def expected_entries(view: ReadView, index: Index) -> dict[bytes, Any]:
+    """entry key -> stored value (b"" / primary key) or (count, sum), recounted from the
+    records; a second holder of a unique value is kept as a list under the entry."""
+    out: dict[bytes, Any] = {}
+    for record in index.records:
+        async for row in view.scan(record):
+            groups = index.entries(row.key, row.value)
+            if not groups:
+                continue
+            amount = index.amount_of(row.key, row.value) if index.aggregate else 0
+            for values in groups:
+                entry = encode_fields(index.name, index.fields, values)
+                if index.aggregate:
+                    count, total = out.get(entry, (0, 0))
+                    out[entry] = (count + 1, total + amount)
+                elif index.kind == "unique":
+                    if entry in out:
+                        holders = out[entry] if isinstance(out[entry], list) else [out[entry]]
+                        out[entry] = [*holders, row.raw_key]
+                    else:
+                        out[entry] = row.raw_key
+                else:
+                    out[entry + row.raw_key] = b""
+    return out
+
+
+async def check_index(view: ReadView, index: Index) -> list[Problem]:
+    """The problems of one index (empty when it matches its records)."""
+    expected = await expected_entries(view, index)
+    where = f"index {index.name}"
+    problems: list[Problem] = []
+    seen: set[bytes] = set()
+    async for row in view.scan_all(prefix=entry_prefix(index.name), on_unknown="raw"):
+        key, data = row.raw_key, row.value
+        seen.add(key)
+        want = expected.get(key)
+        if want is None:
+            problems.append(Problem(where, f"entry {show_bytes(key)} has no matching record"))
+        elif index.aggregate:
+            have = decode_aggregate(index.name, key, data)
+            if have != want:
+                problems.append(
+                    Problem(
+                        where,
+                        f"aggregate {show_bytes(key)} holds count, sum {have!r} but a recount "
+                        f"gives {want!r}",
+                    )
+                )
+        elif index.kind == "unique" and isinstance(want, list):
+            shown = [show_key(view.schema, k) for k in want]
+            problems.append(Problem(where, f"entry {show_bytes(key)} is claimed by {shown}"))
+        elif index.kind == "unique" and data != want:
+            problems.append(
+                Problem(
+                    where,
+                    f"entry {show_bytes(key)} points to {show_bytes(data)}, but the record "
+                    f"holding the value is {show_key(view.schema, want)!r}",
+                )
+            )
+    for key, want in expected.items():
+        if key in seen:
+            continue
+        if index.aggregate:
+            problems.append(
+                Problem(where, f"aggregate {show_bytes(key)} is missing (recount: {want!r})")
+            )
+        else:
+            problems.append(Problem(where, f"entry {show_bytes(key)} is missing"))
+    return problems

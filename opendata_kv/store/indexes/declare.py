@@ -1,0 +1,188 @@
+"""Index: the declaration of one secondary index (RFC 0010): which records it covers, which
+fields it keeps, and what kind it is (value, unique, count, sum).
+
+    likes_by_subject = Index("likes_by_subject", "like", [("subject", fields.string)])
+    handle = Index("handle", "profile", [("handle", fields.string)], kind="unique")
+    likes = Index("like_count", "like", [("subject", fields.string)], kind="count")
+
+A field is read from the record's key fields first, then from its value (a mapping's key or an
+object's attribute, on the value as the record's value codec decodes it). A record without the
+field (or with None there) has no entry. `using(key, value)` replaces that lookup and may yield
+several tuples of field values (one entry each, e.g. one per tag).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+from opendata_kv.errors import SchemaError
+from opendata_kv.keys import Key
+from opendata_kv.keys.fields import Field
+
+Kind = Literal["value", "unique", "count", "sum"]
+KINDS: tuple[Kind, ...] = ("value", "unique", "count", "sum")
+AGGREGATES = ("count", "sum")
+Using = Callable[[Key, Any], Iterable[Sequence[Any]]]
+Amount = Callable[[Key, Any], "int | float | None"]
+
+_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}\Z")
+_ABSENT = object()
+
+
+def check_index_name(name: object) -> str:
+    """`name` when it is a valid index name (lowercase letters, digits, `_.-`, 1-64)."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise SchemaError(
+            f"an index name is 1-64 characters of a-z, 0-9, '_', '.', '-' starting with a "
+            f"letter or digit, got {name!r}",
+            field="name",
+            value=name,
+        )
+    return name
+
+
+def _callable_name(function: Callable[..., Any]) -> str:
+    module = getattr(function, "__module__", "?")
+    return f"{module}.{getattr(function, '__qualname__', repr(function))}"
+
+
+def field_of(key: Key, value: Any, name: str) -> Any:
+    """The field `name` of a record: a key field, else a value's mapping key or attribute;
+    None when the record has no such field."""
+    if name in key._fields:
+        return getattr(key, name)
+    if isinstance(value, Mapping):
+        return value.get(name)
+    found = getattr(value, name, _ABSENT)
+    return None if found is _ABSENT else found
+
+
+class Index:
+    """One secondary index (immutable once built): see the module docstring and RFC 0010."""
+
+    __slots__ = ("amount", "field_names", "fields", "kind", "name", "records", "using", "version")
+
+    def __init__(
+        self,
+        name: str,
+        records: str | Sequence[str],
+        fields: Mapping[str, Field] | Iterable[tuple[str, Field]],
+        *,
+        kind: Kind = "value",
+        using: Using | None = None,
+        amount: str | Amount | None = None,
+        version: int = 1,
+    ) -> None:
+        self.name = check_index_name(name)
+        names = (records,) if isinstance(records, str) else tuple(records)
+        if not names or not all(isinstance(n, str) and n for n in names):
+            raise SchemaError(
+                f"index {name!r}: records must be one or more record names, got {records!r}",
+                field="records",
+                value=records,
+            )
+        self.records: tuple[str, ...] = names
+        pairs = tuple(fields.items() if isinstance(fields, Mapping) else fields)
+        for pair in pairs:
+            if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[1], Field)):
+                raise SchemaError(
+                    f"index {name!r}: fields must be (name, codec) pairs, got {pair!r}",
+                    field="fields",
+                    value=pair,
+                )
+            if pair[1].trailing:
+                raise SchemaError(
+                    f"index {name!r}: field {pair[0]!r} uses {pair[1]!r}, which may only end a "
+                    "key; an index entry continues after its fields (use a terminated codec)",
+                    field=pair[0],
+                )
+        if not pairs and kind not in AGGREGATES:
+            raise SchemaError(f"index {name!r}: a {kind} index needs at least one field")
+        self.fields: tuple[tuple[str, Field], ...] = pairs
+        self.field_names = tuple(n for n, _ in pairs)
+        if kind not in KINDS:
+            raise SchemaError(
+                f"index {name!r}: kind must be one of {list(KINDS)}, got {kind!r}",
+                field="kind",
+                value=kind,
+            )
+        self.kind: Kind = kind
+        if (kind == "sum") != (amount is not None):
+            raise SchemaError(
+                f"index {name!r}: amount= is what a sum index adds up, and only a sum index "
+                "takes it",
+                field="amount",
+                value=amount,
+            )
+        self.amount = amount
+        self.using = using
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise SchemaError(f"index {name!r}: version must be an int >= 1, got {version!r}")
+        self.version = version
+
+    def __setattr__(self, attr: str, value: Any) -> None:
+        if hasattr(self, attr):
+            raise AttributeError(f"Index {self.name!r} is immutable")
+        object.__setattr__(self, attr, value)
+
+    def __repr__(self) -> str:
+        records, names = list(self.records), list(self.field_names)
+        return f"Index({self.name!r}, {records!r}, {names!r}, kind={self.kind!r})"
+
+    @property
+    def aggregate(self) -> bool:
+        """True for count and sum indexes (one entry per group, holding count and sum)."""
+        return self.kind in AGGREGATES
+
+    def entries(self, key: Key, value: Any) -> frozenset[tuple[Any, ...]]:
+        """The tuples of field values this record is indexed under (empty: no entry)."""
+        if self.using is not None:
+            out = set()
+            for item in self.using(key, value):
+                values = tuple(item)
+                if len(values) != len(self.fields):
+                    raise SchemaError(
+                        f"index {self.name!r}: using() yielded {values!r}, but the index has "
+                        f"{len(self.fields)} fields {list(self.field_names)}",
+                        field="using",
+                        value=values,
+                    )
+                if None not in values:
+                    out.add(values)
+            return frozenset(out)
+        values = tuple(field_of(key, value, name) for name in self.field_names)
+        return frozenset() if None in values else frozenset((values,))
+
+    def amount_of(self, key: Key, value: Any) -> int | float:
+        """What this record adds to its groups' sum (0 for count indexes or no amount)."""
+        amount = self.amount
+        if amount is None:
+            return 0
+        found = field_of(key, value, amount) if isinstance(amount, str) else amount(key, value)
+        if found is None:
+            return 0
+        if isinstance(found, bool) or not isinstance(found, (int, float)):
+            raise SchemaError(
+                f"index {self.name!r}: the amount of {key!r} is {found!r}, not a number",
+                field="amount",
+                value=found,
+            )
+        return found
+
+    def describe(self) -> dict[str, Any]:
+        """The definition as stored in the index's metadata: what a reader that did not declare
+        it needs to name and decode its entries, and what a declaration must match."""
+        amount = self.amount
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "records": list(self.records),
+            "fields": [[n, f.public_name or f.kind] for n, f in self.fields],
+            "using": None if self.using is None else _callable_name(self.using),
+            "amount": (
+                amount if amount is None or isinstance(amount, str) else _callable_name(amount)
+            ),
+            "version": self.version,
+        }

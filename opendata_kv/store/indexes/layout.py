@@ -1,0 +1,172 @@
+"""Where index metadata and entries live in the database, and their byte encodings (RFC 0010).
+
+    ROOT + b"c"                               catalog: the names of all indexes (msgpack list)
+    ROOT + b"m" + name                        metadata of one index (msgpack map)
+    ROOT + b"e" + name + 00 + fields + pk     a value index entry (value: empty)
+    ROOT + b"e" + name + 00 + fields          a unique entry (value: the primary key) or an
+                                              aggregate (value: msgpack [count, sum])
+
+ROOT starts with 0x00, a byte no record type's version may take (RFC 0001); Store.open also
+refuses a schema with a keyspace or subsystem that would overlap it (check_schema).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import msgpack
+
+from opendata_kv.errors import KeyDecodeError, SchemaError, StoreDataError, show_bytes
+from opendata_kv.keys import Schema, intersect, is_empty, prefix_successor
+from opendata_kv.keys.fields import Field
+from opendata_kv.store.scan import KeySpan
+
+ROOT = b"\x00\xf1"
+META = ROOT + b"m"
+#: the names of every stored index (msgpack list): one point read tells an open whether
+#: the database has any index before it scans their metadata
+CATALOG = ROOT + b"c"
+ENTRIES = ROOT + b"e"
+
+
+def check_schema(schema: Schema) -> None:
+    """SchemaError when a record type's keys could share a prefix with index keys."""
+    for record_type in schema:
+        head = record_type.head
+        if head.startswith(ROOT) or ROOT.startswith(head):
+            raise SchemaError(
+                f"{record_type.name}: its key prefix {show_bytes(head)} overlaps the index key "
+                f"space {show_bytes(ROOT)} (RFC 0010); pick another keyspace or subsystem",
+                record=record_type.name,
+                value=head,
+            )
+
+
+def without_index_keys(span: KeySpan) -> list[KeySpan]:
+    """`span` with the index key space cut out (the non-empty parts below and above it)."""
+    out = []
+    for bounds in ((None, ROOT), (prefix_successor(ROOT), None)):
+        part = intersect((span.start, span.end), bounds)
+        if not is_empty(part):
+            out.append(KeySpan(span.record_type, *part))
+    return out
+
+
+def is_index_key(key: bytes) -> bool:
+    """True for keys of the index key space (metadata or entries)."""
+    return key.startswith(ROOT)
+
+
+def meta_key(name: str) -> bytes:
+    return META + name.encode()
+
+
+def entry_prefix(name: str) -> bytes:
+    """The bytes every entry of index `name` starts with."""
+    return ENTRIES + name.encode() + b"\x00"
+
+
+def entry_span(name: str) -> tuple[bytes, bytes]:
+    prefix = entry_prefix(name)
+    end = prefix_successor(prefix)
+    assert end is not None
+    return prefix, end
+
+
+def index_name_of(key: bytes) -> str | None:
+    """The name of the index an entry key belongs to (None for other keys)."""
+    if not key.startswith(ENTRIES):
+        return None
+    end = key.find(b"\x00", len(ENTRIES))
+    return None if end < 0 else key[len(ENTRIES) : end].decode(errors="replace")
+
+
+def encode_fields(name: str, fields: Sequence[tuple[str, Field]], values: Sequence[Any]) -> bytes:
+    """The order-preserving bytes of an entry's field values (RFC 0002 codecs)."""
+    parts = [entry_prefix(name)]
+    for (_, field), value in zip(fields, values, strict=True):
+        parts.append(field.encode(value))
+    return b"".join(parts)
+
+
+def encode_leading(
+    name: str, fields: Sequence[tuple[str, Field]], values: Sequence[Any], partial: Any = None
+) -> bytes:
+    """The prefix of the entries whose leading fields equal `values` (and whose next field
+    starts with `partial`)."""
+    if len(values) > len(fields):
+        raise KeyDecodeError(
+            f"index {name!r} has {len(fields)} fields, got {len(values)} leading values",
+            field=name,
+            value=tuple(values),
+        )
+    out = encode_fields(name, fields[: len(values)], values)
+    if partial is not None:
+        field = fields[len(values)][1]
+        if not field.partial_ok:
+            raise KeyDecodeError(
+                f"index {name!r}: field {fields[len(values)][0]!r} takes no partial value",
+                field=fields[len(values)][0],
+                value=partial,
+            )
+        out += field.encode_partial(partial)
+    return out
+
+
+def decode_entry(
+    name: str, fields: Sequence[tuple[str, Field]], key: bytes
+) -> tuple[tuple[Any, ...], bytes]:
+    """(field values, the rest of the key: the primary key of a value entry, else b"")."""
+    pos = len(entry_prefix(name))
+    values = []
+    for field_name, field in fields:
+        try:
+            value, pos = field.decode(key, pos)
+        except KeyDecodeError as exc:
+            raise StoreDataError(
+                f"index {name!r}: entry {show_bytes(key)} field {field_name!r} at offset {pos} "
+                f"does not decode: {exc}",
+                field=field_name,
+                value=key,
+                offset=pos,
+            ) from None
+        values.append(value)
+    return tuple(values), key[pos:]
+
+
+def encode_aggregate(count: int, total: int | float) -> bytes:
+    return msgpack.packb([count, total])  # type: ignore[no-any-return]
+
+
+def decode_aggregate(name: str, key: bytes, data: bytes) -> tuple[int, int | float]:
+    """(count, sum) of an aggregate entry; StoreDataError naming it when damaged."""
+    try:
+        count, total = msgpack.unpackb(data)
+        if not isinstance(count, int) or not isinstance(total, (int, float)):
+            raise ValueError("not [int, number]")
+    except Exception as exc:
+        raise StoreDataError(
+            f"index {name!r}: aggregate entry {show_bytes(key)} holds {show_bytes(data)}, not "
+            f"[count, sum] ({exc})",
+            field=name,
+            value=data,
+        ) from None
+    return count, total
+
+
+def encode_meta(meta: dict[str, Any]) -> bytes:
+    return msgpack.packb(meta)  # type: ignore[no-any-return]
+
+
+def decode_meta(key: bytes, data: bytes) -> dict[str, Any]:
+    """An index's stored metadata; StoreDataError naming the key when it does not decode."""
+    try:
+        meta = msgpack.unpackb(data)
+        if not isinstance(meta, dict) or not isinstance(meta.get("definition"), dict):
+            raise ValueError("not an index metadata map")
+    except Exception as exc:
+        raise StoreDataError(
+            f"index metadata {show_bytes(key)} does not decode: {exc}", value=key
+        ) from None
+    return meta

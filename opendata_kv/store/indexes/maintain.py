@@ -1,0 +1,185 @@
+"""Index maintenance: the index writes that go with a set of record writes (RFC 0010).
+
+A batch of record writes (key -> new value, or deleted) is compared key by key with the values
+it replaces: entries of the old value that the new one lacks are deleted, the new ones put,
+each aggregate group touched is read and rewritten with its new count and sum. The caller
+adds the returned writes to the same WriteBatch or transaction as the records, under the
+store's index lock, so the old values read here are still the current ones when it writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from opendata_kv.errors import UniqueIndexError, show_bytes
+from opendata_kv.keys import Key, RecordType, Schema
+from opendata_kv.store.indexes.declare import Index
+from opendata_kv.store.indexes.layout import (
+    decode_aggregate,
+    encode_aggregate,
+    encode_fields,
+)
+from opendata_kv.store.indexes.registry import IndexSet
+from opendata_kv.values import Values
+
+
+class Deleted:
+    """The new value of a tracked delete."""
+
+    def __repr__(self) -> str:
+        return "<deleted>"
+
+
+DELETED: Any = Deleted()
+
+
+class Raw:
+    """The new value of a tracked raw put: bytes decoded with the record's codec when needed."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
+#: one record write: (key bytes, its RecordType, new value / Raw(data) / DELETED)
+Tracked = tuple[bytes, RecordType, Any]
+#: index writes: (key, data) puts and (key, None) deletes
+Writes = list[tuple[bytes, bytes | None]]
+Fetch = Callable[[list[bytes]], Awaitable[list[bytes | None]]]
+
+
+def _value(values: Values, record_type: RecordType, key: bytes, new: Any) -> Any:
+    if new is DELETED:
+        return None
+    if isinstance(new, Raw):
+        return values.decode(record_type, key, new.data)
+    return new
+
+
+def show_key(schema: Schema, key: bytes) -> Any:
+    """The primary key as a Key when it decodes, else its bytes."""
+    try:
+        return schema.decode(key)
+    except Exception:
+        return key
+
+
+async def plan(
+    indexes: IndexSet,
+    values: Values,
+    tracked: Sequence[Tracked],
+    fetch: Fetch,
+    only: Index | None = None,
+) -> Writes:
+    """The index writes for `tracked` (the last write of a key wins, as in the batch),
+    reading old values, unique holders and aggregates through `fetch`. UniqueIndexError
+    before anything is written when a unique value would get a second record.
+
+    `only` (an online build): index these records into that one index as if new, whatever
+    its state; nothing else."""
+    final: dict[bytes, tuple[RecordType, Any]] = {}
+    for key, record_type, new in tracked:
+        if only is not None or indexes.of(record_type):
+            final[key] = (record_type, new)
+    if not final:
+        return []
+    keys = list(final)
+    olds: list[bytes | None] = [None] * len(keys) if only is not None else await fetch(keys)
+    writes: Writes = []
+    unique_adds: dict[bytes, tuple[Index, tuple[Any, ...], bytes]] = {}
+    unique_removes: set[bytes] = set()
+    deltas: dict[bytes, tuple[Index, int, int | float]] = {}
+    for key, old_data in zip(keys, olds, strict=True):
+        record_type, new = final[key]
+        if only is not None:
+            active = [only]
+        else:
+            active = [i for i in indexes.of(record_type) if indexes.covers(i, key)]
+        if not active:
+            continue
+        key_obj: Key = record_type.decode(key)
+        old = None
+        if old_data is not None:
+            old_type = indexes.schema.record_type_of(key)
+            old = values.decode(old_type, key, old_data)
+        new_value = _value(values, record_type, key, new)
+        for index in active:
+            before = index.entries(key_obj, old) if old is not None else frozenset()
+            after = index.entries(key_obj, new_value) if new_value is not None else frozenset()
+            if index.aggregate:
+                _aggregate(index, key_obj, old, new_value, before, after, deltas)
+                continue
+            for gone in before - after:
+                entry = encode_fields(index.name, index.fields, gone)
+                if index.kind == "unique":
+                    unique_removes.add(entry)
+                    writes.append((entry, None))
+                else:
+                    writes.append((entry + key, None))
+            for added in after - before:
+                entry = encode_fields(index.name, index.fields, added)
+                if index.kind == "unique":
+                    other = unique_adds.get(entry)
+                    if other is not None and other[2] != key:
+                        raise _violation(indexes.schema, index, added, other[2], key)
+                    unique_adds[entry] = (index, added, key)
+                else:
+                    writes.append((entry + key, b""))
+    if unique_adds:
+        entries = [e for e in unique_adds if e not in unique_removes]
+        holders = await fetch(entries)
+        for entry, holder in zip(entries, holders, strict=True):
+            index, added, key = unique_adds[entry]
+            if holder is not None and holder != key:
+                raise _violation(indexes.schema, index, added, holder, key)
+        writes += [(entry, key) for entry, (_, _, key) in unique_adds.items()]
+    if deltas:
+        groups = list(deltas)
+        stored = await fetch(groups)
+        for group, data in zip(groups, stored, strict=True):
+            index, count, total = deltas[group]
+            if count == 0 and total == 0:
+                continue
+            have = (0, 0) if data is None else decode_aggregate(index.name, group, data)
+            new_count, new_total = have[0] + count, have[1] + total
+            writes.append(
+                (group, None if new_count <= 0 else encode_aggregate(new_count, new_total))
+            )
+    return writes
+
+
+def _aggregate(
+    index: Index,
+    key: Key,
+    old: Any,
+    new: Any,
+    before: frozenset[tuple[Any, ...]],
+    after: frozenset[tuple[Any, ...]],
+    deltas: dict[bytes, tuple[Index, int, int | float]],
+) -> None:
+    old_amount = index.amount_of(key, old) if before else 0
+    new_amount = index.amount_of(key, new) if after else 0
+    for group, sign, amount in [(g, -1, old_amount) for g in before] + [
+        (g, 1, new_amount) for g in after
+    ]:
+        entry = encode_fields(index.name, index.fields, group)
+        _, count, total = deltas.get(entry, (index, 0, 0))
+        deltas[entry] = (index, count + sign, total + sign * amount)
+
+
+def _violation(
+    schema: Schema, index: Index, value: tuple[Any, ...], holder: bytes, key: bytes
+) -> UniqueIndexError:
+    shown = value[0] if len(value) == 1 else value
+    held = show_key(schema, holder)
+    new = show_key(schema, key)
+    return UniqueIndexError(
+        f"unique index {index.name!r}: {shown!r} already belongs to {held!r} "
+        f"({show_bytes(holder)}); the write of {new!r} was refused and nothing was written",
+        index=index.name,
+        value=shown,
+        key=held,
+        new_key=new,
+    )

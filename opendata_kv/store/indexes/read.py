@@ -1,0 +1,262 @@
+"""Index reads (RFC 0010): index_scan (records or entries, with scan's cursor and has-more
+semantics), lookup on a unique index, index_count / index_sum from an aggregate index, and
+check_indexes. IndexReads is mixed into StoreReader, so a Store and a reader both have them."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, NamedTuple
+
+from opendata_kv.errors import ArgumentTypeError, IndexStateError
+from opendata_kv.keys import Key, prefix_successor
+from opendata_kv.store.indexes.check import check_index
+from opendata_kv.store.indexes.declare import Index
+from opendata_kv.store.indexes.layout import (
+    decode_aggregate,
+    decode_entry,
+    encode_fields,
+    encode_leading,
+)
+from opendata_kv.store.indexes.registry import IndexSet
+from opendata_kv.store.integrity import Problem
+from opendata_kv.store.scan import KeySpan, RawRecord, Record, Scan
+from opendata_kv.store.views import ReadView
+
+
+class IndexEntry(NamedTuple):
+    """One index entry: its field `values`, the primary `key` it points to (a Key; None for an
+    aggregate), its own key bytes `raw_key` (the cursor), and an aggregate's `total` count and
+    `amount` sum."""
+
+    values: tuple[Any, ...]
+    key: Key | None
+    raw_key: bytes
+    total: int | None = None
+    amount: int | float | None = None
+
+
+class IndexScan:
+    """`async for item in store.index_scan(...)`: Records (or IndexEntry with records=False)
+    in index order. `cursor` is the entry key of the last item yielded: pass it as `after=`.
+    Entries whose record is gone (expired by TTL) are skipped, and count toward `limit`."""
+
+    def __init__(self, view: ReadView, index: Index, scan: Scan[Any], records: bool) -> None:
+        self._view = view
+        self._index = index
+        self._scan = scan
+        self._records = records
+        self._buffer: list[tuple[Any, bytes]] = []
+        self._pos = 0
+        self._cursor: bytes | None = scan.cursor
+        self.failed = 0
+        self.last_error = None
+
+    @property
+    def cursor(self) -> bytes | None:
+        if self._pos:
+            return self._buffer[self._pos - 1][1]
+        return self._cursor
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self
+
+    async def __anext__(self) -> Any:
+        if self._pos >= len(self._buffer) and not await self._fill():
+            raise StopAsyncIteration
+        self._pos += 1
+        return self._buffer[self._pos - 1][0]
+
+    async def next_chunk(self, size: int | None = None) -> list[Any]:
+        """Up to `size` items (the rest of the current batch by default); [] at the end."""
+        if self._pos >= len(self._buffer) and not await self._fill():
+            return []
+        end = len(self._buffer) if size is None else min(len(self._buffer), self._pos + size)
+        chunk = [item for item, _ in self._buffer[self._pos : end]]
+        self._pos = end
+        return chunk
+
+    async def has_more(self) -> bool:
+        """True when another entry follows (past `limit` once reached), as Scan.has_more."""
+        return self._pos < len(self._buffer) or await self._scan.has_more()
+
+    async def to_list(self) -> list[Any]:
+        out: list[Any] = []
+        while chunk := await self.next_chunk():
+            out += chunk
+        return out
+
+    async def _fill(self) -> bool:
+        while True:
+            if self._buffer:
+                self._cursor = self._buffer[-1][1]
+            self._buffer, self._pos = [], 0
+            rows: list[RawRecord] = await self._scan.next_chunk()
+            if not rows:
+                return False
+            self._buffer = await self._convert(rows)
+            if self._buffer:
+                return True
+            self._cursor = rows[-1].raw_key
+
+    async def _convert(self, rows: list[RawRecord]) -> list[tuple[Any, bytes]]:
+        index, schema = self._index, self._view.schema
+        entries: list[tuple[tuple[Any, ...], bytes | None, RawRecord]] = []
+        for row in rows:
+            values, rest = decode_entry(index.name, index.fields, row.raw_key)
+            primary = {"unique": row.value, "value": rest}.get(index.kind)
+            entries.append((values, primary, row))
+        if not self._records:
+            out = []
+            for values, primary, row in entries:
+                if primary is None:
+                    count, total = decode_aggregate(index.name, row.raw_key, row.value)
+                    out.append((IndexEntry(values, None, row.raw_key, count, total), row.raw_key))
+                else:
+                    entry = IndexEntry(values, schema.decode(primary), row.raw_key)
+                    out.append((entry, row.raw_key))
+            return out
+        primaries = [p for _, p, _ in entries if p is not None]
+        found = await self._view._fetch_many(primaries)
+        decode = self._view.values.decode
+        records = []
+        for (_, primary, row), data in zip(entries, found, strict=True):
+            if data is None or primary is None:
+                continue
+            key = schema.decode(primary)
+            value = decode(key.record_type, primary, data)
+            records.append((Record(key, value, primary), row.raw_key))
+        return records
+
+
+def _bound(index: Index, bound: Any, what: str) -> bytes | None:
+    if bound is None or isinstance(bound, bytes):
+        return bound
+    if isinstance(bound, tuple):
+        return encode_leading(index.name, index.fields, bound)
+    raise ArgumentTypeError(
+        f"index_scan {what}= takes a tuple of leading field values or entry key bytes, got "
+        f"{type(bound).__name__} {bound!r}",
+        field=what,
+        value=bound,
+    )
+
+
+class IndexReads:
+    """The index reads of a store (see the module docstring)."""
+
+    _indexes: IndexSet | None
+    where: str
+
+    def _index(self, index: Index | str, what: str) -> Index:
+        if self._indexes is None:
+            name = index if isinstance(index, str) else index.name
+            raise IndexStateError(
+                f"{what} on {self.where}: no index named {name!r} (this store was opened "
+                "without indexes=[...])",
+                index=name,
+            )
+        return self._indexes.readable(index, f"{what} on {self.where}")
+
+    def index_scan(
+        self,
+        index: Index | str,
+        *leading: Any,
+        prefix: Any = None,
+        start: tuple[Any, ...] | bytes | None = None,
+        end: tuple[Any, ...] | bytes | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        after: bytes | None = None,
+        records: bool = True,
+        batch_size: int = 256,
+    ) -> IndexScan:
+        """The records of a value or unique index in index order (entries only, no record
+        read, with records=False; aggregates always come as entries), narrowed to leading
+        field values, a `prefix` of the next field's value, and [start, end) (tuples of
+        leading field values). `after`: a cursor; `limit`, `reverse`: as for scan."""
+        found = self._index(index, "index_scan")
+        if found.aggregate:
+            records = False
+        lo = encode_leading(found.name, found.fields, leading, prefix)
+        span = KeySpan(None, lo, prefix_successor(lo))
+        view: Any = self
+        scan = view._scan(
+            [span],
+            _bound(found, start, "start"),
+            _bound(found, end, "end"),
+            after,
+            "raw",
+            None,
+            None,
+            {"reverse": reverse, "limit": limit, "batch_size": batch_size},
+        )
+        return IndexScan(view, found, scan, records)
+
+    async def lookup(self, index: Index | str, *values: Any) -> Record | None:
+        """The record holding `values` in a unique index, or None."""
+        found = self._index(index, "lookup")
+        if found.kind != "unique":
+            raise IndexStateError(
+                f"lookup on {self.where}: index {found.name!r} is a {found.kind} index; lookup "
+                "reads unique indexes (index_scan reads the others)",
+                index=found.name,
+            )
+        view: Any = self
+        primary = await view._fetch(encode_fields(found.name, found.fields, values))
+        if primary is None:
+            return None
+        data = await view._fetch(primary)
+        if data is None:
+            return None
+        key = view.schema.decode(primary)
+        return Record(key, view.values.decode(key.record_type, primary, data), primary)
+
+    async def _aggregate(self, index: Index | str, group: tuple[Any, ...], what: str) -> Any:
+        found = self._index(index, what)
+        if not found.aggregate:
+            raise IndexStateError(
+                f"{what} on {self.where}: index {found.name!r} is a {found.kind} index, not a "
+                "count or sum index",
+                index=found.name,
+            )
+        entry = encode_fields(found.name, found.fields, group)
+        view: Any = self
+        data = await view._fetch(entry)
+        return (0, 0) if data is None else decode_aggregate(found.name, entry, data)
+
+    async def index_count(self, index: Index | str, *group: Any) -> int:
+        """How many records a count or sum index holds in `group` (one read, no scan)."""
+        count: int = (await self._aggregate(index, group, "index_count"))[0]
+        return count
+
+    async def index_sum(self, index: Index | str, *group: Any) -> int | float:
+        """The sum a sum index holds for `group` (one read, no scan)."""
+        total: int | float = (await self._aggregate(index, group, "index_sum"))[1]
+        return total
+
+    async def index_info(self) -> dict[str, dict[str, Any]]:
+        """Every index stored in the database by name: its definition, state ("readable" or
+        "write_only"), build position and records built so far (declared or not)."""
+        if self._indexes is not None:
+            return {name: dict(meta) for name, meta in self._indexes.stored.items()}
+        from opendata_kv.store.indexes.admin import stored_metas
+
+        view: Any = self
+        return await stored_metas(view)
+
+    async def check_indexes(self, *names: str) -> list[Problem]:
+        """Every declared index (or those named) checked against a recount from the records:
+        entries without a record, records without an entry, aggregates that differ. Reads
+        only."""
+        indexes = self._indexes
+        if indexes is None:
+            return []
+        view: Any = self
+        problems: list[Problem] = []
+        for name, index in indexes.declared.items():
+            if (names and name not in names) or name not in indexes.stored:
+                continue
+            if indexes.state(name) != "readable":
+                continue
+            problems += await check_index(view, index)
+        return problems

@@ -1,0 +1,157 @@
+"""IndexSet: the indexes of one open store (declared and stored), their states, and the lock
+that makes an indexed write's read-old-value-then-write atomic among this process's writers.
+
+States (RFC 0010): "write_only" while being built (writes keep the entries of records at or
+before the build position current; reads are refused), "readable" once built. `generation`
+changes with every build step and state change: a transaction that planned index changes
+under an older generation is refused at commit (TransactionConflictError), so it cannot
+commit entries planned against a build position that has since moved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from opendata_kv.errors import IndexStateError, StoreError
+from opendata_kv.keys import RecordType, Schema
+from opendata_kv.store.indexes.declare import Index
+from opendata_kv.store.indexes.layout import check_schema, meta_key
+from opendata_kv.store.native import driver
+
+READABLE = "readable"
+WRITE_ONLY = "write_only"
+#: seconds an indexed write waits for another writer of this store to finish its own
+LOCK_TIMEOUT = 60.0
+
+
+class WriteLock:
+    """One lock for both faces: a sync caller (no event loop) blocks on it with a bound; an
+    async caller polls it without blocking its event loop. Held across the read of old values
+    and the write of the record with its index changes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    @asynccontextmanager
+    async def held(self, where: str) -> AsyncIterator[None]:
+        lock = self._lock
+        if not lock.acquire(blocking=False):
+            if driver.syncing():
+                acquired = lock.acquire(timeout=LOCK_TIMEOUT)
+            else:
+                acquired = False
+                deadline = time.monotonic() + LOCK_TIMEOUT
+                delay = 0.0002
+                while time.monotonic() < deadline:
+                    await asyncio.sleep(delay)
+                    if lock.acquire(blocking=False):
+                        acquired = True
+                        break
+                    delay = min(delay * 2, 0.005)
+            if not acquired:
+                raise StoreError(
+                    f"indexed write on {where}: another writer held the index lock for "
+                    f"{LOCK_TIMEOUT:.0f} s"
+                )
+        try:
+            yield
+        finally:
+            lock.release()
+
+
+class IndexSet:
+    """The indexes a store knows: `declared` (given to open), `stored` (metadata read from the
+    database, every index by name, declared or not)."""
+
+    def __init__(self, schema: Schema, declared: Iterable[Index]) -> None:
+        check_schema(schema)
+        self.schema = schema
+        self.declared: dict[str, Index] = {}
+        for index in declared:
+            if not isinstance(index, Index):
+                raise IndexStateError(
+                    f"indexes= takes Index objects, got {type(index).__name__} {index!r}",
+                    index=str(index),
+                )
+            if index.name in self.declared:
+                raise IndexStateError(f"index {index.name!r} is declared twice", index=index.name)
+            for name in index.records:
+                schema.versions(name)  # SchemaError for a record name the schema lacks
+            self.declared[index.name] = index
+        self.stored: dict[str, dict[str, Any]] = {}
+        self.generation = 0
+        self.lock = WriteLock()
+        self._by_type: dict[RecordType, tuple[Index, ...]] = {}
+
+    def refresh(self) -> None:
+        """Recompute which declared, stored indexes each record type maintains."""
+        self.generation += 1
+        by_type: dict[RecordType, list[Index]] = {}
+        for name, index in self.declared.items():
+            if name not in self.stored:
+                continue
+            for record in index.records:
+                for record_type in self.schema.versions(record):
+                    by_type.setdefault(record_type, []).append(index)
+        self._by_type = {rt: tuple(found) for rt, found in by_type.items()}
+
+    def of(self, record_type: RecordType) -> tuple[Index, ...]:
+        """The indexes a write of `record_type` maintains (empty: none)."""
+        return self._by_type.get(record_type, ())
+
+    @property
+    def active(self) -> bool:
+        return bool(self._by_type)
+
+    def state(self, name: str) -> str:
+        meta = self.stored.get(name)
+        if meta is None:
+            raise IndexStateError(
+                f"no index named {name!r} in this store (stored: {sorted(self.stored)})",
+                index=name,
+            )
+        return str(meta["state"])
+
+    def covers(self, index: Index, key: bytes) -> bool:
+        """True when writes of the record under `key` maintain `index` now: it is readable,
+        or being built and its build has passed `key` (the build indexes the rest)."""
+        meta = self.stored[index.name]
+        if meta["state"] == READABLE:
+            return True
+        position = meta.get("position")
+        return position is not None and key <= position
+
+    def readable(self, index: Index | str, where: str) -> Index:
+        """The declared index, IndexStateError unless it is readable."""
+        name = index if isinstance(index, str) else index.name
+        found = self.declared.get(name)
+        if found is None:
+            raise IndexStateError(
+                f"{where}: no index named {name!r} was declared (Store.open(..., indexes=[...]); "
+                f"declared: {sorted(self.declared)})",
+                index=name,
+            )
+        if not isinstance(index, str) and index is not found:
+            raise IndexStateError(
+                f"{where}: index {name!r} is not the Index object this store was opened with",
+                index=name,
+            )
+        state = self.state(name)
+        if state != READABLE:
+            position = self.stored[name].get("position")
+            raise IndexStateError(
+                f"{where}: index {name!r} is {state} (being built, position "
+                f"{position!r}): it cannot be read until `opendata-kv index build` or "
+                "Store.build_index finishes",
+                index=name,
+                state=state,
+            )
+        return found
+
+    def meta_key(self, name: str) -> bytes:
+        return meta_key(name)

@@ -1,0 +1,101 @@
+"""Secondary index costs (issue 23), each as a ratio measured in one run on a local directory:
+
+- batched put (put_many, 1000 per batch) of a record type with one value index and one count
+  index vs the same record type without indexes (target <= 2.0x the time per record);
+- index_scan returning records vs a primary-key scan of the same rows (target >= 0.5x the
+  row rate);
+- online build rate (records/s) beside a primary scan of the same records.
+
+Rounds alternate the compared paths; the median of each is reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from opendata_kv import Index, RecordType, fields
+from opendata_kv.store import Store
+
+like = RecordType("like", 1, [("did", fields.string), ("rkey", fields.u32)])
+by_subject = Index("by_subject", "like", [("subject", fields.string)])
+per_subject = Index("per_subject", "like", [("subject", fields.string)], kind="count")
+
+
+def _value(n: int) -> dict[str, Any]:
+    return {"subject": f"at://post/{n % 97}", "created": n}
+
+
+async def _load(url: str, count: int, indexes: list[Index]) -> float:
+    async with Store.open(url, [like], indexes=indexes) as store:
+        start = time.perf_counter()
+        await store.put_many(
+            ((like, (f"did:{n % 50}", n), _value(n)) for n in range(count)), batch_size=1000
+        )
+        return time.perf_counter() - start
+
+
+async def _scans(url: str) -> tuple[float, float, int]:
+    async with Store.open(url, [like], indexes=[by_subject, per_subject]) as store:
+        start = time.perf_counter()
+        rows = len(await store.scan("like").to_list())
+        primary = time.perf_counter() - start
+        start = time.perf_counter()
+        found = len(await store.index_scan(by_subject, batch_size=1024).to_list())
+        indexed = time.perf_counter() - start
+        assert found == rows, (found, rows)
+        return primary, indexed, rows
+
+
+async def _build(url: str) -> tuple[float, float, int]:
+    async with Store.open(url, [like], indexes=[by_subject]) as store:
+        start = time.perf_counter()
+        rows = len(await store.scan("like").to_list())
+        primary = time.perf_counter() - start
+        start = time.perf_counter()
+        await store.build_index("by_subject", batch_size=1000)
+        return primary, time.perf_counter() - start, rows
+
+
+def run(quick: bool) -> None:
+    count = 5_000 if quick else 50_000
+    rounds = 2 if quick else 3
+    plain: list[float] = []
+    indexed: list[float] = []
+    scan_primary: list[float] = []
+    scan_index: list[float] = []
+    build_primary: list[float] = []
+    build: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(rounds):
+            plain.append(asyncio.run(_load(str(Path(tmp) / f"p{r}"), count, [])))
+            url = str(Path(tmp) / f"i{r}")
+            indexed.append(asyncio.run(_load(url, count, [by_subject, per_subject])))
+            primary, index_time, _ = asyncio.run(_scans(url))
+            scan_primary.append(primary)
+            scan_index.append(index_time)
+            bp, bt, _ = asyncio.run(_build(str(Path(tmp) / f"p{r}")))
+            build_primary.append(bp)
+            build.append(bt)
+    med = statistics.median
+    per = 1e6 / count
+    print(f"records: {count}, rounds: {rounds} (medians)")
+    print(
+        f"put_many, no index:            {med(plain) * per:7.2f} us/record\n"
+        f"put_many, value + count index: {med(indexed) * per:7.2f} us/record  "
+        f"({med(indexed) / med(plain):.2f}x, target <= 2.0x)"
+    )
+    print(
+        f"primary scan:                  {count / med(scan_primary):10,.0f} rows/s\n"
+        f"index_scan (records):          {count / med(scan_index):10,.0f} rows/s  "
+        f"({med(scan_primary) / med(scan_index):.2f}x the row rate, target >= 0.5x)"
+    )
+    print(
+        f"primary scan:                  {count / med(build_primary):10,.0f} records/s\n"
+        f"online build (one value index):{count / med(build):10,.0f} records/s  "
+        f"({med(build_primary) / med(build):.2f}x)"
+    )
