@@ -56,6 +56,25 @@ def _check_wire() -> None:
         expected = None if row is None else (row.value, row.expire_ts)
         if wire.read_point_row(optional_row(row)) != expected:
             raise AssertionError("a point row differs")
+    entries = [
+        _B.RowEntry(
+            kind=kind,
+            key=k or b"k",
+            value=None if kind == _B.RowEntryKind.TOMBSTONE else v,
+            seq=i,
+            create_ts=None if i % 3 else i,
+            expire_ts=None if i % 2 else -i,
+        )
+        for i, (k, v, kind) in enumerate(
+            zip(SAMPLES, SAMPLES[::-1], [*list(_B.RowEntryKind)] * len(SAMPLES), strict=False)
+        )
+    ]
+    optional_wal = _B._UniffiFfiConverterOptionalTypeWalRows.lower
+    if wire.read_wal_rows(optional_wal(None)) is not None:
+        raise AssertionError("an absent WAL file differs")
+    got = wire.read_wal_rows(optional_wal(_B.WalRows(rows=entries, last_consumed_wal_file_id=7)))
+    if got != _B.WalRows(rows=entries, last_consumed_wal_file_id=7):
+        raise AssertionError("WAL rows differ from the generated rows")
     optional_bytes = _B._UniffiFfiConverterOptionalBytes.lower
     for value in (*SAMPLES, None):
         if wire.read_optional_bytes(optional_bytes(value)) != value:

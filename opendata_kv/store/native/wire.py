@@ -236,3 +236,88 @@ def parse_optional_bytes(data: bytes) -> bytes | None:
         raise _past_end()
     _exact(5 + n, len(data))
     return data[5 : 5 + n]
+
+
+#: RowEntryKind by its wire value (1 VALUE, 2 TOMBSTONE, 3 MERGE)
+_ROW_KINDS: Final = {
+    1: _B.RowEntryKind.VALUE,
+    2: _B.RowEntryKind.TOMBSTONE,
+    3: _B.RowEntryKind.MERGE,
+}
+_u64 = struct.Struct(">Q").unpack_from
+
+
+def _optional_i64(data: bytes, pos: int) -> tuple[int | None, int]:
+    flag = data[pos]
+    if flag == 0:
+        return None, pos + 1
+    if flag == 1:
+        return _i64(data, pos + 1)[0], pos + 9
+    raise InternalError("Unexpected flag byte for optional type")
+
+
+def read_wal_rows(buffer: Any) -> Any:
+    """An optional WalRows (a WAL iterator's next file) as the binding's own WalRows of
+    RowEntry objects, or None: each row is i32 kind, key bytes, optional value bytes, u64 seq,
+    optional i64 create_ts, optional i64 expire_ts; then the u64 last consumed file id. The
+    objects are filled in directly instead of field by field through the stream."""
+    data = take(buffer)
+    size = len(data)
+    if not size:
+        raise _past_end()
+    if data[0] == 0:
+        _exact(1, size)
+        return None
+    if data[0] != 1:
+        raise InternalError("Unexpected flag byte for optional type")
+    row_entry, new = _B.RowEntry, object.__new__
+    rows: list[Any] = []
+    append = rows.append
+    try:
+        (count,) = _i32(data, 1)
+        if count < 0:
+            raise InternalError("Unexpected negative sequence length")
+        pos = 5
+        for _ in range(count):
+            kind = _ROW_KINDS.get(_i32(data, pos)[0])
+            if kind is None:
+                raise InternalError("Raw enum value doesn't match any cases")
+            (n,) = _i32(data, pos + 4)
+            pos += 8
+            if n < 0 or pos + n > size:
+                raise _past_end()
+            key = data[pos : pos + n]
+            pos += n
+            flag = data[pos]
+            pos += 1
+            value: bytes | None
+            if flag == 0:
+                value = None
+            elif flag == 1:
+                (n,) = _i32(data, pos)
+                pos += 4
+                if n < 0 or pos + n > size:
+                    raise _past_end()
+                value = data[pos : pos + n]
+                pos += n
+            else:
+                raise InternalError("Unexpected flag byte for optional type")
+            (seq,) = _u64(data, pos)
+            create_ts, pos = _optional_i64(data, pos + 8)
+            expire_ts, pos = _optional_i64(data, pos)
+            row = new(row_entry)
+            row.__dict__ = {
+                "kind": kind,
+                "key": key,
+                "value": value,
+                "seq": seq,
+                "create_ts": create_ts,
+                "expire_ts": expire_ts,
+            }
+            append(row)
+        (last,) = _u64(data, pos)
+        pos += 8
+    except (struct.error, IndexError):
+        raise _past_end() from None
+    _exact(pos, size)
+    return _B.WalRows(rows=rows, last_consumed_wal_file_id=last)

@@ -35,6 +35,7 @@ from opendata_kv.errors import (
     check_count,
 )
 from opendata_kv.keys import Key, RecordType, Schema
+from opendata_kv.store.native import calls
 from opendata_kv.store.native.errors import translate
 from opendata_kv.store.native.slatedb import AdminBuilder, Error, RowEntryKind, SlateDbWalReader
 from opendata_kv.values import Values
@@ -421,7 +422,7 @@ async def change_batches(
                     raise overtaken(last, consumed + 1, where) from exc
                 raise translate(exc, where) from exc
         try:
-            rows = await iterator.next()
+            rows = await calls.wal_next(iterator)
         except Error as exc:
             if not _truncated_at(exc):
                 raise translate(exc, where) from exc
