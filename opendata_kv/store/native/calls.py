@@ -246,14 +246,9 @@ _from_bytes = wire.from_bytes_call()
 _pack_i32 = struct.Struct(">i").pack
 
 
-def _point_now(source: Any, key: bytes, rows: bool) -> Any:
-    """One point read for a sync caller, driven on this thread: lowering, the handle clone,
-    the call, driver.poll_now, complete and the lift fused into one frame, the sync face's
-    hottest path (each step as in wire, _rust_call and Pending)."""
-    native = _SOURCES.get(source.__class__)
-    if native is None or key.__class__ is not bytes or _from_bytes is None or not active():
-        return driver.run(_generated_row(source, key) if rows else method(source, "get", key))
-    status = _Status()
+def _start_point(native: _Source, source: Any, key: bytes, rows: bool, status: Any) -> int:
+    """Start one point read: the key framed in one call, the source's handle cloned, the
+    method called; the future's handle (Rust owns the key buffer and the clone from here)."""
     size = len(key)
     key_buffer = _from_bytes(size + 4, _pack_i32(size) + key, _byref(status))
     if status.code:
@@ -262,22 +257,38 @@ def _point_now(source: Any, key: bytes, rows: bool) -> Any:
     if status.code:
         wire.free(key_buffer)
         _check(_Errors, status)
-    future = (native.get_key_value if rows else native.get)(handle, key_buffer)
-    waiter = driver.Waiter()
-    try:
-        driver.poll_now(_poll_rb, future, waiter)
-        result = _complete_rb(future, _byref(status))
-        if status.code:
-            _check(_Errors, status)
-    finally:
-        _free_rb(future)
-        driver.forget(waiter)
+    future: int = (native.get_key_value if rows else native.get)(handle, key_buffer)
+    return future
+
+
+def _end_point(future: int, rows: bool, status: Any) -> Any:
+    """Complete a READY point read and lift its row (or value); its buffer is freed."""
+    result = _complete_rb(future, _byref(status))
+    if status.code:
+        _check(_Errors, status)
     size = result.len
     try:
         data = result.data[:size] if size else b""
     finally:
         wire.free(result)
     return wire.parse_point_row(data) if rows else wire.parse_optional_bytes(data)
+
+
+def _point_now(source: Any, key: bytes, rows: bool) -> Any:
+    """One point read for a sync caller, driven on this thread in one frame (no awaitable):
+    the sync face's hottest path; _Point is the same read for either face."""
+    native = _SOURCES.get(source.__class__)
+    if native is None or key.__class__ is not bytes or _from_bytes is None or not active():
+        return driver.run(_generated_row(source, key) if rows else method(source, "get", key))
+    status = _Status()
+    future = _start_point(native, source, key, rows, status)
+    waiter = driver.Waiter()
+    try:
+        driver.poll_now(_poll_rb, future, waiter)
+        return _end_point(future, rows, status)
+    finally:
+        _free_rb(future)
+        driver.forget(waiter)
 
 
 class _Point:
@@ -293,34 +304,17 @@ class _Point:
         self.rows = rows
 
     def __await__(self) -> Generator[Any, None, Any]:
-        native, key = self.native, self.key
         status = _Status()
-        size = len(key)
-        key_buffer = _from_bytes(size + 4, _pack_i32(size) + key, _byref(status))
-        if status.code:
-            _check(None, status)
-        handle = native.clone_raw(self.source._handle, _byref(status))
-        if status.code:
-            wire.free(key_buffer)
-            _check(_Errors, status)
-        future = (native.get_key_value if self.rows else native.get)(handle, key_buffer)
+        future = _start_point(self.native, self.source, self.key, self.rows, status)
         waiter = driver.Waiter()
         try:
             driver.poll_once(_poll_rb, future, waiter)
             if waiter.code != driver.READY:
                 yield from driver.settle(_poll_rb, future, waiter)
-            result = _complete_rb(future, _byref(status))
-            if status.code:
-                _check(_Errors, status)
+            return _end_point(future, self.rows, status)
         finally:
             _free_rb(future)
             driver.forget(waiter)
-        size = result.len
-        try:
-            data = result.data[:size] if size else b""
-        finally:
-            wire.free(result)
-        return wire.parse_point_row(data) if self.rows else wire.parse_optional_bytes(data)
 
 
 def read_row(source: Any, key: bytes) -> Awaitable[PointRow]:
@@ -354,25 +348,14 @@ class _Points:
         self.rows = rows
 
     def __await__(self) -> Generator[Any, None, list[Any]]:
-        native, rows = self.native, self.rows
-        start = native.get_key_value if rows else native.get
-        parse = wire.parse_point_row if rows else wire.parse_optional_bytes
-        clone, source_handle = native.clone_raw, self.source._handle
+        native, source, rows = self.native, self.source, self.rows
         status = _Status()
         futures: list[int] = []
         waiters: list[driver.Waiter] = []
         out: list[Any] = []
         try:
             for key in self.keys:
-                size = len(key)
-                key_buffer = _from_bytes(size + 4, _pack_i32(size) + key, _byref(status))
-                if status.code:
-                    _check(None, status)
-                handle = clone(source_handle, _byref(status))
-                if status.code:
-                    wire.free(key_buffer)
-                    _check(_Errors, status)
-                futures.append(start(handle, key_buffer))
+                futures.append(_start_point(native, source, key, rows, status))
             poll_once, new_waiter = driver.poll_once, driver.Waiter
             for future in futures:
                 waiter = new_waiter()
@@ -381,15 +364,7 @@ class _Points:
             for future, waiter in zip(futures, waiters, strict=True):
                 if waiter.code != driver.READY:
                     yield from driver.settle(_poll_rb, future, waiter)
-                result = _complete_rb(future, _byref(status))
-                if status.code:
-                    _check(_Errors, status)
-                size = result.len
-                try:
-                    data = result.data[:size] if size else b""
-                finally:
-                    wire.free(result)
-                out.append(parse(data))
+                out.append(_end_point(future, rows, status))
         finally:
             for future in futures:
                 _free_rb(future)
