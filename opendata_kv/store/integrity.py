@@ -107,8 +107,6 @@ def l0_problems(older: Any, newer: Any) -> list[Problem]:
     version; last_l0_seq moves only with a new L0 SST; an L0 SST leaves only by compaction,
     which takes the oldest views (L0 lists the newest first) up to the one it records in
     last_compacted_l0_sst_view_id. Otherwise reads would skip records."""
-    kept = {view.id for view in newer.l0}
-    compacted = newer.last_compacted_l0_sst_view_id
     problems = []
     before = dict(manifest_ssts(older))
     for ulid, handle in manifest_ssts(newer):
@@ -120,7 +118,9 @@ def l0_problems(older: Any, newer: Any) -> list[Problem]:
                     f"{manifest_name(older.id)}; an SST never changes: the manifest is damaged",
                 )
             )
-    added = kept - {view.id for view in older.l0}
+    old_trees, new_trees = _l0_trees(older), _l0_trees(newer)
+    old_ids = {view.id for l0, _ in old_trees.values() for view in l0}
+    added = {view.id for l0, _ in new_trees.values() for view in l0} - old_ids
     if newer.last_l0_seq != older.last_l0_seq and not added:
         problems.append(
             Problem(
@@ -129,19 +129,33 @@ def l0_problems(older: Any, newer: Any) -> list[Problem]:
                 f"{newer.last_l0_seq} without a new L0 SST: the manifest is damaged",
             )
         )
-    # L0 is listed newest first; a compaction takes the oldest views up to the one it names
-    order = [view.id for view in older.l0]
-    cut = order.index(compacted) if compacted in order else len(order)
-    for position, view in enumerate(older.l0):
-        if view.id not in kept and position < cut:
-            problems.append(
-                Problem(
-                    manifest_name(newer.id),
-                    f"L0 SST {view.sst.id.value} of {manifest_name(older.id)} is gone from it, "
-                    "but no compaction took it: the manifest is damaged",
+    for tree, (l0, _) in old_trees.items():
+        kept_l0, compacted = new_trees.get(tree, ((), None))
+        kept = {view.id for view in kept_l0}
+        # L0 is listed newest first; a compaction takes the oldest views up to the one it names
+        order = [view.id for view in l0]
+        cut = order.index(compacted) if compacted in order else len(order)
+        for position, view in enumerate(l0):
+            if view.id not in kept and position < cut:
+                problems.append(
+                    Problem(
+                        manifest_name(newer.id),
+                        f"L0 SST {view.sst.id.value} of {manifest_name(older.id)} is gone from "
+                        "it, but no compaction took it: the manifest is damaged",
+                    )
                 )
-            )
     return problems
+
+
+def _l0_trees(manifest: Any) -> dict[bytes | None, tuple[Any, Any]]:
+    """(L0 views, last compacted L0 view id) of the root tree (None) and of each segment (by
+    prefix): a database written with a segment extractor keeps its L0 per segment."""
+    trees: dict[bytes | None, tuple[Any, Any]] = {
+        None: (manifest.l0, manifest.last_compacted_l0_sst_view_id)
+    }
+    for segment in getattr(manifest, "segments", None) or ():
+        trees[bytes(segment.prefix)] = (segment.l0, segment.last_compacted_l0_sst_view_id)
+    return trees
 
 
 def sst_problems(manifest: Any, listing: Listing) -> list[Problem]:
