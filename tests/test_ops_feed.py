@@ -276,3 +276,19 @@ def test_sync_changes(tmp_path: Path) -> None:
         with store.changes(follow=True, poll_interval=0.01) as following:
             assert next(following).key.n == 0
         assert list(following) == []  # closed
+
+
+def test_a_cursor_past_u64_is_a_cursor_error() -> None:
+    """A crafted cursor with a valid checksum but a WAL id of 2^64 (past slatedb's u64) is a
+    ChangeCursorError naming the cursor, never a raw ValueError."""
+    import zlib
+
+    from opendata_kv.errors import ChangeCursorError
+
+    parts = encode_cursor(5, 0, 0, "abc").split("-")
+    parts[2] = format(2**64, "x")
+    body = "-".join(parts[:5])
+    crafted = f"{body}-{zlib.crc32(body.encode()):08x}"
+    with pytest.raises(ChangeCursorError) as caught:
+        decode_cursor(crafted)
+    assert crafted[:20] in str(caught.value)

@@ -12,6 +12,7 @@ from typing import Any
 from opendata_kv.cli.common import EXIT_BAD_INPUT, EXIT_OK, add_json_flag, emit_json
 from opendata_kv.cli.db_args import database_arg, read_limit_args
 from opendata_kv.cli.db_read import ReadLimits
+from opendata_kv.cli.stats_cmds import Progress
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,6 +46,22 @@ async def _refuse_unusable(location: Any, options: dict[str, str] | None) -> Non
     await sidecar.check_not_cloning(location, options, None, f"verify {location}")
 
 
+class StageProgress(Progress):
+    """`verify: <stage> <count>` on a terminal's stderr, as stats shows its progress."""
+
+    def update(self, stage: str, count: int) -> None:  # type: ignore[override]
+        if not self.enabled:
+            return
+        now = self.clock()
+        if now < self.next_draw:
+            return
+        self.next_draw = now + self.every
+        shown = f" {count:,}" if count else ""
+        self.stream.write(f"\r\x1b[Kverify: {stage}{shown}")
+        self.stream.flush()
+        self.drawn = True
+
+
 def run_verify(args: argparse.Namespace) -> int:
     from opendata_kv.store.location import parse_location
     from opendata_kv.store.ops.verify import verify
@@ -53,9 +70,17 @@ def run_verify(args: argparse.Namespace) -> int:
     location = parse_location(args.db)
     options = limits.object_store_options(location)
     asyncio.run(limits.bound(_refuse_unusable(location, options), f"verify {args.db}"))
-    report = verify(
-        args.db, object_store_options=options, timeout=limits.timeout, retries=limits.retries
-    )
+    bar = StageProgress(sys.stderr)
+    try:
+        report = verify(
+            args.db,
+            object_store_options=options,
+            timeout=limits.timeout,
+            retries=limits.retries,
+            progress=bar.update,
+        )
+    finally:
+        bar.done()
     if args.json:
         emit_json(report.as_json())
     else:

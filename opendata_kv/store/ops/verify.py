@@ -21,7 +21,7 @@ import concurrent.futures
 import contextlib
 import itertools
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +75,10 @@ _COUNTERS = (
     "replay_after_wal_id",
     "last_l0_seq",
 )
+
+
+#: progress(stage, count): the stage verify has reached, and how many of its items so far
+Progress = Callable[[str, int], None]
 
 
 @dataclass
@@ -315,7 +319,11 @@ async def _blocks(
 
 
 async def _scan(
-    location: Location, object_store: Any, report: VerifyReport, retries: int = 0
+    location: Location,
+    object_store: Any,
+    report: VerifyReport,
+    retries: int = 0,
+    progress: Progress | None = None,
 ) -> None:
     """Every row of the newest state through a reader that writes nothing: each block of each
     live SST is read, so a block that fails its checksum is reported by name."""
@@ -347,6 +355,8 @@ async def _scan(
             if not batch:
                 break
             rows += len(batch)
+            if progress is not None:
+                progress("rows read from SSTs", rows)
     except asyncio.TimeoutError:
         report.add([Problem("compacted/", f"reading the SSTs timed out after {rows} rows")])
     except FOREIGN as exc:
@@ -396,10 +406,12 @@ async def verify_async(
     object_store_options: Mapping[str, str] | None = None,
     timeout: float | None = READER_TIMEOUT,
     retries: int = 0,
+    progress: Progress | None = None,
 ) -> VerifyReport:
     """Check every object of the database at `url` (see the module docstring); never writes.
     `timeout` bounds each manifest and compactions read (None: no bound); a call that
-    overruns raises StoreUnavailableError naming the location, bucket and endpoint."""
+    overruns raises StoreUnavailableError naming the location, bucket and endpoint.
+    `progress(stage, count)` is told each stage as it starts and the rows read so far."""
     location = parse_location(url)
     report = VerifyReport(str(location))
     object_store = location.object_store(object_store_options)
@@ -428,6 +440,8 @@ async def verify_async(
         timeout,
         describe(location, object_store_options),
     )
+    if progress is not None:
+        progress("manifests", 0)
     decoded = await _manifests(admin, listing, report)
     report.checked["manifests"] = len(decoded)
     if not decoded:
@@ -455,11 +469,15 @@ async def verify_async(
             ]
         )
     report.add(_checkpoint_problems(latest, decoded, listing))
+    if progress is not None:
+        progress("compactions and WAL files", 0)
     await _compactions(admin, latest if newest_decodes else None, listing, report)
     await _wal(location, object_store, latest, listing, report)
     if newest_decodes:
+        if progress is not None:
+            progress("SST blocks", len(ssts))
         await _blocks(location, object_store, latest, report)
-        await _scan(location, object_store, report, retries)
+        await _scan(location, object_store, report, retries, progress)
     return report
 
 
@@ -469,10 +487,15 @@ def verify(
     object_store_options: Mapping[str, str] | None = None,
     timeout: float | None = READER_TIMEOUT,
     retries: int = 0,
+    progress: Progress | None = None,
 ) -> VerifyReport:
     """verify_async, blocking (on a private event loop, so it works inside a running one)."""
     checking = verify_async(
-        url, object_store_options=object_store_options, timeout=timeout, retries=retries
+        url,
+        object_store_options=object_store_options,
+        timeout=timeout,
+        retries=retries,
+        progress=progress,
     )
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, checking).result()
