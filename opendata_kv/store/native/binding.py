@@ -18,7 +18,7 @@ import logging
 import os
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Final
+from typing import Final
 
 # importing the generated module loads the native library
 import slatedb.uniffi._slatedb_uniffi.slatedb as _generated
@@ -118,8 +118,3 @@ def decide(module: ModuleType | None = None) -> NativeStatus:
         )
         return NativeStatus(False, version, why)
     return NativeStatus(True, version, "slatedb 0.17.0 binding, hash checked")
-
-
-def lib() -> Any:
-    """The ctypes handle of the native library the generated module loaded."""
-    return _generated._UniffiLib

@@ -75,8 +75,7 @@ _clone_db = _rust_call(_lib.uniffi_slatedb_uniffi_fn_clone_db)
 _clone_iterator = _rust_call(_lib.uniffi_slatedb_uniffi_fn_clone_dbiterator)
 _clone_batch_raw = _lib.uniffi_slatedb_uniffi_fn_clone_writebatch
 _clone_batch = _rust_call(_clone_batch_raw)
-#: byte strings up to this size are framed inline by batch_put (wire.lower_bytes's one-copy
-#: size); larger ones go through wire.lower_bytes
+#: keys up to this size are framed inline by point reads (wire.lower_bytes's one-copy size)
 _FRAMED_INLINE = 64 * 1024
 _db_put = _lib.uniffi_slatedb_uniffi_fn_method_db_put
 _db_delete = _lib.uniffi_slatedb_uniffi_fn_method_db_delete
@@ -216,9 +215,8 @@ def get(source: Any, key: bytes) -> Awaitable[bytes | None]:
     native = _SOURCES.get(source.__class__)
     if native is None or key.__class__ is not bytes or not active():
         return method(source, "get", key)
-    key_buffer = wire.lower_bytes(key)
-    handle = _cloned(native.clone, source, key_buffer)
-    return Pending(native.get(handle, key_buffer), _RB, wire.read_optional_bytes)
+    future = _start_point(native, source, key, False, _Status())
+    return Pending(future, _RB, wire.read_optional_bytes)
 
 
 def _as_point_row(row: Any) -> PointRow:
@@ -234,9 +232,8 @@ def get_row(source: Any, key: bytes) -> Awaitable[PointRow]:
     native = _SOURCES.get(source.__class__)
     if native is None or key.__class__ is not bytes or not active():
         return _generated_row(source, key)
-    key_buffer = wire.lower_bytes(key)
-    handle = _cloned(native.clone, source, key_buffer)
-    return Pending(native.get_key_value(handle, key_buffer), _RB, wire.read_point_row)
+    future = _start_point(native, source, key, True, _Status())
+    return Pending(future, _RB, wire.read_point_row)
 
 
 _poll_rb = _RB.poll
@@ -250,9 +247,12 @@ def _start_point(native: _Source, source: Any, key: bytes, rows: bool, status: A
     """Start one point read: the key framed in one call, the source's handle cloned, the
     method called; the future's handle (Rust owns the key buffer and the clone from here)."""
     size = len(key)
-    key_buffer = _from_bytes(size + 4, _pack_i32(size) + key, _byref(status))
-    if status.code:
-        _check(None, status)
+    if _from_bytes is None or size > _FRAMED_INLINE:
+        key_buffer = wire.lower_bytes(key)
+    else:  # wire.lower_bytes, inlined on the hottest path: one call, the key framed in place
+        key_buffer = _from_bytes(size + 4, _pack_i32(size) + key, _byref(status))
+        if status.code:
+            _check(None, status)
     handle = native.clone_raw(source._handle, _byref(status))
     if status.code:
         wire.free(key_buffer)
@@ -278,7 +278,7 @@ def _point_now(source: Any, key: bytes, rows: bool) -> Any:
     """One point read for a sync caller, driven on this thread in one frame (no awaitable):
     the sync face's hottest path; _Point is the same read for either face."""
     native = _SOURCES.get(source.__class__)
-    if native is None or key.__class__ is not bytes or _from_bytes is None or not active():
+    if native is None or key.__class__ is not bytes or not active():
         return driver.run(_generated_row(source, key) if rows else method(source, "get", key))
     status = _Status()
     future = _start_point(native, source, key, rows, status)
@@ -320,7 +320,7 @@ class _Point:
 def read_row(source: Any, key: bytes) -> Awaitable[PointRow]:
     """get_row(source, key) as one fused awaitable (a single read; use get_row with many())."""
     native = _SOURCES.get(source.__class__)
-    if native is None or key.__class__ is not bytes or _from_bytes is None or not active():
+    if native is None or key.__class__ is not bytes or not active():
         return get_row(source, key)
     return _Point(source, native, key, True)
 
@@ -328,7 +328,7 @@ def read_row(source: Any, key: bytes) -> Awaitable[PointRow]:
 def read_value(source: Any, key: bytes) -> Awaitable[bytes | None]:
     """get(source, key) as one fused awaitable (a single read; use get with many())."""
     native = _SOURCES.get(source.__class__)
-    if native is None or key.__class__ is not bytes or _from_bytes is None or not active():
+    if native is None or key.__class__ is not bytes or not active():
         return get(source, key)
     return _Point(source, native, key, False)
 
@@ -378,7 +378,6 @@ def _points(source: Any, keys: list[bytes], rows: bool) -> Awaitable[list[Any]]:
     native = _SOURCES.get(source.__class__)
     if (
         native is None
-        or _from_bytes is None
         or not active()
         or any(key.__class__ is not bytes for key in keys)
     ):
@@ -504,23 +503,13 @@ def batch_put(batch: Any, key: bytes, value: bytes) -> None:
     if not _both_bytes(key, value) or not active():
         batch.put(key, value)
         return
+    key_buffer = wire.lower_bytes(key)
+    try:
+        value_buffer = wire.lower_bytes(value)
+    except BaseException:
+        wire.free(key_buffer)
+        raise
     status = _Status()
-    key_size, value_size = len(key), len(value)
-    if _from_bytes is None or value_size > _FRAMED_INLINE:
-        key_buffer = wire.lower_bytes(key)
-        try:
-            value_buffer = wire.lower_bytes(value)
-        except BaseException:
-            wire.free(key_buffer)
-            raise
-    else:  # wire.lower_bytes, inlined: one call each, the bytes framed in place
-        key_buffer = _from_bytes(key_size + 4, _pack_i32(key_size) + key, _byref(status))
-        if status.code:
-            _check(None, status)
-        value_buffer = _from_bytes(value_size + 4, _pack_i32(value_size) + value, _byref(status))
-        if status.code:
-            wire.free(key_buffer)
-            _check(None, status)
     handle = _clone_batch_raw(batch._handle, _byref(status))
     if status.code:
         wire.free(key_buffer)
