@@ -23,4 +23,6 @@ per_tag = Index("per_tag", "post", [("tag", fields.string)], kind="count")
 likes = Index("likes", "post", [("author", fields.string)], kind="sum", amount="likes")
 tags = Index("tags", ["post", "note"], [("tag", fields.string)], using=each_tag)
 ALL = [by_tag, by_handle, per_tag, likes, tags]
+#: a covering value index: its entries hold a copy of each post's value
+covered = Index("covered", "post", [("tag", fields.string)], covering=True)
 SCHEMA = [post, note]

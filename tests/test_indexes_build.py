@@ -10,10 +10,11 @@ import random
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from indexkit import ALL, SCHEMA, by_tag, per_tag, post
+from indexkit import ALL, SCHEMA, by_tag, covered, per_tag, post
 
 from opendata_kv.errors import IndexStateError
 from opendata_kv.store import SyncStore
@@ -84,3 +85,18 @@ def test_a_killed_build_resumes_and_ends_equal_to_a_fresh_build(tmp_path: Path, 
         for index in ALL:
             db.rebuild_index(index.name)
         assert entries(db) == resumed
+
+
+def test_a_covering_build_copies_values_and_expiries(tmp_path: Path) -> None:
+    url = str(tmp_path / "db")
+    fill(url, 25)
+    with SyncStore.open(url, SCHEMA) as db:
+        db.put(post, ("b", 1), {"tag": "x", "brief": True}, ttl=0.3)
+    with SyncStore.open(url, SCHEMA, indexes=[covered]) as db:
+        assert db.index_info()["covered"]["state"] == "write_only"
+        db.build_index("covered", batch_size=7)
+        assert db.check_indexes() == []
+        copies = {(r.key.author, r.key.rkey): r.value for r in db.index_scan(covered)}
+        assert copies == {(r.key.author, r.key.rkey): r.value for r in db.scan(post)}
+        time.sleep(0.5)  # the built copy took its record's expiry
+        assert ("b", 1) not in {(r.key.author, r.key.rkey) for r in db.index_scan(covered)}

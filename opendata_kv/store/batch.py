@@ -86,7 +86,7 @@ class Batch:
             raise translate(exc, f"batch put on {self._store.where}") from exc
         self._count += 1
         if self._tracked is not None:
-            hooks.track(self, key, hooks.put_value(target, fields, value))
+            hooks.track(self, key, hooks.Raw(data, hooks.put_value(target, fields, value), options))
 
     def delete(self, target: Target, fields: Fields = None) -> None:
         """Queue a typed delete."""
@@ -116,17 +116,17 @@ class Batch:
     def put_raw(self, key: bytes, data: bytes, *, expire_at: int | None = None) -> None:
         """Queue raw bytes under a raw key; `expire_at`: absolute expiry, Unix ms."""
         check_stored_size(data)
+        options = None if expire_at is None else PutOptions(ttl=Ttl.EXPIRE_AT_MILLIS(expire_at))
         try:
-            if expire_at is None:
+            if options is None:
                 calls.batch_put(self._wb(), key, data)
             else:
-                options = PutOptions(ttl=Ttl.EXPIRE_AT_MILLIS(expire_at))
                 self._wb().put_with_options(key, data, options)  # a plain call: no future
         except FOREIGN as exc:
             raise translate(exc, f"batch put on {self._store.where}") from exc
         self._count += 1
         if self._tracked is not None:
-            hooks.track(self, key, hooks.Raw(data))
+            hooks.track(self, key, hooks.Raw(data, options=options))
 
     def delete_raw(self, key: bytes) -> None:
         try:
@@ -186,7 +186,8 @@ class Transaction(ReadView):
             self.schema, self.values, self.check_expiry, target, fields, value, ttl
         )
         if self._store._indexes is not None:
-            await hooks.transaction_write(self, key, hooks.put_value(target, fields, value))
+            new = hooks.Raw(data, hooks.put_value(target, fields, value), options)
+            await hooks.transaction_write(self, key, new)
         if options is None:
             await call(calls.method(self._source, "put", key, data), f"put in {self.where}")
         else:

@@ -78,6 +78,11 @@ def _NO_VALUES(batch: list[bytes]) -> list[Any]:
     """A keys-only scan's value decoder: every value skipped."""
     return [None] * len(batch)
 
+def _raw_rows(keys: list[bytes], data: list[bytes]) -> list[RawRecord]:
+    """An undecoded scan's rows."""
+    return list(map(RawRecord, keys, data, keys))
+
+
 #: rows decoded at a time for `async for` (see Scan._fill)
 DECODE_CHUNK = 128
 
@@ -304,6 +309,12 @@ class Scan(Generic[R]):
             out += chunk
         return out
 
+    def undecoded(self) -> Scan[RawRecord]:
+        """This scan yielding every row as a RawRecord, neither key nor value decoded (the
+        rows of a key space no RecordType owns, such as index entries)."""
+        self._shape = "raw"
+        return self  # type: ignore[return-value]
+
     def keys(self) -> AsyncIterator[Key]:
         """`async for key in store.scan(...).keys()`: the keys only; rows fetched from now on
         have their values skipped, not decoded (the cursor still advances)."""
@@ -449,6 +460,8 @@ class Scan(Generic[R]):
         the batch is decoded again row by row, where each failure gets the precise error and
         the scan's on_error policy; nothing comes back half-decoded.
         """
+        if self._shape == "raw":
+            return _raw_rows
         if record_type is None:
             return self._decode_dispatch
         decode_keys = record_type.decode_many

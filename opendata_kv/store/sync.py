@@ -143,6 +143,11 @@ class SyncScan(Generic[R]):
         """Every remaining record."""
         return list(self)
 
+    def undecoded(self) -> SyncScan[RawRecord]:
+        """Every row as a RawRecord, nothing decoded, as Scan.undecoded."""
+        self.scan.undecoded()
+        return self  # type: ignore[return-value]
+
     def keys(self) -> Iterator[Key]:
         """The keys only (values are not decoded), as Scan.keys."""
         self.scan.keys()

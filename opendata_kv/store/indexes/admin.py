@@ -23,9 +23,11 @@ from opendata_kv.store.indexes.layout import (
     entry_prefix,
     meta_key,
 )
-from opendata_kv.store.indexes.maintain import plan
+from opendata_kv.store.indexes.maintain import Raw, Tracked, plan
 from opendata_kv.store.indexes.registry import READABLE, WRITE_ONLY, IndexSet
-from opendata_kv.store.scan import KeySpan
+from opendata_kv.store.native import calls
+from opendata_kv.store.native.slatedb import PutOptions, Ttl
+from opendata_kv.store.scan import KeySpan, Record
 
 if TYPE_CHECKING:
     from opendata_kv.store.reader import StoreReader
@@ -170,14 +172,14 @@ async def build(
             )
             scan._where = where
             rows = await scan.to_list()
-            tracked = [(row.raw_key, row.key.record_type, row.value) for row in rows]
+            tracked = await _tracked(store, index, rows)
             writes = await plan(indexes, store.values, tracked, store._fetch_many, only=index)
             batch = Batch(store)
-            for key, data in writes:
+            for key, data, options in writes:
                 if data is None:
                     batch.delete_raw(key)
                 else:
-                    batch.put_raw(key, data)
+                    batch.put_raw(key, data, expire_at=_expire_at(options))
             finished = len(rows) < batch_size
             if rows:
                 meta["position"] = rows[-1].raw_key
@@ -194,6 +196,29 @@ async def build(
             progress(done, "readable" if finished else "building")
         if finished:
             return done
+
+
+async def _tracked(store: Store, index: Index, rows: list[Record]) -> list[Tracked]:
+    """The build's records as tracked puts; a covering index's with their stored bytes and
+    expiry, read under the index lock, so its copies expire with their records."""
+    if not index.covering:
+        return [(row.raw_key, row.key.record_type, row.value) for row in rows]
+    stored = await calls.get_rows(store._source, [row.raw_key for row in rows])
+    tracked: list[Tracked] = []
+    for row, point in zip(rows, stored, strict=True):
+        if point is not None:
+            data, expire_at = point
+            options = None if expire_at is None else PutOptions(ttl=Ttl.EXPIRE_AT_MILLIS(expire_at))
+            tracked.append((row.raw_key, row.key.record_type, Raw(data, row.value, options)))
+    return tracked
+
+
+def _expire_at(options: Any) -> int | None:
+    """The absolute expiry (Unix ms) of the put options _tracked made (None: no TTL)."""
+    if options is None:
+        return None
+    expire_at: int = options.ttl[0]
+    return expire_at
 
 
 async def rebuild(

@@ -4,11 +4,16 @@ naming the index and key. Reads only; holds the index's expected entries in memo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from opendata_kv.errors import show_bytes
+from opendata_kv.errors import OpendataKvError, show_bytes
 from opendata_kv.store.indexes.declare import Index
-from opendata_kv.store.indexes.layout import decode_aggregate, encode_fields, entry_prefix
+from opendata_kv.store.indexes.layout import (
+    decode_aggregate,
+    decode_entry,
+    encode_fields,
+    entry_prefix,
+)
 from opendata_kv.store.indexes.maintain import show_key
 from opendata_kv.store.integrity import Problem
 
@@ -38,8 +43,15 @@ async def expected_entries(view: ReadView, index: Index) -> dict[bytes, Any]:
                     else:
                         out[entry] = row.raw_key
                 else:
-                    out[entry + row.raw_key] = b""
+                    out[entry + row.raw_key] = Copy(row.value) if index.covering else b""
     return out
+
+
+class Copy(NamedTuple):
+    """What a covering index's entry should hold: a copy of the record's value (compared
+    decoded, as the record's codec reads both)."""
+
+    value: Any
 
 
 async def check_index(view: ReadView, index: Index) -> list[Problem]:
@@ -62,6 +74,26 @@ async def check_index(view: ReadView, index: Index) -> list[Problem]:
                         where,
                         f"aggregate {show_bytes(key)} holds count, sum {have!r} but a recount "
                         f"gives {want!r}",
+                    )
+                )
+        elif isinstance(want, Copy):
+            primary = decode_entry(index.name, index.fields, key)[1]
+            try:
+                copy = view.values.decode(view.schema.record_type_of(primary), primary, data)
+            except OpendataKvError as exc:
+                problems.append(
+                    Problem(
+                        where, f"entry {show_bytes(key)} holds a copy that does not decode: {exc}"
+                    )
+                )
+                continue
+            if copy != want.value:
+                problems.append(
+                    Problem(
+                        where,
+                        f"entry {show_bytes(key)} holds a stale copy of "
+                        f"{show_key(view.schema, primary)!r}: {copy!r} where the record holds "
+                        f"{want.value!r}",
                     )
                 )
         elif index.kind == "unique" and isinstance(want, list):

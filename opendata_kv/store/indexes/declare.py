@@ -62,7 +62,17 @@ def field_of(key: Key, value: Any, name: str) -> Any:
 class Index:
     """One secondary index (immutable once built): see the module docstring and RFC 0010."""
 
-    __slots__ = ("amount", "field_names", "fields", "kind", "name", "records", "using", "version")
+    __slots__ = (
+        "amount",
+        "covering",
+        "field_names",
+        "fields",
+        "kind",
+        "name",
+        "records",
+        "using",
+        "version",
+    )
 
     def __init__(
         self,
@@ -73,6 +83,7 @@ class Index:
         kind: Kind = "value",
         using: Using | None = None,
         amount: str | Amount | None = None,
+        covering: bool = False,
         version: int = 1,
     ) -> None:
         self.name = check_index_name(name)
@@ -117,6 +128,15 @@ class Index:
                 value=amount,
             )
         self.amount = amount
+        if covering not in (False, True) or (covering and kind != "value"):
+            raise SchemaError(
+                f"index {name!r}: covering=True keeps a copy of each record's value in its "
+                f"entries, which only a value index has (kind={kind!r})",
+                field="covering",
+                value=covering,
+            )
+        #: entries hold a copy of the record's stored value: index_scan reads no record
+        self.covering = bool(covering)
         self.using = using
         if isinstance(version, bool) or not isinstance(version, int) or version < 1:
             raise SchemaError(f"index {name!r}: version must be an int >= 1, got {version!r}")
@@ -129,7 +149,8 @@ class Index:
 
     def __repr__(self) -> str:
         records, names = list(self.records), list(self.field_names)
-        return f"Index({self.name!r}, {records!r}, {names!r}, kind={self.kind!r})"
+        covering = ", covering=True" if self.covering else ""
+        return f"Index({self.name!r}, {records!r}, {names!r}, kind={self.kind!r}{covering})"
 
     @property
     def aggregate(self) -> bool:
@@ -175,7 +196,7 @@ class Index:
         """The definition as stored in the index's metadata: what a reader that did not declare
         it needs to name and decode its entries, and what a declaration must match."""
         amount = self.amount
-        return {
+        described = {
             "name": self.name,
             "kind": self.kind,
             "records": list(self.records),
@@ -186,3 +207,6 @@ class Index:
             ),
             "version": self.version,
         }
+        if self.covering:  # absent otherwise, so definitions stored before it still match
+            described["covering"] = True
+        return described

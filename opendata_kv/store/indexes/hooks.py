@@ -49,11 +49,14 @@ async def write_tracked(store: Store, batch: Batch) -> None:
     db = store._writable()
     async with indexes.lock.held(store.where):
         writes = await plan(indexes, store.values, batch._tracked, store._fetch_many)
-        for key, data in writes:
+        wb = batch._wb()
+        for key, data, options in writes:
             if data is None:
-                batch._wb().delete(key)
+                wb.delete(key)
+            elif options is None:
+                calls.batch_put(wb, key, data)
             else:
-                calls.batch_put(batch._wb(), key, data)
+                wb.put_with_options(key, data, options)  # a plain call: no future
         try:
             await calls.write(db, batch.write_batch())
         except FOREIGN as exc:
@@ -73,11 +76,14 @@ async def transaction_write(tx: Transaction, key: bytes, new: Any) -> None:
     if tx._generation is None:
         tx._generation = indexes.generation
     writes = await plan(indexes, store.values, [(key, record_type, new)], tx._fetch_many)
-    for entry, data in writes:
+    for entry, data, options in writes:
         if data is None:
             await call(calls.method(tx._source, "delete", entry), f"delete in {tx.where}")
-        else:
+        elif options is None:
             await call(calls.method(tx._source, "put", entry, data), f"put in {tx.where}")
+        else:
+            put = calls.method(tx._source, "put_with_options", entry, data, options)
+            await call(put, f"put in {tx.where}")
 
 
 async def transaction_commit(tx: Transaction) -> None:

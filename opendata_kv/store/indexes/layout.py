@@ -118,7 +118,7 @@ def decode_entry(
     name: str, fields: Sequence[tuple[str, Field]], key: bytes
 ) -> tuple[tuple[Any, ...], bytes]:
     """(field values, the rest of the key: the primary key of a value entry, else b"")."""
-    pos = len(entry_prefix(name))
+    pos = len(ENTRIES) + len(name) + 1  # names are ASCII (check_index_name)
     values = []
     for field_name, field in fields:
         try:

@@ -34,19 +34,26 @@ class Deleted:
 DELETED: Any = Deleted()
 
 
+_UNDECODED: Any = object()
+
+
 class Raw:
-    """The new value of a tracked raw put: bytes decoded with the record's codec when needed."""
+    """The new value of a tracked put: its stored bytes, the value they encode when the writer
+    had it (else decoded with the record's codec when needed), and the put's options (its
+    TTL, which a covering index's copy takes too)."""
 
-    __slots__ = ("data",)
+    __slots__ = ("data", "options", "value")
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, value: Any = _UNDECODED, options: Any = None) -> None:
         self.data = data
+        self.value = value
+        self.options = options
 
 
-#: one record write: (key bytes, its RecordType, new value / Raw(data) / DELETED)
+#: one record write: (key bytes, its RecordType, new value / Raw / DELETED)
 Tracked = tuple[bytes, RecordType, Any]
-#: index writes: (key, data) puts and (key, None) deletes
-Writes = list[tuple[bytes, bytes | None]]
+#: index writes: (key, data, put options or None) puts and (key, None, None) deletes
+Writes = list[tuple[bytes, bytes | None, Any]]
 Fetch = Callable[[list[bytes]], Awaitable[list[bytes | None]]]
 
 
@@ -54,8 +61,21 @@ def _value(values: Values, record_type: RecordType, key: bytes, new: Any) -> Any
     if new is DELETED:
         return None
     if isinstance(new, Raw):
-        return values.decode(record_type, key, new.data)
+        if new.value is _UNDECODED:
+            new.value = values.decode(record_type, key, new.data)
+        return new.value
     return new
+
+
+def _copy(index: Index, key: bytes, new: Any) -> tuple[bytes, Any]:
+    """What a covering index's entry holds for the put `new`: the record's stored bytes and
+    the put's options."""
+    if not isinstance(new, Raw):
+        raise AssertionError(
+            f"index {index.name!r}: the put of {show_bytes(key)} came without "
+            "its stored bytes, which a covering index copies"
+        )
+    return new.data, new.options
 
 
 def show_key(schema: Schema, key: bytes) -> Any:
@@ -115,9 +135,16 @@ async def plan(
                 entry = encode_fields(index.name, index.fields, gone)
                 if index.kind == "unique":
                     unique_removes.add(entry)
-                    writes.append((entry, None))
+                    writes.append((entry, None, None))
                 else:
-                    writes.append((entry + key, None))
+                    writes.append((entry + key, None, None))
+            if index.covering:  # every entry's copy follows the new value, changed or not
+                if after:
+                    copy, options = _copy(index, key, new)
+                    for added in after:
+                        entry = encode_fields(index.name, index.fields, added)
+                        writes.append((entry + key, copy, options))
+                continue
             for added in after - before:
                 entry = encode_fields(index.name, index.fields, added)
                 if index.kind == "unique":
@@ -126,7 +153,7 @@ async def plan(
                         raise _violation(indexes.schema, index, added, other[2], key)
                     unique_adds[entry] = (index, added, key)
                 else:
-                    writes.append((entry + key, b""))
+                    writes.append((entry + key, b"", None))
     if unique_adds:
         entries = [e for e in unique_adds if e not in unique_removes]
         holders = await fetch(entries)
@@ -134,7 +161,7 @@ async def plan(
             index, added, key = unique_adds[entry]
             if holder is not None and holder != key:
                 raise _violation(indexes.schema, index, added, holder, key)
-        writes += [(entry, key) for entry, (_, _, key) in unique_adds.items()]
+        writes += [(entry, key, None) for entry, (_, _, key) in unique_adds.items()]
     if deltas:
         groups = list(deltas)
         stored = await fetch(groups)
@@ -145,7 +172,7 @@ async def plan(
             have = (0, 0) if data is None else decode_aggregate(index.name, group, data)
             new_count, new_total = have[0] + count, have[1] + total
             writes.append(
-                (group, None if new_count <= 0 else encode_aggregate(new_count, new_total))
+                (group, None if new_count <= 0 else encode_aggregate(new_count, new_total), None)
             )
     return writes
 

@@ -21,6 +21,7 @@ from opendata_kv.store.indexes.registry import IndexSet
 from opendata_kv.store.integrity import Problem
 from opendata_kv.store.scan import KeySpan, RawRecord, Record, Scan
 from opendata_kv.store.views import ReadView
+from opendata_kv.values import batch_decoder
 
 
 class IndexEntry(NamedTuple):
@@ -58,7 +59,14 @@ class IndexScan:
         return self._cursor
 
     def __aiter__(self) -> AsyncIterator[Any]:
-        return self
+        return self._items()  # an async generator: cheaper per item than __anext__
+
+    async def _items(self) -> AsyncIterator[Any]:
+        while self._pos < len(self._buffer) or await self._fill():
+            buffer = self._buffer
+            while self._pos < len(buffer) and self._buffer is buffer:
+                self._pos += 1
+                yield buffer[self._pos - 1][0]
 
     async def __anext__(self) -> Any:
         if self._pos >= len(self._buffer) and not await self._fill():
@@ -115,17 +123,49 @@ class IndexScan:
                     entry = IndexEntry(values, schema.decode(primary), row.raw_key)
                     out.append((entry, row.raw_key))
             return out
-        primaries = [p for _, p, _ in entries if p is not None]
-        found = await self._view._fetch_many(primaries)
-        decode = self._view.values.decode
-        records = []
-        for (_, primary, row), data in zip(entries, found, strict=True):
-            if data is None or primary is None:
-                continue
-            key = schema.decode(primary)
-            value = decode(key.record_type, primary, data)
-            records.append((Record(key, value, primary), row.raw_key))
-        return records
+        if index.covering:  # the entries hold the records' values: nothing to read
+            found: list[bytes | None] = [row.value for _, _, row in entries]
+        else:
+            found = await self._view._fetch_many([p for _, p, _ in entries if p is not None])
+        pairs = [
+            (primary, data, row.raw_key)
+            for (_, primary, row), data in zip(entries, found, strict=True)
+            if data is not None and primary is not None
+        ]
+        return _records(self._view, pairs)
+
+
+def _records(view: ReadView, rows: list[tuple[bytes, bytes, bytes]]) -> list[tuple[Any, bytes]]:
+    """(Record, entry key) for (primary key, stored value, entry key) rows: a batch of one
+    record type decoded in a few C-level passes as a scan does, else (or when any row fails)
+    row by row, where a failure raises its precise error."""
+    schema, values = view.schema, view.values
+    if rows:
+        record_type = schema.try_record_type_of(rows[0][0])
+        if record_type is not None:
+            head = record_type.head
+            primaries = [primary for primary, _, _ in rows]
+            if all(primary.startswith(head) for primary in primaries):
+                plan = values.plan(record_type)
+                try:
+                    keys = record_type.decode_many(primaries, prefixed=True)
+                    decoded = batch_decoder(plan.codec)([data for _, data, _ in rows])
+                    if plan.upgrade is not None:
+                        decoded = list(map(plan.upgrade, decoded))
+                except Exception:
+                    pass
+                else:
+                    return [
+                        (Record(key, value, primary), entry)
+                        for key, value, (primary, _, entry) in zip(
+                            keys, decoded, rows, strict=True
+                        )
+                    ]
+    out = []
+    for primary, data, entry in rows:
+        key = schema.decode(primary)
+        out.append((Record(key, values.decode(key.record_type, primary, data), primary), entry))
+    return out
 
 
 def _bound(index: Index, bound: Any, what: str) -> bytes | None:
@@ -190,7 +230,7 @@ class IndexReads:
             None,
             {"reverse": reverse, "limit": limit, "batch_size": batch_size},
         )
-        return IndexScan(view, found, scan, records)
+        return IndexScan(view, found, scan.undecoded(), records)
 
     async def lookup(self, index: Index | str, *values: Any) -> Record | None:
         """The record holding `values` in a unique index, or None."""
