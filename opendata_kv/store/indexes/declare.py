@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from opendata_kv.errors import SchemaError
-from opendata_kv.keys import Key
+from opendata_kv.keys import Key, RecordType
 from opendata_kv.keys.fields import Field
 
 Kind = Literal["value", "unique", "count", "sum"]
@@ -48,10 +48,11 @@ def _callable_name(function: Callable[..., Any]) -> str:
     return f"{module}.{getattr(function, '__qualname__', repr(function))}"
 
 
-def field_of(key: Key, value: Any, name: str) -> Any:
+def field_of(key: Key | None, value: Any, name: str) -> Any:
     """The field `name` of a record: a key field, else a value's mapping key or attribute;
-    None when the record has no such field."""
-    if name in key._fields:
+    None when the record has no such field. `key` None: the caller knows no field of this
+    index is a key field (Index.reads_key), so the key was not decoded."""
+    if key is not None and name in key._fields:
         return getattr(key, name)
     if isinstance(value, Mapping):
         return value.get(name)
@@ -156,6 +157,14 @@ class Index:
     def aggregate(self) -> bool:
         """True for count and sum indexes (one entry per group, holding count and sum)."""
         return self.kind in AGGREGATES
+
+    def reads_key(self, record_type: RecordType) -> bool:
+        """True when this index's entries or amount of `record_type` read its key (a key
+        field, or a function of key and value); a write may skip decoding the key otherwise."""
+        if self.using is not None or callable(self.amount):
+            return True
+        names = set(record_type.field_names)
+        return any(name in names for name in self.field_names) or self.amount in names
 
     def entries(self, key: Key, value: Any) -> frozenset[tuple[Any, ...]]:
         """The tuples of field values this record is indexed under (empty: no entry)."""

@@ -14,6 +14,7 @@ from typing import Any
 
 from opendata_kv.errors import UniqueIndexError, show_bytes
 from opendata_kv.keys import Key, RecordType, Schema
+from opendata_kv.keys.fields import Field
 from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.layout import (
     decode_aggregate,
@@ -111,6 +112,7 @@ async def plan(
     unique_adds: dict[bytes, tuple[Index, tuple[Any, ...], bytes]] = {}
     unique_removes: set[bytes] = set()
     deltas: dict[bytes, tuple[Index, int, int | float]] = {}
+    encode_fields = _entry_cache()
     for key, old_data in zip(keys, olds, strict=True):
         record_type, new = final[key]
         if only is not None:
@@ -119,7 +121,9 @@ async def plan(
             active = [i for i in indexes.of(record_type) if indexes.covers(i, key)]
         if not active:
             continue
-        key_obj: Key = record_type.decode(key)
+        key_obj: Any = (
+            record_type.decode(key) if any(_reads_key(i, record_type) for i in active) else None
+        )
         old = None
         if old_data is not None:
             old_type = indexes.schema.record_type_of(key)
@@ -129,7 +133,7 @@ async def plan(
             before = index.entries(key_obj, old) if old is not None else frozenset()
             after = index.entries(key_obj, new_value) if new_value is not None else frozenset()
             if index.aggregate:
-                _aggregate(index, key_obj, old, new_value, before, after, deltas)
+                _aggregate(index, key_obj, old, new_value, before, after, deltas, encode_fields)
                 continue
             for gone in before - after:
                 entry = encode_fields(index.name, index.fields, gone)
@@ -177,6 +181,32 @@ async def plan(
     return writes
 
 
+_READS_KEY: dict[tuple[Index, RecordType], bool] = {}
+
+
+def _reads_key(index: Index, record_type: RecordType) -> bool:
+    """Index.reads_key, remembered per index and record type."""
+    found = _READS_KEY.get((index, record_type))
+    if found is None:
+        found = _READS_KEY[index, record_type] = index.reads_key(record_type)
+    return found
+
+
+def _entry_cache() -> Callable[[str, Sequence[tuple[str, Field]], tuple[Any, ...]], bytes]:
+    """layout.encode_fields, remembering each entry key for one plan: a batch's records share
+    few groups and field values. Keyed by the values' types too, so 1 and True stay apart."""
+    cache: dict[tuple[str, tuple[Any, ...], tuple[type, ...]], bytes] = {}
+
+    def encode(name: str, fields: Sequence[tuple[str, Field]], values: tuple[Any, ...]) -> bytes:
+        found_key = (name, values, tuple(map(type, values)))
+        entry = cache.get(found_key)
+        if entry is None:
+            entry = cache[found_key] = encode_fields(name, fields, values)
+        return entry
+
+    return encode
+
+
 def _aggregate(
     index: Index,
     key: Key,
@@ -185,13 +215,14 @@ def _aggregate(
     before: frozenset[tuple[Any, ...]],
     after: frozenset[tuple[Any, ...]],
     deltas: dict[bytes, tuple[Index, int, int | float]],
+    encode: Callable[[str, Sequence[tuple[str, Field]], tuple[Any, ...]], bytes],
 ) -> None:
     old_amount = index.amount_of(key, old) if before else 0
     new_amount = index.amount_of(key, new) if after else 0
     for group, sign, amount in [(g, -1, old_amount) for g in before] + [
         (g, 1, new_amount) for g in after
     ]:
-        entry = encode_fields(index.name, index.fields, group)
+        entry = encode(index.name, index.fields, group)
         _, count, total = deltas.get(entry, (index, 0, 0))
         deltas[entry] = (index, count + sign, total + sign * amount)
 
