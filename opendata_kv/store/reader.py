@@ -42,6 +42,7 @@ from opendata_kv.store.opening import (
     open_reader_db,
 )
 from opendata_kv.store.ops import feed
+from opendata_kv.store.ops.checkpoints import Checkpoint, Checkpoints, require_id
 from opendata_kv.store.ops.feed_rows import (
     Change,
     IndexChange,
@@ -49,7 +50,6 @@ from opendata_kv.store.ops.feed_rows import (
     RawChange,
     shapes_of,
 )
-from opendata_kv.store.ops.checkpoints import Checkpoint, Checkpoints, require_id
 from opendata_kv.store.schema_arg import SchemaArg, as_schema
 from opendata_kv.store.views import (
     ReadView,

@@ -40,8 +40,8 @@ from opendata_kv.store.integrity import Problem
 from opendata_kv.store.native import calls, driver
 from opendata_kv.store.opening import READER_TIMEOUT
 from opendata_kv.store.ops.checkpoints import Checkpoint
-from opendata_kv.store.ops.feed_rows import Change, IndexChange, RawChange
 from opendata_kv.store.ops.clone import CloneResult
+from opendata_kv.store.ops.feed_rows import Change, IndexChange, RawChange
 from opendata_kv.store.options import ScanKeywords, ScanOptions
 from opendata_kv.store.reader import StoreReader
 from opendata_kv.store.scan import R, RawRecord, Record, Scan

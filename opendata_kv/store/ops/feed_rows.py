@@ -189,7 +189,9 @@ class Decoder:
             if key[:2] == ROOT:  # no record type owns the index key space (check_schema)
                 return self.index_change(row, cursor) if self._indexes else None
             if self._on_unknown == "raw":
-                return RawChange(cursor, row.seq, OPS[row.kind], key, data, key, data, row.expire_ts)
+                return RawChange(
+                    cursor, row.seq, OPS[row.kind], key, data, key, data, row.expire_ts
+                )
             if self._on_unknown == "skip":
                 return None
             raise UnknownKey(self._values.unknown(key))
@@ -202,9 +204,7 @@ class Decoder:
                     value = plan[2](value)
             except Exception:
                 value = self._values.decode(record_type, key, data)
-        return Change(
-            cursor, row.seq, OPS[row.kind], plan[0](key), value, key, data, row.expire_ts
-        )
+        return Change(cursor, row.seq, OPS[row.kind], plan[0](key), value, key, data, row.expire_ts)
 
     def index_change(self, row: Any, cursor: str) -> IndexChange:
         """An index row decoded as far as its definition allows; OpendataKvError (a
@@ -262,9 +262,9 @@ def _unpacked(data: bytes | None) -> Any:
         return data
 
 
-def shapes_of(declared: Mapping[str, Index], stored: Mapping[str, Mapping[str, Any]]) -> dict[
-    str, IndexShape
-]:
+def shapes_of(
+    declared: Mapping[str, Index], stored: Mapping[str, Mapping[str, Any]]
+) -> dict[str, IndexShape]:
     """Index shapes by name: stored definitions, overridden by the declared Index objects."""
     out = {name: shape_of(meta["definition"]) for name, meta in stored.items()}
     out.update({name: shape_of(index) for name, index in declared.items()})
