@@ -20,6 +20,10 @@ Each collection NSID has a Lexicon record key type (`tid`, `nsid`, `literal:<val
 from `key_types` or `default_key_type`; create, put and delete refuse keys of the wrong type.
 `create` never overwrites: it reads and writes in one serializable transaction, so of two
 concurrent creates of one key exactly one succeeds and the other raises RecordExistsError.
+
+Backlinks (collections/backlinks.py): opened with `indexes=BACKLINKS.indexes`, a store keeps
+likes and reposts by subject URI and follows by subject DID as secondary indexes, and
+`likes`, `reposts`, `followers` and `like_count`, `repost_count`, `follower_count` read them.
 """
 
 from __future__ import annotations
@@ -212,12 +216,20 @@ class RecordCollection:
         }
         self.tids: TidSource = tids if tids is not None else TidGenerator()
         self.max_attempts = max_attempts
-        if backlinks is None:
-            backlinks = BACKLINKS if layout is RECORDS else Backlinks(layout)
-        self.backlinks = backlinks
+        if backlinks is None and layout is RECORDS:
+            backlinks = BACKLINKS
+        self._backlinks = backlinks
 
     def __repr__(self) -> str:
         return f"<RecordCollection on {self.store.where} {self.layout!r}>"
+
+    @property
+    def backlinks(self) -> Backlinks:
+        """The backlink indexes the backlink reads use (made on first use for a layout of
+        your own, so a record name that is no valid index name only matters then)."""
+        if self._backlinks is None:
+            self._backlinks = Backlinks(self.layout)
+        return self._backlinks
 
     # --- key checks -----------------------------------------------------------------------------
 
