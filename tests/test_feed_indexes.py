@@ -18,8 +18,9 @@ from mypykit import mypy_strict
 from storekit import aio
 
 from opendata_kv import Index, fields
-from opendata_kv.keys import Key
+from opendata_kv.keys import Schema
 from opendata_kv.store import Change, IndexChange, RawChange, Store, SyncStore
+from opendata_kv.values import Values
 
 
 async def feed(store: Any, since: str | None = None, **options: Any) -> list[Any]:
@@ -283,5 +284,29 @@ def test_cli_changes_leaves_index_rows_out_unless_asked(tmp_path: Path) -> None:
     ]
 
 
-def _key_of(change: Change) -> Key:
-    return change.key
+@aio
+async def test_definitions_are_read_again_once_for_an_index_not_known_yet() -> None:
+    """An entry of an index the feed has no definition for (registered after it started,
+    its metadata row before the cursor) makes the feed read the definitions again, once per
+    name; an index still unknown then stays raw."""
+    from opendata_kv.store.ops.feed import _learn_shapes
+    from opendata_kv.store.ops.feed_rows import Decoder, shape_of
+
+    class Row:
+        def __init__(self, key: bytes) -> None:
+            self.key = key
+
+    calls: list[int] = []
+
+    async def shapes() -> dict[str, Any]:
+        calls.append(1)
+        return {"per_tag": shape_of(ik.per_tag)}
+
+    schema = Schema(*ik.SCHEMA)
+    decoder = Decoder(schema, Values(schema), indexes=True)
+    rows = [Row(b"\x00\xf1eper_tag\x00x"), Row(b"\x00\xf1eghost\x00y"), Row(ik.post.encode("a", 1))]
+    seen: set[bytes] = set()
+    await _learn_shapes(rows, 0, decoder, shapes, seen)
+    assert calls == [1] and set(decoder.shapes) == {"per_tag"}
+    await _learn_shapes(rows, 0, decoder, shapes, seen)  # ghost was looked up already
+    assert calls == [1]
