@@ -18,8 +18,8 @@ from opskit import collect_garbage
 from storekit import SCHEMA, VALUES, Post, aio, blob, like, post2
 from writer_process import WriterProcess
 
-from opendata_kv.errors import ChangeCursorError, ChangeCursorExpiredError
-from opendata_kv.store import Change, Store, SyncStore
+from opendata_kv.errors import ChangeCursorError, ChangeCursorExpiredError, ChangeDecodeError
+from opendata_kv.store import Change, RawChange, Store, SyncStore
 from opendata_kv.store.ops.feed import decode_cursor, encode_cursor
 
 
@@ -37,7 +37,16 @@ async def test_changes_are_typed_and_in_order(tmp_path: Path) -> None:
         await store.put(blob, (7,), b"\x00\xff")
         await store.put_raw(b"\xf0\xf1", b"not msgpack")
         await store.flush()
-        changes = await feed(store)
+        changes = await feed(store, on_unknown="raw")
+        with pytest.raises(ChangeDecodeError, match="on_unknown='skip' or 'raw'") as caught:
+            await feed(store)  # a key no RecordType owns: an error by default
+        assert caught.value.raw_key == b"\xf0\xf1"
+        assert caught.value.cursor == changes[-2].cursor  # resume after the last good one
+        assert await feed(store, caught.value.bad_cursor) == []
+        assert [c.key for c in await feed(store, on_unknown="skip")] == [
+            c.key for c in changes[:-1]
+        ]
+    assert [type(c) for c in changes] == [Change] * 4 + [RawChange]
     assert [(c.op, c.key, c.value) for c in changes] == [
         ("put", post2.key("did:plc:a", "3k"), Post("hi")),
         ("put", like.key(1), {"n": 1}),

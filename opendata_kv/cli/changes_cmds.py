@@ -24,6 +24,7 @@ from opendata_kv.cli.db_read import ReadLimits, open_reader
 from opendata_kv.cli.layout_arg import layout_arg
 from opendata_kv.cli.rows import Decoder
 from opendata_kv.cli.text import printable, shorten
+from opendata_kv.store.ops.feed_rows import IndexChange
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -46,6 +47,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     changes.add_argument("--limit", type=count_arg, metavar="N", help="at most N changes")
     changes.add_argument(
+        "--indexes",
+        action="store_true",
+        help="also print the writes of secondary indexes (left out by default), each naming "
+        "its index",
+    )
+    changes.add_argument(
         "--poll",
         type=poll_arg,
         default=0.1,
@@ -59,8 +66,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def change_object(decoder: Decoder, change: Any) -> dict[str, Any]:
-    """The JSON object of one change: cursor, seq, op, key_hex, record, key, value."""
+    """The JSON object of one change: cursor, seq, op, key_hex, record, key, value (and, for
+    an index write, index and part)."""
     key: bytes = change.raw_key
+    if isinstance(change, IndexChange):
+        return _index_change(decoder, change)
     if decoder.is_opendata(key):
         return _opendata_change(decoder, change)
     _keyspace, owner, _prefix, _error = decoder.classify(key)
@@ -90,6 +100,38 @@ def change_object(decoder: Decoder, change: Any) -> dict[str, Any]:
     }
 
 
+def _index_change(decoder: Decoder, change: IndexChange) -> dict[str, Any]:
+    """change_object for a write of a secondary index: its name, part, decoded entry fields
+    and the record it points at (raw where its definition is not known)."""
+    target = change.record_key
+    record: dict[str, Any] | None = None
+    if isinstance(target, bytes):
+        _keyspace, owner, _prefix, _error = decoder.classify(target)
+        try:
+            decoded = None if owner is None else owner.decode(target)
+        except Exception:  # a malformed key under a known prefix: shown raw
+            decoded = None
+        record = (
+            {"key_hex": target.hex()}
+            if decoded is None
+            else {"record": decoded.record_type.name, "key": jsonable(decoded.asdict())}
+        )
+    elif target is not None:
+        record = {"record": target.record_type.name, "key": jsonable(target.asdict())}
+    return {
+        "cursor": change.cursor,
+        "seq": change.seq,
+        "op": change.op,
+        "key_hex": change.raw_key.hex(),
+        "record": None,
+        "index": change.index,
+        "part": change.part,
+        "key": None if change.fields is None else jsonable(change.fields),
+        "target": record,
+        "value": jsonable(change.value),
+    }
+
+
 def _opendata_change(decoder: Decoder, change: Any) -> dict[str, Any]:
     """change_object for an OpenData key: the record and fields of its built-in layout."""
     key: bytes = change.raw_key
@@ -112,7 +154,9 @@ def _opendata_change(decoder: Decoder, change: Any) -> dict[str, Any]:
 
 def change_line(obj: dict[str, Any]) -> str:
     """The text form: seq, op, record and key fields (or key hex), value, cursor."""
-    if obj["record"] is not None:
+    if obj.get("index") is not None or obj.get("part") is not None:
+        key = _index_text(obj)
+    elif obj["record"] is not None:
         fields = ", ".join(f"{k}={v!r}" for k, v in obj["key"].items())
         key = f"{obj['record']}({fields})"
     else:
@@ -120,6 +164,25 @@ def change_line(obj: dict[str, Any]) -> str:
     value = "" if obj["op"] == "delete" else " " + shorten(repr(obj["value"]), 60)
     line = f"{obj['seq']:>6}  {obj['op']:<6}  {key}{value}  [{obj['cursor']}]"
     return printable(line)  # stored names and values cannot drive the terminal
+
+
+def _index_text(obj: dict[str, Any]) -> str:
+    """`index <name> <part>(fields) -> record(fields)` (key hex where not decoded)."""
+    head = f"index {obj['index']}" if obj["index"] is not None else "index"
+    if obj["part"] != "entry":
+        return f"{head} {obj['part']}"
+    if obj["key"] is None:
+        return f"{head} 0x{obj['key_hex']}"
+    fields = ", ".join(f"{k}={v!r}" for k, v in obj["key"].items())
+    text = f"{head}({fields})"
+    target = obj["target"]
+    if target is not None:
+        if "record" in target:
+            inner = ", ".join(f"{k}={v!r}" for k, v in target["key"].items())
+            text += f" -> {target['record']}({inner})"
+        else:
+            text += f" -> 0x{target['key_hex']}"
+    return text
 
 
 def run_changes(args: argparse.Namespace) -> int:
@@ -138,8 +201,15 @@ async def _changes(args: argparse.Namespace, decoder: Decoder, last: list[str]) 
     limits = ReadLimits.from_args(args)
     store = await open_reader(args.db, limits)
     try:
+        # the CLI decodes keys itself (--schema, built-in layouts): every row comes raw
         batches = store.change_batches(
-            args.since, follow=args.follow, limit=args.limit, poll_interval=args.poll
+            args.since,
+            follow=args.follow,
+            limit=args.limit,
+            poll_interval=args.poll,
+            on_unknown="raw",
+            on_error="raw",
+            indexes=args.indexes,
         )
         while True:
             # a finite read bounds each WAL file's read by --timeout; --follow waits for new

@@ -29,6 +29,7 @@ stored data: pick them once per database.
 from __future__ import annotations
 
 from opendata_kv.collections._common import Layout, Results, combined_schema
+from opendata_kv.collections.backlinks import Backlink, Backlinks
 from opendata_kv.collections.changelog import (
     CHANGELOG,
     Change,
@@ -38,8 +39,10 @@ from opendata_kv.collections.changelog import (
 )
 from opendata_kv.collections.pages import PAGES, Page, PagesLayout, PageStore
 from opendata_kv.collections.records import (
+    BACKLINKS,
     BSKY_KEY_TYPES,
     RECORDS,
+    BacklinkPage,
     RecordCollection,
     RecordList,
     RecordsLayout,
@@ -67,11 +70,15 @@ def default_values(schema: Schema, default: object = None) -> Values:
 
 
 __all__ = [
+    "BACKLINKS",
     "BSKY_KEY_TYPES",
     "CHANGELOG",
     "DEFAULT_LAYOUTS",
     "PAGES",
     "RECORDS",
+    "Backlink",
+    "BacklinkPage",
+    "Backlinks",
     "Change",
     "ChangeLog",
     "ChangeLogLayout",

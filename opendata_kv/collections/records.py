@@ -20,6 +20,10 @@ Each collection NSID has a Lexicon record key type (`tid`, `nsid`, `literal:<val
 from `key_types` or `default_key_type`; create, put and delete refuse keys of the wrong type.
 `create` never overwrites: it reads and writes in one serializable transaction, so of two
 concurrent creates of one key exactly one succeeds and the other raises RecordExistsError.
+
+Backlinks (collections/backlinks.py): opened with `indexes=BACKLINKS.indexes`, a store keeps
+likes and reposts by subject URI and follows by subject DID as secondary indexes, and
+`likes`, `reposts`, `followers` and `like_count`, `repost_count`, `follower_count` read them.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from opendata_kv.collections._common import Layout, Results, check_limit, key_of
+from opendata_kv.collections.backlinks import Backlink, Backlinks
 from opendata_kv.errors import (
     IdError,
     InvalidInputError,
@@ -119,6 +124,9 @@ class RecordsLayout(Layout):
 #: The default layout (record type 0xA, version 1, no keyspace).
 RECORDS = RecordsLayout()
 
+#: The backlink indexes of the default layout: Store.open(..., indexes=BACKLINKS.indexes).
+BACKLINKS = Backlinks(RECORDS)
+
 
 @dataclass(frozen=True)
 class RepoRecord:
@@ -155,6 +163,23 @@ class RecordList:
         return len(self.records)
 
 
+@dataclass(frozen=True)
+class BacklinkPage:
+    """One page of backlinks: the linking records (a like's `repo` is the liker) in index
+    order, and the cursor of the next page (the index's entry key bytes; None when the
+    listing is complete). Pass it back as `cursor=` with the same `reverse`."""
+
+    records: list[RepoRecord]
+    cursor: bytes | None
+    has_more: bool = False
+
+    def __iter__(self) -> Iterator[RepoRecord]:
+        return iter(self.records)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+
 class RecordCollection:
     """AT Protocol repository records in a Store (see the module docstring).
 
@@ -163,6 +188,8 @@ class RecordCollection:
     tids: where `create` gets TID record keys (a TidGenerator with a random clock id unless
         given; one per process, or one clock id per writer, keeps TIDs unique).
     max_attempts: how often `create` runs its transaction before it gives up on conflicts.
+    backlinks: the backlink indexes the backlink reads use (those of `layout` by default);
+        the store must have been opened with their `indexes`.
     """
 
     def __init__(
@@ -174,6 +201,7 @@ class RecordCollection:
         tids: TidSource | None = None,
         max_attempts: int = 8,
         layout: RecordsLayout = RECORDS,
+        backlinks: Backlinks | None = None,
     ) -> None:
         layout.check(store)
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
@@ -188,9 +216,20 @@ class RecordCollection:
         }
         self.tids: TidSource = tids if tids is not None else TidGenerator()
         self.max_attempts = max_attempts
+        if backlinks is None and layout is RECORDS:
+            backlinks = BACKLINKS
+        self._backlinks = backlinks
 
     def __repr__(self) -> str:
         return f"<RecordCollection on {self.store.where} {self.layout!r}>"
+
+    @property
+    def backlinks(self) -> Backlinks:
+        """The backlink indexes the backlink reads use (made on first use for a layout of
+        your own, so a record name that is no valid index name only matters then)."""
+        if self._backlinks is None:
+            self._backlinks = Backlinks(self.layout)
+        return self._backlinks
 
     # --- key checks -----------------------------------------------------------------------------
 
@@ -377,3 +416,88 @@ class RecordCollection:
         while chunk := await scan.next_chunk():
             total += len(chunk)
         return total
+
+    # --- backlinks (secondary indexes: collections/backlinks.py) ----------------------------------
+
+    async def likes(
+        self,
+        uri: str,
+        *,
+        limit: int | None = None,
+        cursor: bytes | None = None,
+        reverse: bool = False,
+    ) -> BacklinkPage:
+        """The like records of the post (or other record) at `uri`, oldest record key first
+        (`reverse`: newest first), at most `limit`, after `cursor` (a page's cursor)."""
+        return await self.backlink_page(self.backlinks.likes, uri, limit, cursor, reverse)
+
+    async def reposts(
+        self,
+        uri: str,
+        *,
+        limit: int | None = None,
+        cursor: bytes | None = None,
+        reverse: bool = False,
+    ) -> BacklinkPage:
+        """The repost records of the record at `uri` (as `likes`)."""
+        return await self.backlink_page(self.backlinks.reposts, uri, limit, cursor, reverse)
+
+    async def followers(
+        self,
+        did: str,
+        *,
+        limit: int | None = None,
+        cursor: bytes | None = None,
+        reverse: bool = False,
+    ) -> BacklinkPage:
+        """The follow records whose subject is `did` (their `repo` is the follower)."""
+        check_did(did)
+        return await self.backlink_page(self.backlinks.follows, did, limit, cursor, reverse)
+
+    async def like_count(self, uri: str) -> int:
+        """How many likes the record at `uri` has (one read of a count index, no scan)."""
+        return await self.backlink_count(self.backlinks.likes, uri)
+
+    async def repost_count(self, uri: str) -> int:
+        """How many reposts the record at `uri` has (one read)."""
+        return await self.backlink_count(self.backlinks.reposts, uri)
+
+    async def follower_count(self, did: str) -> int:
+        """How many follow records have `did` as subject (one read)."""
+        check_did(did)
+        return await self.backlink_count(self.backlinks.follows, did)
+
+    async def backlink_page(
+        self,
+        link: Backlink,
+        subject: str,
+        limit: int | None = None,
+        cursor: bytes | None = None,
+        reverse: bool = False,
+    ) -> BacklinkPage:
+        """One page of the records of one backlink kind pointing at `subject`."""
+        _check_subject(subject)
+        limit = check_limit(limit)
+        if cursor is not None and not isinstance(cursor, bytes):
+            raise InvalidInputError(
+                f"cursor: a backlink page's cursor is bytes, got {type(cursor).__name__} "
+                f"{cursor!r}"
+            )
+        scan = self.store.index_scan(
+            link.entries.name, subject, reverse=reverse, limit=limit, after=cursor
+        )
+        records = [self._record(record) for record in await scan.to_list()]
+        more = limit is not None and await scan.has_more()
+        return BacklinkPage(records, scan.cursor if more else None, more)
+
+    async def backlink_count(self, link: Backlink, subject: str) -> int:
+        """How many records of one backlink kind point at `subject`."""
+        _check_subject(subject)
+        return await self.store.index_count(link.counts.name, subject)
+
+
+def _check_subject(subject: object) -> None:
+    if not isinstance(subject, str) or not subject:
+        raise InvalidInputError(
+            f"a backlink subject is a non-empty string (a URI or DID), got {subject!r}"
+        )

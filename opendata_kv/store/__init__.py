@@ -6,7 +6,9 @@
     Record         what scans yield: (key, value, raw_key), the key a typed Key
     RawRecord      a row yielded undecoded: no RecordType owns it (scan_all(on_unknown="raw"))
                    or it failed to decode (on_error="raw", with the error)
-    Change         what the change feed yields (Store.changes)
+    Change         what the change feed yields (Store.changes): a record's write, key a Key
+    RawChange      a feed row delivered undecoded (on_unknown="raw", on_error="raw")
+    IndexChange    a write of a secondary index (Store.changes(indexes=True))
     Checkpoint     a pinned state (Store.checkpoint, Store.open_reader(checkpoint=...))
     clone          copy a database (at a checkpoint) into a new, independent one
     verify         check every object of a database; a VerifyReport of Problems (read-only)
@@ -16,7 +18,7 @@ from opendata_kv.store.batch import Batch, Snapshot, Transaction
 from opendata_kv.store.integrity import Problem
 from opendata_kv.store.ops.checkpoints import Checkpoint
 from opendata_kv.store.ops.clone import CloneResult, clone, clone_sync
-from opendata_kv.store.ops.feed import Change
+from opendata_kv.store.ops.feed import Change, IndexChange, RawChange
 from opendata_kv.store.ops.verify import VerifyReport, verify, verify_async
 from opendata_kv.store.options import ScanOptions
 from opendata_kv.store.reader import Opening, StoreReader
@@ -38,8 +40,10 @@ __all__ = [
     "Change",
     "Checkpoint",
     "CloneResult",
+    "IndexChange",
     "Opening",
     "Problem",
+    "RawChange",
     "RawRecord",
     "Record",
     "Scan",

@@ -19,7 +19,7 @@ from collections.abc import (
     Iterable,
     Mapping,
 )
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from opendata_kv.errors import (
     ReadOnlyError,
@@ -43,6 +43,13 @@ from opendata_kv.store.opening import (
 )
 from opendata_kv.store.ops import feed
 from opendata_kv.store.ops.checkpoints import Checkpoint, Checkpoints, require_id
+from opendata_kv.store.ops.feed_rows import (
+    Change,
+    IndexChange,
+    IndexShape,
+    RawChange,
+    shapes_of,
+)
 from opendata_kv.store.schema_arg import SchemaArg, as_schema
 from opendata_kv.store.views import (
     ReadView,
@@ -86,6 +93,7 @@ class StoreReader(IndexReads, ReadView):
 
     # --- change feed and checkpoints -------------------------------------------------------------
 
+    @overload
     def changes(
         self,
         since: str | None = None,
@@ -93,26 +101,139 @@ class StoreReader(IndexReads, ReadView):
         follow: bool = False,
         limit: int | None = None,
         poll_interval: float = 0.1,
-        on_error: feed.ErrorPolicy = "raise",
-    ) -> AsyncGenerator[feed.Change, None]:
+        on_error: Literal["raise", "skip"] = "raise",
+        on_unknown: Literal["raise", "skip"] = "raise",
+        indexes: Literal[False] = False,
+    ) -> AsyncGenerator[Change, None]: ...
+
+    @overload
+    def changes(
+        self,
+        since: str | None = None,
+        *,
+        follow: bool = False,
+        limit: int | None = None,
+        poll_interval: float = 0.1,
+        on_error: Literal["raise", "skip"] = "raise",
+        on_unknown: Literal["raise", "skip"] = "raise",
+        indexes: Literal[True],
+    ) -> AsyncGenerator[Change | IndexChange, None]: ...
+
+    @overload
+    def changes(
+        self,
+        since: str | None = None,
+        *,
+        follow: bool = False,
+        limit: int | None = None,
+        poll_interval: float = 0.1,
+        on_error: str = "raise",
+        on_unknown: str = "raise",
+        indexes: Literal[False] = False,
+    ) -> AsyncGenerator[Change | RawChange, None]: ...
+
+    @overload
+    def changes(
+        self,
+        since: str | None = None,
+        *,
+        follow: bool = False,
+        limit: int | None = None,
+        poll_interval: float = 0.1,
+        on_error: str = "raise",
+        on_unknown: str = "raise",
+        indexes: bool = False,
+    ) -> AsyncGenerator[Change | RawChange | IndexChange, None]: ...
+
+    def changes(
+        self,
+        since: str | None = None,
+        *,
+        follow: bool = False,
+        limit: int | None = None,
+        poll_interval: float = 0.1,
+        on_error: str = "raise",
+        on_unknown: str = "raise",
+        indexes: bool = False,
+    ) -> AsyncGenerator[Any, None]:
         """Every write still in the WAL after `since`, as typed Changes in sequence order.
 
-        `since`: a Change's (or a Checkpoint's) cursor; None starts at the oldest WAL file
-        the garbage collector has kept. Resuming from a cursor yields exactly the changes
-        after it, across writer restarts and crashes. A cursor whose WAL file was already
-        collected raises ChangeCursorExpiredError; a malformed one ChangeCursorError.
-        `follow`: keep waiting for new changes (polling every `poll_interval` seconds) until
-        the consumer stops iterating or the task is cancelled; otherwise stop at the WAL's
-        end as it was when the call started. `limit`: stop after that many changes.
-        The feed only reads: it works on a writer and on a reader alike. `on_error`: a change
-        that does not decode raises ChangeDecodeError (carrying the last delivered cursor and
-        the bad change's), is skipped ("skip") or comes with raw bytes ("raw").
+        `since`: a cursor of any change this feed yields (or a Checkpoint's); None starts at
+        the oldest WAL file the garbage collector has kept. Resuming from a cursor yields
+        exactly the changes after it, across writer restarts and crashes. A cursor whose WAL
+        file was already collected raises ChangeCursorExpiredError; a malformed one
+        ChangeCursorError. `follow`: keep waiting for new changes (polling every
+        `poll_interval` seconds) until the consumer stops iterating or the task is
+        cancelled; otherwise stop at the WAL's end as it was when the call started. `limit`:
+        stop after that many changes. The feed only reads: it works on a writer and on a
+        reader alike.
+
+        What it yields: `Change`s (key a Key) of the records the schema owns. `on_error`: a
+        change that does not decode raises ChangeDecodeError (carrying the last delivered
+        cursor and the bad change's), is skipped ("skip") or comes as a `RawChange` ("raw").
+        `on_unknown`: a key no RecordType owns raises ChangeDecodeError (default), is
+        skipped, or comes as a RawChange ("raw"). Writes of secondary indexes are left out
+        unless `indexes=True`, which yields them as `IndexChange`s naming their index.
         """
+        batches: Any = self.change_batches
         return feed.flatten(
-            self.change_batches(
-                since, follow=follow, limit=limit, poll_interval=poll_interval, on_error=on_error
+            batches(
+                since, follow=follow, limit=limit, poll_interval=poll_interval,
+                on_error=on_error, on_unknown=on_unknown, indexes=indexes,
             )
         )
+
+    @overload
+    def change_batches(
+        self,
+        since: str | None = None,
+        *,
+        follow: bool = False,
+        limit: int | None = None,
+        poll_interval: float = 0.1,
+        on_error: Literal["raise", "skip"] = "raise",
+        on_unknown: Literal["raise", "skip"] = "raise",
+        indexes: Literal[False] = False,
+    ) -> AsyncGenerator[list[Change], None]: ...
+
+    @overload
+    def change_batches(
+        self,
+        since: str | None = None,
+        *,
+        follow: bool = False,
+        limit: int | None = None,
+        poll_interval: float = 0.1,
+        on_error: Literal["raise", "skip"] = "raise",
+        on_unknown: Literal["raise", "skip"] = "raise",
+        indexes: Literal[True],
+    ) -> AsyncGenerator[list[Change | IndexChange], None]: ...
+
+    @overload
+    def change_batches(
+        self,
+        since: str | None = None,
+        *,
+        follow: bool = False,
+        limit: int | None = None,
+        poll_interval: float = 0.1,
+        on_error: str = "raise",
+        on_unknown: str = "raise",
+        indexes: Literal[False] = False,
+    ) -> AsyncGenerator[list[Change | RawChange], None]: ...
+
+    @overload
+    def change_batches(
+        self,
+        since: str | None = None,
+        *,
+        follow: bool = False,
+        limit: int | None = None,
+        poll_interval: float = 0.1,
+        on_error: str = "raise",
+        on_unknown: str = "raise",
+        indexes: bool = False,
+    ) -> AsyncGenerator[list[Change | RawChange | IndexChange], None]: ...
 
     def change_batches(
         self,
@@ -121,9 +242,11 @@ class StoreReader(IndexReads, ReadView):
         follow: bool = False,
         limit: int | None = None,
         poll_interval: float = 0.1,
-        on_error: feed.ErrorPolicy = "raise",
-    ) -> AsyncGenerator[list[feed.Change], None]:
-        """Store.changes a WAL file at a time: lists of Changes (never empty)."""
+        on_error: str = "raise",
+        on_unknown: str = "raise",
+        indexes: bool = False,
+    ) -> AsyncGenerator[list[Any], None]:
+        """Store.changes a WAL file at a time: lists of changes (never empty)."""
         self.check_open()
         side, identity = sidecar.of(self._object_store)
         return feed.change_batches(
@@ -138,8 +261,18 @@ class StoreReader(IndexReads, ReadView):
             where=self.where,
             identity=identity,
             list_wal=lambda: sidecar.wal_ids(self.location, side),
-            on_error=on_error,
+            on_error=on_error,  # type: ignore[arg-type]  # checked by the feed
+            on_unknown=on_unknown,  # type: ignore[arg-type]
+            indexes=indexes,
+            shapes=self._index_shapes,
         )
+
+    async def _index_shapes(self) -> dict[str, IndexShape]:
+        """How the entries of every index decode, for the feed: the declared Index objects
+        and the definitions stored now (read again, so an index added later is known)."""
+        stored = await index_admin.stored_metas(self)
+        declared = {} if self._indexes is None else self._indexes.declared
+        return shapes_of(declared, stored)
 
     @staticmethod
     async def clone(

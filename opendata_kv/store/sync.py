@@ -39,9 +39,9 @@ from opendata_kv.store.indexes.read import IndexScan
 from opendata_kv.store.integrity import Problem
 from opendata_kv.store.native import calls, driver
 from opendata_kv.store.opening import READER_TIMEOUT
-from opendata_kv.store.ops import feed
 from opendata_kv.store.ops.checkpoints import Checkpoint
 from opendata_kv.store.ops.clone import CloneResult
+from opendata_kv.store.ops.feed_rows import Change, IndexChange, RawChange
 from opendata_kv.store.options import ScanKeywords, ScanOptions
 from opendata_kv.store.reader import StoreReader
 from opendata_kv.store.scan import R, RawRecord, Record, Scan
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 W = TypeVar("W")
+C = TypeVar("C")
 
 _now: Callable[[Coroutine[Any, Any, Any]], Any] = calls.sync
 _loop: Callable[[Coroutine[Any, Any, Any]], Any] = driver.run
@@ -200,7 +201,7 @@ class SyncIndexScan:
         return list(self)
 
 
-class SyncChanges:
+class SyncChanges(Generic[C]):
     """A blocking iterator over a change feed (Store.changes / Store.change_batches).
 
     With follow=True it blocks until the next change; stop it with close() (or leave the
@@ -212,24 +213,26 @@ class SyncChanges:
         self._store = store
         self._done = False
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[C]:
         return self
 
-    def __next__(self) -> Any:
+    def __next__(self) -> C:
         if self._done:
             raise StopIteration
         self._store.check_open()
         try:
-            return _loop(self._next())
+            item: C = _loop(self._next())
         except StopAsyncIteration:
             self.close()
             raise StopIteration from None
         except BaseException:
             self._done = True  # an interrupted or failed feed is finished
             raise
+        return item
 
-    async def _next(self) -> Any:
-        return await self._batches.__anext__()
+    async def _next(self) -> C:
+        item: C = await self._batches.__anext__()
+        return item
 
     def close(self) -> None:
         """Stop the feed (idempotent)."""
@@ -239,7 +242,7 @@ class SyncChanges:
         with contextlib.suppress(RuntimeError):  # still running after an interrupt: dropped
             _loop(self._batches.aclose())
 
-    def __enter__(self) -> SyncChanges:
+    def __enter__(self) -> SyncChanges[C]:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -563,6 +566,7 @@ class SyncStoreReader(SyncView):
         """Close the store. Idempotent."""
         _now(self.store.close())
 
+    @overload
     def changes(
         self,
         since: str | None = None,
@@ -570,19 +574,122 @@ class SyncStoreReader(SyncView):
         follow: bool = False,
         limit: int | None = None,
         poll_interval: float = 0.1,
-        on_error: feed.ErrorPolicy = "raise",
-    ) -> SyncChanges:
+        on_error: Literal["raise", "skip"] = "raise",
+        on_unknown: Literal["raise", "skip"] = "raise",
+        indexes: Literal[False] = False,
+    ) -> SyncChanges[Change]: ...
+
+    @overload
+    def changes(
+        self,
+        since: str | None = None,
+        *,
+        follow: bool = False,
+        limit: int | None = None,
+        poll_interval: float = 0.1,
+        on_error: Literal["raise", "skip"] = "raise",
+        on_unknown: Literal["raise", "skip"] = "raise",
+        indexes: Literal[True],
+    ) -> SyncChanges[Change | IndexChange]: ...
+
+    @overload
+    def changes(
+        self,
+        since: str | None = None,
+        *,
+        follow: bool = False,
+        limit: int | None = None,
+        poll_interval: float = 0.1,
+        on_error: str = "raise",
+        on_unknown: str = "raise",
+        indexes: Literal[False] = False,
+    ) -> SyncChanges[Change | RawChange]: ...
+
+    @overload
+    def changes(
+        self,
+        since: str | None = None,
+        *,
+        follow: bool = False,
+        limit: int | None = None,
+        poll_interval: float = 0.1,
+        on_error: str = "raise",
+        on_unknown: str = "raise",
+        indexes: bool = False,
+    ) -> SyncChanges[Change | RawChange | IndexChange]: ...
+
+    def changes(
+        self,
+        since: str | None = None,
+        *,
+        follow: bool = False,
+        limit: int | None = None,
+        poll_interval: float = 0.1,
+        on_error: str = "raise",
+        on_unknown: str = "raise",
+        indexes: bool = False,
+    ) -> SyncChanges[Any]:
         """As Store.changes, blocking: `for change in db.changes(since=cursor):`."""
+        store: Any = self.store  # the implementation's signature, not an overload's
         return SyncChanges(
-            self.store.changes(
-                since,
-                follow=follow,
-                limit=limit,
-                poll_interval=poll_interval,
-                on_error=on_error,
+            store.changes(
+                since, follow=follow, limit=limit, poll_interval=poll_interval,
+                on_error=on_error, on_unknown=on_unknown, indexes=indexes,
             ),
             self.store,
         )
+
+    @overload
+    def change_batches(
+        self,
+        since: str | None = None,
+        *,
+        follow: bool = False,
+        limit: int | None = None,
+        poll_interval: float = 0.1,
+        on_error: Literal["raise", "skip"] = "raise",
+        on_unknown: Literal["raise", "skip"] = "raise",
+        indexes: Literal[False] = False,
+    ) -> SyncChanges[list[Change]]: ...
+
+    @overload
+    def change_batches(
+        self,
+        since: str | None = None,
+        *,
+        follow: bool = False,
+        limit: int | None = None,
+        poll_interval: float = 0.1,
+        on_error: Literal["raise", "skip"] = "raise",
+        on_unknown: Literal["raise", "skip"] = "raise",
+        indexes: Literal[True],
+    ) -> SyncChanges[list[Change | IndexChange]]: ...
+
+    @overload
+    def change_batches(
+        self,
+        since: str | None = None,
+        *,
+        follow: bool = False,
+        limit: int | None = None,
+        poll_interval: float = 0.1,
+        on_error: str = "raise",
+        on_unknown: str = "raise",
+        indexes: Literal[False] = False,
+    ) -> SyncChanges[list[Change | RawChange]]: ...
+
+    @overload
+    def change_batches(
+        self,
+        since: str | None = None,
+        *,
+        follow: bool = False,
+        limit: int | None = None,
+        poll_interval: float = 0.1,
+        on_error: str = "raise",
+        on_unknown: str = "raise",
+        indexes: bool = False,
+    ) -> SyncChanges[list[Change | RawChange | IndexChange]]: ...
 
     def change_batches(
         self,
@@ -591,12 +698,16 @@ class SyncStoreReader(SyncView):
         follow: bool = False,
         limit: int | None = None,
         poll_interval: float = 0.1,
-        on_error: feed.ErrorPolicy = "raise",
-    ) -> SyncChanges:
-        """As Store.change_batches, blocking: lists of Changes, a WAL file at a time."""
+        on_error: str = "raise",
+        on_unknown: str = "raise",
+        indexes: bool = False,
+    ) -> SyncChanges[Any]:
+        """As Store.change_batches, blocking: lists of changes, a WAL file at a time."""
+        store: Any = self.store
         return SyncChanges(
-            self.store.change_batches(
-                since, follow=follow, limit=limit, poll_interval=poll_interval, on_error=on_error
+            store.change_batches(
+                since, follow=follow, limit=limit, poll_interval=poll_interval,
+                on_error=on_error, on_unknown=on_unknown, indexes=indexes,
             ),
             self.store,
         )

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import zlib
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, Literal, NamedTuple
 
 from opendata_kv.errors import (
@@ -34,13 +34,25 @@ from opendata_kv.errors import (
     check_choice,
     check_count,
 )
-from opendata_kv.keys import Key, RecordType, Schema
+from opendata_kv.keys import Schema
+from opendata_kv.store.indexes.layout import ENTRIES, ROOT
 from opendata_kv.store.native import calls
 from opendata_kv.store.native.errors import translate
-from opendata_kv.store.native.slatedb import AdminBuilder, Error, RowEntryKind, SlateDbWalReader
+from opendata_kv.store.native.slatedb import AdminBuilder, Error, SlateDbWalReader
+from opendata_kv.store.ops.feed_rows import (
+    OPS,
+    AnyChange,
+    Change,
+    Decoder,
+    IndexChange,
+    IndexShape,
+    RawChange,
+    UnknownKey,
+    UnknownPolicy,
+)
 from opendata_kv.values import Values
 
-_OPS = {RowEntryKind.VALUE: "put", RowEntryKind.TOMBSTONE: "delete", RowEntryKind.MERGE: "merge"}
+__all__ = ["Change", "IndexChange", "RawChange"]  # re-exported: where the feed's types live
 _VERSION = "2"
 _TRUNCATED = "WAL was truncated"
 #: the store part of a cursor made where the store's identity is not known
@@ -49,25 +61,6 @@ NO_STORE = "0"
 _START_ATTEMPTS = 5
 
 ErrorPolicy = Literal["raise", "skip", "raw"]
-
-
-class Change(NamedTuple):
-    """One write, as the change feed yields it.
-
-    `op` is "put", "delete" or "merge"; `key` the decoded Key (the raw bytes where no
-    RecordType owns it); `value` decoded by the key version's codec (raw bytes for an unknown
-    key, None for a delete). `cursor` resumes the feed right after this change.
-    """
-
-    cursor: str
-    seq: int
-    op: str
-    key: Key | bytes
-    value: Any
-    raw_key: bytes
-    raw_value: bytes | None
-    expire_at: int | None  # Unix ms, for a put with a TTL
-    error: Exception | None = None  # on_error="raw": why key/value are the raw bytes
 
 
 class Position(NamedTuple):
@@ -164,56 +157,54 @@ def past_end(cursor: str, where: str, what: str) -> ChangeCursorError:
     )
 
 
-class _Decoder:
-    """Decode WAL rows into Changes, with each RecordType's key and value decoders looked up
-    once (the codec's fast_decode where it has one; on any failure the value is decoded again
-    through Values.decode, whose error names the key)."""
-
-    def __init__(self, schema: Schema, values: Values) -> None:
-        self._schema = schema
-        self._values = values
-        self._plans: dict[RecordType, tuple[Any, Any, Any]] = {}
-
-    def _plan(self, record_type: RecordType) -> tuple[Any, Any, Any]:
-        plan = self._values.plan(record_type)
-        codec = plan.codec
-        found = (
-            record_type.decode,
-            getattr(codec, "fast_decode", None) or codec.decode,
-            plan.upgrade,
+def _raw(row: Any, cursor: str, exc: Exception) -> RawChange | IndexChange:
+    """The change of a row that failed to decode, delivered with its raw bytes (on_error
+    "raw"); an index row stays an IndexChange, undecoded."""
+    key, data = row.key, row.value
+    if key.startswith(ROOT):
+        return IndexChange(
+            cursor, row.seq, OPS[row.kind], None, "entry", None, None, data, key, data,
+            row.expire_ts, exc,
         )
-        self._plans[record_type] = found
-        return found
+    return RawChange(cursor, row.seq, OPS[row.kind], key, data, key, data, row.expire_ts, exc)
 
-    def change(self, row: Any, cursor: str) -> Change:
-        """The Change of `row`; OpendataKvError (a ValueDecodeError or KeyDecodeError naming
-        the key) when its key or value does not decode."""
-        key = row.key
-        data = row.value
-        record_type = self._schema.try_record_type_of(key)
-        if record_type is None:
-            return Change(cursor, row.seq, _OPS[row.kind], key, data, key, data, row.expire_ts)
-        plan = self._plans.get(record_type) or self._plan(record_type)
-        value = None
-        if data is not None:
-            try:
-                value = plan[1](data)
-                if plan[2] is not None:
-                    value = plan[2](value)
-            except Exception:
-                value = self._values.decode(record_type, key, data)
-        return Change(
-            cursor, row.seq, _OPS[row.kind], plan[0](key), value, key, data, row.expire_ts
-        )
+
+async def _learn_shapes(
+    rows: Any,
+    first: int,
+    decoder: Decoder,
+    shapes: Callable[[], Awaitable[dict[str, IndexShape]]],
+    looked_up: set[bytes],
+) -> None:
+    """Read the index definitions again when this WAL file has entries of an index the
+    decoder does not know (one registered after the feed started); once per name."""
+    missing = set()
+    known = decoder.shapes
+    for index in range(first, len(rows)):
+        key = rows[index].key
+        if key.startswith(ENTRIES):
+            end = key.find(b"\x00", len(ENTRIES))
+            name = key[len(ENTRIES) : end]
+            if end > 0 and name not in looked_up and name.decode(errors="replace") not in known:
+                missing.add(name)
+    if missing:
+        looked_up.update(missing)
+        for name, shape in (await shapes()).items():
+            known.setdefault(name, shape)
 
 
 def _undecodable(
-    exc: OpendataKvError, row: Any, bad: str, last: str | None, where: str
+    exc: OpendataKvError,
+    row: Any,
+    bad: str,
+    last: str | None,
+    where: str,
+    policy: str = "on_error",
 ) -> ChangeDecodeError:
     return ChangeDecodeError(
         f"{where}: the change at seq {row.seq} (key {row.key.hex()}) does not decode: {exc}. "
         f"Resume after the last change delivered with cursor {last!r}; skip this one with "
-        f"cursor {bad!r}, or read with on_error='skip' or 'raw'",
+        f"cursor {bad!r}, or read with {policy}='skip' or 'raw'",
         cursor=last,
         bad_cursor=bad,
         seq=row.seq,
@@ -313,7 +304,7 @@ def admin(db_path: str, object_store: Any, where: str) -> Any:
         raise translate(exc, f"admin of {where}") from exc
 
 
-async def flatten(batches: AsyncGenerator[list[Change], None]) -> AsyncGenerator[Change, None]:
+async def flatten(batches: AsyncGenerator[list[Any], None]) -> AsyncGenerator[Any, None]:
     """The feed one Change at a time, from change_batches' lists; see Store.changes."""
     try:
         async for batch in batches:
@@ -337,17 +328,29 @@ async def change_batches(
     identity: str | None = None,
     list_wal: Any = None,
     on_error: ErrorPolicy = "raise",
-) -> AsyncGenerator[list[Change], None]:
+    on_unknown: UnknownPolicy = "raise",
+    indexes: bool = False,
+    shapes: Callable[[], Awaitable[dict[str, IndexShape]]] | None = None,
+) -> AsyncGenerator[list[AnyChange], None]:
     """The feed a WAL file at a time: each list holds the changes of one file (never empty).
 
     `identity`: this store's identity (cursors name it; a cursor of another store is refused).
     `list_wal`: a blocking function returning the WAL file ids present, or None (no listing).
     `on_error`: a change whose key or value does not decode raises ChangeDecodeError ("raise",
     after delivering the good changes before it), is left out ("skip"), or is delivered with
-    raw key and value bytes and the error ("raw").
+    raw key and value bytes and the error ("raw"). `on_unknown`: the same for a key no
+    RecordType owns ("raise" raises ChangeDecodeError whatever on_error says).
+    `indexes`: deliver the rows of the secondary-index key space as IndexChanges (else they
+    are left out); `shapes` reads the index definitions their entries decode with (called
+    at the start and again when an entry of an index not known yet comes).
     """
     check_count(limit, "limit", 0, none_ok=True)
     check_choice(on_error, ("raise", "skip", "raw"), "on_error")
+    check_choice(on_unknown, ("raise", "skip", "raw"), "on_unknown")
+    if not isinstance(indexes, bool):
+        raise InvalidArgumentError(
+            f"indexes must be True or False, got {indexes!r}", field="indexes", value=indexes
+        )
     if poll_interval <= 0:
         raise InvalidArgumentError(
             f"poll_interval must be > 0 seconds, got {poll_interval!r}",
@@ -362,7 +365,9 @@ async def change_batches(
         assert since is not None
         check_store(position, identity, since, where)
     store = _store_part(identity)
-    decoder = _Decoder(schema, values)
+    known = {} if shapes is None or not indexes else await shapes()
+    decoder = Decoder(schema, values, on_unknown=on_unknown, indexes=indexes, shapes=known)
+    looked_up: set[bytes] = set()  # index names the definitions were read again for
     last: str | None = since  # the cursor after the last change delivered
     remaining = limit
     attempts = 0
@@ -447,7 +452,9 @@ async def change_batches(
             raise past_end(
                 since, where, f"row {skip} of WAL file {file_id}, which has {len(batch)}"
             )
-        out: list[Change] = []
+        if indexes and shapes is not None:
+            await _learn_shapes(batch, first_index, decoder, shapes, looked_up)
+        out: list[AnyChange] = []
         crc32 = zlib.crc32
         change = decoder.change
         head = f"{_VERSION}-{store}-{file_id:x}-"
@@ -460,28 +467,23 @@ async def change_batches(
             body = f"{head}{index + 1:x}-{seq:x}"
             cursor = f"{body}-{crc32(body.encode()):08x}"
             try:
-                out.append(change(row, cursor))
+                item = change(row, cursor)
+            except UnknownKey as unknown:
+                prior = out[-1].cursor if out else last
+                failure = _undecodable(unknown.error, row, cursor, prior, where, "on_unknown")
+                break
             except OpendataKvError as exc:
                 if on_error == "skip":
                     continue
                 if on_error == "raw":
-                    out.append(
-                        Change(
-                            cursor,
-                            seq,
-                            _OPS[row.kind],
-                            row.key,
-                            row.value,
-                            row.key,
-                            row.value,
-                            row.expire_ts,
-                            exc,
-                        )
-                    )
+                    item = _raw(row, cursor, exc)
                 else:
                     prior = out[-1].cursor if out else last
                     failure = _undecodable(exc, row, cursor, prior, where)
                     break
+            if item is None:  # an index row, or an unknown key being skipped
+                continue
+            out.append(item)
             if remaining is not None and len(out) >= remaining:
                 break
         if out:
