@@ -275,8 +275,10 @@ class Scan(Generic[R]):
         return buffer[pos]
 
     async def next_chunk(self, size: int | None = None) -> list[R]:
-        """Up to `size` records (the rest of the current batch by default); [] at the end."""
-        if self._pos >= len(self._buffer) and not await self._fill(whole=True):
+        """Up to `size` records (the rest of the current batch by default); [] at the end.
+        A `size` of at most DECODE_CHUNK decodes no more rows than that ahead (see _fill)."""
+        whole = size is None or size > DECODE_CHUNK
+        if self._pos >= len(self._buffer) and not await self._fill(whole=whole):
             return []
         end = len(self._buffer) if size is None else min(len(self._buffer), self._pos + size)
         chunk = self._buffer[self._pos : end]

@@ -44,7 +44,7 @@ from opendata_kv.store.ops.clone import CloneResult
 from opendata_kv.store.ops.feed_rows import Change, IndexChange, RawChange
 from opendata_kv.store.options import ScanKeywords, ScanOptions
 from opendata_kv.store.reader import StoreReader
-from opendata_kv.store.scan import R, RawRecord, Record, Scan
+from opendata_kv.store.scan import DECODE_CHUNK, R, RawRecord, Record, Scan
 from opendata_kv.store.schema_arg import SchemaArg
 from opendata_kv.store.views import MISSING, Bound, Fields, ReadView, Target, TtlArg
 from opendata_kv.store.writer import Store
@@ -115,7 +115,9 @@ class SyncScan(Generic[R]):
         if self._pos >= len(self._chunk):
             self._before = self.scan.cursor
             self._chunk, self._pos = [], 0
-            self._chunk = _now(self.scan.next_chunk())
+            # DECODE_CHUNK rows at a time, as `async for` decodes them: a whole batch decoded
+            # ahead outlives the young GC generation and cost ~0.5 µs/row more (measured)
+            self._chunk = _now(self.scan.next_chunk(DECODE_CHUNK))
             if not self._chunk:
                 raise StopIteration
         record = self._chunk[self._pos]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import os
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
@@ -166,23 +167,22 @@ def limited_unpack_many(batch: list[bytes], limits: DecodeLimits) -> list[Any]:
     """[limited_unpackb(data, limits) for data in batch], or an exception when any of them
     fails (the caller redoes the batch one by one for the precise error).
 
-    The batch is decoded as one stream by an Unpacker holding the caps, after checking each
-    value ends exactly where its bytes end: no keyword parsing per value, which is what the
-    caps cost on unpackb (~0.3 µs of ~0.6 µs for a small map). The size-gated caps are
-    checked first as limited_unpackb gates them: a value over max_objects or max_value_bytes
+    The batch is decoded as one stream by an Unpacker holding the caps, the values separated
+    by _SEPARATOR so that the stream proves each value is exactly one object: no keyword
+    parsing per value, which is what the caps cost on unpackb (~0.3 µs of ~0.6 µs for a
+    small map). The size-gated caps are checked first as limited_unpackb gates them: a value over max_objects or max_value_bytes
     bytes, or with more than max_depth container header bytes, sends the whole batch through
     limited_unpackb.
     """
     if not batch:
         return []
-    sizes = list(map(len, batch))
-    longest = max(sizes)
+    longest = max(map(len, batch))
     if longest > limits.max_objects or longest > limits.max_value_bytes:
         return [limited_unpackb(data, limits) for data in batch]
-    joined = b"".join(batch)
     depth = limits.max_depth
     if longest > depth:
-        marks = joined.translate(_HEADER_MARKS)
+        sizes = list(map(len, batch))
+        marks = b"".join(batch).translate(_HEADER_MARKS)
         count = marks.count
         if count(1) > depth:
             start = 0
@@ -191,18 +191,23 @@ def limited_unpack_many(batch: list[bytes], limits: DecodeLimits) -> list[Any]:
                     return [limited_unpackb(data, limits) for data in batch]
                 start += size
     keywords: dict[str, Any] = getattr(limits.unpackb, "keywords", {})  # the caps' partial
-    unpacker = msgpack.Unpacker(max_buffer_size=max(len(joined), 1), **keywords)
-    unpacker.feed(joined)
-    unpack, tell = unpacker.unpack, unpacker.tell
-    out: list[Any] = []
-    append = out.append
-    end = 0
-    for size in sizes:
-        append(unpack())
-        end += size
-        if tell() != end:
-            raise ValueError("a value is not exactly one msgpack object")
-    return out
+    separated = _SEPARATOR.join(batch) + _SEPARATOR  # the last one ends the last value
+    unpacker = msgpack.Unpacker(max_buffer_size=len(separated), **keywords)
+    unpacker.feed(separated)
+    objects = list(unpacker)
+    values = len(batch)
+    if len(objects) != 2 * values or objects[1::2].count(_SECRET) != values:
+        raise ValueError("a value is not exactly one msgpack object")
+    return objects[0::2]
+
+
+#: After each value of a batch decoded as one stream: a msgpack bin holding 16 random bytes
+#: drawn per process. The stream decodes to value, separator, value, ... exactly when every
+#: value is one whole msgpack object, unless stored bytes hold this process's secret, which
+#: they cannot know. Checked by the C-level list.count instead of a position check per value
+#: (~0.06 µs/value less, measured).
+_SECRET = os.urandom(16)
+_SEPARATOR: bytes = msgpack.packb(_SECRET)
 
 
 class MsgpackCodec(_Limited):
