@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from opendata_kv.errors import TransactionConflictError
 from opendata_kv.store.indexes.layout import is_index_key
 from opendata_kv.store.indexes.maintain import DELETED, Raw, Tracked, plan
+from opendata_kv.store.indexes.old_values import old_values
 from opendata_kv.store.indexes.registry import IndexSet
 from opendata_kv.store.native import calls
 from opendata_kv.store.native.errors import FOREIGN, call, translate
@@ -48,7 +49,14 @@ async def write_tracked(store: Store, batch: Batch) -> None:
     assert indexes is not None and batch._tracked is not None
     db = store._writable()
     async with indexes.lock.held(store.where):
-        writes = await plan(indexes, store.values, batch._tracked, store._fetch_many)
+        source, where = store._source, store.where
+
+        async def replaced(keys: list[bytes]) -> list[bytes | None]:
+            return await old_values(source, keys, where)
+
+        writes = await plan(
+            indexes, store.values, batch._tracked, store._fetch_many, fetch_old=replaced
+        )
         wb = batch._wb()
         for key, data, options in writes:
             if data is None:

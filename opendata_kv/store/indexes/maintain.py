@@ -93,13 +93,15 @@ async def plan(
     tracked: Sequence[Tracked],
     fetch: Fetch,
     only: Index | None = None,
+    fetch_old: Fetch | None = None,
 ) -> Writes:
     """The index writes for `tracked` (the last write of a key wins, as in the batch),
     reading old values, unique holders and aggregates through `fetch`. UniqueIndexError
     before anything is written when a unique value would get a second record.
 
     `only` (an online build): index these records into that one index as if new, whatever
-    its state; nothing else."""
+    its state; nothing else. `fetch_old`: how the replaced values are read, when not by
+    `fetch` (a batch walks its keys in order: old_values)."""
     final: dict[bytes, tuple[RecordType, Any]] = {}
     for key, record_type, new in tracked:
         if only is not None or indexes.of(record_type):
@@ -107,7 +109,10 @@ async def plan(
     if not final:
         return []
     keys = list(final)
-    olds: list[bytes | None] = [None] * len(keys) if only is not None else await fetch(keys)
+    if only is not None:
+        olds: list[bytes | None] = [None] * len(keys)
+    else:
+        olds = await (fetch if fetch_old is None else fetch_old)(keys)
     writes: Writes = []
     unique_adds: dict[bytes, tuple[Index, tuple[Any, ...], bytes]] = {}
     unique_removes: set[bytes] = set()

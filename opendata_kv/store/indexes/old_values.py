@@ -1,0 +1,83 @@
+"""The values an indexed batch replaces, read by walking its keys in key order (RFC 0010).
+
+Planning a batch's index changes needs the stored value under each key it writes. A point
+read per key costs about 13 µs here (4.2 µs of it the engine's own, on the C floor), more
+than the put itself. Writes usually come in runs of neighbouring keys (the new records of
+one author, TIDs in time order), so the batch's keys are sorted and walked with one
+iterator: a seek to the first key of a run and one small read tell about every key of the
+run up to the next stored row. When the walk pays more than one native call per two keys
+(the keys are scattered among stored rows), the rest are read with point reads, so the walk
+never costs much more than the point reads would have.
+
+Values are returned whether or not their TTL has passed: an expired record's entries are
+still stored, and the write that replaces it must remove them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opendata_kv.store.native import calls
+from opendata_kv.store.native.errors import FOREIGN, translate
+from opendata_kv.store.native.slatedb import KeyRange
+from opendata_kv.store.scan import scan_options
+
+#: below this many keys a batch is read with point reads (they are all in flight at once)
+WALK_MIN_KEYS = 16
+#: rows read after each seek: enough to pass a run's neighbours, few enough to be cheap
+WALK_ROWS = 8
+_OPTIONS = scan_options(False)
+
+
+async def old_values(source: Any, keys: list[bytes], where: str) -> list[bytes | None]:
+    """The stored values under `keys`, in their order (None where nothing is stored)."""
+    if len(keys) < WALK_MIN_KEYS:
+        return await _point_reads(source, keys, where)
+    ordered = sorted(set(keys))
+    try:
+        found, rest = await _walk(source, ordered)
+    except FOREIGN as exc:
+        raise translate(exc, f"read of replaced values on {where}") from exc
+    if rest:
+        for key, value in zip(rest, await _point_reads(source, rest, where), strict=True):
+            if value is not None:
+                found[key] = value
+    return [found.get(key) for key in keys]
+
+
+async def _point_reads(source: Any, keys: list[bytes], where: str) -> list[bytes | None]:
+    try:
+        values: list[bytes | None] = await calls.get_values(source, keys)
+    except FOREIGN as exc:
+        raise translate(exc, f"read of replaced values on {where}") from exc
+    return values
+
+
+async def _walk(source: Any, ordered: list[bytes]) -> tuple[dict[bytes, bytes], list[bytes]]:
+    """(stored values found, keys left to point reads) for sorted, distinct `ordered`."""
+    key_range = KeyRange(
+        start=ordered[0], start_inclusive=True, end=ordered[-1], end_inclusive=True
+    )
+    iterator = await calls.method(source, "scan_with_options", key_range, _OPTIONS)
+    found: dict[bytes, bytes] = {}
+    rows: list[bytes] = []
+    data: list[bytes] = []
+    at = 0  # rows[at] is the first row read that no key has passed yet
+    read_any = exhausted = False
+    native_calls = 1
+    for done, key in enumerate(ordered):
+        while at < len(rows) and rows[at] < key:
+            at += 1
+        if at == len(rows) and not exhausted:
+            if native_calls > 4 + done // 2:  # scattered keys: point reads are cheaper
+                return found, ordered[done:]
+            if read_any:  # every row read lies before `key`: jump to it
+                await calls.method(iterator, "seek", key)
+                native_calls += 1
+            rows, data, _ = await calls.next_columns(iterator, WALK_ROWS)
+            native_calls += 1
+            read_any, at = True, 0
+            exhausted = not rows
+        if at < len(rows) and rows[at] == key:
+            found[key] = data[at]
+    return found, []

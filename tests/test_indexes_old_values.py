@@ -1,0 +1,85 @@
+"""The values an indexed batch replaces (store/indexes/old_values.py): walking the batch's
+sorted keys with one iterator gives exactly what a point read of each key gives, for runs of
+neighbouring keys (the walk) and for keys scattered among stored rows (the point reads it
+falls back to), with deletes and expired rows among them."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from opendata_kv import RecordType, fields
+from opendata_kv.store import Store
+from opendata_kv.store.indexes import old_values as walk
+from opendata_kv.store.native import calls
+
+rec = RecordType("rec", 1, [("n", fields.u32)])
+
+STORED = st.dictionaries(st.integers(0, 400), st.binary(min_size=1, max_size=6), max_size=120)
+ASKED = st.lists(st.integers(0, 420), min_size=0, max_size=90)
+
+
+async def both(stored: dict[int, bytes], deleted: list[int], asked: list[int]) -> Any:
+    async with Store.open("memory://", [rec]) as store:
+        async with store.batch() as batch:
+            for n, data in stored.items():
+                batch.put_raw(rec.encode(n), data)
+        async with store.batch() as batch:
+            for n in deleted:
+                batch.delete_raw(rec.encode(n))
+        keys = [rec.encode(n) for n in asked]
+        walked = await walk.old_values(store._source, keys, "test")
+        direct = await calls.get_values(store._source, keys)
+        return walked, direct
+
+
+@settings(max_examples=60, deadline=None)
+@given(stored=STORED, deleted=st.lists(st.integers(0, 400), max_size=20), asked=ASKED)
+def test_the_walk_reads_what_point_reads_read(
+    stored: dict[int, bytes], deleted: list[int], asked: list[int]
+) -> None:
+    walked, direct = asyncio.run(both(stored, deleted, asked))
+    assert walked == direct
+
+
+@settings(max_examples=25, deadline=None)
+@given(stored=STORED, start=st.integers(0, 380), length=st.integers(16, 60))
+def test_a_run_of_neighbours_is_walked_not_point_read(
+    stored: dict[int, bytes], start: int, length: int
+) -> None:
+    asked = list(range(start, start + length))
+    seen: list[int] = []
+    real = calls.get_values
+
+    def counting(source: Any, keys: list[bytes]) -> Any:
+        seen.append(len(keys))
+        return real(source, keys)
+
+    calls.get_values = counting  # type: ignore[assignment]
+    try:
+        walked, direct = asyncio.run(both(stored, [], asked))
+    finally:
+        calls.get_values = real  # type: ignore[assignment]
+    assert walked == direct
+    # the direct read made one call; the walk, over at most a few stored rows per seek,
+    # needed no point reads unless the run crossed more stored rows than it has keys
+    stored_in_run = sum(1 for n in stored if start <= n < start + length)
+    if stored_in_run <= length // 4:
+        assert seen == [length]
+
+
+def test_expired_rows_are_returned_for_their_entries_to_be_removed() -> None:
+    async def main() -> Any:
+        async with Store.open("memory://", [rec]) as store:
+            for n in range(40):
+                await store.put(rec, (n,), {"n": n}, ttl=0.01 if n % 2 else None)
+            time.sleep(0.05)
+            keys = [rec.encode(n) for n in range(40)]
+            return await walk.old_values(store._source, keys, "test")
+
+    values = asyncio.run(main())
+    assert all(value is not None for value in values)
