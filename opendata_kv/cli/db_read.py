@@ -37,6 +37,7 @@ from opendata_kv.keys import (
 
 if TYPE_CHECKING:
     from opendata_kv.store import StoreReader
+    from opendata_kv.values import Values
     from opendata_kv.store.location import Location
 
 T = TypeVar("T")
@@ -100,9 +101,14 @@ def endpoint_text(location: Location) -> str:
 
 
 async def open_reader(
-    db: str, limits: ReadLimits | None = None, checkpoint: str | None = None
+    db: str,
+    limits: ReadLimits | None = None,
+    checkpoint: str | None = None,
+    schema: Schema | None = None,
+    values: Values | None = None,
 ) -> StoreReader:
-    """A read-only Store on `db` (an empty Schema: keys come back raw); CliError if missing,
+    """A read-only Store on `db` (keys come back raw unless a `schema` is given, with its
+    `values`); CliError if missing,
     and within `limits` a CliError naming the endpoint and bucket when nothing answers.
     It follows the latest state, or reads the pinned state of `checkpoint`; either way it
     writes nothing to the store.
@@ -126,7 +132,8 @@ async def open_reader(
     where = endpoint_text(location)
     opening = Store.open_reader(
         db,
-        Schema(),
+        Schema() if schema is None else schema,
+        values=values,
         checkpoint=checkpoint,
         timeout=None,  # bounded here by --timeout (0: not at all), with the CLI's message
         object_store_options=limits.object_store_options(location),
