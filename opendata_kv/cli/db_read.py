@@ -37,8 +37,8 @@ from opendata_kv.keys import (
 
 if TYPE_CHECKING:
     from opendata_kv.store import StoreReader
-    from opendata_kv.values import Values
     from opendata_kv.store.location import Location
+    from opendata_kv.values import Values
 
 T = TypeVar("T")
 
@@ -237,19 +237,36 @@ class Walk:
     async def _scan(
         self, store: StoreReader, bounds: Bounds, remaining: list[int | None]
     ) -> AsyncIterator[list[tuple[bytes, bytes]]]:
-        if is_empty(bounds) or remaining[0] == 0:
-            return
-        scan = store.scan_all(
-            start=bounds[0],
-            end=bounds[1],
-            reverse=self.reverse,
-            limit=remaining[0],
-            on_unknown="raw",
-        )
-        while chunk := await self.limits.bound(scan.next_chunk(), f"read {store.where}"):
-            if remaining[0] is not None:
-                remaining[0] -= len(chunk)
-            yield [(r.raw_key, r.value) for r in chunk]
+        for part, prefix in index_space_parts(bounds, self.reverse):
+            if is_empty(part) or remaining[0] == 0:
+                continue
+            scan = store.scan_all(
+                prefix=prefix,
+                start=part[0],
+                end=part[1],
+                reverse=self.reverse,
+                limit=remaining[0],
+                on_unknown="raw",
+            )
+            while chunk := await self.limits.bound(scan.next_chunk(), f"read {store.where}"):
+                if remaining[0] is not None:
+                    remaining[0] -= len(chunk)
+                yield [(r.raw_key, r.value) for r in chunk]
+
+
+def index_space_parts(bounds: Bounds, reverse: bool) -> list[tuple[Bounds, bytes]]:
+    """`bounds` cut around the index key space (RFC 0010) in reading order, each part with
+    the prefix to scan it under: a store that holds indexes leaves their keys out of a scan
+    unless its prefix names them, and the inspection commands show every key."""
+    from opendata_kv.store.indexes.layout import ROOT
+
+    index_span = prefix_range(ROOT)
+    parts = [
+        (intersect(bounds, (None, index_span[0])), b""),
+        (intersect(bounds, index_span), ROOT),
+        (intersect(bounds, (index_span[1], None)), b""),
+    ]
+    return parts[::-1] if reverse else parts
 
 
 def walk_from_args(
