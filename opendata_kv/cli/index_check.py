@@ -41,6 +41,8 @@ def add_index_check(
     report.add(found.problems)
     report.checked["indexes"] = len(found.checked)
     for name, reason in found.not_checked.items():
+        if "declared with a function" in reason:
+            reason += "; pass its declaration with --indexes=MODULE:ATTR"
         report.notes.append(f"index {name} not checked: {reason}")
 
 
