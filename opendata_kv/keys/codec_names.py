@@ -37,12 +37,15 @@ def field_named(name: str) -> Field:
     call = _CALL.match(name)
     if call is not None:
         inner, arg = call["name"], call["arg"]
-        if inner == "desc":
-            return fields.desc(field_named(arg))
-        if inner == "fixed" and arg.isdigit() and arg == str(int(arg)):
-            return fields.fixed(int(arg))
-        if inner == "rkey" and arg:
-            return fields.rkey(arg)
+        try:
+            if inner == "desc":
+                return fields.desc(field_named(arg))
+            if inner == "fixed" and arg.isdigit() and arg == str(int(arg)):
+                return fields.fixed(int(arg))
+            if inner == "rkey" and arg:
+                return fields.rkey(arg)
+        except SchemaError as exc:
+            raise SchemaError(f"field codec {name!r}: {exc}", value=name) from None
     raise SchemaError(
         f"no field codec is named {name!r} (known: {sorted(_PUBLIC)}, desc(...), fixed(n), "
         "rkey(...))",
