@@ -43,6 +43,9 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 _NO_DATABASE = "failed to find latest transactional object"
+#: rows a walk gathers before it hands them on when a range is read in parts (dump sizes its
+#: columns on the first rows it gets)
+JOIN_BELOW = 256
 
 
 def checkpoint_arg(parser: argparse.ArgumentParser) -> None:
@@ -237,6 +240,7 @@ class Walk:
     async def _scan(
         self, store: StoreReader, bounds: Bounds, remaining: list[int | None]
     ) -> AsyncIterator[list[tuple[bytes, bytes]]]:
+        pending: list[tuple[bytes, bytes]] = []  # short parts join the next one's rows
         for part, prefix in index_space_parts(bounds, self.reverse):
             if is_empty(part) or remaining[0] == 0:
                 continue
@@ -251,7 +255,12 @@ class Walk:
             while chunk := await self.limits.bound(scan.next_chunk(), f"read {store.where}"):
                 if remaining[0] is not None:
                     remaining[0] -= len(chunk)
-                yield [(r.raw_key, r.value) for r in chunk]
+                pending += [(r.raw_key, r.value) for r in chunk]
+                if len(pending) >= JOIN_BELOW:
+                    yield pending
+                    pending = []
+        if pending:
+            yield pending
 
 
 def index_space_parts(bounds: Bounds, reverse: bool) -> list[tuple[Bounds, bytes]]:
