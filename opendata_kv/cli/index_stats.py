@@ -1,5 +1,6 @@
 """`stats` for index keys (RFC 0010): entries, key bytes and value bytes per index (its
-metadata row counted in its bytes), the catalog apart."""
+metadata row counted in its bytes), the catalog apart; counted beside the records, not in
+their totals."""
 
 from __future__ import annotations
 
@@ -87,4 +88,9 @@ class IndexStats:
             [printable(name), c.kind, f"{c.entries:,}", f"{c.key_bytes:,}", f"{c.value_bytes:,}"]
             for name, c in sorted(self.groups.items())
         ]
+        total = self.totals()
+        entries = sum(c.entries for c in self.groups.values())
+        rows.append(
+            ["total", "", f"{entries:,}", f"{total['key_bytes']:,}", f"{total['value_bytes']:,}"]
+        )
         return _aligned(rows, numeric_from=2)
