@@ -223,21 +223,7 @@ def load_schema(spec: str) -> SchemaSpec:
     importable, as when it is run. Every failure is a CliError naming the spec, never a
     traceback.
     """
-    module_name, sep, attr_path = spec.rpartition(":")
-    if not sep or not module_name or not attr_path:
-        raise CliError(
-            f"--schema wants MODULE:ATTR or FILE.py:ATTR (e.g. myapp.schema:SCHEMA or "
-            f"./schema.py:SCHEMA), got {show_text(spec)}"
-        )
-    obj: Any = (
-        _load_file(spec, module_name) if _is_path(module_name) else _import(spec, module_name)
-    )
-    walked = module_name
-    for part in attr_path.split("."):
-        if not hasattr(obj, part):
-            raise CliError(f"--schema {spec}: {walked!r} has no attribute {part!r}")
-        obj = getattr(obj, part)
-        walked = f"{walked}.{part}" if ":" in walked else f"{walked}:{part}"
+    obj = load_attr(spec, "--schema", "myapp.schema:SCHEMA or ./schema.py:SCHEMA")
     found = schema_and_values(obj)
     if found is None and callable(obj):
         try:
@@ -256,11 +242,33 @@ def load_schema(spec: str) -> SchemaSpec:
     return SchemaSpec(spec, schema, values)
 
 
+def load_attr(spec: str, option: str, example: str) -> Any:
+    """The object `module:attr` or `path/to/file.py:attr` names (attr may be dotted), for
+    `option` (e.g. --schema); every failure is a CliError naming the option and the spec."""
+    module_name, sep, attr_path = spec.rpartition(":")
+    if not sep or not module_name or not attr_path:
+        raise CliError(
+            f"{option} wants MODULE:ATTR or FILE.py:ATTR (e.g. {example}), got {show_text(spec)}"
+        )
+    obj: Any = (
+        _load_file(spec, module_name, option)
+        if _is_path(module_name)
+        else _import(spec, module_name, option)
+    )
+    walked = module_name
+    for part in attr_path.split("."):
+        if not hasattr(obj, part):
+            raise CliError(f"{option} {spec}: {walked!r} has no attribute {part!r}")
+        obj = getattr(obj, part)
+        walked = f"{walked}.{part}" if ":" in walked else f"{walked}:{part}"
+    return obj
+
+
 def _is_path(module_name: str) -> bool:
     return module_name.endswith(".py") or "/" in module_name or os.sep in module_name
 
 
-def _import(spec: str, module_name: str) -> Any:
+def _import(spec: str, module_name: str, option: str) -> Any:
     cwd = os.getcwd()
     if "" not in sys.path and cwd not in sys.path:
         sys.path.insert(0, cwd)
@@ -268,28 +276,30 @@ def _import(spec: str, module_name: str) -> Any:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         raise CliError(
-            f"--schema {spec}: cannot import module {module_name!r} ({exc}); modules are "
+            f"{option} {spec}: cannot import module {module_name!r} ({exc}); modules are "
             "looked up in the current directory and on PYTHONPATH, or give a file: "
             "./path/to/schema.py:ATTR"
         ) from None
     except Exception as exc:  # the module itself raised while importing
         raise CliError(
-            f"--schema {spec}: importing module {module_name!r} failed: "
+            f"{option} {spec}: importing module {module_name!r} failed: "
             f"{type(exc).__name__}: {exc}"
         ) from None
 
 
-def _load_file(spec: str, path: str) -> Any:
+def _load_file(spec: str, path: str, option: str) -> Any:
     """The module in the Python file `path`, run with its directory importable."""
     import importlib.util
 
     full = os.path.abspath(path)
     if not os.path.isfile(full):
-        raise CliError(f"--schema {spec}: there is no file {path} ({full})")
+        raise CliError(f"{option} {spec}: there is no file {path} ({full})")
     name = "_opendata_kv_schema_" + "".join(c if c.isalnum() else "_" for c in full)
+    if name in sys.modules:  # --schema and --indexes from one file: run it once
+        return sys.modules[name]
     module_spec = importlib.util.spec_from_file_location(name, full)
     if module_spec is None or module_spec.loader is None:
-        raise CliError(f"--schema {spec}: {path} cannot be loaded as a Python module")
+        raise CliError(f"{option} {spec}: {path} cannot be loaded as a Python module")
     module = importlib.util.module_from_spec(module_spec)
     directory = os.path.dirname(full)
     if directory not in sys.path:
@@ -300,6 +310,6 @@ def _load_file(spec: str, path: str) -> Any:
     except Exception as exc:
         del sys.modules[name]
         raise CliError(
-            f"--schema {spec}: running {path} failed: {type(exc).__name__}: {exc}"
+            f"{option} {spec}: running {path} failed: {type(exc).__name__}: {exc}"
         ) from None
     return module

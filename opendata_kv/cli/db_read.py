@@ -38,10 +38,14 @@ from opendata_kv.keys import (
 if TYPE_CHECKING:
     from opendata_kv.store import StoreReader
     from opendata_kv.store.location import Location
+    from opendata_kv.values import Values
 
 T = TypeVar("T")
 
 _NO_DATABASE = "failed to find latest transactional object"
+#: rows a walk gathers before it hands them on when a range is read in parts (dump sizes its
+#: columns on the first rows it gets)
+JOIN_BELOW = 256
 
 
 def checkpoint_arg(parser: argparse.ArgumentParser) -> None:
@@ -100,9 +104,14 @@ def endpoint_text(location: Location) -> str:
 
 
 async def open_reader(
-    db: str, limits: ReadLimits | None = None, checkpoint: str | None = None
+    db: str,
+    limits: ReadLimits | None = None,
+    checkpoint: str | None = None,
+    schema: Schema | None = None,
+    values: Values | None = None,
 ) -> StoreReader:
-    """A read-only Store on `db` (an empty Schema: keys come back raw); CliError if missing,
+    """A read-only Store on `db` (keys come back raw unless a `schema` is given, with its
+    `values`); CliError if missing,
     and within `limits` a CliError naming the endpoint and bucket when nothing answers.
     It follows the latest state, or reads the pinned state of `checkpoint`; either way it
     writes nothing to the store.
@@ -126,7 +135,8 @@ async def open_reader(
     where = endpoint_text(location)
     opening = Store.open_reader(
         db,
-        Schema(),
+        Schema() if schema is None else schema,
+        values=values,
         checkpoint=checkpoint,
         timeout=None,  # bounded here by --timeout (0: not at all), with the CLI's message
         object_store_options=limits.object_store_options(location),
@@ -230,19 +240,42 @@ class Walk:
     async def _scan(
         self, store: StoreReader, bounds: Bounds, remaining: list[int | None]
     ) -> AsyncIterator[list[tuple[bytes, bytes]]]:
-        if is_empty(bounds) or remaining[0] == 0:
-            return
-        scan = store.scan_all(
-            start=bounds[0],
-            end=bounds[1],
-            reverse=self.reverse,
-            limit=remaining[0],
-            on_unknown="raw",
-        )
-        while chunk := await self.limits.bound(scan.next_chunk(), f"read {store.where}"):
-            if remaining[0] is not None:
-                remaining[0] -= len(chunk)
-            yield [(r.raw_key, r.value) for r in chunk]
+        pending: list[tuple[bytes, bytes]] = []  # short parts join the next one's rows
+        for part, prefix in index_space_parts(bounds, self.reverse):
+            if is_empty(part) or remaining[0] == 0:
+                continue
+            scan = store.scan_all(
+                prefix=prefix,
+                start=part[0],
+                end=part[1],
+                reverse=self.reverse,
+                limit=remaining[0],
+                on_unknown="raw",
+            )
+            while chunk := await self.limits.bound(scan.next_chunk(), f"read {store.where}"):
+                if remaining[0] is not None:
+                    remaining[0] -= len(chunk)
+                pending += [(r.raw_key, r.value) for r in chunk]
+                if len(pending) >= JOIN_BELOW:
+                    yield pending
+                    pending = []
+        if pending:
+            yield pending
+
+
+def index_space_parts(bounds: Bounds, reverse: bool) -> list[tuple[Bounds, bytes]]:
+    """`bounds` cut around the index key space (RFC 0010) in reading order, each part with
+    the prefix to scan it under: a store that holds indexes leaves their keys out of a scan
+    unless its prefix names them, and the inspection commands show every key."""
+    from opendata_kv.store.indexes.layout import ROOT
+
+    index_span = prefix_range(ROOT)
+    parts = [
+        (intersect(bounds, (None, index_span[0])), b""),
+        (intersect(bounds, index_span), ROOT),
+        (intersect(bounds, (index_span[1], None)), b""),
+    ]
+    return parts[::-1] if reverse else parts
 
 
 def walk_from_args(

@@ -88,6 +88,13 @@ async def _dump(args: argparse.Namespace, decoder: Decoder, walk: Walk) -> int:
     printer: Callable[[list[Row]], None] = table.rows if table is not None else _json_rows
     total = failed = 0
     store = await open_reader(args.db, walk.limits, args.checkpoint)
+    try:
+        decoder.index_keys = await walk.limits.bound(
+            index_keys(store, decoder), f"read {store.where}"
+        )
+    except BaseException:
+        await store.close()
+        raise
     # a count on stderr while the rows go to a file or pipe (a terminal shows the rows)
     progress = Progress(sys.stderr)
     progress.enabled = progress.enabled and not sys.stdout.isatty()
@@ -115,6 +122,14 @@ async def _dump(args: argparse.Namespace, decoder: Decoder, walk: Walk) -> int:
     return EXIT_OK
 
 
+async def index_keys(store: Any, decoder: Decoder) -> Any:
+    """How to show the index keys of this database (None when it stores no index)."""
+    from opendata_kv.cli.index_rows import IndexKeys
+
+    found = await IndexKeys.load(store, decoder.schema)
+    return found if found.kinds else None
+
+
 def _json_rows(rows: list[Row]) -> None:
     for row in rows:
         emit_json(row.obj)
@@ -124,7 +139,7 @@ def key_cell(row: Row) -> str:
     """Key hex with the prefix set apart: `0110 6469643a…0000`."""
     obj = row.obj
     key = str(obj["key_hex"])
-    if obj.get("layout") in ("opendata", "none"):
+    if obj.get("layout") in ("opendata", "none", "index"):
         return key
     head = len(obj.get("keyspace_hex", "")) + 4 if obj["version"] is not None else 0
     if not head:
@@ -145,6 +160,11 @@ def fit_key(cell: str, width: int) -> str:
 
 def record_cell(row: Row) -> str:
     obj = row.obj
+    if obj.get("layout") == "index":
+        if obj["entry"] == "catalog":
+            return "index catalog"
+        name = "?" if obj["index"] is None else obj["index"]
+        return f"index {name} metadata" if obj["entry"] == "metadata" else f"index {name}"
     if obj.get("layout") == "opendata" and obj["record"]:
         segment = f"/{obj['segment']}" if "segment" in obj else ""
         return f"{obj['subsystem']}{segment} {obj['record']}"
@@ -162,7 +182,14 @@ def fields_cell(row: Row) -> str:
     fields = row.obj["fields"]
     if fields is None:
         return ""
-    return " ".join(f"{name}={field_text(value)}" for name, value in fields.items())
+    text = " ".join(f"{name}={field_text(value)}" for name, value in fields.items())
+    primary = row.obj.get("primary")
+    if primary is not None:  # an index entry: the record it points to
+        if primary["record"] is None:
+            return f"{text} -> {primary['key_hex']}"
+        shown = " ".join(f"{n}={field_text(v)}" for n, v in primary["fields"].items())
+        return f"{text} -> {primary['record']} {shown}"
+    return text
 
 
 def field_text(value: Any) -> str:
@@ -204,7 +231,7 @@ class DumpTable:
 
     def rows(self, rows: list[Row]) -> None:
         if self.with_fields is None:
-            self.with_fields = any(r.obj.get("layout") == "opendata" for r in rows)
+            self.with_fields = any(r.obj.get("layout") in ("opendata", "index") for r in rows)
         cells = [self._cells(r) for r in rows]
         headers = self._cells(None)
         if self.widths is None:

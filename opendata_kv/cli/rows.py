@@ -28,6 +28,9 @@ class Decoder:
     keyspace: bytes | None
     #: --layout (cli/layout_arg.py): how keys are read when there is no schema
     layout: str = "auto"
+    #: how index keys (RFC 0010) are shown: cli/index_rows.IndexKeys, set once the database
+    #: is open and stores indexes
+    index_keys: Any = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Decoder:
@@ -90,6 +93,8 @@ class Decoder:
 
     def row(self, key: bytes, data: bytes, *, with_values: bool) -> Row:
         """One record decoded as far as it goes; the reasons it went no further."""
+        if self.index_keys is not None and self.layout != "none" and self.index_keys.owns(key):
+            return self.index_keys.row(key, data)  # type: ignore[no-any-return]
         if self.is_opendata(key):
             return self._opendata_row(key, data, with_values=with_values)
         if self.layout == "none" and self.schema is None:

@@ -14,6 +14,7 @@ from typing import IO, Any
 from opendata_kv.cli.common import EXIT_OK, add_json_flag, emit_json
 from opendata_kv.cli.db_args import database_arg, read_limit_args, schema_args
 from opendata_kv.cli.db_read import ReadLimits, Walk, checkpoint_arg, open_reader
+from opendata_kv.cli.index_stats import IndexStats
 from opendata_kv.cli.layout_arg import layout_arg
 from opendata_kv.cli.opendata_stats import OpendataStats
 from opendata_kv.cli.rows import Decoder
@@ -28,7 +29,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="count records and bytes per version and record type (read-only)",
         description=(
             "Count records, key bytes and value bytes per (version, record type), with the "
-            "first and last key of each; read-only, never fences the writer. Shows progress on "
+            "first and last key of each, and entries and bytes per secondary index; read-only, "
+            "never fences the writer. Shows progress on "
             "stderr during long scans when stderr is a terminal."
         ),
     )
@@ -136,7 +138,8 @@ def run_stats(args: argparse.Namespace) -> int:
         ReadLimits.from_args(args),
     )
     extra = OpendataStats()
-    groups = asyncio.run(_stats(args.db, decoder, walk, args.checkpoint, extra))
+    indexes = IndexStats()
+    groups = asyncio.run(_stats(args.db, decoder, walk, args.checkpoint, extra, indexes))
     ordered = sorted(
         groups.values(),
         key=lambda g: (g.keyspace, g.version is None, g.version or 0, g.record_type or 0),
@@ -146,17 +149,21 @@ def run_stats(args: argparse.Namespace) -> int:
         "key_bytes": sum(g.key_bytes for g in ordered),
         "value_bytes": sum(g.value_bytes for g in ordered),
     }
-    totals = {k: v + extra.totals()[k] for k, v in totals.items()}
+    totals = {k: v + extra.totals()[k] for k, v in totals.items()}  # records; indexes apart
     if args.json:
         obj = {"database": args.db, **totals, "groups": [g.as_json() for g in ordered]}
         if extra:
             obj["opendata"] = extra.as_json()
+        if indexes:
+            obj["indexes"] = indexes.as_json()
         emit_json(obj)
     else:
-        if ordered or not extra:
+        if ordered or not (extra or indexes):
             sys.stdout.write(stats_table(ordered, totals, show_keyspace=decoder.keyspace is None))
         if extra:
             sys.stdout.write(extra.table())
+        if indexes:
+            sys.stdout.write(indexes.table())
     return EXIT_OK
 
 
@@ -166,6 +173,7 @@ async def _stats(
     walk: Walk,
     checkpoint: str | None = None,
     extra: OpendataStats | None = None,
+    indexes: IndexStats | None = None,
 ) -> dict[Any, Group]:
     groups: dict[Any, Group] = {}
     progress = Progress(sys.stderr)
@@ -174,6 +182,10 @@ async def _stats(
     try:
         async for chunk in walk.chunks(store):
             for key, value in chunk:
+                if indexes is not None and indexes.owns(key):
+                    indexes.add(key, value)
+                    size += len(key) + len(value)
+                    continue
                 if extra is not None and decoder.is_opendata(key):
                     obj, _error = decoder.opendata_key(key)
                     extra.add(obj, key, value)

@@ -12,6 +12,7 @@ from typing import Any
 from opendata_kv.cli.common import EXIT_BAD_INPUT, EXIT_OK, add_json_flag, emit_json
 from opendata_kv.cli.db_args import database_arg, read_limit_args
 from opendata_kv.cli.db_read import ReadLimits
+from opendata_kv.cli.index_check import add_index_check, index_check_args
 from opendata_kv.cli.stats_cmds import Progress
 
 
@@ -26,11 +27,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "jump, that every SST the manifest references exists, is long enough and passes "
             "its block checksums, and that the manifest's counters agree with the objects. "
             "Prints each problem with the object's name; exit 1 if there is any. Writes "
-            "nothing. What cannot be detected: docs/reliability.md."
+            "nothing. What cannot be detected: docs/reliability.md. With --indexes (and "
+            "--schema) every stored index is also checked against a recount from its records."
         ),
     )
     verify.add_argument("db", metavar="DB", type=database_arg, help="database directory or URL")
     read_limit_args(verify)  # --retries 0 (the default): damage shows at once
+    index_check_args(verify)
     add_json_flag(verify)
     verify.set_defaults(handler=run_verify)
 
@@ -79,6 +82,8 @@ def run_verify(args: argparse.Namespace) -> int:
             retries=limits.retries,
             progress=bar.update,
         )
+        if args.indexes is not None:
+            add_index_check(args, report, limits, bar.update)
     finally:
         bar.done()
     if args.json:

@@ -21,8 +21,8 @@ from typing import Any, Literal, NamedTuple
 import msgpack
 
 from opendata_kv.errors import OpendataKvError, SchemaError
-from opendata_kv.keys import Key, RecordType, Schema
-from opendata_kv.keys.codecs import Desc, Field, by_name
+from opendata_kv.keys import Key, RecordType, Schema, codec_names
+from opendata_kv.keys.codecs import Field
 from opendata_kv.store.indexes.declare import AGGREGATES, Index
 from opendata_kv.store.indexes.layout import (
     CATALOG,
@@ -115,12 +115,9 @@ class UnknownKey(Exception):
 
 def field_named(name: str) -> Field | None:
     """The key field codec a stored index definition names ("string", "desc(u64)"), or None
-    for one this process cannot rebuild from its name (parametrised codecs)."""
+    for one this process cannot rebuild from its name."""
     try:
-        if name.startswith("desc(") and name.endswith(")"):
-            inner = field_named(name[5:-1])
-            return None if inner is None else Desc(inner)
-        return by_name(name)
+        return codec_names.field_named(name)
     except SchemaError:
         return None
 

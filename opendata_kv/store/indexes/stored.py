@@ -1,0 +1,97 @@
+"""Indexes known from their stored definitions (RFC 0010), for tools that did not declare them:
+the CLI's index commands, dump, stats and verify. A definition that names no function (no
+`using`, `amount` absent or a value field name) is enough to rebuild its Index; one that
+names a function needs the declaration itself (the function cannot be stored).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from opendata_kv.errors import IndexStateError, OpendataKvError, StoreDataError
+from opendata_kv.keys.codec_names import field_named
+from opendata_kv.store.indexes.declare import Index
+
+
+def functions_of(definition: Mapping[str, Any]) -> list[str]:
+    """The functions a stored definition names (`using`, or an `amount` that is not a field
+    name: the stored name of a function is `module.qualname`, so it holds a dot)."""
+    found = []
+    if definition.get("using") is not None:
+        found.append(f"using={definition['using']}")
+    amount = definition.get("amount")
+    if isinstance(amount, str) and "." in amount:
+        found.append(f"amount={amount}")
+    return found
+
+
+def index_from_definition(definition: Mapping[str, Any]) -> Index:
+    """The Index a stored definition describes (its describe() equals `definition`).
+
+    IndexStateError naming the index and its functions when it names any (the declaration
+    is needed); StoreDataError naming the index when the definition is damaged."""
+    name = str(definition.get("name"))
+    functions = functions_of(definition)
+    if functions:
+        raise IndexStateError(
+            f"index {name!r} is declared with a function ({', '.join(functions)}), which the "
+            "database does not store: its declaration is needed to compute its entries",
+            index=name,
+        )
+    try:
+        pairs = [(str(n), field_named(codec)) for n, codec in definition["fields"]]
+        index = Index(
+            name,
+            list(definition["records"]),
+            pairs,
+            kind=definition["kind"],
+            amount=definition.get("amount"),
+            version=definition.get("version", 1),
+        )
+    except (OpendataKvError, KeyError, TypeError, ValueError) as exc:
+        raise StoreDataError(
+            f"index {name!r}: its stored definition {dict(definition)!r} does not describe an "
+            f"index: {exc}",
+            field=name,
+        ) from None
+    if index.describe() != dict(definition):
+        raise StoreDataError(
+            f"index {name!r}: its stored definition {dict(definition)!r} does not round-trip "
+            f"(rebuilt as {index.describe()!r})",
+            field=name,
+        )
+    return index
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """For every stored index: the Index to use (`usable`), or why there is none
+    (`unusable`: it names a function and was not declared, or was declared differently)."""
+
+    usable: dict[str, Index] = field(default_factory=dict)
+    unusable: dict[str, str] = field(default_factory=dict)
+
+
+def resolve(stored: Mapping[str, Mapping[str, Any]], declared: Iterable[Index]) -> Resolved:
+    """Match stored indexes with declarations (by name), else rebuild them from their stored
+    definitions."""
+    by_name = {index.name: index for index in declared}
+    out = Resolved()
+    for name, meta in sorted(stored.items()):
+        definition = meta["definition"]
+        index = by_name.get(name)
+        if index is not None:
+            if index.describe() != definition:
+                out.unusable[name] = (
+                    f"declared as {index.describe()!r} but stored as {definition!r}"
+                )
+            else:
+                out.usable[name] = index
+            continue
+        try:
+            out.usable[name] = index_from_definition(definition)
+        except (IndexStateError, StoreDataError) as exc:
+            out.unusable[name] = str(exc)
+    return out
