@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
-from indexkit import ALL, by_handle, by_tag, likes, per_tag, tags
+from indexkit import ALL, by_handle, by_tag, covered, likes, per_tag, tags
 
 from opendata_kv import Index, fields
 from opendata_kv.errors import IndexStateError, SchemaError, StoreDataError
@@ -63,7 +63,7 @@ def test_a_definition_without_functions_rebuilds_its_index(
 
 
 def test_the_test_indexes_rebuild_or_name_their_function() -> None:
-    for index in (by_tag, by_handle, per_tag, likes):
+    for index in (by_tag, by_handle, per_tag, likes, covered):
         assert index_from_definition(index.describe()).describe() == index.describe()
     with pytest.raises(IndexStateError, match=r"'tags'.*using=indexkit.each_tag"):
         index_from_definition(tags.describe())

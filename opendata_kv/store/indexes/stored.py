@@ -48,6 +48,7 @@ def index_from_definition(definition: Mapping[str, Any]) -> Index:
             pairs,
             kind=definition["kind"],
             amount=definition.get("amount"),
+            covering=definition.get("covering", False),
             version=definition.get("version", 1),
         )
     except (OpendataKvError, KeyError, TypeError, ValueError) as exc:
