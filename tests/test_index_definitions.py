@@ -37,6 +37,7 @@ def test_every_codec_is_found_by_its_stored_name(codec: Field) -> None:
 @example("rkey(any)")
 @example("desc(desc(u8))")
 @example("fixed(007)")
+@example("fixed(²)")  # a digit to str.isdigit, not to int()
 def test_any_other_name_is_a_schema_error_or_a_codec_named_so(name: str) -> None:
     try:
         found = field_named(name)

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from indexkit import ALL, SCHEMA, by_handle, by_tag, covered, likes, note, per_tag, post, tags
 
-from opendata_kv import Index, fields
+from opendata_kv import Index, RecordType, fields
 from opendata_kv.errors import IndexStateError, SchemaError, UniqueIndexError
 from opendata_kv.store import Store, SyncStore
 from opendata_kv.store.indexes.layout import ROOT, entry_prefix
@@ -265,7 +265,7 @@ def test_declarations_are_checked() -> None:
 
 
 def test_a_changed_declaration_is_refused(tmp_path: Path) -> None:
-    from opendata_kv import Index, fields
+    from opendata_kv import Index, RecordType, fields
 
     url = str(tmp_path / "db")
     with SyncStore.open(url, SCHEMA, indexes=[by_tag]) as db:
@@ -348,3 +348,43 @@ def test_covering_only_for_value_indexes() -> None:
     with pytest.raises(SchemaError, match="covering"):
         Index("c", "post", [("tag", fields.string)], kind="unique", covering=True)
     assert covered.describe()["covering"] is True and "covering" not in by_tag.describe()
+
+
+def test_a_write_replacing_an_expired_record_removes_its_entries() -> None:
+    """Entries carry no TTL: whatever path replaces an expired record must read its value to
+    remove them (a batch and a transaction alike), or a recount would find them stale."""
+    with SyncStore.open("memory://", SCHEMA, indexes=ALL) as db:
+        db.put(post, ("a", 1), {"tag": "x"}, ttl=0.05)
+        db.put(post, ("a", 2), {"tag": "x"}, ttl=0.05)
+        time.sleep(0.2)
+        with db.transaction() as tx:
+            tx.put(post, ("a", 1), {"tag": "y"})
+        db.put(post, ("a", 2), {"tag": "y"})
+        assert db.index_count(per_tag, "x") == 0 and db.index_count(per_tag, "y") == 2
+        assert db.check_indexes() == []
+
+
+def test_floats_that_compare_equal_but_encode_apart_get_their_own_entries() -> None:
+    rec = RecordType("m", 3, [("id", fields.u32)])
+    by_x = Index("by_x", "m", [("x", fields.f64)])
+    with SyncStore.open("memory://", [rec], indexes=[by_x]) as db:
+        with db.batch() as batch:
+            batch.put(rec, (1,), {"x": 0.0})
+            batch.put(rec, (2,), {"x": -0.0})
+        assert [r.key.id for r in db.index_scan(by_x, 0.0)] == [1]
+        assert [r.key.id for r in db.index_scan(by_x, -0.0)] == [2]
+        assert db.check_indexes() == []
+
+
+def test_store_put_raw_of_an_indexed_record_is_indexed() -> None:
+    with SyncStore.open("memory://", SCHEMA, indexes=[covered, per_tag]) as db:
+        db.put(post, ("a", 1), {"tag": "x", "t": 1})
+        db.put_raw(post.encode("a", 1), msgpack.packb({"tag": "y", "t": 2}))
+        assert [r.value for r in db.index_scan(covered, "y")] == [{"tag": "y", "t": 2}]
+        assert db.index_count(per_tag, "x") == 0 and db.check_indexes() == []
+
+
+def test_a_copy_holding_nan_is_not_called_stale() -> None:
+    with SyncStore.open("memory://", SCHEMA, indexes=[covered]) as db:
+        db.put(post, ("a", 1), {"tag": "x", "score": float("nan")})
+        assert db.check_indexes() == []

@@ -40,7 +40,7 @@ def field_named(name: str) -> Field:
         try:
             if inner == "desc":
                 return fields.desc(field_named(arg))
-            if inner == "fixed" and arg.isdigit() and arg == str(int(arg)):
+            if inner == "fixed" and arg.isascii() and arg.isdigit() and arg == str(int(arg)):
                 return fields.fixed(int(arg))
             if inner == "rkey" and arg:
                 return fields.rkey(arg)

@@ -291,8 +291,14 @@ class Store(StoreReader):
         return await keys_in(self._writable(), spans, max_keys, f"delete_range on {self.where}")
 
     async def put_raw(self, key: bytes, data: bytes) -> None:
-        """Store raw bytes under a raw key (tools and migrations)."""
+        """Store raw bytes under a raw key (tools and migrations); a key of an indexed record
+        type is indexed as a typed put would be (its value decoded with its version's codec)."""
         check_stored_size(data)
+        if self._indexes is not None and self._indexes.active:  # with its index changes
+            batch = Batch(self)
+            batch.put_raw(key, data)
+            await self.write(batch)
+            return
         try:
             await calls.put(self._writable(), key, data)
         except FOREIGN as exc:

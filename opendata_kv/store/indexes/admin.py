@@ -24,6 +24,7 @@ from opendata_kv.store.indexes.layout import (
     meta_key,
 )
 from opendata_kv.store.indexes.maintain import Raw, Tracked, plan
+from opendata_kv.store.indexes.old_values import POINT_WINDOW
 from opendata_kv.store.indexes.registry import READABLE, WRITE_ONLY, IndexSet
 from opendata_kv.store.native import calls
 from opendata_kv.store.native.slatedb import PutOptions, Ttl
@@ -203,7 +204,10 @@ async def _tracked(store: Store, index: Index, rows: list[Record]) -> list[Track
     expiry, read under the index lock, so its copies expire with their records."""
     if not index.covering:
         return [(row.raw_key, row.key.record_type, row.value) for row in rows]
-    stored = await calls.get_rows(store._source, [row.raw_key for row in rows])
+    keys = [row.raw_key for row in rows]
+    stored = []
+    for start in range(0, len(keys), POINT_WINDOW):  # as old_values.point_reads
+        stored += await calls.get_rows(store._source, keys[start : start + POINT_WINDOW])
     tracked: list[Tracked] = []
     for row, point in zip(rows, stored, strict=True):
         if point is not None:

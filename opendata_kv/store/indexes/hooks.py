@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from opendata_kv.errors import TransactionConflictError
 from opendata_kv.store.indexes.layout import is_index_key
 from opendata_kv.store.indexes.maintain import DELETED, Raw, Tracked, plan
-from opendata_kv.store.indexes.old_values import old_values
+from opendata_kv.store.indexes.old_values import old_values, point_reads
 from opendata_kv.store.indexes.registry import IndexSet
 from opendata_kv.store.native import calls
 from opendata_kv.store.native.errors import FOREIGN, call, translate
@@ -83,7 +83,14 @@ async def transaction_write(tx: Transaction, key: bytes, new: Any) -> None:
         return
     if tx._generation is None:
         tx._generation = indexes.generation
-    writes = await plan(indexes, store.values, [(key, record_type, new)], tx._fetch_many)
+    source, where = tx._source, tx.where
+
+    async def replaced(keys: list[bytes]) -> list[bytes | None]:  # expired ones too
+        return await point_reads(source, keys, where)
+
+    writes = await plan(
+        indexes, store.values, [(key, record_type, new)], tx._fetch_many, fetch_old=replaced
+    )
     for entry, data, options in writes:
         if data is None:
             await call(calls.method(tx._source, "delete", entry), f"delete in {tx.where}")

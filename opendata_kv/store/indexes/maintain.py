@@ -127,7 +127,9 @@ async def plan(
         if not active:
             continue
         key_obj: Any = (
-            record_type.decode(key) if any(_reads_key(i, record_type) for i in active) else None
+            record_type.decode(key)
+            if any(_reads_key(indexes, i, record_type) for i in active)
+            else None
         )
         old = None
         if old_data is not None:
@@ -186,14 +188,11 @@ async def plan(
     return writes
 
 
-_READS_KEY: dict[tuple[Index, RecordType], bool] = {}
-
-
-def _reads_key(index: Index, record_type: RecordType) -> bool:
-    """Index.reads_key, remembered per index and record type."""
-    found = _READS_KEY.get((index, record_type))
+def _reads_key(indexes: IndexSet, index: Index, record_type: RecordType) -> bool:
+    """Index.reads_key, remembered by the store's IndexSet per index and record type."""
+    found = indexes.reads_key.get((index, record_type))
     if found is None:
-        found = _READS_KEY[index, record_type] = index.reads_key(record_type)
+        found = indexes.reads_key[index, record_type] = index.reads_key(record_type)
     return found
 
 
@@ -203,7 +202,10 @@ def _entry_cache() -> Callable[[str, Sequence[tuple[str, Field]], tuple[Any, ...
     cache: dict[tuple[str, tuple[Any, ...], tuple[type, ...]], bytes] = {}
 
     def encode(name: str, fields: Sequence[tuple[str, Field]], values: tuple[Any, ...]) -> bytes:
-        found_key = (name, values, tuple(map(type, values)))
+        types = tuple(map(type, values))
+        if float in types:  # 0.0 == -0.0 (and NaN != NaN), but they encode differently
+            return encode_fields(name, fields, values)
+        found_key = (name, values, types)
         entry = cache.get(found_key)
         if entry is None:
             entry = cache[found_key] = encode_fields(name, fields, values)

@@ -24,6 +24,8 @@ from opendata_kv.store.scan import scan_options
 
 #: below this many keys a batch is read with point reads (they are all in flight at once)
 WALK_MIN_KEYS = 16
+#: point reads in flight at once (as ReadView.get_many keeps them)
+POINT_WINDOW = 256
 #: rows read after each seek: enough to pass a run's neighbours, few enough to be cheap
 WALK_ROWS = 8
 _OPTIONS = scan_options(False)
@@ -32,22 +34,26 @@ _OPTIONS = scan_options(False)
 async def old_values(source: Any, keys: list[bytes], where: str) -> list[bytes | None]:
     """The stored values under `keys`, in their order (None where nothing is stored)."""
     if len(keys) < WALK_MIN_KEYS:
-        return await _point_reads(source, keys, where)
+        return await point_reads(source, keys, where)
     ordered = sorted(set(keys))
     try:
         found, rest = await _walk(source, ordered)
     except FOREIGN as exc:
         raise translate(exc, f"read of replaced values on {where}") from exc
     if rest:
-        for key, value in zip(rest, await _point_reads(source, rest, where), strict=True):
+        for key, value in zip(rest, await point_reads(source, rest, where), strict=True):
             if value is not None:
                 found[key] = value
     return [found.get(key) for key in keys]
 
 
-async def _point_reads(source: Any, keys: list[bytes], where: str) -> list[bytes | None]:
+async def point_reads(source: Any, keys: list[bytes], where: str) -> list[bytes | None]:
+    """The stored values under `keys` by point reads, POINT_WINDOW in flight at once (an
+    object store is not sent thousands of requests together)."""
+    values: list[bytes | None] = []
     try:
-        values: list[bytes | None] = await calls.get_values(source, keys)
+        for start in range(0, len(keys), POINT_WINDOW):
+            values += await calls.get_values(source, keys[start : start + POINT_WINDOW])
     except FOREIGN as exc:
         raise translate(exc, f"read of replaced values on {where}") from exc
     return values

@@ -87,6 +87,8 @@ class IndexSet:
         self.generation = 0
         self.lock = WriteLock()
         self._by_type: dict[RecordType, tuple[Index, ...]] = {}
+        #: (index, record type) -> whether its entries read the key (maintain._reads_key)
+        self.reads_key: dict[tuple[Index, RecordType], bool] = {}
 
     def refresh(self) -> None:
         """Recompute which declared, stored indexes each record type maintains."""
