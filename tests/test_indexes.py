@@ -265,7 +265,7 @@ def test_declarations_are_checked() -> None:
 
 
 def test_a_changed_declaration_is_refused(tmp_path: Path) -> None:
-    from opendata_kv import Index, RecordType, fields
+    from opendata_kv import Index, fields
 
     url = str(tmp_path / "db")
     with SyncStore.open(url, SCHEMA, indexes=[by_tag]) as db:
