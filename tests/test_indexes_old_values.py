@@ -32,7 +32,7 @@ async def both(stored: dict[int, bytes], deleted: list[int], asked: list[int]) -
             for n in deleted:
                 batch.delete_raw(rec.encode(n))
         keys = [rec.encode(n) for n in asked]
-        walked = await walk.old_values(store._source, keys, "test")
+        walked = await walk.old_values(store._source, "test", keys)
         direct = await calls.get_values(store._source, keys)
         return walked, direct
 
@@ -79,7 +79,7 @@ def test_expired_rows_are_returned_for_their_entries_to_be_removed() -> None:
                 await store.put(rec, (n,), {"n": n}, ttl=0.01 if n % 2 else None)
             time.sleep(0.05)
             keys = [rec.encode(n) for n in range(40)]
-            return await walk.old_values(store._source, keys, "test")
+            return await walk.old_values(store._source, "test", keys)
 
     values = asyncio.run(main())
     assert all(value is not None for value in values)

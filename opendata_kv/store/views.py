@@ -9,9 +9,10 @@ must be one of the store's schema: a look-alike (even one sharing a prefix) is a
 from __future__ import annotations
 
 import datetime
+import functools
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from opendata_kv.errors import (
     ArgumentTypeError,
@@ -254,8 +255,21 @@ def _as_row(value: bytes | None) -> PointRow:
     return None if value is None else (value, None)
 
 
+T = TypeVar("T")
+
 #: how many point reads get_many keeps in flight at once
 GET_MANY_WINDOW = 256
+
+
+async def in_windows(
+    read: Callable[[list[bytes]], Awaitable[list[T]]], keys: list[bytes]
+) -> list[T]:
+    """read(keys) made GET_MANY_WINDOW keys at a time (reads in flight together, but an object
+    store is never sent thousands of requests at once), the results in order."""
+    out: list[T] = []
+    for start in range(0, len(keys), GET_MANY_WINDOW):
+        out += await read(keys[start : start + GET_MANY_WINDOW])
+    return out
 
 
 class ReadView:
@@ -297,17 +311,13 @@ class ReadView:
     async def _fetch_many(self, keys: list[bytes]) -> list[bytes | None]:
         """The live values under `keys`, in order, GET_MANY_WINDOW reads in flight at once."""
         source = self._source
-        found: list[bytes | None] = []
         try:
-            for start in range(0, len(keys), GET_MANY_WINDOW):
-                window = keys[start : start + GET_MANY_WINDOW]
-                if not self.check_expiry:
-                    found += await calls.get_values(source, window)
-                else:
-                    found += map(live_value, await calls.get_rows(source, window))
+            if not self.check_expiry:
+                return await in_windows(functools.partial(calls.get_values, source), keys)
+            rows = await in_windows(functools.partial(calls.get_rows, source), keys)
         except FOREIGN as exc:
             raise translate(exc, f"get_many on {self.where}") from exc
-        return found
+        return list(map(live_value, rows))
 
     async def get_raw(self, key: bytes) -> bytes | None:
         """The stored bytes under a raw key, or None (also once its TTL has passed)."""

@@ -10,11 +10,13 @@ a build maintain the entries of records at or before the position; the build doe
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from opendata_kv.errors import IndexStateError
 from opendata_kv.store.indexes.declare import Index
+from opendata_kv.store.indexes.hooks import add_writes
 from opendata_kv.store.indexes.layout import (
     CATALOG,
     META,
@@ -24,11 +26,11 @@ from opendata_kv.store.indexes.layout import (
     meta_key,
 )
 from opendata_kv.store.indexes.maintain import Raw, Tracked, plan
-from opendata_kv.store.indexes.old_values import POINT_WINDOW
 from opendata_kv.store.indexes.registry import READABLE, WRITE_ONLY, IndexSet
 from opendata_kv.store.native import calls
 from opendata_kv.store.native.slatedb import PutOptions, Ttl
 from opendata_kv.store.scan import KeySpan, Record
+from opendata_kv.store.views import in_windows
 
 if TYPE_CHECKING:
     from opendata_kv.store.reader import StoreReader
@@ -176,11 +178,7 @@ async def build(
             tracked = await _tracked(store, index, rows)
             writes = await plan(indexes, store.values, tracked, store._fetch_many, only=index)
             batch = Batch(store)
-            for key, data, options in writes:
-                if data is None:
-                    batch.delete_raw(key)
-                else:
-                    batch.put_raw(key, data, expire_at=_expire_at(options))
+            add_writes(batch, writes)
             finished = len(rows) < batch_size
             if rows:
                 meta["position"] = rows[-1].raw_key
@@ -205,9 +203,7 @@ async def _tracked(store: Store, index: Index, rows: list[Record]) -> list[Track
     if not index.covering:
         return [(row.raw_key, row.key.record_type, row.value) for row in rows]
     keys = [row.raw_key for row in rows]
-    stored = []
-    for start in range(0, len(keys), POINT_WINDOW):  # as old_values.point_reads
-        stored += await calls.get_rows(store._source, keys[start : start + POINT_WINDOW])
+    stored = await in_windows(functools.partial(calls.get_rows, store._source), keys)
     tracked: list[Tracked] = []
     for row, point in zip(rows, stored, strict=True):
         if point is not None:
@@ -215,14 +211,6 @@ async def _tracked(store: Store, index: Index, rows: list[Record]) -> list[Track
             options = None if expire_at is None else PutOptions(ttl=Ttl.EXPIRE_AT_MILLIS(expire_at))
             tracked.append((row.raw_key, row.key.record_type, Raw(data, row.value, options)))
     return tracked
-
-
-def _expire_at(options: Any) -> int | None:
-    """The absolute expiry (Unix ms) of the put options _tracked made (None: no TTL)."""
-    if options is None:
-        return None
-    expire_at: int = options.ttl[0]
-    return expire_at
 
 
 async def rebuild(

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 from opendata_kv.errors import TransactionConflictError
 from opendata_kv.store.indexes.layout import is_index_key
-from opendata_kv.store.indexes.maintain import DELETED, Raw, Tracked, plan
+from opendata_kv.store.indexes.maintain import DELETED, Raw, Tracked, Writes, plan
 from opendata_kv.store.indexes.old_values import old_values, point_reads
 from opendata_kv.store.indexes.registry import IndexSet
 from opendata_kv.store.native import calls
@@ -17,8 +18,16 @@ if TYPE_CHECKING:
     from opendata_kv.store.batch import Batch, Transaction
     from opendata_kv.store.writer import Store
 
-__all__ = ["DELETED", "Raw", "track", "tracked_list", "transaction_commit", "transaction_write",
-           "write_tracked"]
+__all__ = [
+    "DELETED",
+    "Raw",
+    "add_writes",
+    "track",
+    "tracked_list",
+    "transaction_commit",
+    "transaction_write",
+    "write_tracked",
+]
 
 
 def tracked_list(indexes: IndexSet | None) -> list[Tracked] | None:
@@ -49,26 +58,27 @@ async def write_tracked(store: Store, batch: Batch) -> None:
     assert indexes is not None and batch._tracked is not None
     db = store._writable()
     async with indexes.lock.held(store.where):
-        source, where = store._source, store.where
-
-        async def replaced(keys: list[bytes]) -> list[bytes | None]:
-            return await old_values(source, keys, where)
-
+        replaced = functools.partial(old_values, store._source, store.where)
         writes = await plan(
             indexes, store.values, batch._tracked, store._fetch_many, fetch_old=replaced
         )
-        wb = batch._wb()
-        for key, data, options in writes:
-            if data is None:
-                wb.delete(key)
-            elif options is None:
-                calls.batch_put(wb, key, data)
-            else:
-                wb.put_with_options(key, data, options)  # a plain call: no future
+        add_writes(batch, writes)
         try:
             await calls.write(db, batch.write_batch())
         except FOREIGN as exc:
             raise translate(exc, f"batch write on {store.where}") from exc
+
+
+def add_writes(batch: Batch, writes: Writes) -> None:
+    """Queue planned index writes in `batch` (puts with their options, deletes)."""
+    wb = batch._wb()
+    for key, data, options in writes:
+        if data is None:
+            wb.delete(key)
+        elif options is None:
+            calls.batch_put(wb, key, data)
+        else:
+            wb.put_with_options(key, data, options)  # a plain call: no future
 
 
 async def transaction_write(tx: Transaction, key: bytes, new: Any) -> None:
@@ -83,11 +93,7 @@ async def transaction_write(tx: Transaction, key: bytes, new: Any) -> None:
         return
     if tx._generation is None:
         tx._generation = indexes.generation
-    source, where = tx._source, tx.where
-
-    async def replaced(keys: list[bytes]) -> list[bytes | None]:  # expired ones too
-        return await point_reads(source, keys, where)
-
+    replaced = functools.partial(point_reads, tx._source, tx.where)  # expired ones too
     writes = await plan(
         indexes, store.values, [(key, record_type, new)], tx._fetch_many, fetch_old=replaced
     )

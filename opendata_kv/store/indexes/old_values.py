@@ -15,48 +15,44 @@ still stored, and the write that replaces it must remove them.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from opendata_kv.store.native import calls
 from opendata_kv.store.native.errors import FOREIGN, translate
 from opendata_kv.store.native.slatedb import KeyRange
 from opendata_kv.store.scan import scan_options
+from opendata_kv.store.views import in_windows
 
 #: below this many keys a batch is read with point reads (they are all in flight at once)
 WALK_MIN_KEYS = 16
-#: point reads in flight at once (as ReadView.get_many keeps them)
-POINT_WINDOW = 256
 #: rows read after each seek: enough to pass a run's neighbours, few enough to be cheap
 WALK_ROWS = 8
 _OPTIONS = scan_options(False)
 
 
-async def old_values(source: Any, keys: list[bytes], where: str) -> list[bytes | None]:
+async def old_values(source: Any, where: str, keys: list[bytes]) -> list[bytes | None]:
     """The stored values under `keys`, in their order (None where nothing is stored)."""
     if len(keys) < WALK_MIN_KEYS:
-        return await point_reads(source, keys, where)
+        return await point_reads(source, where, keys)
     ordered = sorted(set(keys))
     try:
         found, rest = await _walk(source, ordered)
     except FOREIGN as exc:
         raise translate(exc, f"read of replaced values on {where}") from exc
     if rest:
-        for key, value in zip(rest, await point_reads(source, rest, where), strict=True):
+        for key, value in zip(rest, await point_reads(source, where, rest), strict=True):
             if value is not None:
                 found[key] = value
     return [found.get(key) for key in keys]
 
 
-async def point_reads(source: Any, keys: list[bytes], where: str) -> list[bytes | None]:
-    """The stored values under `keys` by point reads, POINT_WINDOW in flight at once (an
-    object store is not sent thousands of requests together)."""
-    values: list[bytes | None] = []
+async def point_reads(source: Any, where: str, keys: list[bytes]) -> list[bytes | None]:
+    """The stored values under `keys` by point reads, a window at a time (views.in_windows)."""
     try:
-        for start in range(0, len(keys), POINT_WINDOW):
-            values += await calls.get_values(source, keys[start : start + POINT_WINDOW])
+        return await in_windows(functools.partial(calls.get_values, source), keys)
     except FOREIGN as exc:
         raise translate(exc, f"read of replaced values on {where}") from exc
-    return values
 
 
 async def _walk(source: Any, ordered: list[bytes]) -> tuple[dict[bytes, bytes], list[bytes]]:
