@@ -38,17 +38,24 @@ def db(tmp_path: Path) -> str:
 
 
 def test_changes_json(db: str, capsys: pytest.CaptureFixture[str]) -> None:
-    code, changes, _ = run(capsys, "changes", db, "--schema", "storekit:VALUES", "--json")
-    assert code == 0
-    assert [list(c) for c in changes] == [
-        ["cursor", "seq", "op", "key_hex", "record", "key", "value"]
-    ] * 4
-    assert [(c["op"], c["record"], c["key"], c["value"]) for c in changes] == [
+    code, changes, err = run(capsys, "changes", db, "--schema", "storekit:VALUES", "--json")
+    # the value that does not decode makes it exit 1, after every change, with one line
+    assert code == 1
+    assert err == (
+        "opendata-kv: error: 1 of 4 changes did not decode (shown raw with the reason)\n"
+    )
+    head = ["cursor", "seq", "op", "key_hex", "record", "key"]
+    assert [list(c) for c in changes] == [[*head, "value", "error"]] * 3 + [
+        [*head, "value_hex", "error"]
+    ]
+    assert [(c["op"], c["record"], c["key"], c.get("value")) for c in changes] == [
         ("put", "post", {"repo": "did:plc:a", "rkey": "3k"}, {"text": "hi", "lang": "en"}),
         ("put", "like", {"n": 1}, {"v": "0001", "f": "nan"}),  # as dump shows them
         ("delete", "post", {"repo": "did:plc:a", "rkey": "3k"}, None),
-        ("put", None, None, "c1"),  # no RecordType owns it; value bytes as hex
+        ("put", None, None, None),  # no RecordType owns it, not msgpack: bytes, and why
     ]
+    assert changes[3]["value_hex"] == "c1" and "not a msgpack value" in changes[3]["error"]
+    assert [c["error"] for c in changes[:3]] == [None] * 3
     code, rest, _ = run(capsys, "changes", db, "--json", "--since", changes[1]["cursor"])
     assert [c["cursor"] for c in rest] == [c["cursor"] for c in changes[2:]]
     assert all(c["record"] is None for c in rest)  # no --schema: nothing is named
@@ -131,7 +138,9 @@ def test_follow_stops_cleanly_on_ctrl_c(db: str) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 0, err
+    # a clean stop; the fixture's undecodable value (b"\xc1") still makes it exit 1
+    assert proc.returncode == 1, err
     assert "Traceback" not in err
     assert f"resume with --since {followed['cursor']}" in err
+    assert err.endswith("1 of 5 changes did not decode (shown raw with the reason)\n")
     assert len(lines) == 4 and out == ""
