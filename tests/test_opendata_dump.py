@@ -154,6 +154,10 @@ def test_marker_base_under_an_operand_reads_everywhere(marker_base: str) -> None
         assert result.returncode == 0 and "panicked" not in result.stderr, result.stderr
     (row,) = json_lines(run_in_process("dump", marker_base, "--json").stdout)
     assert row["record"] == "CentroidStats" and row["error"] is None
+    # the frame as shown has the process's secret cut out: base, then the operand
+    parts = [MARKER + b"\x01", struct.pack("<i", 5)]
+    shown = MARKER + b"\x01" + b"".join(struct.pack(">I", len(p)) + p for p in parts)
+    assert row["value_hex"] == shown.hex() and row["value_size"] == len(shown)
     # with --values the base is a stored CentroidStats value, 19 bytes too long: its own error
     result = run_in_process("dump", marker_base, "--values", "--json")
     (row,) = json_lines(result.stdout)

@@ -101,3 +101,14 @@ def test_operands_share_one_budget() -> None:
 def test_a_huge_posting_count_fails_before_building() -> None:
     with pytest.raises(ValueDecodeError, match="4294967295 postings need"):
         decode_value("vector", "PostingList", b"\xff\xff\xff\xff")
+
+
+def test_the_secret_never_shows() -> None:
+    framed = merge_frame.frame(b"base", [b"op"])
+    assert merge_frame.TOKEN not in merge_frame.shown(framed)
+    assert merge_frame.shown(framed) == MARKER + b"\x01\x00\x00\x00\x04base\x00\x00\x00\x02op"
+    assert merge_frame.shown(MARKER + b"x") == MARKER + b"x"  # stored bytes: as they are
+    with pytest.raises(ValueDecodeError) as malformed:
+        merge_frame.split(merge_frame.MERGE_FRAME + merge_frame.TOKEN + b"\x07")
+    assert "malformed merge frame" in str(malformed.value)
+    assert merge_frame.TOKEN.hex() not in str(malformed.value)

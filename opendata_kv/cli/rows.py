@@ -96,7 +96,11 @@ class Decoder:
         reason = merge_frame.failure(data)
         if reason is not None:  # the read-side merge operator could not keep this key's parts
             return failed_merge(self._row(key, b"", with_values=False), reason)
-        return self._row(key, data, with_values=with_values)
+        row = self._row(key, data, with_values=with_values)
+        if row.obj.get("value_hex") and merge_frame.is_frame(data):  # a merged key, raw
+            public = merge_frame.shown(data)
+            row.obj.update(value_hex=public.hex(), value_size=len(public))
+        return row
 
     def _row(self, key: bytes, data: bytes, *, with_values: bool) -> Row:
         if self.index_keys is not None and self.layout != "none" and self.index_keys.owns(key):

@@ -42,6 +42,12 @@ def is_frame(data: bytes) -> bool:
     return data.startswith(_HEAD)
 
 
+def shown(data: bytes) -> bytes:
+    """The bytes to print for `data`: a frame without the token (which never leaves the
+    process, so no output can teach it to a value), anything else as it is."""
+    return MERGE_FRAME + data[len(_HEAD) :] if is_frame(data) else data
+
+
 def failure(data: bytes) -> str | None:
     """The reason of a failed-merge frame; None for anything else."""
     if not is_frame(data) or data[len(_HEAD) : len(_HEAD) + 1] != bytes((_FAILED,)):
@@ -65,5 +71,5 @@ def split(data: bytes) -> tuple[bytes | None, list[bytes]]:
         pos += _U32.size + size
         parts.append(data[pos - size : pos])
     if pos != len(data) or kind not in (_OPERANDS, _WITH_BASE) or (kind and not parts):
-        raise ValueDecodeError(f"malformed merge frame {show_bytes(data)}", value=data)
+        raise ValueDecodeError(f"malformed merge frame {show_bytes(shown(data))}", value=data)
     return (parts[0] if kind else None), parts[kind:]
