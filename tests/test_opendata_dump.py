@@ -195,3 +195,21 @@ def test_a_failing_merge_is_an_error_row_not_a_panic(
     assert run_in_process("stats", marker_base).returncode == 0
     verify = run_in_process("verify", marker_base, "--json")
     assert verify.returncode == 0 and json.loads(verify.stdout)["problems"] == []
+
+
+def test_a_value_over_a_cap_is_shown_raw_with_its_reason(tmp_path: Path) -> None:
+    """Issue 28.3/28.6: 120,000 empty TermPostings blocks ask for more than max_objects; dump
+    and changes show the bytes (value_hex) with the ValueLimitError naming the record, exit 1."""
+    key = opendata.VECTOR.get("TermPostings").encode("body", "fox")
+    value = b"\x00" * 5 * 120_000
+    path = opendata_dbs.build_sst_runs(
+        str(tmp_path / "v"), "opendata-vector/v1", [[("put", key, value)]]
+    )
+    reason = f"value: TermPostings value of {len(value)} bytes refused: more than 500000 objects"
+    for command in (["dump", "--values"], ["changes"]):
+        result = run_in_process(*command, path, "--json")
+        assert result.returncode == 1, result.stderr
+        (row,) = json_lines(result.stdout)
+        assert row["value_hex"] == value.hex() and "value" not in row
+        assert row["error"].startswith(reason) and "max_objects=500000" in row["error"]
+        assert result.stderr.count("\n") == 1 and "1 of 1" in result.stderr

@@ -11,9 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from opendata_kv.errors import ValueDecodeError, ValueLimitError
-from opendata_kv.layouts import merge_frame
+from opendata_kv.layouts import merge_frame, opendata
+from opendata_kv.layouts.opendata import EXTRACTORS
 from opendata_kv.layouts.opendata_values import decode_value
-from opendata_kv.store.opendata_compat import ShowOperands
+from opendata_kv.store.opendata_compat import OpendataExtractor, ShowOperands
 from opendata_kv.values.limits import DecodeLimits
 
 MARKER = b"\xffopendata-kv:operands\x00"  # the marker without this process's token
@@ -112,3 +113,13 @@ def test_the_secret_never_shows() -> None:
         merge_frame.split(merge_frame.MERGE_FRAME + merge_frame.TOKEN + b"\x07")
     assert "malformed merge frame" in str(malformed.value)
     assert merge_frame.TOKEN.hex() not in str(malformed.value)
+
+
+def test_the_extractor_never_raises() -> None:
+    """slatedb calls prefix_len from Rust: anything odd is "no OpenData prefix", not a raise."""
+    extractor = OpendataExtractor(EXTRACTORS["opendata-vector/v1"])
+    assert extractor.prefix_len(object()) is None
+    assert extractor.prefix_len(type("T", (), {"key": 7})()) is None  # bytes(7): 7 zeros
+    vector_key = opendata.VECTOR.get("CentroidStats").encode(7)
+    assert extractor.prefix_len(type("T", (), {"key": vector_key})()) == 3
+    assert extractor.prefix_len(type("T", (), {"key": "not bytes"})()) is None
