@@ -123,20 +123,26 @@ def test_stored_marker_bytes_are_plain_values(tmp_path: Path) -> None:
     plain bytes it is: no operands made up, no decode error."""
     forged = MARKER + b"\x00" + bytes.fromhex("00000003616263")
     entry = opendata.LOG.get("LogEntry").encode(1, b"orders", 0)
-    kv = opendata.KEYVALUE.get("KeyValue").encode(b"k")
+    kv = opendata.KEYVALUE.get("KeyValue")
     log = opendata_dbs.build_sst_runs(
         str(tmp_path / "log"), "opendata-log/v1", [[("put", entry, forged)]]
     )
-    plain = opendata_dbs.build_sst_runs(str(tmp_path / "kv"), None, [[("put", kv, MARKER)]])
-    for path, key, value in ((log, entry, forged), (plain, kv, MARKER)):
+    plain = opendata_dbs.build_sst_runs(
+        str(tmp_path / "kv"),
+        None,
+        [[("put", kv.encode(b"a"), MARKER), ("put", kv.encode(b"b"), forged)]],
+    )
+    for path, values in ((log, [forged]), (plain, [MARKER, forged])):
         result = run_in_process("dump", path, "--values", "--json")
         assert result.returncode == 0, result.stderr
-        (row,) = json_lines(result.stdout)
-        assert row["key_hex"] == key.hex() and row["error"] is None
-        assert row["value"] == {"bytes": value.hex()}
+        rows = json_lines(result.stdout)
+        assert [r["error"] for r in rows] == [None] * len(values)
+        assert [r["value"] for r in rows] == [{"bytes": v.hex()} for v in values]
         changes = run_in_process("changes", path, "--json")
         assert changes.returncode == 0, changes.stderr
-        assert [c["value"] for c in json_lines(changes.stdout)] == [{"bytes": value.hex()}]
+        assert [c["value"] for c in json_lines(changes.stdout)] == [
+            {"bytes": v.hex()} for v in values
+        ]
 
 
 @pytest.fixture
