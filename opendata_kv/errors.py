@@ -173,8 +173,10 @@ class ValueLimitError(ValueDecodeError):
     """Stored value bytes that exceed a decode cap (size, container length, object count,
     nesting depth); refused before they can take the memory or time they ask for."""
 
-    def __init__(self, message: str, *, cap: str, limit: int) -> None:
-        super().__init__(message)
+    def __init__(
+        self, message: str, *, cap: str, limit: int, record: str | None = None, value: Any = None
+    ) -> None:
+        super().__init__(message, record=record, value=value)
         #: the cap's name, as in DecodeLimits (e.g. "max_objects")
         self.cap = cap
         #: the cap's value when the value was refused

@@ -8,7 +8,7 @@ import os
 import struct
 from typing import Any
 
-from slatedb.uniffi import DbBuilder, MergeOperator, ObjectStore
+from slatedb.uniffi import DbBuilder, FlushOptions, FlushType, MergeOperator, ObjectStore
 
 from opendata_kv.layouts import opendata
 from opendata_kv.store.opendata_compat import OpendataExtractor
@@ -107,4 +107,31 @@ async def _build(path: str, kind: str) -> None:
 def build(path: str, kind: str) -> str:
     """A database of `kind` (log, timeseries, vector) at `path`, closed; returns the path."""
     asyncio.run(_build(os.path.abspath(path), kind))
+    return os.path.abspath(path)
+
+
+#: one write of build_sst_runs: ("put" | "merge", key, value)
+Write = tuple[str, bytes, bytes]
+
+
+async def _build_runs(path: str, name: str | None, runs: list[list[Write]]) -> None:
+    os.makedirs(path, exist_ok=True)
+    builder = DbBuilder(path, ObjectStore.resolve("file:///"))
+    if name is not None:
+        builder.with_segment_extractor(OpendataExtractor(opendata.EXTRACTORS[name]))
+    builder.with_merge_operator(SumI32())
+    db = await builder.build()
+    try:
+        for run in runs:
+            for op, key, value in run:
+                await (db.put(key, value) if op == "put" else db.merge(key, value))
+            await db.flush_with_options(FlushOptions(flush_type=FlushType.MEM_TABLE))
+    finally:
+        await db.shutdown()
+
+
+def build_sst_runs(path: str, name: str | None, runs: list[list[Write]]) -> str:
+    """A database with extractor `name` (or none) whose every run of writes is flushed to an
+    SST of its own (so a merge operand and its base can sit in different SSTs); the path."""
+    asyncio.run(_build_runs(os.path.abspath(path), name, runs))
     return os.path.abspath(path)

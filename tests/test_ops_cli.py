@@ -38,17 +38,24 @@ def db(tmp_path: Path) -> str:
 
 
 def test_changes_json(db: str, capsys: pytest.CaptureFixture[str]) -> None:
-    code, changes, _ = run(capsys, "changes", db, "--schema", "storekit:VALUES", "--json")
-    assert code == 0
-    assert [list(c) for c in changes] == [
-        ["cursor", "seq", "op", "key_hex", "record", "key", "value"]
-    ] * 4
-    assert [(c["op"], c["record"], c["key"], c["value"]) for c in changes] == [
+    code, changes, err = run(capsys, "changes", db, "--schema", "storekit:VALUES", "--json")
+    # the value that does not decode makes it exit 1, after every change, with one line
+    assert code == 1
+    assert err == (
+        "opendata-kv: error: 1 of 4 changes did not decode (shown raw with the reason)\n"
+    )
+    head = ["cursor", "seq", "op", "key_hex", "record", "key"]
+    assert [list(c) for c in changes] == [[*head, "value", "error"]] * 3 + [
+        [*head, "value_hex", "error"]
+    ]
+    assert [(c["op"], c["record"], c["key"], c.get("value")) for c in changes] == [
         ("put", "post", {"repo": "did:plc:a", "rkey": "3k"}, {"text": "hi", "lang": "en"}),
         ("put", "like", {"n": 1}, {"v": "0001", "f": "nan"}),  # as dump shows them
         ("delete", "post", {"repo": "did:plc:a", "rkey": "3k"}, None),
-        ("put", None, None, "c1"),  # no RecordType owns it; value bytes as hex
+        ("put", None, None, None),  # no RecordType owns it, not msgpack: bytes, and why
     ]
+    assert changes[3]["value_hex"] == "c1" and "not a msgpack value" in changes[3]["error"]
+    assert [c["error"] for c in changes[:3]] == [None] * 3
     code, rest, _ = run(capsys, "changes", db, "--json", "--since", changes[1]["cursor"])
     assert [c["cursor"] for c in rest] == [c["cursor"] for c in changes[2:]]
     assert all(c["record"] is None for c in rest)  # no --schema: nothing is named
@@ -131,7 +138,51 @@ def test_follow_stops_cleanly_on_ctrl_c(db: str) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 0, err
+    # a clean stop; the fixture's undecodable value (b"\xc1") still makes it exit 1
+    assert proc.returncode == 1, err
     assert "Traceback" not in err
     assert f"resume with --since {followed['cursor']}" in err
+    assert err.endswith("1 of 5 changes did not decode (shown raw with the reason)\n")
     assert len(lines) == 4 and out == ""
+
+
+ITEM_SCHEMA = """
+from opendata_kv import RecordType, Schema, fields
+from opendata_kv.values import DecodeLimits, Values
+
+item = RecordType("item", 6, [("n", fields.u32)])
+S = Schema(item)
+CAPPED = Values(S, limits=DecodeLimits(max_str_len=16))
+"""
+
+
+def test_changes_tells_undecodable_values_from_strings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 28.6: poison bytes and a value over a decode cap are bytes with an error (value_hex
+    and error in --json, hex and `!` in text) and exit 1; the string "c1c1" stays a string."""
+    (tmp_path / "items.py").write_text(ITEM_SCHEMA)
+    path = str(tmp_path / "db")
+    from opendata_kv import RecordType, Schema, fields
+
+    item = RecordType("item", 6, [("n", fields.u32)])
+    with SyncStore.open(path, Schema(item)) as store:
+        store.put_raw(item.encode(2), b"\xc1\xc1 poison")
+        store.put(item, (3,), "c1c1")
+        store.put(item, (4,), "x" * 17)  # over CAPPED's max_str_len only
+        store.flush()
+    spec = f"{tmp_path / 'items.py'}:S"
+    code, changes, err = run(capsys, "changes", path, "--schema", spec, "--json")
+    assert code == 1 and err.endswith("1 of 3 changes did not decode (shown raw with the reason)\n")
+    poison, string, long = changes
+    assert poison["value_hex"] == b"\xc1\xc1 poison".hex() and "value" not in poison
+    assert "not a msgpack value" in poison["error"]
+    assert string["value"] == "c1c1" and string["error"] is None and "value_hex" not in string
+    assert long["value"] == "x" * 17
+    code, changes, err = run(capsys, "changes", path, "--schema", spec[:-1] + "CAPPED", "--json")
+    assert code == 1 and "2 of 3 changes did not decode" in err
+    assert "max_str_len" in changes[2]["error"] and changes[2]["value_hex"].startswith("b1")
+    assert main(["changes", path, "--schema", spec]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert "put     item(n=2) c1c120706f69736f6e  ! item v1 key 0x016000000002: value" in lines[0]
+    assert "item(n=3) 'c1c1'  [" in lines[1] and "!" not in lines[1]

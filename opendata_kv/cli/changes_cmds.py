@@ -12,7 +12,7 @@ import asyncio
 import sys
 from typing import Any
 
-from opendata_kv.cli.common import EXIT_OK, add_json_flag, emit_json, jsonable
+from opendata_kv.cli.common import EXIT_BAD_INPUT, EXIT_OK, add_json_flag, emit_json, jsonable
 from opendata_kv.cli.db_args import (
     count_arg,
     database_arg,
@@ -66,8 +66,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def change_object(decoder: Decoder, change: Any) -> dict[str, Any]:
-    """The JSON object of one change: cursor, seq, op, key_hex, record, key, value (and, for
-    an index write, index and part)."""
+    """The JSON object of one change: cursor, seq, op, key_hex, record, key, value (or
+    value_hex: bytes, or a value that did not decode, as dump shows them), error (and, for an
+    index write, index and part)."""
     key: bytes = change.raw_key
     if isinstance(change, IndexChange):
         return _index_change(decoder, change)
@@ -84,20 +85,26 @@ def change_object(decoder: Decoder, change: Any) -> dict[str, Any]:
         else:
             record = owner.name
             fields = {n: jsonable(v) for n, v in decoded.asdict().items()}
-    value: Any = None
-    data = change.raw_value
-    if change.op != "delete" and data is not None:
-        decoded_value, error = decoder.value(owner, key, data)
-        value = jsonable(data if error is not None else decoded_value)
-    return {
+    head = {
         "cursor": change.cursor,
         "seq": change.seq,
         "op": change.op,
         "key_hex": key.hex(),
         "record": record,
         "key": fields,
-        "value": value,
     }
+    data = change.raw_value
+    if change.op == "delete" or data is None:
+        return {**head, "value": None, "error": None}
+    return {**head, **value_members(data, *decoder.value(owner, key, data))}
+
+
+def value_members(data: bytes, value: Any, error: str | None) -> dict[str, Any]:
+    """value (decoded) or value_hex (bytes, or what did not decode), and error: as a dump row
+    shows them, so an undecodable value never reads as a string."""
+    if error is None and not isinstance(value, bytes):
+        return {"value": jsonable(value), "error": None}
+    return {"value_hex": data.hex(), "error": error}
 
 
 def _index_change(decoder: Decoder, change: IndexChange) -> dict[str, Any]:
@@ -129,6 +136,7 @@ def _index_change(decoder: Decoder, change: IndexChange) -> dict[str, Any]:
         "key": None if change.fields is None else jsonable(change.fields),
         "target": record,
         "value": jsonable(change.value),
+        "error": None,
     }
 
 
@@ -136,20 +144,20 @@ def _opendata_change(decoder: Decoder, change: Any) -> dict[str, Any]:
     """change_object for an OpenData key: the record and fields of its built-in layout."""
     key: bytes = change.raw_key
     obj, error = decoder.opendata_key(key)
-    value: Any = None
-    data = change.raw_value
-    if change.op != "delete" and data is not None:
-        decoded, value_error = (None, "") if error else decoder.opendata_value(obj, data)
-        value = jsonable(data if value_error is not None else decoded)
-    return {
+    head = {
         "cursor": change.cursor,
         "seq": change.seq,
         "op": change.op,
         "key_hex": key.hex(),
         "record": obj["record"],
         "key": obj["fields"],
-        "value": value,
     }
+    data = change.raw_value
+    if change.op == "delete" or data is None:
+        return {**head, "value": None, "error": None}
+    if error is not None:  # no layout to read the value with: its bytes, and no value error
+        return {**head, "value_hex": data.hex(), "error": None}
+    return {**head, **value_members(data, *decoder.opendata_value(obj, data))}
 
 
 def change_line(obj: dict[str, Any]) -> str:
@@ -161,7 +169,14 @@ def change_line(obj: dict[str, Any]) -> str:
         key = f"{obj['record']}({fields})"
     else:
         key = f"0x{obj['key_hex']}"
-    value = "" if obj["op"] == "delete" else " " + shorten(repr(obj["value"]), 60)
+    if obj["op"] == "delete":
+        value = ""
+    elif "value_hex" in obj:  # bytes, unquoted as in dump (a decoded string is quoted)
+        value = " " + shorten(obj["value_hex"] or "(empty)", 60)
+        if obj["error"] is not None:
+            value += "  ! " + shorten(obj["error"].removeprefix("value: "), 100)
+    else:
+        value = " " + shorten(repr(obj["value"]), 60)
     line = f"{obj['seq']:>6}  {obj['op']:<6}  {key}{value}  [{obj['cursor']}]"
     return printable(line)  # stored names and values cannot drive the terminal
 
@@ -186,18 +201,29 @@ def _index_text(obj: dict[str, Any]) -> str:
 
 
 def run_changes(args: argparse.Namespace) -> int:
+    """Print the changes; exit 1 (after them all) if a value did not decode."""
     decoder = Decoder.from_args(args)
     last: list[str] = []
+    counts = [0, 0]  # changes printed, of which with an error
     try:
-        asyncio.run(_changes(args, decoder, last))
+        asyncio.run(_changes(args, decoder, last, counts))
     except KeyboardInterrupt:
         sys.stdout.flush()
         resume = f"; resume with --since {last[0]}" if last else ""
         sys.stderr.write(f"opendata-kv: stopped{resume}\n")
+    if counts[1]:
+        sys.stdout.flush()
+        sys.stderr.write(
+            f"opendata-kv: error: {counts[1]} of {counts[0]} changes did not decode "
+            "(shown raw with the reason)\n"
+        )
+        return EXIT_BAD_INPUT
     return EXIT_OK
 
 
-async def _changes(args: argparse.Namespace, decoder: Decoder, last: list[str]) -> None:
+async def _changes(
+    args: argparse.Namespace, decoder: Decoder, last: list[str], counts: list[int]
+) -> None:
     limits = ReadLimits.from_args(args)
     store = await open_reader(args.db, limits)
     try:
@@ -225,6 +251,8 @@ async def _changes(args: argparse.Namespace, decoder: Decoder, last: list[str]) 
             out = sys.stdout
             for change in batch:
                 obj = change_object(decoder, change)
+                counts[0] += 1
+                counts[1] += obj["error"] is not None
                 if args.json:
                     emit_json(obj)
                 else:

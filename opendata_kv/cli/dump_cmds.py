@@ -204,7 +204,7 @@ def value_cell(row: Row) -> str:
     obj = row.obj
     if "value" in obj:
         return json.dumps(obj["value"], ensure_ascii=False, separators=(", ", ": "))
-    text = obj["value_hex"] or "(empty)"
+    text = "(no value)" if obj["value_hex"] is None else obj["value_hex"] or "(empty)"
     if row.value_error is not None:
         reason = row.reason(row.value_error).removeprefix("value: ").replace(": )", ")")
         reason = reason.replace("not a msgpack value", "not msgpack")

@@ -14,7 +14,7 @@ from opendata_kv.cli.common import SchemaSpec, jsonable, load_schema, parse_hex
 from opendata_kv.cli.layout_arg import check_layout, opendata_object, reads_as_opendata
 from opendata_kv.errors import KeyDecodeError, UnknownRecordError, ValueDecodeError, show_bytes
 from opendata_kv.keys import RecordType, Schema, parse_prefix
-from opendata_kv.layouts import opendata
+from opendata_kv.layouts import merge_frame, opendata
 from opendata_kv.layouts.opendata_values import decode_value
 from opendata_kv.values import Values, unpack
 
@@ -93,6 +93,16 @@ class Decoder:
 
     def row(self, key: bytes, data: bytes, *, with_values: bool) -> Row:
         """One record decoded as far as it goes; the reasons it went no further."""
+        reason = merge_frame.failure(data)
+        if reason is not None:  # the read-side merge operator could not keep this key's parts
+            return failed_merge(self._row(key, b"", with_values=False), reason)
+        row = self._row(key, data, with_values=with_values)
+        if row.obj.get("value_hex") and merge_frame.is_frame(data):  # a merged key, raw
+            public = merge_frame.shown(data)
+            row.obj.update(value_hex=public.hex(), value_size=len(public))
+        return row
+
+    def _row(self, key: bytes, data: bytes, *, with_values: bool) -> Row:
         if self.index_keys is not None and self.layout != "none" and self.index_keys.owns(key):
             return self.index_keys.row(key, data)  # type: ignore[no-any-return]
         if self.is_opendata(key):
@@ -155,6 +165,16 @@ class Decoder:
             return None, "value: nested too deeply to decode (RecursionError)"
 
 
+def failed_merge(row: Row, reason: str) -> Row:
+    """`row` (decoded without its value) as the error row of a key whose merge failed: no value
+    bytes to show (value_hex and value_size null), the reason as its value error."""
+    obj = dict(row.obj, value_hex=None, value_size=None)
+    obj.pop("value", None)
+    value_error = f"value: the merge failed for this key: {reason}"
+    obj["error"] = "; ".join(e for e in (row.key_error, value_error) if e is not None)
+    return Row(obj, row.key_error, value_error, row.short_key_error, row.prefix_note)
+
+
 def prefix_note(key: bytes, keyspace: bytes) -> str:
     """A few words on why `key` has no valid record prefix (for the table)."""
     k = len(keyspace)
@@ -182,7 +202,7 @@ class Row:
             message = message.replace(noise, "")
         if self.obj["record"]:  # the RECORD column names it already
             message = message.removeprefix(f"value: {self.obj['record']} v{self.obj['version']} ")
-        if "value_hex" in self.obj:
+        if self.obj.get("value_hex"):
             data = show_bytes(bytes.fromhex(self.obj["value_hex"]))
             for noise in (f": {data}", f" in {data}"):
                 message = message.replace(noise, "")

@@ -7,6 +7,11 @@ package decodes them, and they are never a runtime dependency.
 
 Little-endian throughout (strings: u16 LE length + UTF-8; arrays: u16 LE count + items), as
 OpenData writes them; SegmentMeta, SeqBlock and vector ids are big-endian.
+
+Decoding is capped as msgpack values are (values/limits.DecodeLimits): a value longer than
+max_value_bytes, a list longer than max_array_len or more than max_objects objects in one value
+raise ValueLimitError before they take the memory (each empty 5-byte TermPostings block becomes
+a dict: uncapped, a 10 MB value of them took `dump --values` to 934 MB peak RSS).
 """
 
 from __future__ import annotations
@@ -15,21 +20,54 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from opendata_kv.errors import ValueDecodeError, show_bytes
+from opendata_kv.errors import ValueDecodeError, ValueLimitError, show_bytes
+from opendata_kv.layouts import merge_frame
+from opendata_kv.values.limits import DEFAULT_LIMITS, DecodeLimits
 
-#: OpenData's merge-operand frame as opendata_kv's read-side merge operator builds it
-#: (store/opendata_compat.py): these bytes, then a flag (01: a base value comes first), then
-#: parts, each a u32 BE length and its bytes.
-MERGE_FRAME = b"\xffopendata-kv:operands\x00"
+
+class _Budget:
+    """The objects one value's decoding may still build (DecodeLimits.max_objects)."""
+
+    def __init__(self, limits: DecodeLimits) -> None:
+        self.limits = limits
+        self.left = limits.max_objects
 
 
 class _Reader:
-    """A cursor over one value; every read checks that the bytes are there."""
+    """A cursor over one value; every read checks that the bytes are there, and every list
+    or object built is charged to the value's budget."""
 
-    def __init__(self, record: str, data: bytes) -> None:
+    def __init__(self, record: str, data: bytes, budget: _Budget) -> None:
         self.record = record
         self.data = data
         self.pos = 0
+        self.budget = budget
+
+    def refuse(self, cap: str, what: str) -> ValueLimitError:
+        limit = getattr(self.budget.limits, cap)
+        return ValueLimitError(
+            f"{self.record} value of {len(self.data)} bytes refused: {what}, over the decode "
+            f"cap {cap}={limit} (raise it with DecodeLimits({cap}=...) if such values are "
+            "legitimate)",
+            cap=cap,
+            limit=limit,
+            record=self.record,
+            value=self.data,
+        )
+
+    def charge(self, objects: int) -> None:
+        """Count `objects` about to be built; ValueLimitError past max_objects."""
+        self.budget.left -= objects
+        if self.budget.left < 0:
+            cap = self.budget.limits.max_objects
+            raise self.refuse("max_objects", f"more than {cap} objects")
+
+    def items(self, count: int, what: str, each: int = 1) -> int:
+        """`count`, once a list of that many `what` (each `each` objects) is allowed."""
+        if count > self.budget.limits.max_array_len:
+            raise self.refuse("max_array_len", f"{count} {what}")
+        self.charge(count * each + 1)
+        return count
 
     def fail(self, what: str) -> ValueDecodeError:
         return ValueDecodeError(
@@ -59,9 +97,9 @@ class _Reader:
             self.pos -= size
             raise self.fail(f"{what} is not UTF-8") from None
 
-    def count(self, what: str) -> int:
+    def count(self, what: str, each: int = 1) -> int:
         value: int = self.unpack("<H", f"{what} count")
-        return value
+        return self.items(value, what, each)
 
     def rest(self) -> bytes:
         chunk = self.data[self.pos :]
@@ -104,7 +142,7 @@ def _forward_index(r: _Reader) -> dict[str, Any]:
         "metric_type": r.unpack("<B", "metric_type"),
         "flags": r.unpack("<B", "flags"),
     }
-    labels = r.count("label")
+    labels = r.count("label", 2)
     out["labels"] = {r.string("label name"): r.string("label value") for _ in range(labels)}
     return out
 
@@ -130,7 +168,7 @@ def _collection_meta(r: _Reader) -> dict[str, Any]:
             "type": r.unpack("<B", "field type"),
             "indexed": r.unpack("<B", "indexed flag"),
         }
-        for _ in range(r.count("field"))
+        for _ in range(r.count("field", 4))
     ]
     return out
 
@@ -150,15 +188,18 @@ def _centroid_stats(r: _Reader) -> dict[str, Any]:
 
 
 def _floats(r: _Reader, what: str) -> list[float]:
-    blob = r.rest()
-    if len(blob) % 4:
-        r.pos -= len(blob)
-        raise r.fail(f"{what}: {len(blob)} bytes are not a whole number of f32 values")
-    return [v for (v,) in struct.iter_unpack("<f", blob)]
+    size = len(r.data) - r.pos
+    if size % 4:
+        raise r.fail(f"{what}: {size} bytes are not a whole number of f32 values")
+    r.items(size // 4, f"{what} f32 values")  # before a float is built
+    return [v for (v,) in struct.iter_unpack("<f", r.rest())]
 
 
 def _posting_list(r: _Reader) -> dict[str, Any]:
     count = r.unpack("<I", "posting count")
+    if count * 12 > len(r.data) - r.pos:  # each posting is 12 bytes: fail before building
+        raise r.fail(f"{count} postings need {count * 12} bytes, {len(r.data) - r.pos} left")
+    r.items(count, "postings", 3)
     postings = []
     for _ in range(count):
         vector_id = r.unpack(">Q", "vector id")
@@ -182,6 +223,7 @@ _ATTRIBUTE_VALUES: dict[int, Callable[[_Reader], Any]] = {
 def _vector_data(r: _Reader) -> dict[str, Any]:
     out: dict[str, Any] = {"external_id": r.string("external id"), "attributes": {}}
     while r.pos < len(r.data):
+        r.charge(2)
         name = r.string("attribute name")
         kind = r.unpack("<B", "attribute type")
         if kind == 0xFF:  # the vector itself: f32 values to the end
@@ -222,6 +264,7 @@ def _sentinel(r: _Reader) -> dict[str, Any]:
 def _term_postings(r: _Reader) -> dict[str, Any]:
     blocks = []
     while r.pos < len(r.data):
+        r.charge(5)  # the block's dict, its three entries and its place in the list
         kind = r.unpack("<B", "block type")
         size = r.unpack("<I", "block length")
         blocks.append({"type": kind, "size": size, "hex": r.take(size, "block").hex()})
@@ -241,7 +284,7 @@ def _vector_field_stats(r: _Reader) -> dict[str, Any]:
     return {
         "fields": {
             r.string("field name"): r.unpack("<I", "field length")
-            for _ in range(r.count("field"))
+            for _ in range(r.count("field", 2))
         }
     }
 
@@ -277,36 +320,33 @@ DECODERS: dict[tuple[str, str], Callable[[_Reader], dict[str, Any]]] = {
 }
 
 
-def decode_value(subsystem: str, record: str, data: bytes) -> dict[str, Any]:
-    """The value of one record, decoded; merge operands (framed by opendata_kv's read-side
-    merge operator) come back as {"base": ..., "operands": [...]}, each decoded."""
-    if data.startswith(MERGE_FRAME):
-        return _merged(subsystem, record, data)
+def decode_value(
+    subsystem: str, record: str, data: bytes, limits: DecodeLimits = DEFAULT_LIMITS
+) -> dict[str, Any]:
+    """The value of one record, decoded under `limits` (ValueLimitError past a cap); merge
+    operands (in a frame of opendata_kv's read-side merge operator, layouts.merge_frame) come
+    back as {"base": ..., "operands": [...]}, each decoded."""
+    budget = _Budget(limits)
+    if len(data) > limits.max_value_bytes:
+        raise _Reader(record, data, budget).refuse("max_value_bytes", f"{len(data)} bytes")
+    if merge_frame.is_frame(data):
+        try:
+            base, operands = merge_frame.split(data)
+        except ValueDecodeError as exc:
+            raise ValueDecodeError(f"{record} {exc}", record=record, value=data) from None
+        _Reader(record, data, budget).items(len(operands), "merge operands")
+        return {
+            "base": None if base is None else _decode(subsystem, record, base, budget),
+            "operands": [_decode(subsystem, record, part, budget) for part in operands],
+        }
+    return _decode(subsystem, record, data, budget)
+
+
+def _decode(subsystem: str, record: str, data: bytes, budget: _Budget) -> dict[str, Any]:
     decoder = DECODERS.get((subsystem, record))
     if decoder is None:
         raise ValueDecodeError(f"no value layout for {subsystem} {record}", record=record)
-    reader = _Reader(record, data)
+    reader = _Reader(record, data, budget)
     value = decoder(reader)
     reader.end()
     return value
-
-
-def split_operands(data: bytes) -> tuple[bytes | None, list[bytes]]:
-    """(base value or None, operands) of a merge frame; ValueDecodeError if malformed."""
-    r = _Reader("merge frame", data)
-    r.take(len(MERGE_FRAME), "frame marker")
-    has_base = r.unpack(">B", "base flag")
-    parts = []
-    while r.pos < len(data):
-        parts.append(r.take(r.unpack(">I", "part length"), "part"))
-    if has_base > 1 or (has_base and not parts):
-        raise r.fail("malformed base flag")
-    return (parts[0] if has_base else None), parts[has_base:]
-
-
-def _merged(subsystem: str, record: str, data: bytes) -> dict[str, Any]:
-    base, operands = split_operands(data)
-    return {
-        "base": None if base is None else decode_value(subsystem, record, base),
-        "operands": [decode_value(subsystem, record, part) for part in operands],
-    }

@@ -10,25 +10,25 @@ OpenData's does, and a merge operator that keeps the operands apart instead of m
 slatedb fails with "merge operator missing" on the first read of one).
 
 The merge operator is read-side only: a reader never compacts, so what it returns is only
-ever shown. It frames the base value (if any) and every operand (layouts.opendata_values
-MERGE_FRAME); the dump decodes each part with the record's value layout.
+ever shown. It frames the base value (if any) and every operand (layouts.merge_frame, whose
+per-process token no stored value can carry); the dump decodes each part with the record's
+value layout. slatedb calls these objects from Rust, where a Python exception becomes a panic
+that ends the read: they catch everything and answer with something well-defined instead.
 """
 
 from __future__ import annotations
 
 import re
-import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from opendata_kv.errors import StoreError
+from opendata_kv.layouts import merge_frame
 from opendata_kv.layouts.opendata import EXTRACTORS, Extractor
-from opendata_kv.layouts.opendata_values import MERGE_FRAME, split_operands
 from opendata_kv.store.native.errors import FOREIGN
 from opendata_kv.store.native.slatedb import MergeOperator, PrefixExtractor
 
 _MISMATCH = re.compile(r'segment extractor configuration mismatch \(persisted: Some\("([^"]*)"\)')
-_U32 = struct.Struct(">I")
 
 
 class OpendataExtractor(PrefixExtractor):  # type: ignore[misc]
@@ -41,36 +41,45 @@ class OpendataExtractor(PrefixExtractor):  # type: ignore[misc]
         return self.spec.name
 
     def prefix_len(self, target: Any) -> int | None:
-        key: Any = getattr(target, "key", None)
-        if key is None:
-            key = getattr(target, "prefix", b"")
-        return self.spec.routing_prefix_len(bytes(key))
-
-
-def frame(base: bytes | None, operands: list[bytes]) -> bytes:
-    """MERGE_FRAME, the base flag, then each part as u32 BE length + bytes."""
-    parts = ([base] if base is not None else []) + operands
-    body = b"".join(_U32.pack(len(p)) + p for p in parts)
-    return MERGE_FRAME + bytes((base is not None,)) + body
+        try:
+            key: Any = getattr(target, "key", None)
+            if key is None:
+                key = getattr(target, "prefix", b"")
+            return self.spec.routing_prefix_len(bytes(key))
+        except Exception:  # never into Rust; a key without OpenData's prefix routes as none
+            return None
 
 
 class ShowOperands(MergeOperator):  # type: ignore[misc]
-    """A merge operator that keeps the base value and the operands, in order, apart."""
+    """A merge operator that keeps the base value and the operands, in order, apart; if that
+    fails (it should not: only MemoryError-like failures remain), it returns
+    merge_frame.failed(reason), which the dump shows as the key's error row."""
 
     def merge(self, key: bytes, existing_value: bytes | None, operand: bytes) -> bytes:
-        base: bytes | None = None
-        operands: list[bytes] = []
-        if existing_value is not None:
-            if existing_value.startswith(MERGE_FRAME):
-                base, operands = split_operands(existing_value)
-            else:  # a plain value under the operands: the base they apply to
-                base = existing_value
-        if operand.startswith(MERGE_FRAME):
-            _, more = split_operands(operand)
-            operands += more
-        else:
-            operands.append(operand)
-        return frame(base, operands)
+        try:
+            return keep_apart(existing_value, operand)
+        except BaseException as exc:  # anything raised here would panic in Rust
+            return merge_frame.failed(f"{type(exc).__name__}: {exc}")
+
+
+def keep_apart(existing_value: bytes | None, operand: bytes) -> bytes:
+    """The frame of `existing_value` (a plain base, an earlier frame or None) then `operand`;
+    a failed merge stays failed."""
+    base: bytes | None = None
+    operands: list[bytes] = []
+    for part in (existing_value, operand):
+        if part is not None and merge_frame.failure(part) is not None:
+            return part
+    if existing_value is not None:
+        if merge_frame.is_frame(existing_value):
+            base, operands = merge_frame.split(existing_value)
+        else:  # a plain value under the operands: the base they apply to
+            base = existing_value
+    if merge_frame.is_frame(operand):  # operands slatedb already merged among themselves
+        operands += merge_frame.split(operand)[1]
+    else:
+        operands.append(operand)
+    return merge_frame.frame(base, operands)
 
 
 def persisted_extractor(exc: BaseException) -> str | None:
