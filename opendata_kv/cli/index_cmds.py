@@ -240,6 +240,7 @@ async def open_writer(args: argparse.Namespace, schema: Schema, values: Any) -> 
     unreachable within --timeout."""
     from opendata_kv.errors import StoreNotFoundError, StoreUnavailableError
     from opendata_kv.store import Store
+    from opendata_kv.store.indexes.tools import index_rows_only
     from opendata_kv.store.location import parse_location
 
     limits = ReadLimits.from_args(args)
@@ -248,15 +249,16 @@ async def open_writer(args: argparse.Namespace, schema: Schema, values: Any) -> 
     if location.scheme == "file" and not os.path.isdir(location.path):
         raise CliError(f"no database at {args.db}: {location.path} is not a directory")
     try:
-        store: Store = await Store.open(
-            args.db,
-            schema,
-            values=values,
-            create_if_missing=False,
-            timeout=limits.timeout,
-            object_store_max_retries=limits.retries,
-            object_store_options=limits.object_store_options(location),
-        )
+        with index_rows_only():  # it writes index rows only: other indexes cannot go stale
+            store: Store = await Store.open(
+                args.db,
+                schema,
+                values=values,
+                create_if_missing=False,
+                timeout=limits.timeout,
+                object_store_max_retries=limits.retries,
+                object_store_options=limits.object_store_options(location),
+            )
     except StoreNotFoundError:
         raise CliError(f"no SlateDB database at {args.db}{where} (no manifest found)") from None
     except StoreUnavailableError as exc:

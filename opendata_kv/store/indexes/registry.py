@@ -90,14 +90,22 @@ class IndexSet:
         #: (index, record type) -> whether its entries read the key (maintain._reads_key)
         self.reads_key: dict[tuple[Index, RecordType], bool] = {}
 
+    def take_up(self, index: Index) -> None:
+        """Maintain a stored index the caller did not declare, rebuilt from its definition
+        (admin._undeclared), as if declared; records the schema lacks are never written."""
+        self.declared[index.name] = index
+
     def refresh(self) -> None:
         """Recompute which declared, stored indexes each record type maintains."""
         self.generation += 1
         by_type: dict[RecordType, list[Index]] = {}
+        names = set(self.schema.names())
         for name, index in self.declared.items():
             if name not in self.stored:
                 continue
             for record in index.records:
+                if record not in names:  # only an index taken up: declared ones are checked
+                    continue
                 for record_type in self.schema.versions(record):
                     by_type.setdefault(record_type, []).append(index)
         self._by_type = {rt: tuple(found) for rt, found in by_type.items()}
