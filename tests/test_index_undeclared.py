@@ -6,6 +6,7 @@ built. Readers and writers whose schema lacks the index's records are unaffected
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -131,14 +132,12 @@ def test_rebuild_later_marks_the_index_until_built(tmp_path: Path, face: str) ->
             async with Store.open(tmp_path, K.SCHEMA, rebuild_later=["tags"]) as store:
                 await store.put(K.post, {"author": "c", "rkey": 3}, {"tags": ["u", "t"]})
 
-        import asyncio
-
         asyncio.run(write())
     with SyncStore.open(tmp_path, K.SCHEMA) as db:  # no entry is kept: nothing to refuse
         db.put(K.post, {"author": "d", "rkey": 4}, {"tags": ["t"]})
-    with SyncStore.open_reader(tmp_path, K.SCHEMA, indexes=[K.tags]) as reader:
-        with pytest.raises(IndexStateError, match="write_only"):
-            list(reader.index_scan(K.tags, "t"))
+    reader = SyncStore.open_reader(tmp_path, K.SCHEMA, indexes=[K.tags])
+    with reader, pytest.raises(IndexStateError, match="write_only"):
+        list(reader.index_scan(K.tags, "t"))
     with SyncStore.open(tmp_path, K.SCHEMA, indexes=[K.tags]) as db:
         with pytest.raises(IndexStateError, match="write_only"):
             db.index_scan(K.tags, "t")
@@ -170,14 +169,18 @@ OPS = st.lists(
 )
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(sessions=OPS)
-def test_declared_or_not_every_session_keeps_the_indexes(tmp_path_factory: Any, sessions: Any) -> None:
+def test_declared_or_not_every_session_keeps_the_indexes(
+    tmp_path_factory: Any, sessions: Any
+) -> None:
     """Writers that do and do not declare the indexes take turns; after each, every index
     equals a recount of the records (check_indexes) and the counts are what the records say."""
     path = tmp_path_factory.mktemp("undeclared")
     live: dict[int, tuple[str | None, int]] = {}
-    for declared, writes in [(True, [])] + list(sessions):
+    for declared, writes in [(True, []), *sessions]:
         with SyncStore.open(path, K.SCHEMA, indexes=PLAIN if declared else ()) as db:
             for n, tag, amount in writes:
                 key = {"author": f"a{n % 2}", "rkey": n}
