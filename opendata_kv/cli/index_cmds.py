@@ -171,8 +171,15 @@ def describe_meta(meta: dict[str, Any]) -> dict[str, Any]:
         "version": definition.get("version"),
         "state": meta.get("state"),
         "position_hex": position.hex() if isinstance(position, bytes) else None,
-        "built": meta.get("built", 0),
+        "built": built_of(meta),
     }
+
+
+def built_of(meta: dict[str, Any]) -> int | None:
+    """How many records builds indexed; None for an index readable from its registration
+    (its records, if any, were indexed by the writes that stored them, not by a build)."""
+    built = int(meta.get("built", 0))
+    return None if built == 0 and meta.get("state") == "readable" else built
 
 
 def list_table(rows: list[dict[str, Any]]) -> str:
@@ -197,7 +204,7 @@ def list_table(rows: list[dict[str, Any]]) -> str:
                 printable(", ".join(row["records"])),
                 printable(fields.strip()),
                 state,
-                f"{row['built']:,}",
+                "-" if row["built"] is None else f"{row['built']:,}",
                 f"{row['entries']:,}",
             ]
         )
