@@ -7,23 +7,35 @@ built. Readers and writers whose schema lacks the index's records are unaffected
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import indexkit as K
 import pytest
+from clikit import CHILD_ENV
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from storekit import aio
 
 from opendata_kv import RecordType, Store, SyncStore, fields
-from opendata_kv.collections import BACKLINKS, RECORDS, default_schema, default_values
+from opendata_kv.collections import (
+    BACKLINKS,
+    RECORDS,
+    RecordCollection,
+    default_schema,
+    default_values,
+)
 from opendata_kv.collections.backlinks import LIKE
 from opendata_kv.errors import IndexStateError
 from opendata_kv.keys import Schema
+from opendata_kv.store.indexes.library import library_function
+from opendata_kv.store.indexes.stored import index_from_definition
 
 POST = "at://did:plc:aaa/app.bsky.feed.post/3kx1"
 PLAIN = [K.by_tag, K.by_handle, K.per_tag, K.likes]
+LIKE_GROUPS = "opendata_kv.collections.backlinks.like_groups"
 
 
 def like(n: int) -> tuple[dict[str, str], dict[str, Any]]:
@@ -197,3 +209,53 @@ def test_declared_or_not_every_session_keeps_the_indexes(
             for author in ("a0", "a1"):
                 want = sum(a for n, (_, a) in live.items() if f"a{n % 2}" == author)
                 assert db.index_sum("likes", author) == want
+
+
+@aio
+async def test_record_collection_reads_on_a_writer_that_did_not_declare(tmp_path: Path) -> None:
+    schema = default_schema()
+    async with Store.open(tmp_path, schema, indexes=BACKLINKS.indexes) as store:
+        await store.put(RECORDS.record, *like(1))
+    async with Store.open(tmp_path, schema) as store:
+        repo = RecordCollection(store)
+        await repo.create("did:plc:zz", LIKE, like(2)[1])
+        assert await repo.like_count(POST) == 2
+        assert len((await repo.likes(POST)).records) == 2
+        # the library's Index objects are accepted for the indexes taken up
+        assert await store.index_count(BACKLINKS.likes.counts, POST) == 2
+
+
+def _definition(using: str) -> dict[str, Any]:
+    return {**BACKLINKS.likes.counts.describe(), "using": using}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "os.system",  # outside the library: never imported
+        "opendata_kv.cli.main.main",  # the library's, but not an index function
+        "opendata_kv.collections.backlinks.strong_ref_uri",  # a helper, not marked
+        "opendata_kv.collections.backlinks.nope",
+        "opendata_kv.no_such_module.f",
+    ],
+)
+def test_only_marked_library_functions_are_found(name: str) -> None:
+    with pytest.raises(IndexStateError, match="declared with a function"):
+        index_from_definition(_definition(name))
+    assert library_function(name) is None
+
+
+def test_a_library_function_is_found_in_a_fresh_process() -> None:
+    """The stored name alone imports the library module that defines it."""
+    code = (
+        "import sys\n"
+        "from opendata_kv.store.indexes.stored import index_from_definition\n"
+        "assert 'opendata_kv.collections' not in sys.modules\n"
+        f"index = index_from_definition({_definition(LIKE_GROUPS)!r})\n"
+        "print(index.using.__module__, index.using.__name__)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=CHILD_ENV, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["opendata_kv.collections.backlinks", "like_groups"]

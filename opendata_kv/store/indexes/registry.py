@@ -84,6 +84,8 @@ class IndexSet:
                 schema.versions(name)  # SchemaError for a record name the schema lacks
             self.declared[index.name] = index
         self.stored: dict[str, dict[str, Any]] = {}
+        #: stored indexes the caller did not declare, maintained from their definitions
+        self.taken_up: set[str] = set()
         self.generation = 0
         self.lock = WriteLock()
         self._by_type: dict[RecordType, tuple[Index, ...]] = {}
@@ -94,6 +96,7 @@ class IndexSet:
         """Maintain a stored index the caller did not declare, rebuilt from its definition
         (admin._undeclared), as if declared; records the schema lacks are never written."""
         self.declared[index.name] = index
+        self.taken_up.add(index.name)
 
     def refresh(self) -> None:
         """Recompute which declared, stored indexes each record type maintains."""
@@ -146,7 +149,9 @@ class IndexSet:
                 f"declared: {sorted(self.declared)})",
                 index=name,
             )
-        if not isinstance(index, str) and index is not found:
+        if not isinstance(index, str) and index is not found and not (
+            name in self.taken_up and index.describe() == found.describe()
+        ):
             raise IndexStateError(
                 f"{where}: index {name!r} is not the Index object this store was opened with",
                 index=name,
