@@ -105,9 +105,13 @@ def test_an_undeclared_function_index_refuses_the_open(tmp_path: Path) -> None:
     message = str(caught.value)
     assert "tags (using=indexkit.each_tag)" in message and "indexes=" in message
     assert "rebuild_later=('tags',)" in message and caught.value.index == "tags"
-    # nothing was written: declaring it works and finds the index as it was
+    # a refused open writes nothing: no new index registered, no rebuild mark
+    with pytest.raises(IndexStateError, match="tags"):
+        SyncStore.open(tmp_path, K.SCHEMA, indexes=[K.covered], rebuild_later=["by_tag"])
     with SyncStore.open(tmp_path, K.SCHEMA, indexes=[*PLAIN, K.tags]) as db:
-        assert db.index_info()["tags"]["state"] == "readable"
+        info = db.index_info()
+        assert "covered" not in info and info["by_tag"]["state"] == "readable"
+        assert info["tags"]["state"] == "readable"
         assert db.check_indexes() == []
 
 

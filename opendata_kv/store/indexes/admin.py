@@ -73,6 +73,8 @@ async def load(
     later = _rebuild_later(store, indexes, rebuild_later)
     if not declared and not indexes.stored:
         return None
+    if undeclared and not store.readonly and not INDEX_ROWS_ONLY.get():
+        await _undeclared(store, indexes, later)  # type: ignore[arg-type]  # before any write
     for index in declared:
         meta = indexes.stored.get(index.name)
         if meta is not None:
@@ -100,8 +102,6 @@ async def load(
         await _save(store, index.name, meta)  # type: ignore[arg-type]
         indexes.stored[index.name] = meta
         await _save_catalog(store, indexes.stored)  # type: ignore[arg-type]
-    if undeclared and not store.readonly and not INDEX_ROWS_ONLY.get():
-        await _undeclared(store, indexes, later)  # type: ignore[arg-type]
     indexes.refresh()
     return indexes
 
@@ -132,17 +132,18 @@ async def _undeclared(store: Store, indexes: IndexSet, later: set[str]) -> None:
     reads are refused until a build); left alone when this writer's schema defines none of
     its records (it cannot write them) or it keeps no entry yet (write_only, no position);
     maintained as if declared when its definition names no function, or only the library's
-    own; else the open is refused naming it and how to declare it."""
+    own; else the open is refused naming it and how to declare it. Nothing is written or
+    taken up before every index has been judged, so a refused open changes nothing."""
     names = set(store.schema.names())
     refused: dict[str, list[str]] = {}
+    marks: list[str] = []
+    taken: list[Index] = []
     for name, meta in sorted(indexes.stored.items()):
         if name in indexes.declared:
             continue
         if name in later:
             if meta["state"] != WRITE_ONLY or meta.get("position") is not None:
-                meta = dict(meta, state=WRITE_ONLY, position=None, built=0)
-                await _save(store, name, meta)
-                indexes.stored[name] = meta
+                marks.append(name)
             continue
         definition = meta["definition"]
         records = definition.get("records")
@@ -153,19 +154,26 @@ async def _undeclared(store: Store, indexes: IndexSet, later: set[str]) -> None:
         unknown = unknown_functions(definition)
         if unknown:
             refused[name] = unknown
-            continue
-        indexes.take_up(index_from_definition(definition))
-    if refused:
-        listed = "; ".join(f"{n} ({', '.join(f)})" for n, f in refused.items())
-        raise IndexStateError(
-            f"{store.where} stores indexes that this writer was not given and cannot compute: "
-            f"{listed}. Writing their records without them would leave them stale. Declare "
-            "them with Store.open(..., indexes=[...]) (the same Index objects, e.g. "
-            "BACKLINKS.indexes for a RecordCollection store), or pass "
-            f"rebuild_later={tuple(refused)!r} to mark them for rebuild (their reads are "
-            "refused until Store.build_index or `opendata-kv index build`)",
-            index=", ".join(refused),
-        )
+        else:
+            taken.append(index_from_definition(definition))
+    if not refused:
+        for name in marks:
+            meta = dict(indexes.stored[name], state=WRITE_ONLY, position=None, built=0)
+            await _save(store, name, meta)
+            indexes.stored[name] = meta
+        for index in taken:
+            indexes.take_up(index)
+        return
+    listed = "; ".join(f"{n} ({', '.join(f)})" for n, f in refused.items())
+    raise IndexStateError(
+        f"{store.where} stores indexes that this writer was not given and cannot compute: "
+        f"{listed}. Writing their records without them would leave them stale. Declare "
+        "them with Store.open(..., indexes=[...]) (the same Index objects, e.g. "
+        "BACKLINKS.indexes for a RecordCollection store), or pass "
+        f"rebuild_later={tuple(refused)!r} to mark them for rebuild (their reads are "
+        "refused until Store.build_index or `opendata-kv index build`)",
+        index=", ".join(refused),
+    )
 
 
 async def _save(store: Store, name: str, meta: dict[str, Any]) -> None:
