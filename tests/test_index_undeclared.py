@@ -185,8 +185,11 @@ OPS = st.lists(
 )
 
 
+# each example opens a store up to 5 times: 12 examples by default, 250 with OPENDATA_KV_FUZZ=long
 @settings(
-    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=max(12, settings.default.max_examples // 8),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(sessions=OPS)
 def test_declared_or_not_every_session_keeps_the_indexes(
