@@ -135,6 +135,8 @@ async def _undeclared(store: Store, indexes: IndexSet, later: set[str]) -> None:
     own; else the open is refused naming it and how to declare it. Nothing is written or
     taken up before every index has been judged, so a refused open changes nothing."""
     names = set(store.schema.names())
+    if not names and not later:  # raw rows only (clone): no write of it is indexed
+        return
     refused: dict[str, list[str]] = {}
     marks: list[str] = []
     taken: list[Index] = []
