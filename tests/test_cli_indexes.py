@@ -19,6 +19,7 @@ from indexkit import ALL, SCHEMA, by_handle, by_tag, likes, note, per_tag, post
 from opskit import fingerprint
 
 from opendata_kv.cli import index_cmds
+from opendata_kv.keys import Schema
 from opendata_kv.store import SyncStore
 from opendata_kv.store.indexes.layout import entry_prefix
 
@@ -262,8 +263,16 @@ def test_verify_indexes_needs_the_schema_and_names_unbuilt_indexes(db: str) -> N
     assert no_schema.returncode == 1 and "--schema" in no_schema.stderr
     result = cli("verify", db, "--indexes", *S, "--json")
     (report,) = json_lines(result.stdout)
-    assert report["ok"] and report["checked"]["indexes"] == 0
+    assert report["checked"]["indexes"] == 0 and report["problems"] == []
     assert any("index by_tag not checked: it is write_only" in n for n in report["notes"])
+    # it checked none of what was asked: not "ok", and not a success (issue 27 point 10)
+    assert result.returncode == 1 and not report["ok"]
+    assert report["verdict"] == (
+        f"not checked: none of the {len(ALL)} stored indexes could be checked (see the notes)"
+    )
+    text = cli("verify", db, "--indexes", *S)
+    assert text.returncode == 1 and text.stdout.startswith(f"verify {db}: not checked: ")
+    assert "checked none of the indexes" in text.stderr
 
 
 # --- index drop ---------------------------------------------------------------------------------
@@ -315,7 +324,7 @@ def test_dump_shows_index_entries_by_name_and_writes_nothing(tmp_path: Path) -> 
 def test_dump_names_an_entry_whose_index_is_not_stored(tmp_path: Path) -> None:
     url = str(tmp_path / "db")
     fill(url, built=True)
-    with SyncStore.open(url, SCHEMA) as db:
+    with SyncStore.open(url, Schema()) as db:  # raw rows: no record, no index kept
         db.put_raw(entry_prefix("ghost") + b"x", b"")
     result = cli("dump", url, "--prefix", entry_prefix("ghost").hex(), "--json")
     assert result.returncode == 1

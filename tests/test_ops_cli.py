@@ -98,6 +98,7 @@ def test_checkpoint_commands(db: str, capsys: pytest.CaptureFixture[str], tmp_pa
         "destination": str(tmp_path / "copy"),
         "checkpoint": made[0]["id"],
         "records": 2,  # the count the library returns (issue 20.3)
+        "index_rows": 0,  # index rows apart (issue 27 point 11)
         "source_cursor": cloned[0]["source_cursor"],
         "resumed": False,
     }

@@ -27,8 +27,9 @@ def add_index_check(
     report: Any,
     limits: ReadLimits,
     progress: Callable[[str, int], None],
-) -> None:
-    """Check the indexes of args.db and add what was found to `report` (a VerifyReport)."""
+) -> str | None:
+    """Check the indexes of args.db and add what was found to `report` (a VerifyReport).
+    Returns what the verdict must say was not checked (None: every stored index was)."""
     if not args.schema:
         raise CliError(
             "verify --indexes: the records an index is checked against are decoded with the "
@@ -44,6 +45,12 @@ def add_index_check(
         if "declared with a function" in reason:
             reason += "; pass its declaration with --indexes=MODULE:ATTR"
         report.notes.append(f"index {name} not checked: {reason}")
+    if not found.not_checked:
+        return None
+    total = len(found.checked) + len(found.not_checked)
+    if not found.checked:
+        return f"none of the {total} stored indexes could be checked (see the notes)"
+    return f"{len(found.not_checked)} of {total} stored indexes not checked (see the notes)"
 
 
 async def _check(db: str, limits: ReadLimits, spec: Any, declared: list[Any]) -> Any:

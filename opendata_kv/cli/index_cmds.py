@@ -171,8 +171,15 @@ def describe_meta(meta: dict[str, Any]) -> dict[str, Any]:
         "version": definition.get("version"),
         "state": meta.get("state"),
         "position_hex": position.hex() if isinstance(position, bytes) else None,
-        "built": meta.get("built", 0),
+        "built": built_of(meta),
     }
+
+
+def built_of(meta: dict[str, Any]) -> int | None:
+    """How many records builds indexed; None for an index readable from its registration
+    (its records, if any, were indexed by the writes that stored them, not by a build)."""
+    built = int(meta.get("built", 0))
+    return None if built == 0 and meta.get("state") == "readable" else built
 
 
 def list_table(rows: list[dict[str, Any]]) -> str:
@@ -197,7 +204,7 @@ def list_table(rows: list[dict[str, Any]]) -> str:
                 printable(", ".join(row["records"])),
                 printable(fields.strip()),
                 state,
-                f"{row['built']:,}",
+                "-" if row["built"] is None else f"{row['built']:,}",
                 f"{row['entries']:,}",
             ]
         )
@@ -240,6 +247,7 @@ async def open_writer(args: argparse.Namespace, schema: Schema, values: Any) -> 
     unreachable within --timeout."""
     from opendata_kv.errors import StoreNotFoundError, StoreUnavailableError
     from opendata_kv.store import Store
+    from opendata_kv.store.indexes.tools import index_rows_only
     from opendata_kv.store.location import parse_location
 
     limits = ReadLimits.from_args(args)
@@ -248,15 +256,16 @@ async def open_writer(args: argparse.Namespace, schema: Schema, values: Any) -> 
     if location.scheme == "file" and not os.path.isdir(location.path):
         raise CliError(f"no database at {args.db}: {location.path} is not a directory")
     try:
-        store: Store = await Store.open(
-            args.db,
-            schema,
-            values=values,
-            create_if_missing=False,
-            timeout=limits.timeout,
-            object_store_max_retries=limits.retries,
-            object_store_options=limits.object_store_options(location),
-        )
+        with index_rows_only():  # it writes index rows only: other indexes cannot go stale
+            store: Store = await Store.open(
+                args.db,
+                schema,
+                values=values,
+                create_if_missing=False,
+                timeout=limits.timeout,
+                object_store_max_retries=limits.retries,
+                object_store_options=limits.object_store_options(location),
+            )
     except StoreNotFoundError:
         raise CliError(f"no SlateDB database at {args.db}{where} (no manifest found)") from None
     except StoreUnavailableError as exc:

@@ -1,6 +1,7 @@
-"""`stats` for index keys (RFC 0010): entries, key bytes and value bytes per index (its
-metadata row counted in its bytes), the catalog apart; counted beside the records, not in
-their totals."""
+"""`stats` for index keys (RFC 0010): entries, metadata rows, key bytes and value bytes per
+index (its metadata row counted in its bytes), the catalog row apart (it is no index: its kind
+is "catalog" and it has no entries, shown "-"); counted beside the records, not in their
+totals."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ class IndexStats:
         from opendata_kv.store.indexes.layout import CATALOG, META, decode_meta, index_name_of
 
         if key == CATALOG:
-            group = self.groups.setdefault(CATALOG_NAME, IndexCounter(kind="-"))
+            group = self.groups.setdefault(CATALOG_NAME, IndexCounter(kind="catalog"))
             group.metadata += 1
         elif key.startswith(META):
             group = self.groups.setdefault(
@@ -83,14 +84,29 @@ class IndexStats:
         ]
 
     def table(self) -> str:
-        rows = [["INDEX", "KIND", "ENTRIES", "KEY BYTES", "VALUE BYTES"]]
+        rows = [["INDEX", "KIND", "ENTRIES", "META ROWS", "KEY BYTES", "VALUE BYTES"]]
         rows += [
-            [printable(name), c.kind, f"{c.entries:,}", f"{c.key_bytes:,}", f"{c.value_bytes:,}"]
+            [
+                printable(name),
+                c.kind,
+                "-" if name == CATALOG_NAME else f"{c.entries:,}",
+                f"{c.metadata:,}",
+                f"{c.key_bytes:,}",
+                f"{c.value_bytes:,}",
+            ]
             for name, c in sorted(self.groups.items())
         ]
         total = self.totals()
         entries = sum(c.entries for c in self.groups.values())
+        metadata = sum(c.metadata for c in self.groups.values())
         rows.append(
-            ["total", "", f"{entries:,}", f"{total['key_bytes']:,}", f"{total['value_bytes']:,}"]
+            [
+                "total",
+                "",
+                f"{entries:,}",
+                f"{metadata:,}",
+                f"{total['key_bytes']:,}",
+                f"{total['value_bytes']:,}",
+            ]
         )
         return _aligned(rows, numeric_from=2)

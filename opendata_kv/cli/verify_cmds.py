@@ -74,6 +74,7 @@ def run_verify(args: argparse.Namespace) -> int:
     options = limits.object_store_options(location)
     asyncio.run(limits.bound(_refuse_unusable(location, options), f"verify {args.db}"))
     bar = StageProgress(sys.stderr)
+    unchecked = None
     try:
         report = verify(
             args.db,
@@ -83,14 +84,21 @@ def run_verify(args: argparse.Namespace) -> int:
             progress=bar.update,
         )
         if args.indexes is not None:
-            add_index_check(args, report, limits, bar.update)
+            unchecked = add_index_check(args, report, limits, bar.update)
     finally:
         bar.done()
+    # asked to check the indexes and none could be: not "ok", and not a success
+    nothing = unchecked is not None and not report.checked.get("indexes")
+    if not report.ok:
+        state = f"{len(report.problems)} problem(s)"
+    elif nothing:
+        state = f"not checked: {unchecked}"
+    else:
+        state = "ok" if unchecked is None else f"ok, but {unchecked}"
     if args.json:
-        emit_json(report.as_json())
+        emit_json({**report.as_json(), "ok": report.ok and not nothing, "verdict": state})
     else:
         out = sys.stdout
-        state = "ok" if report.ok else f"{len(report.problems)} problem(s)"
         out.write(f"verify {report.url}: {state}\n")
         for problem in report.problems:
             out.write(f"  {problem.object_name}: {problem.message}\n")
@@ -101,6 +109,12 @@ def run_verify(args: argparse.Namespace) -> int:
     if not report.ok:
         sys.stderr.write(
             f"opendata-kv: error: {args.db} is damaged: {len(report.problems)} problem(s)\n"
+        )
+        return EXIT_BAD_INPUT
+    if nothing:
+        sys.stderr.write(
+            f"opendata-kv: error: verify --indexes checked none of the indexes of {args.db}: "
+            f"{unchecked}\n"
         )
         return EXIT_BAD_INPUT
     return EXIT_OK

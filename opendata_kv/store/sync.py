@@ -831,6 +831,7 @@ class SyncStore(SyncStoreReader):
         check_expiry: bool = True,
         cache_bytes: int | None = None,
         indexes: Iterable[Index] = (),
+        rebuild_later: Iterable[str] = (),
     ) -> SyncStore:
         """Open as the writer; the arguments are Store.open's."""
         opening = Store.open(
@@ -846,6 +847,7 @@ class SyncStore(SyncStoreReader):
             check_expiry=check_expiry,
             cache_bytes=cache_bytes,
             indexes=indexes,
+            rebuild_later=rebuild_later,
         )
         return SyncStore(_loop(_await(opening)))
 

@@ -88,6 +88,7 @@ class Store(StoreReader):
         check_expiry: bool = True,
         cache_bytes: int | None = None,
         indexes: Iterable[Index] = (),
+        rebuild_later: Iterable[str] = (),
     ) -> Opening[Store]:
         """Open the database as its writer: `async with Store.open(...) as s` or
         `s = await Store.open(...)`. A second writer on the same database fences this one.
@@ -114,7 +115,11 @@ class Store(StoreReader):
             it alone, so a long scan does not evict what point reads rely on.
         `indexes`: the secondary indexes (opendata_kv.Index) this writer maintains; one not
             yet stored is registered, readable at once on an empty store, else write_only
-            until built (build_index). See docs/indexes.md.
+            until built (build_index). A stored index not declared here is maintained when
+            its stored definition names no function (or only the library's own); one that
+            needs a function refuses the open (IndexStateError) unless named in
+            `rebuild_later`, which marks it write_only (reads refused) until built again.
+            See docs/indexes.md.
         """
         cache = check_cache_bytes(cache_bytes)
         merged = dict(settings or {})
@@ -134,6 +139,7 @@ class Store(StoreReader):
                 check_seconds(timeout, "timeout"),
                 cache,
                 indexes,
+                rebuild_later,
             )
         )
 
@@ -479,6 +485,7 @@ async def _open_writer(
     timeout: float | None,
     cache_bytes: int | None = None,
     indexes: Iterable[Index] = (),
+    rebuild_later: Iterable[str] = (),
 ) -> Store:
     schema, values = as_schema(schema_arg, values)
     location = parse_location(url)
@@ -499,7 +506,7 @@ async def _open_writer(
     store = Store(db, location, schema, values, readonly=False, check_expiry=check_expiry)
     store._object_store = object_store
     try:
-        store._indexes = await index_admin.load(store, indexes)
+        store._indexes = await index_admin.load(store, indexes, rebuild_later=rebuild_later)
     except BaseException:
         await store.close()
         raise

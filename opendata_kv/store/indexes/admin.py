@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from opendata_kv.errors import IndexStateError
@@ -27,6 +28,7 @@ from opendata_kv.store.indexes.layout import (
 )
 from opendata_kv.store.indexes.maintain import Raw, Tracked, plan
 from opendata_kv.store.indexes.registry import READABLE, WRITE_ONLY, IndexSet
+from opendata_kv.store.indexes.stored import index_from_definition, unknown_functions
 from opendata_kv.store.native import calls
 from opendata_kv.store.native.slatedb import PutOptions, Ttl
 from opendata_kv.store.scan import KeySpan, Record
@@ -38,6 +40,10 @@ if TYPE_CHECKING:
     from opendata_kv.store.writer import Store
 
 Progress = Callable[[int, str], None]
+#: set while a tool that writes index rows only, never a record, opens its writer
+#: (tools.index_rows_only: `opendata-kv index build|rebuild|drop`): nothing it writes can
+#: make a stored index stale, so the stored indexes it was not given are left alone
+INDEX_ROWS_ONLY: ContextVar[bool] = ContextVar("index_rows_only", default=False)
 
 
 async def stored_metas(view: ReadView) -> dict[str, dict[str, Any]]:
@@ -51,14 +57,24 @@ async def stored_metas(view: ReadView) -> dict[str, dict[str, Any]]:
     return found
 
 
-async def load(store: StoreReader, declared: Iterable[Index]) -> IndexSet | None:
+async def load(
+    store: StoreReader,
+    declared: Iterable[Index],
+    *,
+    rebuild_later: Iterable[str] = (),
+    undeclared: bool = True,
+) -> IndexSet | None:
     """The store's IndexSet (None when it neither declares nor stores any index); a writer
-    registers declared indexes that are not stored yet."""
+    registers declared indexes that are not stored yet, and (unless `undeclared` is False:
+    a tool that writes no record) takes up the stored ones it was not given (_undeclared)."""
     declared = list(declared)
     indexes = IndexSet(store.schema, declared)
     indexes.stored = await stored_metas(store)
+    later = _rebuild_later(store, indexes, rebuild_later)
     if not declared and not indexes.stored:
         return None
+    if undeclared and not store.readonly and not INDEX_ROWS_ONLY.get():
+        await _undeclared(store, indexes, later)  # type: ignore[arg-type]  # before any write
     for index in declared:
         meta = indexes.stored.get(index.name)
         if meta is not None:
@@ -88,6 +104,78 @@ async def load(store: StoreReader, declared: Iterable[Index]) -> IndexSet | None
         await _save_catalog(store, indexes.stored)  # type: ignore[arg-type]
     indexes.refresh()
     return indexes
+
+
+def _rebuild_later(store: StoreReader, indexes: IndexSet, names: Iterable[str]) -> set[str]:
+    """The names of `rebuild_later=`: stored indexes this writer does not declare."""
+    later = {names} if isinstance(names, str) else set(names)
+    for name in sorted(later):
+        if name in indexes.declared:
+            raise IndexStateError(
+                f"{store.where}: index {name!r} is both declared (indexes=) and marked "
+                "rebuild_later=: a declared index is maintained, so there is nothing to rebuild",
+                index=name,
+            )
+        if name not in indexes.stored:
+            raise IndexStateError(
+                f"{store.where}: rebuild_later= names index {name!r}, which is not stored "
+                f"(stored: {sorted(indexes.stored)})",
+                index=name,
+            )
+    return later
+
+
+async def _undeclared(store: Store, indexes: IndexSet, later: set[str]) -> None:
+    """A writer never leaves a stored index stale silently (RFC 0010, "Writers that do not
+    declare an index"). Each stored index the caller did not declare is, in this order:
+    marked for rebuild when named in `later` (write_only, no position: no entry is kept and
+    reads are refused until a build); left alone when this writer's schema defines none of
+    its records (it cannot write them) or it keeps no entry yet (write_only, no position);
+    maintained as if declared when its definition names no function, or only the library's
+    own; else the open is refused naming it and how to declare it. Nothing is written or
+    taken up before every index has been judged, so a refused open changes nothing."""
+    names = set(store.schema.names())
+    if not names and not later:  # raw rows only (clone): no write of it is indexed
+        return
+    refused: dict[str, list[str]] = {}
+    marks: list[str] = []
+    taken: list[Index] = []
+    for name, meta in sorted(indexes.stored.items()):
+        if name in indexes.declared:
+            continue
+        if name in later:
+            if meta["state"] != WRITE_ONLY or meta.get("position") is not None:
+                marks.append(name)
+            continue
+        definition = meta["definition"]
+        records = definition.get("records")
+        if isinstance(records, list) and not names.intersection(map(str, records)):
+            continue
+        if meta["state"] != READABLE and meta.get("position") is None:
+            continue
+        unknown = unknown_functions(definition)
+        if unknown:
+            refused[name] = unknown
+        else:
+            taken.append(index_from_definition(definition))
+    if not refused:
+        for name in marks:
+            meta = dict(indexes.stored[name], state=WRITE_ONLY, position=None, built=0)
+            await _save(store, name, meta)
+            indexes.stored[name] = meta
+        for index in taken:
+            indexes.take_up(index)
+        return
+    listed = "; ".join(f"{n} ({', '.join(f)})" for n, f in refused.items())
+    raise IndexStateError(
+        f"{store.where} stores indexes that this writer was not given and cannot compute: "
+        f"{listed}. Writing their records without them would leave them stale. Declare "
+        "them with Store.open(..., indexes=[...]) (the same Index objects, e.g. "
+        "BACKLINKS.indexes for a RecordCollection store), or pass "
+        f"rebuild_later={tuple(refused)!r} to mark them for rebuild (their reads are "
+        "refused until Store.build_index or `opendata-kv index build`)",
+        index=", ".join(refused),
+    )
 
 
 async def _save(store: Store, name: str, meta: dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from opendata_kv.errors import SchemaError
 from opendata_kv.keys import Key, RecordType
 from opendata_kv.keys.fields import Field
+from opendata_kv.store.indexes.library import callable_name
 
 Kind = Literal["value", "unique", "count", "sum"]
 KINDS: tuple[Kind, ...] = ("value", "unique", "count", "sum")
@@ -41,11 +42,6 @@ def check_index_name(name: object) -> str:
             value=name,
         )
     return name
-
-
-def _callable_name(function: Callable[..., Any]) -> str:
-    module = getattr(function, "__module__", "?")
-    return f"{module}.{getattr(function, '__qualname__', repr(function))}"
 
 
 def field_of(key: Key | None, value: Any, name: str) -> Any:
@@ -210,9 +206,9 @@ class Index:
             "kind": self.kind,
             "records": list(self.records),
             "fields": [[n, f.public_name or f.kind] for n, f in self.fields],
-            "using": None if self.using is None else _callable_name(self.using),
+            "using": None if self.using is None else callable_name(self.using),
             "amount": (
-                amount if amount is None or isinstance(amount, str) else _callable_name(amount)
+                amount if amount is None or isinstance(amount, str) else callable_name(amount)
             ),
             "version": self.version,
         }

@@ -84,20 +84,31 @@ class IndexSet:
                 schema.versions(name)  # SchemaError for a record name the schema lacks
             self.declared[index.name] = index
         self.stored: dict[str, dict[str, Any]] = {}
+        #: stored indexes the caller did not declare, maintained from their definitions
+        self.taken_up: set[str] = set()
         self.generation = 0
         self.lock = WriteLock()
         self._by_type: dict[RecordType, tuple[Index, ...]] = {}
         #: (index, record type) -> whether its entries read the key (maintain._reads_key)
         self.reads_key: dict[tuple[Index, RecordType], bool] = {}
 
+    def take_up(self, index: Index) -> None:
+        """Maintain a stored index the caller did not declare, rebuilt from its definition
+        (admin._undeclared), as if declared; records the schema lacks are never written."""
+        self.declared[index.name] = index
+        self.taken_up.add(index.name)
+
     def refresh(self) -> None:
         """Recompute which declared, stored indexes each record type maintains."""
         self.generation += 1
         by_type: dict[RecordType, list[Index]] = {}
+        names = set(self.schema.names())
         for name, index in self.declared.items():
             if name not in self.stored:
                 continue
             for record in index.records:
+                if record not in names:  # only an index taken up: declared ones are checked
+                    continue
                 for record_type in self.schema.versions(record):
                     by_type.setdefault(record_type, []).append(index)
         self._by_type = {rt: tuple(found) for rt, found in by_type.items()}
@@ -138,7 +149,9 @@ class IndexSet:
                 f"declared: {sorted(self.declared)})",
                 index=name,
             )
-        if not isinstance(index, str) and index is not found:
+        if not isinstance(index, str) and index is not found and not (
+            name in self.taken_up and index.describe() == found.describe()
+        ):
             raise IndexStateError(
                 f"{where}: index {name!r} is not the Index object this store was opened with",
                 index=name,

@@ -1,7 +1,8 @@
-"""Indexes known from their stored definitions (RFC 0010), for tools that did not declare them:
-the CLI's index commands, dump, stats and verify. A definition that names no function (no
-`using`, `amount` absent or a value field name) is enough to rebuild its Index; one that
-names a function needs the declaration itself (the function cannot be stored).
+"""Indexes known from their stored definitions (RFC 0010), for writers and tools that did not
+declare them: Store.open, the CLI's index commands, dump, stats and verify. A definition that
+names no function (no `using`, `amount` absent or a value field name), or only functions the
+library defines (library.py), is enough to rebuild its Index; one that names another function
+needs the declaration itself (the function cannot be stored).
 """
 
 from __future__ import annotations
@@ -13,33 +14,46 @@ from typing import Any
 from opendata_kv.errors import IndexStateError, OpendataKvError, StoreDataError
 from opendata_kv.keys.codec_names import field_named
 from opendata_kv.store.indexes.declare import Index
+from opendata_kv.store.indexes.library import library_function
 
 
-def functions_of(definition: Mapping[str, Any]) -> list[str]:
-    """The functions a stored definition names (`using`, or an `amount` that is not a field
-    name: the stored name of a function is `module.qualname`, so it holds a dot)."""
-    found = []
+def functions_of(definition: Mapping[str, Any]) -> dict[str, str]:
+    """The functions a stored definition names, by argument (`using`, or an `amount` that is
+    not a field name: the stored name of a function is `module.qualname`, so it holds a dot)."""
+    found = {}
     if definition.get("using") is not None:
-        found.append(f"using={definition['using']}")
+        found["using"] = str(definition["using"])
     amount = definition.get("amount")
     if isinstance(amount, str) and "." in amount:
-        found.append(f"amount={amount}")
+        found["amount"] = amount
     return found
 
 
-def index_from_definition(definition: Mapping[str, Any]) -> Index:
-    """The Index a stored definition describes (its describe() equals `definition`).
+def unknown_functions(definition: Mapping[str, Any]) -> list[str]:
+    """The functions a stored definition names that the library does not define (`arg=name`):
+    empty when the definition alone rebuilds its Index."""
+    return [
+        f"{arg}={name}"
+        for arg, name in functions_of(definition).items()
+        if library_function(name) is None
+    ]
 
-    IndexStateError naming the index and its functions when it names any (the declaration
-    is needed); StoreDataError naming the index when the definition is damaged."""
+
+def index_from_definition(definition: Mapping[str, Any]) -> Index:
+    """The Index a stored definition describes (its describe() equals `definition`); the
+    library's own functions are found by their stored names.
+
+    IndexStateError naming the index and its functions when it names any other (the
+    declaration is needed); StoreDataError naming the index when the definition is damaged."""
     name = str(definition.get("name"))
-    functions = functions_of(definition)
-    if functions:
+    unknown = unknown_functions(definition)
+    if unknown:
         raise IndexStateError(
-            f"index {name!r} is declared with a function ({', '.join(functions)}), which the "
+            f"index {name!r} is declared with a function ({', '.join(unknown)}), which the "
             "database does not store: its declaration is needed to compute its entries",
             index=name,
         )
+    functions = {arg: library_function(n) for arg, n in functions_of(definition).items()}
     try:
         pairs = [(str(n), field_named(codec)) for n, codec in definition["fields"]]
         index = Index(
@@ -47,7 +61,8 @@ def index_from_definition(definition: Mapping[str, Any]) -> Index:
             list(definition["records"]),
             pairs,
             kind=definition["kind"],
-            amount=definition.get("amount"),
+            amount=functions.get("amount") or definition.get("amount"),
+            using=functions.get("using"),
             covering=definition.get("covering", False),
             version=definition.get("version", 1),
         )

@@ -33,6 +33,7 @@ from opendata_kv.errors import (
 from opendata_kv.keys import Schema
 from opendata_kv.store import sidecar
 from opendata_kv.store.batch import Batch
+from opendata_kv.store.indexes.layout import is_index_key
 from opendata_kv.store.location import Location, parse_location
 from opendata_kv.store.native.errors import call, translate
 from opendata_kv.store.native.slatedb import AdminBuilder, Error, KeyRange
@@ -50,8 +51,9 @@ Progress = Callable[[int, str], None]
 @dataclass(frozen=True)
 class CloneResult:
     """What `clone` made: source, destination, the checkpoint read (None: latest state), how
-    many records were copied (in total, also over a resumed run), the source's feed cursor
-    at the cloned state and whether this run resumed an interrupted clone."""
+    many records were copied and, apart, how many index rows (entries, metadata, catalog:
+    RFC 0010) (in total, also over a resumed run), the source's feed cursor at the cloned
+    state and whether this run resumed an interrupted clone."""
 
     source: str
     destination: str
@@ -59,6 +61,7 @@ class CloneResult:
     records: int
     source_cursor: str | None = None
     resumed: bool = False
+    index_rows: int = 0
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -66,6 +69,7 @@ class CloneResult:
             "destination": self.destination,
             "checkpoint": self.checkpoint,
             "records": self.records,
+            "index_rows": self.index_rows,
             "source_cursor": self.source_cursor,
             "resumed": self.resumed,
         }
@@ -184,10 +188,18 @@ async def clone(
             cursor = await copier.source_cursor()
             await _bounded(target.flush(), timeout, f"clone: flush {dst_url}")
         await side.put_json(
-            "origin.json", {**wanted, "source_cursor": cursor, "records": copier.records}
+            "origin.json",
+            {
+                **wanted,
+                "source_cursor": cursor,
+                "records": copier.records,
+                "index_rows": copier.index_rows,
+            },
         )
     await side.delete(sidecar.CLONE_MARKER)
-    return CloneResult(src_url, dst_url, checkpoint, copier.records, cursor, resumed)
+    return CloneResult(
+        src_url, dst_url, checkpoint, copier.records, cursor, resumed, copier.index_rows
+    )
 
 
 class _Copier:
@@ -209,6 +221,7 @@ class _Copier:
         self.timeout = timeout
         self.progress = progress
         self.records = int(marker.get("records") or 0)
+        self.index_rows = int(marker.get("index_rows") or 0)
         self.where = f"clone of {reader.where}"
 
     async def copy(self, target: Store) -> None:
@@ -238,16 +251,20 @@ class _Copier:
                 return
             now = datetime.datetime.now(datetime.timezone.utc).timestamp() * 1000
             batch = Batch(target)
+            index_rows = 0
             for kv in rows:
                 expire = kv.expire_ts
                 if expire is not None and expire <= now:
                     continue
                 batch.put_raw(kv.key, kv.value, expire_at=expire)
+                index_rows += is_index_key(kv.key)
             count = len(batch)
             if count:
                 await _bounded(target.write(batch, durable=True), self.timeout, self.where)
-            self.records += count
+            self.records += count - index_rows
+            self.index_rows += index_rows
             self.marker["records"] = self.records
+            self.marker["index_rows"] = self.index_rows
             self.marker["last_key"] = rows[-1].key.hex()
             await self.side.put_json(sidecar.CLONE_MARKER, self.marker)
             if self.progress is not None:
