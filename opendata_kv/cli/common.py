@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from opendata_kv.cli.text import json_text, printable
 from opendata_kv.errors import OpendataKvError, show_text
 from opendata_kv.keys import Schema
 from opendata_kv.values import Values
@@ -39,20 +40,15 @@ def add_json_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def emit_json(obj: Any) -> None:
-    """Print one JSON line (compact, UTF-8 kept readable; all-ASCII escapes when a string
-    holds input bytes that were not UTF-8, so the line is always valid UTF-8 JSON)."""
-    text = json.dumps(obj, ensure_ascii=False, separators=(", ", ": "))
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:  # input bytes that were not UTF-8 (surrogate escapes)
-            text = json.dumps(obj, ensure_ascii=True, separators=(", ", ": "))
-    sys.stdout.write(text + "\n")
+    """Print one JSON line (compact, UTF-8 kept readable, every control or format character
+    written as \\uXXXX by cli.text.json_text, so the line is valid UTF-8 JSON that a terminal
+    shows as it is)."""
+    sys.stdout.write(json_text(obj) + "\n")
 
 
 def fail(message: str) -> int:
     """Report one clear line on stderr and return the bad-input exit code."""
-    sys.stderr.write(f"opendata-kv: error: {message}\n")
+    sys.stderr.write(f"opendata-kv: error: {printable(message)}\n")
     return EXIT_BAD_INPUT
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from opendata_kv.cli.db_read import Walk, checkpoint_arg, open_reader, walk_from
 from opendata_kv.cli.layout_arg import layout_arg
 from opendata_kv.cli.rows import Decoder, Row
 from opendata_kv.cli.stats_cmds import Progress
-from opendata_kv.cli.text import cut, printable, shorten
+from opendata_kv.cli.text import cut, json_text, printable, shorten
 from opendata_kv.keys import record_type_text
 
 
@@ -197,13 +196,13 @@ def field_text(value: Any) -> str:
         c in value for c in ' "='
     ):
         return value
-    return json.dumps(value, ensure_ascii=False)
+    return json_text(value, compact=False)
 
 
 def value_cell(row: Row) -> str:
     obj = row.obj
     if "value" in obj:
-        return json.dumps(obj["value"], ensure_ascii=False, separators=(", ", ": "))
+        return json_text(obj["value"])
     text = obj["value_hex"] or "(empty)"
     if row.value_error is not None:
         reason = row.reason(row.value_error).removeprefix("value: ").replace(": )", ")")
