@@ -93,7 +93,9 @@ def run_each(
         try:
             result = compute(value)
         except OpendataKvError as exc:
-            emit_json({"input": show_text(value, quote=False), "error": str(exc)})
+            # the line as read (JSON escapes it and gives it back), cut when long
+            shown = value if len(value) <= 48 else f"{value[:48]}... ({len(value)} characters)"
+            emit_json({"input": shown, "error": str(exc)})
             status = EXIT_BAD_INPUT
             continue
         emit_json(result)

@@ -7,30 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any, TextIO
 
+from opendata_kv.errors import printable
 
-def _escaped(char: str, as_json: bool) -> str:
-    code = ord(char)
-    if as_json:  # JSON has only \uXXXX: characters past the BMP as a surrogate pair
-        if code <= 0xFFFF:
-            return f"\\u{code:04x}"
-        code -= 0x10000
-        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
-    if code <= 0xFF:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
-
-
-def printable(text: str, *, as_json: bool = False) -> str:
-    """`text` with every character a terminal would act on or hide escaped as \\xNN /
-    \\uNNNN (only \\uNNNN with `as_json`, for text inside a JSON string): C0 and C1 controls
-    (escape sequences, newlines, carriage returns), DEL, line and paragraph separators, bidi
-    overrides and other format characters (Cc, Cf, Zl, Zp; also unassigned, private-use and
-    lone surrogate code points and spaces other than U+0020). The one escaping every command
-    uses, so stored names and values cannot move the cursor, recolour the terminal or forge
-    output lines."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else _escaped(c, as_json) for c in text)
+__all__ = ["EscapingStream", "cut", "json_text", "printable", "shorten"]
 
 
 def json_text(obj: Any, *, compact: bool = True) -> str:
