@@ -65,6 +65,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="decode values (msgpack, or the codecs of a --schema Values) instead of hex",
     )
+    dump.add_argument(
+        "--indexes",
+        action="store_true",
+        help="also the index rows (keys 00f1..., RFC 0010) after the records, decoded by the "
+        "stored index definitions (their values with --values)",
+    )
     checkpoint_arg(dump)
     layout_arg(dump)
     read_limit_args(dump)
@@ -78,6 +84,7 @@ def run_dump(args: argparse.Namespace) -> int:
     error (and keyspace_hex under a keyspace)."""
     decoder = Decoder.from_args(args)
     walk = walk_from_args(args, decoder.keyspace, decoder.schema)
+    walk.index_rows = "last" if args.indexes else "skip"
     return asyncio.run(_dump(args, decoder, walk))
 
 
@@ -87,13 +94,14 @@ async def _dump(args: argparse.Namespace, decoder: Decoder, walk: Walk) -> int:
     printer: Callable[[list[Row]], None] = table.rows if table is not None else _json_rows
     total = failed = 0
     store = await open_reader(args.db, walk.limits, args.checkpoint)
-    try:
-        decoder.index_keys = await walk.limits.bound(
-            index_keys(store, decoder), f"read {store.where}"
-        )
-    except BaseException:
-        await store.close()
-        raise
+    if args.indexes:
+        try:
+            decoder.index_keys = await walk.limits.bound(
+                index_keys(store, decoder), f"read {store.where}"
+            )
+        except BaseException:
+            await store.close()
+            raise
     # a count on stderr while the rows go to a file or pipe (a terminal shows the rows)
     progress = Progress(sys.stderr)
     progress.enabled = progress.enabled and not sys.stdout.isatty()
