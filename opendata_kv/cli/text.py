@@ -22,16 +22,20 @@ def json_text(obj: Any, *, compact: bool = True) -> str:
 
 
 class EscapingStream:
-    """A text stream that passes each write through `printable`, keeping only its newlines:
-    the last guard on stdout, so no command can write a raw control character even where a
-    cell was not escaped on its own (cells escape their newlines themselves)."""
+    """A text stream that passes each write through `printable`, keeping only the newlines
+    and tabs commands lay their output out with: the last guard on stdout, so no command can
+    write a raw control character even where a cell was not escaped on its own (cells escape
+    their own newlines and tabs)."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
 
     def write(self, text: str) -> int:
-        if not text.replace("\n", "").isprintable():
-            text = "\n".join(printable(part) for part in text.split("\n"))
+        if not text.replace("\n", "").replace("\t", "").isprintable():
+            text = "\n".join(
+                "\t".join(printable(cell) for cell in line.split("\t"))
+                for line in text.split("\n")
+            )
         return self.stream.write(text)
 
     def __getattr__(self, name: str) -> Any:
