@@ -27,6 +27,7 @@ from opendata_kv.values.limits import (
     DecodeLimits,
     check_stored_size,
     limited_unpackb,
+    may_exceed,
 )
 
 UnknownPolicy = Literal["raise", "skip", "raw"]
@@ -137,10 +138,10 @@ class Values:
     def check_caps(self, record_type: RecordType, data: bytes, key: bytes | None) -> None:
         """ValueLimitError (the error get would raise, naming the record and key) when the
         codec's decode caps would refuse `data`: a value get cannot read is never stored.
-        Only values long enough to reach a cap are checked; bytes that are no msgpack value
-        at all are left to put_raw's caller (get reports them)."""
+        Only values that could reach a cap are decoded (limits.may_exceed); bytes that are no
+        msgpack value at all are left to put_raw's caller (get reports them)."""
         limits = getattr(self.plan(record_type).codec, "limits", None)
-        if not isinstance(limits, DecodeLimits) or len(data) <= limits.uncapped_bytes:
+        if not isinstance(limits, DecodeLimits) or not may_exceed(data, limits):
             return
         try:
             limited_unpackb(data, limits)
