@@ -13,6 +13,31 @@ from typing import Any, TypeVar
 _T = TypeVar("_T")
 
 
+def _escaped(char: str, as_json: bool) -> str:
+    code = ord(char)
+    if as_json:  # JSON has only \uXXXX: characters past the BMP as a surrogate pair
+        if code <= 0xFFFF:
+            return f"\\u{code:04x}"
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def printable(text: str, *, as_json: bool = False) -> str:
+    """`text` with every character a terminal would act on or hide escaped as \\xNN /
+    \\uNNNN (only \\uNNNN with `as_json`, for text inside a JSON string): C0 and C1 controls
+    (escape sequences, newlines, carriage returns), DEL, line and paragraph separators, bidi
+    overrides and other format characters (Cc, Cf, Zl, Zp; also unassigned, private-use and
+    lone surrogate code points and spaces other than U+0020). The one escaping every command
+    uses, so stored names and values cannot move the cursor, recolour the terminal or forge
+    output lines."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _escaped(c, as_json) for c in text)
+
+
 def show_bytes(data: bytes | bytearray | memoryview, limit: int = 48) -> str:
     """Hex of `data` for an error message, shortened past `limit` bytes (the length is kept)."""
     raw = bytes(data)
@@ -26,8 +51,8 @@ def show_text(text: str, limit: int = 48, *, quote: bool = True) -> str:
     past `limit` characters with the full length added, so a long bad input is never echoed
     in full."""
     if len(text) <= limit:
-        return repr(text) if quote else text
-    head = repr(text[:limit]) if quote else text[:limit]
+        return repr(text) if quote else printable(text)
+    head = repr(text[:limit]) if quote else printable(text[:limit])
     return f"{head}... ({len(text)} characters)"
 
 
@@ -376,6 +401,7 @@ __all__ = [
     "ValueDecodeError",
     "ValueEncodeError",
     "ValueLimitError",
+    "printable",
     "show_bytes",
     "show_text",
 ]

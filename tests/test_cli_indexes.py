@@ -51,8 +51,7 @@ def cli(*args: str) -> Any:
 def listed(url: str) -> dict[str, dict[str, Any]]:
     result = cli("index", "list", url, "--json")
     assert result.returncode == 0, result.stderr
-    (obj,) = json_lines(result.stdout)
-    return {row["name"]: row for row in obj["indexes"]}
+    return {row["name"]: row for row in json_lines(result.stdout)}  # JSON Lines: one per index
 
 
 def recount_ok(url: str) -> None:
@@ -299,9 +298,17 @@ def test_dump_shows_index_entries_by_name_and_writes_nothing(tmp_path: Path) -> 
     url = str(tmp_path / "db")
     fill(url, built=True)
     before = fingerprint(url)
-    result = cli("dump", url, *S, "--json")
+    plain = cli("dump", url, *S, "--json")
+    assert plain.returncode == 0, plain.stderr
+    assert all(r.get("layout") != "index" for r in json_lines(plain.stdout))  # records only
+    result = cli("dump", url, *S, "--indexes", "--values", "--json")
     assert result.returncode == 0, result.stderr
-    rows = [r for r in json_lines(result.stdout) if r.get("layout") == "index"]
+    every = json_lines(result.stdout)
+    kinds = [r.get("layout") == "index" for r in every]
+    assert kinds == sorted(kinds) and any(kinds)  # records first, then the index rows
+    records = [r["key_hex"] for r in every if r.get("layout") != "index"]
+    assert records == [r["key_hex"] for r in json_lines(plain.stdout)]
+    rows = [r for r in every if r.get("layout") == "index"]
     assert all(r["error"] is None for r in rows)
     entry = next(r for r in rows if r["index"] == "by_tag" and r["entry"] == "value")
     assert entry["fields"] == {"tag": "x", "author": "a"}
@@ -316,7 +323,18 @@ def test_dump_shows_index_entries_by_name_and_writes_nothing(tmp_path: Path) -> 
     meta = next(r for r in rows if r["index"] == "per_tag" and r["entry"] == "metadata")
     assert meta["value"]["state"] == "readable" and meta["value"]["built"] == COUNT
     assert sum(1 for r in rows if r["entry"] == "catalog") == 1
-    table = cli("dump", url, "--prefix", entry_prefix("per_tag").hex()).stdout
+    # without --values, index rows are shown as records are: keys decoded, values as hex
+    bare = [r for r in json_lines(cli("dump", url, *S, "--indexes", "--json").stdout)
+            if r.get("layout") == "index"]
+    assert [r["key_hex"] for r in bare] == [r["key_hex"] for r in rows]
+    assert all("value" not in r and r["value_hex"] is not None for r in bare)
+    assert all(r["fields"] == w["fields"] for r, w in zip(bare, rows, strict=True))
+    reverse = cli("dump", url, *S, "--indexes", "--reverse", "--json").stdout
+    flags = [r.get("layout") == "index" for r in json_lines(reverse)]
+    assert flags == sorted(flags)  # records first in reverse too
+    per_tag = entry_prefix("per_tag").hex()
+    assert cli("dump", url, "--prefix", per_tag).stdout == "(no records)\n"
+    table = cli("dump", url, "--prefix", per_tag, "--indexes", "--values").stdout
     assert "index per_tag" in table and "tag=x" in table and '"count": 15' in table
     assert fingerprint(url) == before
 
@@ -326,7 +344,7 @@ def test_dump_names_an_entry_whose_index_is_not_stored(tmp_path: Path) -> None:
     fill(url, built=True)
     with SyncStore.open(url, Schema()) as db:  # raw rows: no record, no index kept
         db.put_raw(entry_prefix("ghost") + b"x", b"")
-    result = cli("dump", url, "--prefix", entry_prefix("ghost").hex(), "--json")
+    result = cli("dump", url, "--prefix", entry_prefix("ghost").hex(), "--indexes", "--json")
     assert result.returncode == 1
     (row,) = json_lines(result.stdout)
     assert row["index"] == "ghost" and "no index named 'ghost' is stored" in row["error"]

@@ -100,6 +100,10 @@ def test_changes_and_verify_open_read_only(dbs: dict[str, str]) -> None:
         # a database written with a segment extractor keeps its L0 per segment: verify
         # reads it whole and finds nothing wrong (exit 0)
         assert report["problems"] == [] and verify.returncode == 0, report
+        # ... including each SST's filter, index and stats blocks (issue 28, point 7: the
+        # block probe once lacked the extractor, said "ok" and left them unread)
+        assert report["checked"]["SST filter, index and stats blocks"] > 0, report
+        assert not any("could not be read" in note for note in report["notes"]), report
         assert snapshot(dbs[kind]) == before
 
 

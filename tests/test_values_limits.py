@@ -245,3 +245,70 @@ def test_a_value_over_the_binding_cap_is_a_clean_encode_error(
         values.encode(thing, b"x" * 101, thing.encode(1))
     assert "thing v1" in str(info.value)
     assert values.encode(thing, b"x" * 100) == b"x" * 100
+
+
+# --- put refuses what get would refuse (issue 28, point 7) -------------------------------------
+
+BLOB = RecordType("blob", 7, [("n", F.u32)])
+#: small caps, so the property runs on small values: the default 64 MiB behaves the same
+SMALL = DecodeLimits(
+    max_value_bytes=400, max_str_len=60, max_bin_len=80, max_array_len=12, max_map_len=8,
+    max_objects=40, max_depth=4,
+)
+SMALL_VALUES = Values(Schema(BLOB), limits=SMALL)
+
+NESTED = st.recursive(
+    st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=80)
+    | st.binary(max_size=100),
+    lambda inner: st.lists(inner, max_size=15) | st.dictionaries(st.text(max_size=3), inner,
+                                                                  max_size=10),
+    max_leaves=60,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(NESTED)
+def test_encode_refuses_exactly_what_decode_would_refuse(value: Any) -> None:
+    try:
+        data = SMALL_VALUES.encode(BLOB, value, BLOB.encode(1))
+    except ValueLimitError as refused:
+        assert refused.record == "blob" and refused.value == BLOB.encode(1)
+        assert "put refused" in str(refused) and "0x0170" in str(refused)
+        with pytest.raises(ValueLimitError):  # get would refuse the same bytes
+            SMALL_VALUES.decode(BLOB, BLOB.encode(1), msgpack.packb(value))
+    else:
+        SMALL_VALUES.decode(BLOB, BLOB.encode(1), data)  # what put stores, get reads
+
+
+def test_every_write_path_refuses_a_value_get_would_refuse(tmp_path: Any) -> None:
+    from opendata_kv.store import SyncStore
+
+    too_long = "s" * 61  # over max_str_len
+    with SyncStore.open(str(tmp_path / "db"), SMALL_VALUES) as store:
+        writes = {
+            "put": lambda: store.put(BLOB, (1,), too_long),
+            "put_raw": lambda: store.put_raw(BLOB.encode(2), msgpack.packb(too_long)),
+            "put_many": lambda: store.put_many([(BLOB, (3,), too_long)]),
+        }
+        for name, write in writes.items():
+            with pytest.raises(ValueLimitError, match="put refused") as caught:
+                write()
+            assert caught.value.cap == "max_str_len" and caught.value.record == "blob", name
+        with pytest.raises(ValueLimitError, match="max_value_bytes"), store.batch() as batch:
+            batch.put(BLOB, (4,), b"b" * 79)
+            batch.put_raw(BLOB.encode(5), b"\xc5\x01\xf4" + b"x" * 500)  # bin16 of 500 bytes
+        assert store.scan_all().to_list() == []  # nothing was written
+        store.put(BLOB, (6,), "s" * 60)  # at the caps: stored and read back
+        store.put_raw(BLOB.encode(7), b"\xc1 not msgpack" * 20)  # raw junk: get reports it
+        assert store.get(BLOB, (6,)) == "s" * 60
+
+
+def test_a_value_over_the_default_64_mib_cap_is_refused_at_put(tmp_path: Any) -> None:
+    """The issue's case: a 100 MB value put, then refused by get. Refused at put now."""
+    from opendata_kv.store import SyncStore
+
+    with SyncStore.open(str(tmp_path / "db"), Schema(BLOB)) as store:
+        with pytest.raises(ValueLimitError, match="max_value_bytes=67108864") as caught:
+            store.put(BLOB, (1,), b"x" * (65 << 20))
+        assert caught.value.record == "blob"
+        assert store.get(BLOB, (1,)) is None

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from opendata_kv.cli.text import json_text, printable
 from opendata_kv.errors import OpendataKvError, show_text
 from opendata_kv.keys import Schema
 from opendata_kv.values import Values
@@ -39,20 +40,15 @@ def add_json_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def emit_json(obj: Any) -> None:
-    """Print one JSON line (compact, UTF-8 kept readable; all-ASCII escapes when a string
-    holds input bytes that were not UTF-8, so the line is always valid UTF-8 JSON)."""
-    text = json.dumps(obj, ensure_ascii=False, separators=(", ", ": "))
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:  # input bytes that were not UTF-8 (surrogate escapes)
-            text = json.dumps(obj, ensure_ascii=True, separators=(", ", ": "))
-    sys.stdout.write(text + "\n")
+    """Print one JSON line (compact, UTF-8 kept readable, every control or format character
+    written as \\uXXXX by cli.text.json_text, so the line is valid UTF-8 JSON that a terminal
+    shows as it is)."""
+    sys.stdout.write(json_text(obj) + "\n")
 
 
 def fail(message: str) -> int:
     """Report one clear line on stderr and return the bad-input exit code."""
-    sys.stderr.write(f"opendata-kv: error: {message}\n")
+    sys.stderr.write(f"opendata-kv: error: {printable(message)}\n")
     return EXIT_BAD_INPUT
 
 
@@ -97,7 +93,9 @@ def run_each(
         try:
             result = compute(value)
         except OpendataKvError as exc:
-            emit_json({"input": show_text(value, quote=False), "error": str(exc)})
+            # the line as read (JSON escapes it and gives it back), cut when long
+            shown = value if len(value) <= 48 else f"{value[:48]}... ({len(value)} characters)"
+            emit_json({"input": shown, "error": str(exc)})
             status = EXIT_BAD_INPUT
             continue
         emit_json(result)
@@ -109,31 +107,33 @@ def run_each(
 # --- shared helpers for the key and database commands ------------------------------------------
 
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
-_HEX_SEPARATORS = str.maketrans("", "", " \t\n\r\v\f_:")
+#: the separators parse_hex documents: ASCII whitespace, `_` and `:` (not every character
+#: str.isspace() knows: \x1c-\x1f, U+0085, U+3000 and the like are refused as bad digits)
+_HEX_SPACE = " \t\n\r\v\f"
+_HEX_SEPARATORS = frozenset(_HEX_SPACE + "_:")
+_DROP_SEPARATORS = str.maketrans("", "", _HEX_SPACE + "_:")
 
 
 def parse_hex(text: str, what: str = "key") -> bytes:
     """Bytes from hex written by a person: `0x` optional, any case, whitespace anywhere.
 
     `0110 6469`, `0x01106469` and `0X0110_6469` are the same bytes; `_` and `:` separators
-    are allowed too. Anything else is a CliError that names the offending character.
+    are allowed too, and ASCII whitespace (space, tab, newline, CR, VT, FF). Anything else is
+    a CliError that names the offending character.
     """
-    body = text.strip()
-    skipped = len(text) - len(text.lstrip())
+    body = text.strip(_HEX_SPACE)
+    skipped = len(text) - len(text.lstrip(_HEX_SPACE))
     if body[:2] in ("0x", "0X"):
         body = body[2:]
         skipped += 2
-    compact = body.translate(_HEX_SEPARATORS)
-    if compact and len(compact) % 2 == 0 and compact.isascii():
-        try:  # the common case at C speed; anything odd goes the slow way for its message
-            return bytes.fromhex(compact)
-        except ValueError:
-            pass
+    compact = body.translate(_DROP_SEPARATORS)
+    if compact and len(compact) % 2 == 0 and all(c in _HEX_DIGITS for c in compact):
+        return bytes.fromhex(compact)  # the common case; anything odd goes the slow way
     digits = []
     for pos, char in enumerate(body):
         if char in _HEX_DIGITS:
             digits.append(char)
-        elif not (char.isspace() or char in "_:"):
+        elif char not in _HEX_SEPARATORS:
             raise CliError(
                 f"bad hex {what} {show_text(text)}: {char!r} at position {pos + skipped} "
                 "is not a hex digit"

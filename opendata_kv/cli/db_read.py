@@ -178,6 +178,9 @@ class Walk:
     limits: ReadLimits = field(default_factory=ReadLimits)
     #: exact record prefixes to read (dump --type NAME: every version of one record)
     heads: tuple[bytes, ...] | None = None
+    #: the index key space (RFC 0010): "inline" in key order (stats), "skip" it, or "last":
+    #: after every record (dump --indexes)
+    index_rows: str = "inline"
 
     def type_bounds(self, version: int) -> Bounds:
         """Keys of record type `record_type` (any reserved bits) under `version`."""
@@ -187,10 +190,11 @@ class Walk:
     async def chunks(self, store: StoreReader) -> AsyncIterator[list[tuple[bytes, bytes]]]:
         """Raw (key, value) pairs in order, a batch at a time, honouring every filter."""
         remaining = [self.limit]
+        later: list[tuple[Bounds, bytes]] = []  # index key space parts, for index_rows="last"
         if self.heads is not None:
             for head in sorted(self.heads, reverse=self.reverse):
                 span = intersect(self.bounds, prefix_range(head))
-                async for chunk in self._scan(store, span, remaining):
+                async for chunk in self._scan(store, span, remaining, later):
                     yield chunk
         elif self.version is not None:
             span = (
@@ -198,17 +202,19 @@ class Walk:
                 if self.record_type is not None
                 else version_range(self.version, self.keyspace)
             )
-            async for chunk in self._scan(store, intersect(self.bounds, span), remaining):
+            async for chunk in self._scan(store, intersect(self.bounds, span), remaining, later):
                 yield chunk
         elif self.record_type is not None:
-            async for chunk in self._by_type(store, remaining):
+            async for chunk in self._by_type(store, remaining, later):
                 yield chunk
         else:
-            async for chunk in self._scan(store, self.bounds, remaining):
+            async for chunk in self._scan(store, self.bounds, remaining, later):
                 yield chunk
+        async for chunk in self._scan_parts(store, later, remaining):
+            yield chunk
 
     async def _by_type(
-        self, store: StoreReader, remaining: list[int | None]
+        self, store: StoreReader, remaining: list[int | None], later: list[tuple[Bounds, bytes]]
     ) -> AsyncIterator[list[tuple[bytes, bytes]]]:
         """One range per version present: find each by seeking to the next (or previous)
         version byte instead of reading the keys in between."""
@@ -226,7 +232,7 @@ class Walk:
                 return
             version = found[0].raw_key[at]
             span = intersect(self.bounds, self.type_bounds(version))
-            async for chunk in self._scan(store, span, remaining):
+            async for chunk in self._scan(store, span, remaining, later):
                 yield chunk
             if self.reverse:
                 if version <= 1:
@@ -238,10 +244,27 @@ class Walk:
                 seek = intersect(seek, (version_range(version + 1, self.keyspace)[0], None))
 
     async def _scan(
-        self, store: StoreReader, bounds: Bounds, remaining: list[int | None]
+        self,
+        store: StoreReader,
+        bounds: Bounds,
+        remaining: list[int | None],
+        later: list[tuple[Bounds, bytes]],
+    ) -> AsyncIterator[list[tuple[bytes, bytes]]]:
+        parts = []
+        for part, prefix in index_space_parts(bounds, self.reverse):
+            if prefix and self.index_rows != "inline":  # the index key space
+                if self.index_rows == "last":
+                    later.append((part, prefix))
+                continue
+            parts.append((part, prefix))
+        async for chunk in self._scan_parts(store, parts, remaining):
+            yield chunk
+
+    async def _scan_parts(
+        self, store: StoreReader, parts: list[tuple[Bounds, bytes]], remaining: list[int | None]
     ) -> AsyncIterator[list[tuple[bytes, bytes]]]:
         pending: list[tuple[bytes, bytes]] = []  # short parts join the next one's rows
-        for part, prefix in index_space_parts(bounds, self.reverse):
+        for part, prefix in parts:
             if is_empty(part) or remaining[0] == 0:
                 continue
             scan = store.scan_all(

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
-import json
 import shutil
 import sys
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from typing import Any
 
 from opendata_kv.cli.common import EXIT_OK, CliError, add_json_flag, emit_json, jsonable
 from opendata_kv.cli.rows import Decoder
+from opendata_kv.cli.text import json_text
 from opendata_kv.collections import (
     BSKY_KEY_TYPES,
     ChangeLog,
@@ -235,7 +235,7 @@ def _key_text(key: Key) -> str:
 
 
 def _short(value: Any, width: int = VALUE_WIDTH) -> str:
-    text = "-" if value is None else json.dumps(jsonable(value), ensure_ascii=False)
+    text = "-" if value is None else json_text(jsonable(value), compact=False)
     return text if len(text) <= width else text[: width - 3] + "..."
 
 

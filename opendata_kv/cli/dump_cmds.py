@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from opendata_kv.cli.db_read import Walk, checkpoint_arg, open_reader, walk_from
 from opendata_kv.cli.layout_arg import layout_arg
 from opendata_kv.cli.rows import Decoder, Row
 from opendata_kv.cli.stats_cmds import Progress
-from opendata_kv.cli.text import cut, printable, shorten
+from opendata_kv.cli.text import cut, json_text, printable, shorten
 from opendata_kv.keys import record_type_text
 
 
@@ -66,6 +65,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="decode values (msgpack, or the codecs of a --schema Values) instead of hex",
     )
+    dump.add_argument(
+        "--indexes",
+        action="store_true",
+        help="also the index rows (keys 00f1..., RFC 0010) after the records, decoded by the "
+        "stored index definitions (their values with --values)",
+    )
     checkpoint_arg(dump)
     layout_arg(dump)
     read_limit_args(dump)
@@ -79,6 +84,7 @@ def run_dump(args: argparse.Namespace) -> int:
     error (and keyspace_hex under a keyspace)."""
     decoder = Decoder.from_args(args)
     walk = walk_from_args(args, decoder.keyspace, decoder.schema)
+    walk.index_rows = "last" if args.indexes else "skip"
     return asyncio.run(_dump(args, decoder, walk))
 
 
@@ -88,13 +94,14 @@ async def _dump(args: argparse.Namespace, decoder: Decoder, walk: Walk) -> int:
     printer: Callable[[list[Row]], None] = table.rows if table is not None else _json_rows
     total = failed = 0
     store = await open_reader(args.db, walk.limits, args.checkpoint)
-    try:
-        decoder.index_keys = await walk.limits.bound(
-            index_keys(store, decoder), f"read {store.where}"
-        )
-    except BaseException:
-        await store.close()
-        raise
+    if args.indexes:
+        try:
+            decoder.index_keys = await walk.limits.bound(
+                index_keys(store, decoder), f"read {store.where}"
+            )
+        except BaseException:
+            await store.close()
+            raise
     # a count on stderr while the rows go to a file or pipe (a terminal shows the rows)
     progress = Progress(sys.stderr)
     progress.enabled = progress.enabled and not sys.stdout.isatty()
@@ -197,13 +204,13 @@ def field_text(value: Any) -> str:
         c in value for c in ' "='
     ):
         return value
-    return json.dumps(value, ensure_ascii=False)
+    return json_text(value, compact=False)
 
 
 def value_cell(row: Row) -> str:
     obj = row.obj
     if "value" in obj:
-        return json.dumps(obj["value"], ensure_ascii=False, separators=(", ", ": "))
+        return json_text(obj["value"])
     text = "(no value)" if obj["value_hex"] is None else obj["value_hex"] or "(empty)"
     if row.value_error is not None:
         reason = row.reason(row.value_error).removeprefix("value: ").replace(": )", ")")

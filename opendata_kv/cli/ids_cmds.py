@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from opendata_kv.cli.common import EXIT_OK, Result, add_json_flag, emit_json, run_each
+from opendata_kv.cli.text import printable
 from opendata_kv.errors import MuidError, RkeyError
 from opendata_kv.ids import rkey, tid, urlkey
 from opendata_kv.ids.muid import Muid, MuidGenerator
@@ -83,9 +84,10 @@ def _validation(value: str, error: str | None) -> Result:
 
 
 def _validation_text(result: Result) -> str:
+    shown = printable(result["input"])  # the input as given, its control characters escaped
     if result["valid"]:
-        return f"{result['input']}\tvalid"
-    return f"{result['input']}\tinvalid: {result['error']}"
+        return f"{shown}\tvalid"
+    return f"{shown}\tinvalid: {printable(result['error'])}"
 
 
 def _is_valid(result: Result) -> bool:
@@ -302,6 +304,6 @@ def _url_key(args: argparse.Namespace) -> int:
         return {"input": value, "url": url, "key": key, "hex": f"0x{key:016x}"}
 
     def as_text(result: Result) -> str:
-        return f"{result['hex']}\t{result['key']}\t{result['url']}"
+        return f"{result['hex']}\t{result['key']}\t{printable(result['url'])}"
 
     return run_each(args.values, compute, as_text, as_json=args.json)

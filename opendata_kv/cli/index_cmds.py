@@ -123,10 +123,11 @@ def _batch_size(text: str) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    """One line (or JSON object) per stored index."""
+    """One line (or, with --json, one JSON object: JSON Lines) per stored index."""
     rows = asyncio.run(_list(args.db, ReadLimits.from_args(args)))
     if args.json:
-        emit_json({"database": args.db, "indexes": rows})
+        for row in rows:
+            emit_json(row)
     else:
         sys.stdout.write(list_table(rows))
     return EXIT_OK

@@ -59,8 +59,9 @@ class IndexKeys:
         """True for the keys of the index key space."""
         return key.startswith(ROOT)
 
-    def row(self, key: bytes, data: bytes) -> Row:
-        """One index key decoded as far as it goes."""
+    def row(self, key: bytes, data: bytes, with_values: bool = True) -> Row:
+        """One index key decoded as far as it goes; its value (metadata, catalog, count and
+        sum, a unique entry's record key) decoded only `with_values`, as records' are."""
         obj: dict[str, Any] = {
             "key_hex": key.hex(),
             "layout": "index",
@@ -74,13 +75,15 @@ class IndexKeys:
         try:
             if key == CATALOG:
                 obj["entry"] = "catalog"
-                obj["value"] = jsonable(decode_meta_map(key, data))
+                if with_values:
+                    obj["value"] = jsonable(decode_meta_map(key, data))
             elif key.startswith(META):
                 obj["entry"] = "metadata"
                 obj["index"] = key[len(META) :].decode(errors="replace")
-                obj["value"] = jsonable(decode_meta(key, data))
+                if with_values:
+                    obj["value"] = jsonable(decode_meta(key, data))
             elif key.startswith(ENTRIES):
-                self._entry(obj, key, data)
+                self._entry(obj, key, data, with_values)
             else:
                 error = "not an index key RFC 0010 defines (catalog, metadata or entry)"
         except OpendataKvError as exc:
@@ -91,7 +94,7 @@ class IndexKeys:
         obj["error"] = error
         return Row(obj, error, None)
 
-    def _entry(self, obj: dict[str, Any], key: bytes, data: bytes) -> None:
+    def _entry(self, obj: dict[str, Any], key: bytes, data: bytes, with_values: bool) -> None:
         name = index_name_of(key)
         if name is None:
             raise StoreDataError(
@@ -109,12 +112,15 @@ class IndexKeys:
         obj["entry"] = kind
         values, rest = decode_entry(name, fields, key)
         obj["fields"] = {n: jsonable(v) for (n, _), v in zip(fields, values, strict=True)}
+        primary: bytes | None = None
         if kind in ("count", "sum"):
-            count, total = decode_aggregate(name, key, data)
-            obj["value"] = {"count": count, "sum": jsonable(total)}
-            primary = None
-        else:
-            primary = data if kind == "unique" else rest
+            if with_values:
+                count, total = decode_aggregate(name, key, data)
+                obj["value"] = {"count": count, "sum": jsonable(total)}
+        elif kind != "unique":
+            primary = rest  # the record key ends the entry key
+        elif with_values:
+            primary = data  # a unique entry's value is the record key
         if primary is not None:
             obj["primary"] = self._primary(primary)
 

@@ -10,7 +10,6 @@ Works on the key alone: never opens a database (and never loads slatedb).
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from opendata_kv.cli.common import (
@@ -31,6 +30,7 @@ from opendata_kv.cli.layout_arg import (
     opendata_object,
     reads_as_opendata,
 )
+from opendata_kv.cli.text import json_text
 from opendata_kv.keys import Schema, parse_prefix, record_type_text
 from opendata_kv.layouts import opendata
 
@@ -200,4 +200,4 @@ def show_value(value: Any) -> str:
     """A JSON-friendly field value for text output: plain when unambiguous, else JSON."""
     if isinstance(value, str) and value and value == value.strip() and value.isprintable():
         return value
-    return json.dumps(value, ensure_ascii=False)
+    return json_text(value, compact=False)

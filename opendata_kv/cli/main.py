@@ -1,14 +1,18 @@
 """Entry point of `opendata-kv`: builds the parser from the command modules and maps errors
-to exit codes (0 ok, 1 bad input with one line on stderr, 2 usage, 130 interrupted by Ctrl-C)."""
+to exit codes (0 ok, also when the reader of a pipe left early; 1 bad input with one line on
+stderr, 2 usage, 130 interrupted by Ctrl-C)."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+from typing import TextIO
 
-from opendata_kv.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, fail
+from opendata_kv.cli.common import EXIT_INTERRUPTED, EXIT_OK, fail
+from opendata_kv.cli.text import EscapingStream
 from opendata_kv.errors import OpendataKvError
 
 # Each module defines register(subparsers); the handler is stored as the `handler` default.
@@ -68,17 +72,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     _tolerate_undecodable_stdio()
     parser = build_parser()
     args = parser.parse_args(argv)
+    stdout = sys.stdout
+    sys.stdout = EscapingStream(stdout)
     try:
         status: int = args.handler(args)
+        sys.stdout.flush()
     except OpendataKvError as exc:
         return fail(str(exc))
     except KeyboardInterrupt:
         sys.stderr.write("opendata-kv: interrupted\n")
         return EXIT_INTERRUPTED
     except BrokenPipeError:
-        sys.stderr.close()
-        return EXIT_BAD_INPUT
+        return _reader_left(stdout)
+    finally:
+        sys.stdout = stdout
     return status
+
+
+def _reader_left(stdout: TextIO) -> int:
+    """The reader closed the pipe (`dump DB | head -1`): as `head` wanted, not a failure, so
+    exit 0 without a word (docs/cli.md). stdout is pointed at /dev/null, so the flush at exit
+    cannot raise again for the output still buffered."""
+    try:
+        fileno = stdout.fileno()
+    except (OSError, ValueError):  # not a real file (a test's StringIO): nothing to redirect
+        return EXIT_OK
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fileno)
+    os.close(devnull)
+    return EXIT_OK
 
 
 if __name__ == "__main__":

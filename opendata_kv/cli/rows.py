@@ -104,7 +104,7 @@ class Decoder:
 
     def _row(self, key: bytes, data: bytes, *, with_values: bool) -> Row:
         if self.index_keys is not None and self.layout != "none" and self.index_keys.owns(key):
-            return self.index_keys.row(key, data)  # type: ignore[no-any-return]
+            return self.index_keys.row(key, data, with_values)  # type: ignore[no-any-return]
         if self.is_opendata(key):
             return self._opendata_row(key, data, with_values=with_values)
         if self.layout == "none" and self.schema is None:

@@ -1,24 +1,45 @@
-"""Text for a terminal: control characters escaped; fitting text into table columns (hex
-shortened in the middle, text cut at the end)."""
+"""Text for a terminal or a pipe: every character a terminal would act on or hide escaped, by
+one function for text and JSON alike; fitting text into table columns (hex shortened in the
+middle, text cut at the end)."""
 
 from __future__ import annotations
 
+import json
+from typing import Any, TextIO
 
-def _escaped(char: str) -> str:
-    code = ord(char)
-    if code <= 0xFF:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+from opendata_kv.errors import printable
+
+__all__ = ["EscapingStream", "cut", "json_text", "printable", "shorten"]
 
 
-def printable(text: str) -> str:
-    """`text` with every character a terminal would act on or hide escaped as \\xNN /
-    \\uNNNN: C0 and C1 controls (escape sequences, newlines, carriage returns), DEL, line
-    and paragraph separators, bidi overrides and other format characters. Stored names and
-    values cannot then move the cursor, recolour the terminal or forge output lines."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else _escaped(c) for c in text)
+def json_text(obj: Any, *, compact: bool = True) -> str:
+    """`obj` as one line of JSON that stays readable (UTF-8 kept) yet holds no character a
+    terminal acts on: what json.dumps leaves raw (DEL, C1 controls, U+2028, bidi overrides,
+    lone surrogates from undecodable input) is written as \\uXXXX, so the line still parses
+    and gives back the same strings."""
+    separators = (", ", ": ") if compact else None
+    return printable(json.dumps(obj, ensure_ascii=False, separators=separators), as_json=True)
+
+
+class EscapingStream:
+    """A text stream that passes each write through `printable`, keeping only the newlines
+    and tabs commands lay their output out with: the last guard on stdout, so no command can
+    write a raw control character even where a cell was not escaped on its own (cells escape
+    their own newlines and tabs)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        if not text.replace("\n", "").replace("\t", "").isprintable():
+            text = "\n".join(
+                "\t".join(printable(cell) for cell in line.split("\t"))
+                for line in text.split("\n")
+            )
+        return self.stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
 
 
 def shorten(text: str, width: int) -> str:

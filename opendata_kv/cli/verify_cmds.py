@@ -14,6 +14,7 @@ from opendata_kv.cli.db_args import database_arg, read_limit_args
 from opendata_kv.cli.db_read import ReadLimits
 from opendata_kv.cli.index_check import add_index_check, index_check_args
 from opendata_kv.cli.stats_cmds import Progress
+from opendata_kv.cli.text import printable
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -101,11 +102,11 @@ def run_verify(args: argparse.Namespace) -> int:
         out = sys.stdout
         out.write(f"verify {report.url}: {state}\n")
         for problem in report.problems:
-            out.write(f"  {problem.object_name}: {problem.message}\n")
+            out.write(f"  {printable(problem.object_name)}: {printable(problem.message)}\n")
         checked = ", ".join(f"{count} {what}" for what, count in report.checked.items())
         out.write(f"checked: {checked}\n")
         for note in report.notes:
-            out.write(f"note: {note}\n")
+            out.write(f"note: {printable(note)}\n")
     if not report.ok:
         sys.stderr.write(
             f"opendata-kv: error: {args.db} is damaged: {len(report.problems)} problem(s)\n"

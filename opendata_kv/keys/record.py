@@ -116,6 +116,19 @@ def check_name(name: str, what: str) -> None:
         )
 
 
+def check_field_name(owner: str, field_name: object) -> str:
+    """`field_name` when it may name a field (an ASCII identifier: no control, format or
+    look-alike characters can reach the tools through it); SchemaError naming `owner` (a
+    record type, or `index 'name'`) otherwise."""
+    if not isinstance(field_name, str) or not _IDENT.match(field_name):
+        raise SchemaError(
+            f"{owner}: field name {field_name!r} is not an identifier",
+            field=field_name if isinstance(field_name, str) else None,
+            value=field_name,
+        )
+    return field_name
+
+
 def _reserved_because(field_name: str) -> str | None:
     """Why a key field may not be called `field_name`, or None when it may."""
     if field_name.startswith("_"):
@@ -298,8 +311,7 @@ class RecordType:
             if not (isinstance(pair, tuple) and len(pair) == 2):
                 raise SchemaError(f"{self.name}: fields must be (name, codec) pairs, got {pair!r}")
             field_name, field = pair
-            if not isinstance(field_name, str) or not _IDENT.match(field_name):
-                raise SchemaError(f"{self.name}: field name {field_name!r} is not an identifier")
+            check_field_name(self.name, field_name)
             reserved = _reserved_because(field_name)
             if reserved is not None:
                 raise SchemaError(

@@ -116,6 +116,9 @@ class Batch:
     def put_raw(self, key: bytes, data: bytes, *, expire_at: int | None = None) -> None:
         """Queue raw bytes under a raw key; `expire_at`: absolute expiry, Unix ms."""
         check_stored_size(data)
+        found = self._store.schema.try_record_type_of(key)
+        if found is not None:  # a value get would refuse is refused here
+            self._store.values.check_caps(found, data, key)
         options = None if expire_at is None else PutOptions(ttl=Ttl.EXPIRE_AT_MILLIS(expire_at))
         try:
             if options is None:

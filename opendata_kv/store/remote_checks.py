@@ -33,6 +33,7 @@ from opendata_kv.store.native.slatedb import (
     SsTableId,
 )
 from opendata_kv.store.objects import manifest_name, manifest_ssts, sst_name
+from opendata_kv.store.opendata_compat import build_compatible
 
 #: Seconds the WAL reader may take to serve one file before it counts as missing (it polls
 #: once a second for a file that is not there; a present one comes back in milliseconds).
@@ -68,25 +69,30 @@ def _last_block(info: Any) -> Any:
 
 async def probe_reader(location: Location, object_store: Any) -> Any:
     """A reader that writes nothing, never retries, replays no WAL and keeps a small block
-    cache (warm_sst reads nothing without one)."""
-    builder = DbReaderBuilder(location.db_path, object_store)
-    builder.with_reader_mode(ReaderMode.FOLLOW_LATEST())
-    builder.with_db_cache(
-        DbCache.new_moka_cache(
-            MokaCacheOptions(max_capacity=4 << 20, time_to_live=None, time_to_idle=None)
-        ),
-        0,
-    )
-    builder.with_options(
-        ReaderOptions(
-            manifest_poll_interval_ms=3_600_000,
-            checkpoint_lifetime_ms=3_600_000,
-            max_memtable_bytes=1 << 20,
-            skip_wal_replay=True,
-            object_store_max_retries=0,
+    cache (warm_sst reads nothing without one); a database OpenData wrote gets its segment
+    extractor, as every other reader does, so its SSTs are read too."""
+
+    def make_builder() -> Any:
+        builder = DbReaderBuilder(location.db_path, object_store)
+        builder.with_reader_mode(ReaderMode.FOLLOW_LATEST())
+        builder.with_db_cache(
+            DbCache.new_moka_cache(
+                MokaCacheOptions(max_capacity=4 << 20, time_to_live=None, time_to_idle=None)
+            ),
+            0,
         )
-    )
-    return await asyncio.wait_for(builder.build(), PROBE_TIMEOUT)
+        builder.with_options(
+            ReaderOptions(
+                manifest_poll_interval_ms=3_600_000,
+                checkpoint_lifetime_ms=3_600_000,
+                max_memtable_bytes=1 << 20,
+                skip_wal_replay=True,
+                object_store_max_retries=0,
+            )
+        )
+        return builder
+
+    return await build_compatible(make_builder, lambda b: asyncio.wait_for(b, PROBE_TIMEOUT))
 
 
 async def sst_extent_problems(

@@ -299,12 +299,15 @@ class Store(StoreReader):
     async def put_raw(self, key: bytes, data: bytes) -> None:
         """Store raw bytes under a raw key (tools and migrations); a key of an indexed record
         type is indexed as a typed put would be (its value decoded with its version's codec)."""
-        check_stored_size(data)
         if self._indexes is not None and self._indexes.active:  # with its index changes
             batch = Batch(self)
-            batch.put_raw(key, data)
+            batch.put_raw(key, data)  # checks the size and the decode caps as below
             await self.write(batch)
             return
+        check_stored_size(data)
+        found = self.schema.try_record_type_of(key)
+        if found is not None:  # a value get would refuse is refused here
+            self.values.check_caps(found, data, key)
         try:
             await calls.put(self._writable(), key, data)
         except FOREIGN as exc:

@@ -196,6 +196,18 @@ def _capped_unpackb(data: bytes, size: int, limits: DecodeLimits) -> Any:
     return value
 
 
+def may_exceed(data: bytes, limits: DecodeLimits) -> bool:
+    """False when `data` is too short for any cap to refuse it (no longer than every length
+    cap, and holding at most max_depth container headers): put need not decode it to know
+    get will read it."""
+    size = len(data)
+    if size > limits.uncapped_bytes:
+        return True
+    return size > limits.max_depth and (
+        size - len(data.translate(None, _CONTAINER_BYTES)) > limits.max_depth
+    )
+
+
 def _check_depth(data: bytes, size: int, value: Any, limits: DecodeLimits) -> None:
     """ValueLimitError when the decoded value nests containers deeper than max_depth (walked
     only when its bytes hold more than max_depth container headers)."""

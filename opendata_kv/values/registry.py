@@ -22,7 +22,13 @@ from opendata_kv.errors import (
 )
 from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.values.codecs import ValueCodec, as_codec, with_limits
-from opendata_kv.values.limits import DEFAULT_LIMITS, DecodeLimits, check_stored_size
+from opendata_kv.values.limits import (
+    DEFAULT_LIMITS,
+    DecodeLimits,
+    check_stored_size,
+    limited_unpackb,
+    may_exceed,
+)
 
 UnknownPolicy = Literal["raise", "skip", "raw"]
 UNKNOWN_POLICIES: tuple[UnknownPolicy, ...] = ("raise", "skip", "raw")
@@ -120,12 +126,38 @@ class Values:
         if value is None:
             refuse_none(record_type, codec, key)
         try:
-            return check_stored_size(codec.encode(value))
+            data = check_stored_size(codec.encode(value))
         except ValueEncodeError as exc:
             where = f" key {show_bytes(key)}" if key is not None else ""
             raise ValueEncodeError(
                 f"{record_type.name} v{record_type.version}{where}: {exc}"
             ) from None
+        self.check_caps(record_type, data, key)
+        return data
+
+    def check_caps(self, record_type: RecordType, data: bytes, key: bytes | None) -> None:
+        """ValueLimitError (the error get would raise, naming the record and key) when the
+        codec's decode caps would refuse `data`: a value get cannot read is never stored.
+        Only values that could reach a cap are decoded (limits.may_exceed); bytes that are no
+        msgpack value at all are left to put_raw's caller (get reports them)."""
+        limits = getattr(self.plan(record_type).codec, "limits", None)
+        if not isinstance(limits, DecodeLimits) or not may_exceed(data, limits):
+            return
+        try:
+            limited_unpackb(data, limits)
+        except ValueLimitError as exc:
+            where = f" key {show_bytes(key)}" if key is not None else ""
+            refused = ValueLimitError(
+                f"{record_type.name} v{record_type.version}{where}: put refused, as get would "
+                f"refuse the value: {exc}; nothing was written",
+                cap=exc.cap,
+                limit=exc.limit,
+            )
+            refused.record = record_type.name
+            refused.value = key
+            raise refused from None
+        except Exception:  # not a msgpack value: put_raw stores it, get reports it
+            return
 
     def decode(
         self, record_type: RecordType, key: bytes, data: bytes, *, upgrade: bool = True

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from opendata_kv.errors import SchemaError
 from opendata_kv.keys import Key, RecordType
 from opendata_kv.keys.fields import Field
+from opendata_kv.keys.record import check_field_name
 from opendata_kv.store.indexes.library import callable_name
 
 Kind = Literal["value", "unique", "count", "sum"]
@@ -93,6 +94,7 @@ class Index:
             )
         self.records: tuple[str, ...] = names
         pairs = tuple(fields.items() if isinstance(fields, Mapping) else fields)
+        seen: set[str] = set()
         for pair in pairs:
             if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[1], Field)):
                 raise SchemaError(
@@ -100,6 +102,12 @@ class Index:
                     field="fields",
                     value=pair,
                 )
+            # named as record fields are: the tools print these names
+            if check_field_name(f"index {name!r}", pair[0]) in seen:
+                raise SchemaError(
+                    f"index {name!r}: duplicate field name {pair[0]!r}", field=pair[0]
+                )
+            seen.add(pair[0])
             if pair[1].trailing:
                 raise SchemaError(
                     f"index {name!r}: field {pair[0]!r} uses {pair[1]!r}, which may only end a "
