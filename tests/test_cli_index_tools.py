@@ -74,12 +74,12 @@ def test_index_list_names_the_functions_and_built_only_for_builds(
     line = next(x for x in listed.stdout.splitlines() if x.startswith(LIKES_COUNT + " "))
     assert "using=opendata_kv.collections.backlinks.like_groups" in line
     assert line.split()[-2:] == ["-", "2"]  # readable from its registration: no build ran
-    (obj,) = json_lines(run_in_process("index", "list", url, "--json").stdout)
-    rows = {row["name"]: row for row in obj["indexes"]}
+    listing = json_lines(run_in_process("index", "list", url, "--json").stdout)
+    rows = {row["name"]: row for row in listing}  # JSON Lines: one object per index
     assert rows[LIKES_COUNT]["built"] is None and rows[LIKES_COUNT]["entries"] == 2
     assert run_in_process("index", "rebuild", url, LIKES_COUNT, *schema).returncode == 0
-    (obj,) = json_lines(run_in_process("index", "list", url, "--json").stdout)
-    rows = {row["name"]: row for row in obj["indexes"]}
+    listing = json_lines(run_in_process("index", "list", url, "--json").stdout)
+    rows = {row["name"]: row for row in listing}  # JSON Lines: one object per index
     assert rows[LIKES_COUNT]["built"] == 18  # every record of the type, linking or not
 
 
