@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 from typing import Any
 
+from opendata_kv.store.deadline import budget
 from opendata_kv.store.location import Location
 from opendata_kv.store.native.errors import FOREIGN, is_bad_range, one_line
 from opendata_kv.store.native.slatedb import (
@@ -50,7 +51,9 @@ async def wal_tail(location: Location, object_store: Any, replay_after: int) -> 
     the WAL cannot be looked at within PROBE_TIMEOUT (slatedb's open reports why)."""
     reader = SlateDbWalReader(location.db_path, object_store)
     try:
-        return int(await asyncio.wait_for(reader.last_wal_file_id(replay_after), PROBE_TIMEOUT))
+        return int(
+            await asyncio.wait_for(reader.last_wal_file_id(replay_after), budget(PROBE_TIMEOUT))
+        )
     except (asyncio.TimeoutError, *FOREIGN):  # type: ignore[misc]
         return None
 
@@ -86,7 +89,7 @@ async def probe_reader(location: Location, object_store: Any) -> Any:
             object_store_max_retries=0,
         )
     )
-    return await asyncio.wait_for(builder.build(), PROBE_TIMEOUT)
+    return await asyncio.wait_for(builder.build(), budget(PROBE_TIMEOUT))
 
 
 async def sst_extent_problems(
@@ -108,7 +111,7 @@ async def sst_extent_problems(
         try:
             await asyncio.wait_for(
                 reader.warm_sst(SsTableId(value=ulid), [_last_block(handle.info)]),
-                PROBE_TIMEOUT,
+                budget(PROBE_TIMEOUT),
             )
         except asyncio.TimeoutError:
             return
@@ -132,5 +135,5 @@ async def sst_extent_problems(
             )
     finally:
         with contextlib.suppress(*FOREIGN):
-            await asyncio.wait_for(reader.shutdown(), PROBE_TIMEOUT)
+            await asyncio.wait_for(reader.shutdown(), budget(PROBE_TIMEOUT))
     return sorted(found)

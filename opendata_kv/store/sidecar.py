@@ -13,7 +13,6 @@ skipped), memory:// a dict private to the process.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import json
@@ -29,6 +28,7 @@ from opendata_kv.errors import (
     StorePermissionError,
     StoreUnavailableError,
 )
+from opendata_kv.store.deadline import in_thread
 from opendata_kv.store.location import Location, s3_config
 from opendata_kv.store.s3http import S3Client, client_for
 
@@ -156,10 +156,10 @@ class Sidecar:
         return f"{PREFIX}/{name}"
 
     async def copy_in(self, source: str, name: str) -> bool:
-        return await asyncio.to_thread(self._copy_in, source, name)
+        return await in_thread(self._copy_in, source, name)
 
     async def delete_tree(self, name: str) -> None:
-        await asyncio.to_thread(self._delete_tree, name)
+        await in_thread(self._delete_tree, name)
 
     async def check_writable(self) -> None:
         """Write and delete a small object: a read-only credential or directory raises
@@ -171,13 +171,13 @@ class Sidecar:
         await self.delete(name)
 
     async def get(self, name: str) -> bytes | None:
-        return await asyncio.to_thread(self._get, name)
+        return await in_thread(self._get, name)
 
     async def put(self, name: str, data: bytes) -> None:
-        await asyncio.to_thread(self._put, name, data)
+        await in_thread(self._put, name, data)
 
     async def delete(self, name: str) -> None:
-        await asyncio.to_thread(self._delete, name)
+        await in_thread(self._delete, name)
 
     async def get_json(self, name: str) -> Any:
         data = await self.get(name)
@@ -215,7 +215,7 @@ async def probe(
     if client is None:
         return
     with contextlib.suppress(StoreUnavailableError):
-        await asyncio.to_thread(client.probe, location.path)
+        await in_thread(client.probe, location.path)
 
 
 #: set by clone while it opens its own, still incomplete destination

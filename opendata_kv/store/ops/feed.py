@@ -35,6 +35,7 @@ from opendata_kv.errors import (
     check_count,
 )
 from opendata_kv.keys import Schema
+from opendata_kv.store.deadline import in_thread
 from opendata_kv.store.indexes.layout import ENTRIES, ROOT
 from opendata_kv.store.native import calls
 from opendata_kv.store.native.errors import translate
@@ -379,7 +380,7 @@ async def change_batches(
         top_seq = 0 if manifest is None else manifest.last_l0_seq
         if position is None:
             tail = await _call(reader.last_wal_file_id(floor), where)
-            ids = None if list_wal is None else await asyncio.to_thread(list_wal)
+            ids = None if list_wal is None else await in_thread(list_wal)
             start, skip, min_seq = await first_wal(reader, floor, tail, ids, where), 0, 0
         else:
             start, skip, min_seq, _ = position

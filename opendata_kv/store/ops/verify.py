@@ -17,7 +17,6 @@ detected at all: docs/reliability.md.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import itertools
 import os
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opendata_kv.errors import StorePermissionError, StoreUnavailableError
+from opendata_kv.store.deadline import budget, each_wait
 from opendata_kv.store.integrity import (
     MAX_GAPS,
     WAL_READ_TIMEOUT,
@@ -39,6 +39,7 @@ from opendata_kv.store.integrity import (
     wal_sequence_problems,
 )
 from opendata_kv.store.location import Location, parse_location
+from opendata_kv.store.native import driver
 from opendata_kv.store.native.errors import FOREIGN, object_named, one_line, translate
 from opendata_kv.store.native.slatedb import (
     AdminBuilder,
@@ -261,7 +262,9 @@ async def _wal(
             return
         reader = SlateDbWalReader(location.db_path, object_store)
         try:
-            tail = await asyncio.wait_for(reader.last_wal_file_id(replay), WAL_READ_TIMEOUT)
+            tail = await asyncio.wait_for(
+                reader.last_wal_file_id(replay), budget(WAL_READ_TIMEOUT)
+            )
         except asyncio.TimeoutError:
             report.notes.append("the newest WAL file id could not be read (timed out)")
             return
@@ -303,11 +306,15 @@ async def _blocks(
                     continue
                 try:
                     await asyncio.wait_for(
-                        reader.warm_sst(SsTableId(value=ulid), [target]), SCAN_TIMEOUT
+                        reader.warm_sst(SsTableId(value=ulid), [target]), budget(SCAN_TIMEOUT)
                     )
                     checked += 1
-                except asyncio.TimeoutError:
-                    report.add([Problem(sst_name(ulid), f"its {block} block timed out")])
+                except asyncio.TimeoutError:  # an outage, not damage: end the check
+                    raise StoreUnavailableError(
+                        f"verify {location}: reading the {block} block of {sst_name(ulid)} had "
+                        "no answer in time; check that the endpoint is up, or allow more time "
+                        "(timeout=, --timeout)"
+                    ) from None
                 except FOREIGN as exc:
                     report.add(
                         [Problem(sst_name(ulid), f"its {block} block is unreadable: {_text(exc)}")]
@@ -347,18 +354,23 @@ async def _scan(
     reader = None
     try:
         # a database OpenData wrote needs its segment extractor and a merge operator
-        reader = await build_compatible(make_builder, lambda b: asyncio.wait_for(b, SCAN_TIMEOUT))
+        reader = await build_compatible(
+            make_builder, lambda b: asyncio.wait_for(b, budget(SCAN_TIMEOUT))
+        )
         everything = KeyRange(start=None, start_inclusive=True, end=None, end_inclusive=False)
-        iterator = await asyncio.wait_for(reader.scan(everything), SCAN_TIMEOUT)
+        iterator = await asyncio.wait_for(reader.scan(everything), budget(SCAN_TIMEOUT))
         while True:
-            batch = await asyncio.wait_for(iterator.next_batch(SCAN_BATCH), SCAN_TIMEOUT)
+            batch = await asyncio.wait_for(iterator.next_batch(SCAN_BATCH), budget(SCAN_TIMEOUT))
             if not batch:
                 break
             rows += len(batch)
             if progress is not None:
                 progress("rows read from SSTs", rows)
-    except asyncio.TimeoutError:
-        report.add([Problem("compacted/", f"reading the SSTs timed out after {rows} rows")])
+    except asyncio.TimeoutError:  # an outage, not damage: end the check
+        raise StoreUnavailableError(
+            f"verify {location}: reading the SSTs had no answer in time after {rows} rows; "
+            "check that the endpoint is up, or allow more time (timeout=, --timeout)"
+        ) from None
     except FOREIGN as exc:
         error = translate(exc, where)
         name = getattr(error, "object_name", None) or object_named(str(error))
@@ -386,10 +398,11 @@ class _BoundedAdmin:
         method = getattr(self._admin, name)
 
         async def call(*args: Any) -> Any:
-            if self._timeout is None:
+            limit = budget(self._timeout)
+            if limit is None:
                 return await method(*args)
             try:
-                return await asyncio.wait_for(method(*args), self._timeout)
+                return await asyncio.wait_for(method(*args), limit)
             except asyncio.TimeoutError:
                 raise StoreUnavailableError(
                     f"verify {self._where}: {name} had no answer within {self._timeout:g} s; "
@@ -412,6 +425,17 @@ async def verify_async(
     `timeout` bounds each manifest and compactions read (None: no bound); a call that
     overruns raises StoreUnavailableError naming the location, bucket and endpoint.
     `progress(stage, count)` is told each stage as it starts and the rows read so far."""
+    with each_wait(timeout):  # every read below, not only Admin's, within `timeout`
+        return await _verify(url, object_store_options, timeout, retries, progress)
+
+
+async def _verify(
+    url: str | os.PathLike[str],
+    object_store_options: Mapping[str, str] | None,
+    timeout: float | None,
+    retries: int,
+    progress: Progress | None,
+) -> VerifyReport:
     location = parse_location(url)
     report = VerifyReport(str(location))
     object_store = location.object_store(object_store_options)
@@ -497,5 +521,5 @@ def verify(
         retries=retries,
         progress=progress,
     )
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, checking).result()
+    report: VerifyReport = driver.run(checking)
+    return report
