@@ -47,7 +47,7 @@ from opendata_kv.store.objects import (
     sst_name,
     wal_name,
 )
-from opendata_kv.store.remote_checks import GAP_WAIT, sst_extent_problems, wal_tail
+from opendata_kv.store.remote_checks import GAP_WAIT, shut_down, sst_extent_problems, wal_tail
 
 _log = logging.getLogger(__name__)
 
@@ -569,8 +569,7 @@ async def check_reader(location: Location, object_store: Any, reader: Any, where
     try:
         await check_open(location, object_store, where, writer=True)
     except BaseException:
-        with contextlib.suppress(*FOREIGN):
-            await reader.shutdown()
+        await shut_down(reader)
         raise
 
 

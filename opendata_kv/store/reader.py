@@ -9,6 +9,7 @@ operations that never write: the change feed, checkpoints, clones; and how store
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import (
@@ -28,6 +29,7 @@ from opendata_kv.errors import (
 )
 from opendata_kv.keys import Schema
 from opendata_kv.store import sidecar
+from opendata_kv.store.deadline import READER_SHUTDOWN, budget
 from opendata_kv.store.indexes import admin as index_admin
 from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.read import IndexReads
@@ -62,6 +64,7 @@ if TYPE_CHECKING:
     from opendata_kv.store.ops.clone import CloneResult
 
 S = TypeVar("S", bound="StoreReader")
+T = TypeVar("T")
 
 
 class StoreReader(IndexReads, ReadView):
@@ -383,7 +386,14 @@ class StoreReader(IndexReads, ReadView):
         self._closed = True
         stopped = self._stopped()
         try:
-            await calls.method(self._source, "shutdown")
+            shutdown = calls.method(self._source, "shutdown")
+            if self.readonly and not driver.syncing():
+                # a reader has nothing to save: against a silent endpoint slatedb's shutdown
+                # waits ~30 s for its requests, so it is abandoned after READER_SHUTDOWN
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(_awaited(shutdown), budget(READER_SHUTDOWN))
+            else:
+                await shutdown
         except FOREIGN as exc:
             if not (stopped or isinstance(exc, Error.Closed)):
                 raise translate(exc, f"close of {self.where}") from exc
@@ -412,6 +422,10 @@ class StoreReader(IndexReads, ReadView):
             raise ReadOnlyError(f"{self.where} is open read-only; writes need Store.open()")
         self.check_open()
         return self._source
+
+
+async def _awaited(awaitable: Awaitable[T]) -> T:
+    return await awaitable
 
 
 class Opening(Generic[S]):

@@ -63,7 +63,12 @@ from opendata_kv.store.objects import (
 )
 from opendata_kv.store.opendata_compat import build_compatible
 from opendata_kv.store.opening import READER_TIMEOUT, describe
-from opendata_kv.store.remote_checks import GAP_WAIT, probe_reader, sst_extent_problems
+from opendata_kv.store.remote_checks import (
+    GAP_WAIT,
+    probe_reader,
+    shut_down,
+    sst_extent_problems,
+)
 
 #: Rows per next_batch of the checksum scan, and the seconds one batch may take.
 SCAN_BATCH = 1024
@@ -266,14 +271,17 @@ async def _wal(
                 reader.last_wal_file_id(replay), budget(WAL_READ_TIMEOUT)
             )
         except asyncio.TimeoutError:
-            report.notes.append("the newest WAL file id could not be read (timed out)")
-            return
+            raise _no_answer(location, "reading the newest WAL file id") from None
         except FOREIGN as exc:
             report.notes.append(f"the newest WAL file id could not be read: {_text(exc)}")
             return
         after = range(replay + 1, tail + 1)
     report.checked["WAL files"] = len(after)
-    report.add(await wal_sequence_problems(location, object_store, latest, after, wait=GAP_WAIT))
+    try:
+        problems = await wal_sequence_problems(location, object_store, latest, after, wait=GAP_WAIT)
+    except asyncio.TimeoutError:  # the first file's reader did not open: an outage
+        raise _no_answer(location, "reading the WAL") from None
+    report.add(problems)
 
 
 #: the blocks of an SST besides its data blocks (the scan reads those), by name
@@ -295,8 +303,10 @@ async def _blocks(
         return
     try:
         reader = await probe_reader(location, object_store)
-    except (asyncio.TimeoutError, *FOREIGN) as exc:  # type: ignore[misc]
-        report.notes.append(f"the SST blocks could not be read: {_text(exc) or 'timed out'}")
+    except asyncio.TimeoutError:
+        raise _no_answer(location, "opening a reader of the SST blocks") from None
+    except FOREIGN as exc:
+        report.notes.append(f"the SST blocks could not be read: {_text(exc)}")
         return
     checked = 0
     try:
@@ -309,11 +319,9 @@ async def _blocks(
                         reader.warm_sst(SsTableId(value=ulid), [target]), budget(SCAN_TIMEOUT)
                     )
                     checked += 1
-                except asyncio.TimeoutError:  # an outage, not damage: end the check
-                    raise StoreUnavailableError(
-                        f"verify {location}: reading the {block} block of {sst_name(ulid)} had "
-                        "no answer in time; check that the endpoint is up, or allow more time "
-                        "(timeout=, --timeout)"
+                except asyncio.TimeoutError:
+                    raise _no_answer(
+                        location, f"reading the {block} block of {sst_name(ulid)}"
                     ) from None
                 except FOREIGN as exc:
                     report.add(
@@ -321,8 +329,7 @@ async def _blocks(
                     )
     finally:
         report.checked["SST filter, index and stats blocks"] = checked
-        with contextlib.suppress(*FOREIGN):
-            await reader.shutdown()
+        await shut_down(reader)
 
 
 async def _scan(
@@ -366,11 +373,8 @@ async def _scan(
             rows += len(batch)
             if progress is not None:
                 progress("rows read from SSTs", rows)
-    except asyncio.TimeoutError:  # an outage, not damage: end the check
-        raise StoreUnavailableError(
-            f"verify {location}: reading the SSTs had no answer in time after {rows} rows; "
-            "check that the endpoint is up, or allow more time (timeout=, --timeout)"
-        ) from None
+    except asyncio.TimeoutError:
+        raise _no_answer(location, f"reading the SSTs (after {rows} rows)") from None
     except FOREIGN as exc:
         error = translate(exc, where)
         name = getattr(error, "object_name", None) or object_named(str(error))
@@ -383,8 +387,17 @@ async def _scan(
     finally:
         report.checked["rows read from SSTs"] = rows
         if reader is not None:
-            with contextlib.suppress(*FOREIGN):
-                await reader.shutdown()
+            await shut_down(reader)
+
+
+def _no_answer(location: Location, doing: str) -> StoreUnavailableError:
+    """A read that timed out: an outage, not damage, so the check ends here (every later
+    read would wait as long again)."""
+    return StoreUnavailableError(
+        f"verify {location}: {doing} had no answer in time; check that the endpoint is up, "
+        "or allow more time (timeout=, --timeout)",
+        value=str(location),
+    )
 
 
 class _BoundedAdmin:
@@ -489,7 +502,9 @@ async def _verify(
         report.add(
             [
                 Problem(name, message)
-                for name, message in await sst_extent_problems(location, object_store, latest)
+                for name, message in await sst_extent_problems(
+                    location, object_store, latest, outage_raises=True
+                )
             ]
         )
     report.add(_checkpoint_problems(latest, decoded, listing))
