@@ -17,6 +17,7 @@ import contextlib
 import select
 import socket
 import threading
+import time
 from typing import Literal
 
 Mode = Literal["forward", "refuse", "blackhole", "stall"]
@@ -35,6 +36,7 @@ class TcpProxy:
         self.connections = 0
         self.requests = 0  # HTTP requests forwarded (request lines seen from clients)
         self._stall_after: int | None = None
+        self.stalled_at: float | None = None  # time.monotonic() when stall_after went silent
         self.port = self._listen(0)
 
     @property
@@ -64,6 +66,8 @@ class TcpProxy:
         with self._lock:
             self.requests += data.count(b" HTTP/1.1\r\n")
             if self._stall_after is not None and self.requests > self._stall_after:
+                if self.mode != "stall":
+                    self.stalled_at = time.monotonic()
                 self.mode = "stall"
             return self.mode == "forward"
 

@@ -217,6 +217,8 @@ async def wal_sequence_problems(
             limit = budget(wait) or wait
             rows = await asyncio.wait_for(iterator.next(), limit)
         except asyncio.TimeoutError:
+            if not await _answers(reader, expected):
+                raise  # an outage, not a missing file: the caller reports no answer
             newest = wal_name(wal_ids[-1])
             problems.append(
                 Problem(
@@ -558,6 +560,22 @@ async def check_open(
     if problems:
         _raise(problems, where)
     _warn_strays(_listing(location, where), where)
+
+
+#: Seconds a store that let a WAL read time out has to answer a listing, before the
+#: timeout counts as an outage rather than a missing file (a live store answers in ms).
+CONFIRM_WAIT = 1.0
+
+
+async def _answers(reader: Any, wal_id: int) -> bool:
+    """True when the store answers a WAL listing (with anything) within CONFIRM_WAIT."""
+    try:
+        await asyncio.wait_for(reader.last_wal_file_id(wal_id), budget(CONFIRM_WAIT))
+    except asyncio.TimeoutError:
+        return False
+    except FOREIGN:
+        return True
+    return True
 
 
 async def check_reader(location: Location, object_store: Any, reader: Any, where: str) -> None:
