@@ -45,6 +45,7 @@ from opendata_kv.store.opening import (
 )
 from opendata_kv.store.ops import feed
 from opendata_kv.store.ops.checkpoints import Checkpoint, Checkpoints, require_id
+from opendata_kv.store.ops.feed import ChangeBatch
 from opendata_kv.store.ops.feed_rows import (
     Change,
     IndexChange,
@@ -197,7 +198,7 @@ class StoreReader(IndexReads, ReadView):
         on_error: Literal["raise", "skip"] = "raise",
         on_unknown: Literal["raise", "skip"] = "raise",
         indexes: Literal[False] = False,
-    ) -> AsyncGenerator[list[Change], None]: ...
+    ) -> AsyncGenerator[ChangeBatch[Change], None]: ...
 
     @overload
     def change_batches(
@@ -210,7 +211,7 @@ class StoreReader(IndexReads, ReadView):
         on_error: Literal["raise", "skip"] = "raise",
         on_unknown: Literal["raise", "skip"] = "raise",
         indexes: Literal[True],
-    ) -> AsyncGenerator[list[Change | IndexChange], None]: ...
+    ) -> AsyncGenerator[ChangeBatch[Change | IndexChange], None]: ...
 
     @overload
     def change_batches(
@@ -223,7 +224,7 @@ class StoreReader(IndexReads, ReadView):
         on_error: str = "raise",
         on_unknown: str = "raise",
         indexes: Literal[False] = False,
-    ) -> AsyncGenerator[list[Change | RawChange], None]: ...
+    ) -> AsyncGenerator[ChangeBatch[Change | RawChange], None]: ...
 
     @overload
     def change_batches(
@@ -236,7 +237,7 @@ class StoreReader(IndexReads, ReadView):
         on_error: str = "raise",
         on_unknown: str = "raise",
         indexes: bool = False,
-    ) -> AsyncGenerator[list[Change | RawChange | IndexChange], None]: ...
+    ) -> AsyncGenerator[ChangeBatch[Change | RawChange | IndexChange], None]: ...
 
     def change_batches(
         self,
@@ -248,8 +249,9 @@ class StoreReader(IndexReads, ReadView):
         on_error: str = "raise",
         on_unknown: str = "raise",
         indexes: bool = False,
-    ) -> AsyncGenerator[list[Any], None]:
-        """Store.changes a WAL file at a time: lists of changes (never empty)."""
+    ) -> AsyncGenerator[ChangeBatch[Any], None]:
+        """Store.changes a WAL file at a time: a ChangeBatch (a list, never empty) per WAL
+        file, the first saying what the garbage collector took (docs/operations.md)."""
         self.check_open()
         side, identity = sidecar.of(self._object_store)
         return feed.change_batches(
