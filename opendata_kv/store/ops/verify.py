@@ -435,8 +435,8 @@ async def verify_async(
     progress: Progress | None = None,
 ) -> VerifyReport:
     """Check every object of the database at `url` (see the module docstring); never writes.
-    `timeout` bounds each manifest and compactions read (None: no bound); a call that
-    overruns raises StoreUnavailableError naming the location, bucket and endpoint.
+    `timeout` bounds each read (None: no bound); the first that overruns ends the check
+    with StoreUnavailableError naming the location (an outage is not damage).
     `progress(stage, count)` is told each stage as it starts and the rows read so far."""
     with each_wait(timeout):  # every read below, not only Admin's, within `timeout`
         return await _verify(url, object_store_options, timeout, retries, progress)
