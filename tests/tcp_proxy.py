@@ -5,6 +5,7 @@ without losing the (in-memory) moto server behind it.
         ... point the client at proxy.endpoint ...
         proxy.cut("refuse")      # listener closed, open connections reset: connection refused
         proxy.cut("blackhole")   # connections accepted and held, nothing forwarded: a hang
+        proxy.stall_after(20)    # answer 20 HTTP requests, then hold every connection silent
         proxy.restore()          # forward again (same port)
 
 Threads only; every socket has a timeout and every loop ends when the proxy stops.
@@ -16,9 +17,10 @@ import contextlib
 import select
 import socket
 import threading
+import time
 from typing import Literal
 
-Mode = Literal["forward", "refuse", "blackhole"]
+Mode = Literal["forward", "refuse", "blackhole", "stall"]
 
 
 class TcpProxy:
@@ -32,6 +34,9 @@ class TcpProxy:
         self._listener: socket.socket | None = None
         self._threads: list[threading.Thread] = []
         self.connections = 0
+        self.requests = 0  # HTTP requests forwarded (request lines seen from clients)
+        self._stall_after: int | None = None
+        self.stalled_at: float | None = None  # time.monotonic() when stall_after went silent
         self.port = self._listen(0)
 
     @property
@@ -49,11 +54,29 @@ class TcpProxy:
         if mode == "refuse":
             self._close_listener()
 
+    def stall_after(self, requests: int) -> None:
+        """Forward `requests` more HTTP requests, then go silent: open connections stay open
+        and new ones are accepted, and nothing more is forwarded either way (a server that
+        froze mid-command)."""
+        with self._lock:
+            self._stall_after = self.requests + requests
+
+    def _count(self, data: bytes) -> bool:
+        """Count the client's request lines in `data`; False once past stall_after."""
+        with self._lock:
+            self.requests += data.count(b" HTTP/1.1\r\n")
+            if self._stall_after is not None and self.requests > self._stall_after:
+                if self.mode != "stall":
+                    self.stalled_at = time.monotonic()
+                self.mode = "stall"
+            return self.mode == "forward"
+
     def restore(self) -> None:
         """End the outage: forward new connections again, on the same port."""
         self._drop_connections()  # blackholed connections: the client sees them fail
         with self._lock:
             self.mode = "forward"
+            self._stall_after = None
         if self._listener is None:
             self._listen(self.port)
 
@@ -129,12 +152,17 @@ class TcpProxy:
     def _pump(self, a: socket.socket, b: socket.socket) -> None:
         peers = {a: b, b: a}
         try:
-            while not self._stopped.is_set() and self.mode == "forward":
+            while not self._stopped.is_set() and self.mode in ("forward", "stall"):
+                if self.mode == "stall":  # hold both ends open, silent
+                    self._stopped.wait(0.1)
+                    continue
                 ready, _, _ = select.select([a, b], [], [], 0.1)
                 for sock in ready:
                     data = sock.recv(65536)
                     if not data:
                         return
+                    if sock is a and not self._count(data):
+                        break  # past stall_after: this request is never forwarded
                     peers[sock].sendall(data)
         except (OSError, ValueError):
             pass  # a socket was dropped by cut(), or closed by the other side

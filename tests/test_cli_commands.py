@@ -94,11 +94,12 @@ def test_a_closed_port_fails_with_the_endpoint_named(
     line = one_error_line(err)
     assert status == 1 and f"endpoint {endpoint}, bucket bucket" in line
     # verify reads every object through slatedb's Admin, whose calls retry without end
-    # against a dead endpoint: each is bounded by --timeout as well.
+    # against a dead endpoint: each is bounded by --timeout as well, and its first check
+    # (the bucket probe) already reports the refused connection as no answer (issue 28.4)
     status, out, err = run(capsys, "verify", "s3://bucket/db", "--timeout", "1")
     line = one_error_line(err)
     assert status == 1 and out == ""
-    assert f"bucket 'bucket', endpoint {endpoint}" in line and "no answer within 1 s" in line
+    assert endpoint in line and "bucket 'bucket'" in line and "no answer" in line
 
 
 @pytest.mark.parametrize(

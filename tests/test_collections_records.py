@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from storekit import run, with_store
 
 from opendata_kv import RecordType, Schema, Store, fields
@@ -20,6 +22,7 @@ from opendata_kv.collections import (
     RecordsLayout,
     default_schema,
 )
+from opendata_kv.collections.records import SEEK_AFTER
 from opendata_kv.errors import (
     IdError,
     InvalidInputError,
@@ -430,27 +433,31 @@ class _CountingScans:
         return self._store.scan(*args, **kwargs)
 
 
-def test_collections_skip_ahead_one_seek_per_collection(db_url: str) -> None:
+def test_collections_read_short_runs_and_seek_past_long_ones(db_url: str) -> None:
+    """Issue 28.10: one keys-only scan reads through short runs; a run of SEEK_AFTER keys or
+    more is left with one seek (a second scan), so repos() costs about a scan, not a seek
+    per value."""
     names = [LIKE, POST, "app.bsky.feed.postgate", "app.bsky.graph.follow", "com.example.z"]
+    long_run = SEEK_AFTER + 50
 
     async def main() -> None:
         async with Store.open(db_url, default_schema()) as store:
             writer = RecordCollection(store)
             for i, collection in enumerate(names):
                 async with store.batch() as batch:
-                    for j in range(200 if i == 1 else 3):
+                    for j in range(long_run if i == 1 else 3):
                         batch.put(writer.record, (ALICE, collection, f"k{j:04d}"), {"j": j})
             await writer.put(BOB, PROFILE, "self", {})
             await writer.put("did:plc:4q2vy7fjsmu4xkzrsjbtwpoe0", "com.example.other", "k", {})
             counting = _CountingScans(store)
             rc = RecordCollection(counting)  # type: ignore[arg-type]
             assert await rc.collections(ALICE) == sorted(names)
-            assert counting.scans == len(names) + 1
+            assert counting.scans == 2  # the first scan, and one seek past the long run
             assert await rc.collections(BOB) == [PROFILE]
             assert await rc.collections("did:plc:nobody") == []
             assert await rc.repos() == sorted([ALICE, "did:plc:4q2vy7fjsmu4xkzrsjbtwpoe0", BOB])
-            assert await rc.count(ALICE) == 200 + 3 * 4
-            assert await rc.count(ALICE, POST) == 200
+            assert await rc.count(ALICE) == long_run + 3 * 4
+            assert await rc.count(ALICE, POST) == long_run
             assert await rc.count(ALICE, "app.bsky.feed.postgate") == 3
             assert await rc.count(BOB) == 1
             assert await rc.count("did:plc:nobody") == 0
@@ -526,5 +533,39 @@ def test_custom_layout_lives_next_to_user_types() -> None:
             raw = [r.raw_key async for r in store.scan_all()]
             assert raw[0] == b"\x01\xa0s1\x00"
             assert raw[1].startswith(b"\x07\x01\x50did:plc:")
+
+    run(main())
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    runs=st.lists(
+        st.tuples(
+            st.integers(0, 30),  # repo
+            st.sampled_from([LIKE, POST, "app.bsky.graph.follow"]),
+            st.sampled_from([1, 2, SEEK_AFTER - 1, SEEK_AFTER, SEEK_AFTER + 1, 600]),
+        ),
+        max_size=8,
+    )
+)
+def test_repos_and_collections_list_every_value_whatever_the_runs(
+    runs: list[tuple[int, str, int]],
+) -> None:
+    """Issue 28.10: the listing reads short runs and seeks past long ones; whatever the run
+    lengths (around SEEK_AFTER), it lists exactly the distinct repos and collections."""
+
+    async def main() -> None:
+        async with Store.open("memory://", default_schema()) as store:
+            rc = RecordCollection(store)
+            expected: dict[str, set[str]] = {}
+            async with store.batch() as batch:
+                for repo_n, collection, length in runs:
+                    repo = f"did:plc:{repo_n:024d}"
+                    expected.setdefault(repo, set()).add(collection)
+                    for j in range(length):
+                        batch.put(rc.record, (repo, collection, f"k{j:05d}"), {})
+            assert await rc.repos() == sorted(expected)
+            for repo, collections in expected.items():
+                assert await rc.collections(repo) == sorted(collections)
 
     run(main())

@@ -13,7 +13,10 @@
                                     and rocksdict side by side (see tools/bench_scale.py)
     python tools/bench.py indexes   secondary indexes: indexed put_many, index_scan and online
                                     build rates vs the same without indexes / a primary scan
-    python tools/bench.py all       every section but scale (run on its own)
+    python tools/bench.py listing [--repos N] [--per-repo N] [--store s3|file]
+                                    RecordCollection.repos()/collections() vs a keys-only
+                                    scan (see tools/bench_listing.py)
+    python tools/bench.py all       every section but scale and listing (run on their own)
 
 Each section lives in tools/bench_<section>.py and exposes run(quick: bool) -> None; one that
 takes options of its own (scale, store) also exposes main(argv) and gets the arguments after
@@ -30,14 +33,14 @@ from pathlib import Path
 
 SECTIONS = ("codec", "ids", "store", "values", "feed", "indexes")
 #: sections with options of their own -> what --quick becomes for their main(argv)
-OWN_OPTIONS = {"scale": ["--records", "20000"], "store": ["--quick"]}
+OWN_OPTIONS = {"scale": ["--records", "20000"], "store": ["--quick"], "listing": ["--quick"]}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("section", choices=(*SECTIONS, "scale", "all"))
+    parser.add_argument("section", choices=(*SECTIONS, *OWN_OPTIONS, "all"))
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     args, rest = parser.parse_known_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -248,6 +248,15 @@ async def _changes(
                     batch = await limits.bound(step, f"read the change feed of {store.where}")
             except StopAsyncIteration:
                 break
+            lost = getattr(batch, "lost_before", None)
+            if lost is not None:  # from the start, but the GC took the WAL before it
+                sys.stderr.write(
+                    f"opendata-kv: note: the feed starts at sequence number {lost}: the WAL "
+                    "files before it were collected, so earlier changes are gone (their effect "
+                    "is in the data; keep the WAL longer with the garbage collector's "
+                    "wal_options min_age)\n"
+                )
+                sys.stderr.flush()
             out = sys.stdout
             for change in batch:
                 obj = change_object(decoder, change)

@@ -81,10 +81,13 @@ class ReadLimits:
 
     async def bound(self, awaitable: Awaitable[T], doing: str) -> T:
         """`awaitable`, or a CliError naming the endpoint and bucket when it overruns."""
+        from opendata_kv.store.deadline import within
+
         if self.timeout is None:
             return await awaitable
         try:
-            return await asyncio.wait_for(awaitable, self.timeout)
+            with within(self.timeout):  # every wait under it gets what is left (deadline.py)
+                return await asyncio.wait_for(awaitable, self.timeout)
         except asyncio.TimeoutError:
             raise CliError(
                 f"{doing}: no answer within {self.timeout:g} s; raise --timeout "

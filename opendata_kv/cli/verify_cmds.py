@@ -41,13 +41,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 async def _refuse_unusable(location: Any, options: dict[str, str] | None) -> None:
     """An S3 error answer (missing bucket, refused credential) or an unfinished clone fails
-    before any object is read."""
+    before any object is read; so does no answer (each later read would wait as long)."""
     from opendata_kv.store import sidecar
 
-    await sidecar.probe(location, options, None)
+    await sidecar.probe(location, options, None, strict=True)
     if location.scheme == "file" and not os.path.isdir(location.path):
         return
-    await sidecar.check_not_cloning(location, options, None, f"verify {location}")
+    await sidecar.check_not_cloning(location, options, None, f"verify {location}", strict=True)
 
 
 class StageProgress(Progress):

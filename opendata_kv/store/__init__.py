@@ -9,6 +9,7 @@
     Change         what the change feed yields (Store.changes): a record's write, key a Key
     RawChange      a feed row delivered undecoded (on_unknown="raw", on_error="raw")
     IndexChange    a write of a secondary index (Store.changes(indexes=True))
+    ChangeBatch    one WAL file's changes (Store.change_batches); the first says what GC took
     Checkpoint     a pinned state (Store.checkpoint, Store.open_reader(checkpoint=...))
     clone          copy a database (at a checkpoint) into a new, independent one
     verify         check every object of a database; a VerifyReport of Problems (read-only)
@@ -18,7 +19,7 @@ from opendata_kv.store.batch import Batch, Snapshot, Transaction
 from opendata_kv.store.integrity import Problem
 from opendata_kv.store.ops.checkpoints import Checkpoint
 from opendata_kv.store.ops.clone import CloneResult, clone, clone_sync
-from opendata_kv.store.ops.feed import Change, IndexChange, RawChange
+from opendata_kv.store.ops.feed import Change, ChangeBatch, IndexChange, RawChange
 from opendata_kv.store.ops.verify import VerifyReport, verify, verify_async
 from opendata_kv.store.options import ScanOptions
 from opendata_kv.store.reader import Opening, StoreReader
@@ -38,6 +39,7 @@ from opendata_kv.store.writer import Store
 __all__ = [
     "Batch",
     "Change",
+    "ChangeBatch",
     "Checkpoint",
     "CloneResult",
     "IndexChange",

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from opendata_kv.errors import FencedError, StoreDataError, StoreError, StorePermissionError
+from opendata_kv.store.deadline import budget
 from opendata_kv.store.location import Location
 from opendata_kv.store.native.errors import (
     FOREIGN,
@@ -46,7 +47,7 @@ from opendata_kv.store.objects import (
     sst_name,
     wal_name,
 )
-from opendata_kv.store.remote_checks import GAP_WAIT, sst_extent_problems, wal_tail
+from opendata_kv.store.remote_checks import GAP_WAIT, shut_down, sst_extent_problems, wal_tail
 
 _log = logging.getLogger(__name__)
 
@@ -204,7 +205,7 @@ async def wal_sequence_problems(
         return []
     reader = SlateDbWalReader(location.db_path, object_store)
     where = f"read WAL of {location}"
-    iterator = await asyncio.wait_for(reader.iterator(wal_ids[0]), WAL_READ_TIMEOUT)
+    iterator = await asyncio.wait_for(reader.iterator(wal_ids[0]), budget(WAL_READ_TIMEOUT))
     problems: list[Problem] = []
     previous = manifest.last_l0_seq
     empties: list[int] = []
@@ -213,13 +214,16 @@ async def wal_sequence_problems(
         if upto is not None and expected > upto:
             break
         try:
-            rows = await asyncio.wait_for(iterator.next(), wait)
+            limit = budget(wait) or wait
+            rows = await asyncio.wait_for(iterator.next(), limit)
         except asyncio.TimeoutError:
+            if not await _answers(reader, expected):
+                raise  # an outage, not a missing file: the caller reports no answer
             newest = wal_name(wal_ids[-1])
             problems.append(
                 Problem(
                     wal_name(expected),
-                    f"missing: not served within {wait:g} s, though the WAL runs to {newest}; "
+                    f"missing: not served within {limit:g} s, though the WAL runs to {newest}; "
                     "the writes in it and in every later WAL file would be lost on replay",
                 )
             )
@@ -292,8 +296,8 @@ def seq_problems(manifest: Any, newest_seq: int, newest_file: str) -> list[Probl
 async def newest_seq(object_store: Any, location: Location, wal_id: int) -> int | None:
     """The highest sequence number in one WAL file (None: it holds no writes)."""
     reader = SlateDbWalReader(location.db_path, object_store)
-    iterator = await asyncio.wait_for(reader.iterator(wal_id), WAL_READ_TIMEOUT)
-    rows = await asyncio.wait_for(iterator.next(), WAL_READ_TIMEOUT)
+    iterator = await asyncio.wait_for(reader.iterator(wal_id), budget(WAL_READ_TIMEOUT))
+    rows = await asyncio.wait_for(iterator.next(), budget(WAL_READ_TIMEOUT))
     if rows is None or not rows.rows:
         return None
     return int(max(row.seq for row in rows.rows))
@@ -317,7 +321,7 @@ async def _newest_id(lister: Any) -> int | None:
     while low < high:
         middle = (low + high + 1) // 2
         try:
-            found = bool(await asyncio.wait_for(lister(middle, None), WAL_READ_TIMEOUT))
+            found = bool(await asyncio.wait_for(lister(middle, None), budget(WAL_READ_TIMEOUT)))
         except FOREIGN:
             found = True  # one from `middle` on is there, and does not decode
         except asyncio.TimeoutError:
@@ -494,7 +498,8 @@ async def remote_open_problems(
     # caller's retry limit), not turned into a wait here.
     try:
         await asyncio.wait_for(
-            SlateDbWalReader(location.db_path, object_store).last_wal_file_id(0), WAL_READ_TIMEOUT
+            SlateDbWalReader(location.db_path, object_store).last_wal_file_id(0),
+            budget(WAL_READ_TIMEOUT),
         )
     except (asyncio.TimeoutError, *FOREIGN):  # type: ignore[misc]
         return [], None
@@ -557,6 +562,22 @@ async def check_open(
     _warn_strays(_listing(location, where), where)
 
 
+#: Seconds a store that let a WAL read time out has to answer a listing, before the
+#: timeout counts as an outage rather than a missing file (a live store answers in ms).
+CONFIRM_WAIT = 1.0
+
+
+async def _answers(reader: Any, wal_id: int) -> bool:
+    """True when the store answers a WAL listing (with anything) within CONFIRM_WAIT."""
+    try:
+        await asyncio.wait_for(reader.last_wal_file_id(wal_id), budget(CONFIRM_WAIT))
+    except asyncio.TimeoutError:
+        return False
+    except FOREIGN:
+        return True
+    return True
+
+
 async def check_reader(location: Location, object_store: Any, reader: Any, where: str) -> None:
     """The s3:// open checks for a reader that slatedb has opened (it wrote nothing; an
     endpoint that does not answer failed there, with the caller's retry limit): on damage
@@ -566,8 +587,7 @@ async def check_reader(location: Location, object_store: Any, reader: Any, where
     try:
         await check_open(location, object_store, where, writer=True)
     except BaseException:
-        with contextlib.suppress(*FOREIGN):
-            await reader.shutdown()
+        await shut_down(reader)
         raise
 
 

@@ -26,6 +26,7 @@ from opendata_kv.errors import (
     check_count,
 )
 from opendata_kv.store import sidecar
+from opendata_kv.store.deadline import within
 from opendata_kv.store.integrity import check_open, check_reader, opening_error
 from opendata_kv.store.location import Location, s3_config
 from opendata_kv.store.native.errors import FOREIGN, call
@@ -85,11 +86,13 @@ async def bounded(
     options: Mapping[str, str] | None,
     what: str,
 ) -> T:
-    """Await `awaitable`, at most `timeout` seconds (None: no bound)."""
+    """Await `awaitable`, at most `timeout` seconds (None: no bound), every wait under it
+    (an S3 request in a thread too) given what is left (deadline.py)."""
     if timeout is None:
         return await awaitable
     try:
-        return await asyncio.wait_for(awaitable, timeout)
+        with within(timeout):  # the task wait_for starts inherits the deadline
+            return await asyncio.wait_for(awaitable, timeout)
     except asyncio.TimeoutError:
         raise StoreUnavailableError(
             f"{what} {describe(location, options)}: no answer within {timeout:g} s (timeout=); "

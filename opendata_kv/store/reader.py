@@ -9,6 +9,7 @@ operations that never write: the change feed, checkpoints, clones; and how store
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import (
@@ -28,6 +29,7 @@ from opendata_kv.errors import (
 )
 from opendata_kv.keys import Schema
 from opendata_kv.store import sidecar
+from opendata_kv.store.deadline import READER_SHUTDOWN, budget
 from opendata_kv.store.indexes import admin as index_admin
 from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.read import IndexReads
@@ -43,6 +45,7 @@ from opendata_kv.store.opening import (
 )
 from opendata_kv.store.ops import feed
 from opendata_kv.store.ops.checkpoints import Checkpoint, Checkpoints, require_id
+from opendata_kv.store.ops.feed import ChangeBatch
 from opendata_kv.store.ops.feed_rows import (
     Change,
     IndexChange,
@@ -62,6 +65,7 @@ if TYPE_CHECKING:
     from opendata_kv.store.ops.clone import CloneResult
 
 S = TypeVar("S", bound="StoreReader")
+T = TypeVar("T")
 
 
 class StoreReader(IndexReads, ReadView):
@@ -194,7 +198,7 @@ class StoreReader(IndexReads, ReadView):
         on_error: Literal["raise", "skip"] = "raise",
         on_unknown: Literal["raise", "skip"] = "raise",
         indexes: Literal[False] = False,
-    ) -> AsyncGenerator[list[Change], None]: ...
+    ) -> AsyncGenerator[ChangeBatch[Change], None]: ...
 
     @overload
     def change_batches(
@@ -207,7 +211,7 @@ class StoreReader(IndexReads, ReadView):
         on_error: Literal["raise", "skip"] = "raise",
         on_unknown: Literal["raise", "skip"] = "raise",
         indexes: Literal[True],
-    ) -> AsyncGenerator[list[Change | IndexChange], None]: ...
+    ) -> AsyncGenerator[ChangeBatch[Change | IndexChange], None]: ...
 
     @overload
     def change_batches(
@@ -220,7 +224,7 @@ class StoreReader(IndexReads, ReadView):
         on_error: str = "raise",
         on_unknown: str = "raise",
         indexes: Literal[False] = False,
-    ) -> AsyncGenerator[list[Change | RawChange], None]: ...
+    ) -> AsyncGenerator[ChangeBatch[Change | RawChange], None]: ...
 
     @overload
     def change_batches(
@@ -233,7 +237,7 @@ class StoreReader(IndexReads, ReadView):
         on_error: str = "raise",
         on_unknown: str = "raise",
         indexes: bool = False,
-    ) -> AsyncGenerator[list[Change | RawChange | IndexChange], None]: ...
+    ) -> AsyncGenerator[ChangeBatch[Change | RawChange | IndexChange], None]: ...
 
     def change_batches(
         self,
@@ -245,8 +249,9 @@ class StoreReader(IndexReads, ReadView):
         on_error: str = "raise",
         on_unknown: str = "raise",
         indexes: bool = False,
-    ) -> AsyncGenerator[list[Any], None]:
-        """Store.changes a WAL file at a time: lists of changes (never empty)."""
+    ) -> AsyncGenerator[ChangeBatch[Any], None]:
+        """Store.changes a WAL file at a time: a ChangeBatch (a list, never empty) per WAL
+        file, the first saying what the garbage collector took (docs/operations.md)."""
         self.check_open()
         side, identity = sidecar.of(self._object_store)
         return feed.change_batches(
@@ -383,7 +388,14 @@ class StoreReader(IndexReads, ReadView):
         self._closed = True
         stopped = self._stopped()
         try:
-            await calls.method(self._source, "shutdown")
+            shutdown = calls.method(self._source, "shutdown")
+            if self.readonly and not driver.syncing():
+                # a reader has nothing to save: against a silent endpoint slatedb's shutdown
+                # waits ~30 s for its requests, so it is abandoned after READER_SHUTDOWN
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(_awaited(shutdown), budget(READER_SHUTDOWN))
+            else:
+                await shutdown
         except FOREIGN as exc:
             if not (stopped or isinstance(exc, Error.Closed)):
                 raise translate(exc, f"close of {self.where}") from exc
@@ -412,6 +424,10 @@ class StoreReader(IndexReads, ReadView):
             raise ReadOnlyError(f"{self.where} is open read-only; writes need Store.open()")
         self.check_open()
         return self._source
+
+
+async def _awaited(awaitable: Awaitable[T]) -> T:
+    return await awaitable
 
 
 class Opening(Generic[S]):

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 from typing import Any
 
+from opendata_kv.store.deadline import READER_SHUTDOWN, budget
 from opendata_kv.store.location import Location
 from opendata_kv.store.native.errors import FOREIGN, is_bad_range, one_line
 from opendata_kv.store.native.slatedb import (
@@ -51,7 +52,9 @@ async def wal_tail(location: Location, object_store: Any, replay_after: int) -> 
     the WAL cannot be looked at within PROBE_TIMEOUT (slatedb's open reports why)."""
     reader = SlateDbWalReader(location.db_path, object_store)
     try:
-        return int(await asyncio.wait_for(reader.last_wal_file_id(replay_after), PROBE_TIMEOUT))
+        return int(
+            await asyncio.wait_for(reader.last_wal_file_id(replay_after), budget(PROBE_TIMEOUT))
+        )
     except (asyncio.TimeoutError, *FOREIGN):  # type: ignore[misc]
         return None
 
@@ -92,20 +95,35 @@ async def probe_reader(location: Location, object_store: Any) -> Any:
         )
         return builder
 
-    return await build_compatible(make_builder, lambda b: asyncio.wait_for(b, PROBE_TIMEOUT))
+    return await build_compatible(
+        make_builder, lambda b: asyncio.wait_for(b, budget(PROBE_TIMEOUT))
+    )
+
+
+async def shut_down(reader: Any) -> None:
+    """Shut a probe or check reader down, quietly, within READER_SHUTDOWN: against a silent
+    endpoint slatedb's shutdown waits ~30 s for its requests, and a reader that only read
+    has nothing to save (on a live endpoint it takes milliseconds)."""
+    with contextlib.suppress(asyncio.TimeoutError, *FOREIGN):
+        await asyncio.wait_for(reader.shutdown(), budget(READER_SHUTDOWN))
 
 
 async def sst_extent_problems(
-    location: Location, object_store: Any, manifest: Any
+    location: Location, object_store: Any, manifest: Any, *, outage_raises: bool = False
 ) -> list[tuple[str, str]]:
     """(object name, problem) for each SST of `manifest` that is shorter than its info says
-    or gone. Other failures (timeouts, an outage) prove nothing and are left to the open."""
+    or gone. Other failures (timeouts, an outage) prove nothing and are left to the open;
+    with `outage_raises`, a timeout raises asyncio.TimeoutError (verify ends there)."""
     ssts = list(manifest_ssts(manifest))
     if not ssts:
         return []
     try:
         reader = await probe_reader(location, object_store)
-    except (asyncio.TimeoutError, *FOREIGN):  # type: ignore[misc]
+    except asyncio.TimeoutError:
+        if outage_raises:
+            raise
+        return []
+    except FOREIGN:
         return []
     found: list[tuple[str, str]] = []
     source = manifest_name(manifest.id)
@@ -114,9 +132,11 @@ async def sst_extent_problems(
         try:
             await asyncio.wait_for(
                 reader.warm_sst(SsTableId(value=ulid), [_last_block(handle.info)]),
-                PROBE_TIMEOUT,
+                budget(PROBE_TIMEOUT),
             )
         except asyncio.TimeoutError:
+            if outage_raises:
+                raise
             return
         except FOREIGN as exc:
             text = one_line(str(getattr(exc, "message", None) or exc))
@@ -137,6 +157,5 @@ async def sst_extent_problems(
                 *(probe(ulid, handle) for ulid, handle in ssts[start : start + PROBE_PARALLEL])
             )
     finally:
-        with contextlib.suppress(*FOREIGN):
-            await asyncio.wait_for(reader.shutdown(), PROBE_TIMEOUT)
+        await shut_down(reader)
     return sorted(found)

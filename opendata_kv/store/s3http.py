@@ -33,6 +33,7 @@ from opendata_kv.errors import (
     StorePermissionError,
     StoreUnavailableError,
 )
+from opendata_kv.store.deadline import budget
 
 #: seconds one request may take when the caller gives no bound
 REQUEST_TIMEOUT = 10.0
@@ -180,7 +181,7 @@ class S3Client:
             url, data=body if method in ("PUT", "POST") else None, method=method, headers=headers
         )
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as response:
+            with urllib.request.urlopen(req, timeout=budget(self.timeout)) as response:
                 return int(response.status), bytes(response.read())
         except urllib.error.HTTPError as exc:
             return int(exc.code), bytes(exc.read() or b"")

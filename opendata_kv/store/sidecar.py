@@ -13,7 +13,6 @@ skipped), memory:// a dict private to the process.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import json
@@ -29,6 +28,7 @@ from opendata_kv.errors import (
     StorePermissionError,
     StoreUnavailableError,
 )
+from opendata_kv.store.deadline import in_thread
 from opendata_kv.store.location import Location, s3_config
 from opendata_kv.store.s3http import S3Client, client_for
 
@@ -156,10 +156,10 @@ class Sidecar:
         return f"{PREFIX}/{name}"
 
     async def copy_in(self, source: str, name: str) -> bool:
-        return await asyncio.to_thread(self._copy_in, source, name)
+        return await in_thread(self._copy_in, source, name)
 
     async def delete_tree(self, name: str) -> None:
-        await asyncio.to_thread(self._delete_tree, name)
+        await in_thread(self._delete_tree, name)
 
     async def check_writable(self) -> None:
         """Write and delete a small object: a read-only credential or directory raises
@@ -171,13 +171,13 @@ class Sidecar:
         await self.delete(name)
 
     async def get(self, name: str) -> bytes | None:
-        return await asyncio.to_thread(self._get, name)
+        return await in_thread(self._get, name)
 
     async def put(self, name: str, data: bytes) -> None:
-        await asyncio.to_thread(self._put, name, data)
+        await in_thread(self._put, name, data)
 
     async def delete(self, name: str) -> None:
-        await asyncio.to_thread(self._delete, name)
+        await in_thread(self._delete, name)
 
     async def get_json(self, name: str) -> Any:
         data = await self.get(name)
@@ -202,11 +202,16 @@ class Sidecar:
 
 
 async def probe(
-    location: Location, options: Mapping[str, str] | None, timeout: float | None
+    location: Location,
+    options: Mapping[str, str] | None,
+    timeout: float | None,
+    *,
+    strict: bool = False,
 ) -> None:
     """For s3://, list one key of the database prefix: a missing bucket, a refused credential
     or any other S3 error answer raises its OpendataKvError now. No answer at all is left to
-    slatedb's own retries (and the caller's timeout). Nothing to do elsewhere."""
+    slatedb's own retries (and the caller's timeout), or with `strict` raises
+    StoreUnavailableError too. Nothing to do elsewhere."""
     if location.scheme != "s3":
         return
     client = client_for(
@@ -214,8 +219,11 @@ async def probe(
     )
     if client is None:
         return
-    with contextlib.suppress(StoreUnavailableError):
-        await asyncio.to_thread(client.probe, location.path)
+    try:
+        await in_thread(client.probe, location.path)
+    except StoreUnavailableError:
+        if strict:
+            raise
 
 
 #: set by clone while it opens its own, still incomplete destination
@@ -240,14 +248,22 @@ def of(object_store: Any) -> tuple[Sidecar | None, str | None]:
 
 
 async def check_not_cloning(
-    location: Location, options: Mapping[str, str] | None, object_store: Any, where: str
+    location: Location,
+    options: Mapping[str, str] | None,
+    object_store: Any,
+    where: str,
+    *,
+    strict: bool = False,
 ) -> None:
-    """IncompleteCloneError when a clone into `location` started and has not finished."""
+    """IncompleteCloneError when a clone into `location` started and has not finished; no
+    answer raises StoreUnavailableError only when `strict`."""
     if CLONING.get():
         return
     try:
         marker = await Sidecar(location, options, memory_key=object_store).get_json(CLONE_MARKER)
     except StoreUnavailableError:
+        if strict:  # a check of its own (verify): the outage ends it
+            raise
         return  # no answer: the open itself reports the outage, within its own bound
     if marker is None:
         return

@@ -41,6 +41,7 @@ from opendata_kv.store.native import calls, driver
 from opendata_kv.store.opening import READER_TIMEOUT
 from opendata_kv.store.ops.checkpoints import Checkpoint
 from opendata_kv.store.ops.clone import CloneResult
+from opendata_kv.store.ops.feed import ChangeBatch
 from opendata_kv.store.ops.feed_rows import Change, IndexChange, RawChange
 from opendata_kv.store.options import ScanKeywords, ScanOptions
 from opendata_kv.store.reader import StoreReader
@@ -652,7 +653,7 @@ class SyncStoreReader(SyncView):
         on_error: Literal["raise", "skip"] = "raise",
         on_unknown: Literal["raise", "skip"] = "raise",
         indexes: Literal[False] = False,
-    ) -> SyncChanges[list[Change]]: ...
+    ) -> SyncChanges[ChangeBatch[Change]]: ...
 
     @overload
     def change_batches(
@@ -665,7 +666,7 @@ class SyncStoreReader(SyncView):
         on_error: Literal["raise", "skip"] = "raise",
         on_unknown: Literal["raise", "skip"] = "raise",
         indexes: Literal[True],
-    ) -> SyncChanges[list[Change | IndexChange]]: ...
+    ) -> SyncChanges[ChangeBatch[Change | IndexChange]]: ...
 
     @overload
     def change_batches(
@@ -678,7 +679,7 @@ class SyncStoreReader(SyncView):
         on_error: str = "raise",
         on_unknown: str = "raise",
         indexes: Literal[False] = False,
-    ) -> SyncChanges[list[Change | RawChange]]: ...
+    ) -> SyncChanges[ChangeBatch[Change | RawChange]]: ...
 
     @overload
     def change_batches(
@@ -691,7 +692,7 @@ class SyncStoreReader(SyncView):
         on_error: str = "raise",
         on_unknown: str = "raise",
         indexes: bool = False,
-    ) -> SyncChanges[list[Change | RawChange | IndexChange]]: ...
+    ) -> SyncChanges[ChangeBatch[Change | RawChange | IndexChange]]: ...
 
     def change_batches(
         self,
@@ -704,7 +705,7 @@ class SyncStoreReader(SyncView):
         on_unknown: str = "raise",
         indexes: bool = False,
     ) -> SyncChanges[Any]:
-        """As Store.change_batches, blocking: lists of changes, a WAL file at a time."""
+        """As Store.change_batches, blocking: a ChangeBatch (a list) per WAL file."""
         store: Any = self.store
         return SyncChanges(
             store.change_batches(

@@ -33,6 +33,7 @@ from opendata_kv.errors import (
 from opendata_kv.keys import Schema
 from opendata_kv.store import sidecar
 from opendata_kv.store.batch import Batch
+from opendata_kv.store.deadline import within
 from opendata_kv.store.indexes.layout import is_index_key
 from opendata_kv.store.location import Location, parse_location
 from opendata_kv.store.native.errors import call, translate
@@ -79,7 +80,8 @@ async def _bounded(awaitable: Awaitable[T], timeout: float | None, doing: str) -
     if timeout is None:
         return await awaitable
     try:
-        return await asyncio.wait_for(awaitable, timeout)
+        with within(timeout):  # the S3 requests under it get what is left (deadline.py)
+            return await asyncio.wait_for(awaitable, timeout)
     except asyncio.TimeoutError:
         raise StoreUnavailableError(
             f"{doing}: no answer within {timeout:g} s (timeout=); check that the object store is up"

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import zlib
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any, Literal, NamedTuple
+from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 from opendata_kv.errors import (
     ChangeCursorError,
@@ -35,6 +35,7 @@ from opendata_kv.errors import (
     check_count,
 )
 from opendata_kv.keys import Schema
+from opendata_kv.store.deadline import in_thread
 from opendata_kv.store.indexes.layout import ENTRIES, ROOT
 from opendata_kv.store.native import calls
 from opendata_kv.store.native.errors import translate
@@ -304,6 +305,18 @@ def admin(db_path: str, object_store: Any, where: str) -> Any:
         raise translate(exc, f"admin of {where}") from exc
 
 
+C = TypeVar("C")
+
+
+class ChangeBatch(list[C], Generic[C]):
+    """One WAL file's changes (a list). `lost_before`, on the first batch of a feed read from
+    the start: the sequence number of its first change when the garbage collector already
+    deleted the WAL files before it, so every change before that number is gone from the
+    feed (their effects are in the SSTs); None when nothing was lost, and on later batches."""
+
+    lost_before: int | None = None
+
+
 async def flatten(batches: AsyncGenerator[list[Any], None]) -> AsyncGenerator[Any, None]:
     """The feed one Change at a time, from change_batches' lists; see Store.changes."""
     try:
@@ -331,7 +344,7 @@ async def change_batches(
     on_unknown: UnknownPolicy = "raise",
     indexes: bool = False,
     shapes: Callable[[], Awaitable[dict[str, IndexShape]]] | None = None,
-) -> AsyncGenerator[list[AnyChange], None]:
+) -> AsyncGenerator[ChangeBatch[AnyChange], None]:
     """The feed a WAL file at a time: each list holds the changes of one file (never empty).
 
     `identity`: this store's identity (cursors name it; a cursor of another store is refused).
@@ -379,7 +392,7 @@ async def change_batches(
         top_seq = 0 if manifest is None else manifest.last_l0_seq
         if position is None:
             tail = await _call(reader.last_wal_file_id(floor), where)
-            ids = None if list_wal is None else await asyncio.to_thread(list_wal)
+            ids = None if list_wal is None else await in_thread(list_wal)
             start, skip, min_seq = await first_wal(reader, floor, tail, ids, where), 0, 0
         else:
             start, skip, min_seq, _ = position
@@ -401,6 +414,8 @@ async def change_batches(
             continue
         break
     consumed = start - 1  # the last WAL file read
+    # from the start, and WAL file 1 (the first a store writes) is gone: changes were lost
+    lost = position is None and start > 1
     checked_seq = position is None or min_seq == 0
     while True:
         if consumed >= tail:
@@ -454,7 +469,7 @@ async def change_batches(
             )
         if indexes and shapes is not None:
             await _learn_shapes(batch, first_index, decoder, shapes, looked_up)
-        out: list[AnyChange] = []
+        out: ChangeBatch[AnyChange] = ChangeBatch()
         crc32 = zlib.crc32
         change = decoder.change
         head = f"{_VERSION}-{store}-{file_id:x}-"
@@ -488,6 +503,8 @@ async def change_batches(
                 break
         if out:
             last = out[-1].cursor
+            if lost:
+                out.lost_before, lost = out[0].seq, False
             yield out
             if remaining is not None:
                 remaining -= len(out)

@@ -17,7 +17,6 @@ detected at all: docs/reliability.md.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import itertools
 import os
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opendata_kv.errors import StorePermissionError, StoreUnavailableError
+from opendata_kv.store.deadline import budget, each_wait
 from opendata_kv.store.integrity import (
     MAX_GAPS,
     WAL_READ_TIMEOUT,
@@ -39,6 +39,7 @@ from opendata_kv.store.integrity import (
     wal_sequence_problems,
 )
 from opendata_kv.store.location import Location, parse_location
+from opendata_kv.store.native import driver
 from opendata_kv.store.native.errors import FOREIGN, object_named, one_line, translate
 from opendata_kv.store.native.slatedb import (
     AdminBuilder,
@@ -62,7 +63,12 @@ from opendata_kv.store.objects import (
 )
 from opendata_kv.store.opendata_compat import build_compatible
 from opendata_kv.store.opening import READER_TIMEOUT, describe
-from opendata_kv.store.remote_checks import GAP_WAIT, probe_reader, sst_extent_problems
+from opendata_kv.store.remote_checks import (
+    GAP_WAIT,
+    probe_reader,
+    shut_down,
+    sst_extent_problems,
+)
 
 #: Rows per next_batch of the checksum scan, and the seconds one batch may take.
 SCAN_BATCH = 1024
@@ -261,16 +267,21 @@ async def _wal(
             return
         reader = SlateDbWalReader(location.db_path, object_store)
         try:
-            tail = await asyncio.wait_for(reader.last_wal_file_id(replay), WAL_READ_TIMEOUT)
+            tail = await asyncio.wait_for(
+                reader.last_wal_file_id(replay), budget(WAL_READ_TIMEOUT)
+            )
         except asyncio.TimeoutError:
-            report.notes.append("the newest WAL file id could not be read (timed out)")
-            return
+            raise _no_answer(location, "reading the newest WAL file id") from None
         except FOREIGN as exc:
             report.notes.append(f"the newest WAL file id could not be read: {_text(exc)}")
             return
         after = range(replay + 1, tail + 1)
     report.checked["WAL files"] = len(after)
-    report.add(await wal_sequence_problems(location, object_store, latest, after, wait=GAP_WAIT))
+    try:
+        problems = await wal_sequence_problems(location, object_store, latest, after, wait=GAP_WAIT)
+    except asyncio.TimeoutError:  # the first file's reader did not open: an outage
+        raise _no_answer(location, "reading the WAL") from None
+    report.add(problems)
 
 
 #: the blocks of an SST besides its data blocks (the scan reads those), by name
@@ -292,8 +303,10 @@ async def _blocks(
         return
     try:
         reader = await probe_reader(location, object_store)
-    except (asyncio.TimeoutError, *FOREIGN) as exc:  # type: ignore[misc]
-        report.notes.append(f"the SST blocks could not be read: {_text(exc) or 'timed out'}")
+    except asyncio.TimeoutError:
+        raise _no_answer(location, "opening a reader of the SST blocks") from None
+    except FOREIGN as exc:
+        report.notes.append(f"the SST blocks could not be read: {_text(exc)}")
         return
     checked = 0
     try:
@@ -303,19 +316,20 @@ async def _blocks(
                     continue
                 try:
                     await asyncio.wait_for(
-                        reader.warm_sst(SsTableId(value=ulid), [target]), SCAN_TIMEOUT
+                        reader.warm_sst(SsTableId(value=ulid), [target]), budget(SCAN_TIMEOUT)
                     )
                     checked += 1
                 except asyncio.TimeoutError:
-                    report.add([Problem(sst_name(ulid), f"its {block} block timed out")])
+                    raise _no_answer(
+                        location, f"reading the {block} block of {sst_name(ulid)}"
+                    ) from None
                 except FOREIGN as exc:
                     report.add(
                         [Problem(sst_name(ulid), f"its {block} block is unreadable: {_text(exc)}")]
                     )
     finally:
         report.checked["SST filter, index and stats blocks"] = checked
-        with contextlib.suppress(*FOREIGN):
-            await reader.shutdown()
+        await shut_down(reader)
 
 
 async def _scan(
@@ -347,18 +361,20 @@ async def _scan(
     reader = None
     try:
         # a database OpenData wrote needs its segment extractor and a merge operator
-        reader = await build_compatible(make_builder, lambda b: asyncio.wait_for(b, SCAN_TIMEOUT))
+        reader = await build_compatible(
+            make_builder, lambda b: asyncio.wait_for(b, budget(SCAN_TIMEOUT))
+        )
         everything = KeyRange(start=None, start_inclusive=True, end=None, end_inclusive=False)
-        iterator = await asyncio.wait_for(reader.scan(everything), SCAN_TIMEOUT)
+        iterator = await asyncio.wait_for(reader.scan(everything), budget(SCAN_TIMEOUT))
         while True:
-            batch = await asyncio.wait_for(iterator.next_batch(SCAN_BATCH), SCAN_TIMEOUT)
+            batch = await asyncio.wait_for(iterator.next_batch(SCAN_BATCH), budget(SCAN_TIMEOUT))
             if not batch:
                 break
             rows += len(batch)
             if progress is not None:
                 progress("rows read from SSTs", rows)
     except asyncio.TimeoutError:
-        report.add([Problem("compacted/", f"reading the SSTs timed out after {rows} rows")])
+        raise _no_answer(location, f"reading the SSTs (after {rows} rows)") from None
     except FOREIGN as exc:
         error = translate(exc, where)
         name = getattr(error, "object_name", None) or object_named(str(error))
@@ -371,8 +387,17 @@ async def _scan(
     finally:
         report.checked["rows read from SSTs"] = rows
         if reader is not None:
-            with contextlib.suppress(*FOREIGN):
-                await reader.shutdown()
+            await shut_down(reader)
+
+
+def _no_answer(location: Location, doing: str) -> StoreUnavailableError:
+    """A read that timed out: an outage, not damage, so the check ends here (every later
+    read would wait as long again)."""
+    return StoreUnavailableError(
+        f"verify {location}: {doing} had no answer in time; check that the endpoint is up, "
+        "or allow more time (timeout=, --timeout)",
+        value=str(location),
+    )
 
 
 class _BoundedAdmin:
@@ -386,10 +411,11 @@ class _BoundedAdmin:
         method = getattr(self._admin, name)
 
         async def call(*args: Any) -> Any:
-            if self._timeout is None:
+            limit = budget(self._timeout)
+            if limit is None:
                 return await method(*args)
             try:
-                return await asyncio.wait_for(method(*args), self._timeout)
+                return await asyncio.wait_for(method(*args), limit)
             except asyncio.TimeoutError:
                 raise StoreUnavailableError(
                     f"verify {self._where}: {name} had no answer within {self._timeout:g} s; "
@@ -409,9 +435,20 @@ async def verify_async(
     progress: Progress | None = None,
 ) -> VerifyReport:
     """Check every object of the database at `url` (see the module docstring); never writes.
-    `timeout` bounds each manifest and compactions read (None: no bound); a call that
-    overruns raises StoreUnavailableError naming the location, bucket and endpoint.
+    `timeout` bounds each read (None: no bound); the first that overruns ends the check
+    with StoreUnavailableError naming the location (an outage is not damage).
     `progress(stage, count)` is told each stage as it starts and the rows read so far."""
+    with each_wait(timeout):  # every read below, not only Admin's, within `timeout`
+        return await _verify(url, object_store_options, timeout, retries, progress)
+
+
+async def _verify(
+    url: str | os.PathLike[str],
+    object_store_options: Mapping[str, str] | None,
+    timeout: float | None,
+    retries: int,
+    progress: Progress | None,
+) -> VerifyReport:
     location = parse_location(url)
     report = VerifyReport(str(location))
     object_store = location.object_store(object_store_options)
@@ -465,7 +502,9 @@ async def verify_async(
         report.add(
             [
                 Problem(name, message)
-                for name, message in await sst_extent_problems(location, object_store, latest)
+                for name, message in await sst_extent_problems(
+                    location, object_store, latest, outage_raises=True
+                )
             ]
         )
     report.add(_checkpoint_problems(latest, decoded, listing))
@@ -497,5 +536,5 @@ def verify(
         retries=retries,
         progress=progress,
     )
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, checking).result()
+    report: VerifyReport = driver.run(checking)
+    return report
