@@ -28,9 +28,8 @@ from opendata_kv.store.indexes.layout import (
 from opendata_kv.store.indexes.maintain import Raw, Tracked, plan
 from opendata_kv.store.indexes.registry import READABLE, WRITE_ONLY, IndexSet
 from opendata_kv.store.native import calls
-from opendata_kv.store.native.slatedb import PutOptions, Ttl
 from opendata_kv.store.scan import KeySpan, Record
-from opendata_kv.store.views import in_windows
+from opendata_kv.store.views import in_windows, now_ms
 
 if TYPE_CHECKING:
     from opendata_kv.store.reader import StoreReader
@@ -198,18 +197,17 @@ async def build(
 
 
 async def _tracked(store: Store, index: Index, rows: list[Record]) -> list[Tracked]:
-    """The build's records as tracked puts; a covering index's with their stored bytes and
-    expiry, read under the index lock, so its copies expire with their records."""
-    if not index.covering:
-        return [(row.raw_key, row.key.record_type, row.value) for row in rows]
+    """The build's live records as tracked puts with their stored bytes and expiry, read under
+    the index lock, so every entry (and a covering copy) expires with its record; a record
+    that expired since the scan read it is skipped."""
     keys = [row.raw_key for row in rows]
     stored = await in_windows(functools.partial(calls.get_rows, store._source), keys)
+    now = now_ms()
     tracked: list[Tracked] = []
     for row, point in zip(rows, stored, strict=True):
-        if point is not None:
+        if point is not None and (point[1] is None or point[1] > now):
             data, expire_at = point
-            options = None if expire_at is None else PutOptions(ttl=Ttl.EXPIRE_AT_MILLIS(expire_at))
-            tracked.append((row.raw_key, row.key.record_type, Raw(data, row.value, options)))
+            tracked.append((row.raw_key, row.key.record_type, Raw(data, row.value, expire_at)))
     return tracked
 
 
