@@ -388,3 +388,21 @@ def test_async_lookups_under_concurrent_writer_tasks() -> None:
             return wrong
 
     assert asyncio.run(main()) == []
+
+
+def test_lookup_reads_through_a_snapshot_after_its_tries(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from opendata_kv.store.indexes import read
+
+    monkeypatch.setattr(read, "LOOKUP_TRIES", 0)  # straight to the snapshot read
+    url = str(tmp_path / "db")
+    with SyncStore.open(url, SCHEMA, indexes=[handle]) as db:
+        db.put(user, ("u1",), {"handle": "alice"})
+        db.put(user, ("u2",), {"handle": "bob"}, ttl=SHORT)
+        assert db.lookup(handle, "alice").key.id == "u1"  # type: ignore[union-attr]
+        expire()
+        assert db.lookup(handle, "bob") is None and db.lookup(handle, "carol") is None
+        db.flush()
+        with SyncStore.open_reader(url, SCHEMA, indexes=[handle]) as reader:
+            assert reader.lookup(handle, "alice") is None  # a reader has no snapshot to read

@@ -173,8 +173,10 @@ async def build(
                 spans, None, None, position, "raise", None, None, {"limit": batch_size}
             )
             scan._where = where
+            expiries: dict[bytes, int] = {}
+            scan.expiries = expiries
             rows = await scan.to_list()
-            tracked = await _tracked(store, index, rows)
+            tracked = await _tracked(store, index, rows, expiries)
             writes = await plan(indexes, store.values, tracked, store._fetch_many, only=index)
             batch = Batch(store)
             add_writes(batch, writes)
@@ -196,10 +198,17 @@ async def build(
             return done
 
 
-async def _tracked(store: Store, index: Index, rows: list[Record]) -> list[Tracked]:
-    """The build's live records as tracked puts with their stored bytes and expiry, read under
-    the index lock, so every entry (and a covering copy) expires with its record; a record
-    that expired since the scan read it is skipped."""
+async def _tracked(
+    store: Store, index: Index, rows: list[Record], expiries: dict[bytes, int]
+) -> list[Tracked]:
+    """The build's live records as tracked puts with their expiry (read by the scan, under the
+    index lock), so every entry expires with its record; a covering index's with their stored
+    bytes too, read with the expiry again, skipping a record that expired since the scan."""
+    if not index.covering:
+        return [
+            (row.raw_key, row.key.record_type, Raw(None, row.value, expiries.get(row.raw_key)))
+            for row in rows
+        ]
     keys = [row.raw_key for row in rows]
     stored = await in_windows(functools.partial(calls.get_rows, store._source), keys)
     now = now_ms()

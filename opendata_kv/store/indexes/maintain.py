@@ -41,8 +41,9 @@ _UNDECODED: Any = object()
 
 
 class Raw:
-    """The new value of a tracked put: its stored bytes, the value they encode when the writer
-    had it (else decoded with the record's codec when needed), and its absolute expiry (Unix
+    """The new value of a tracked put: its stored bytes (None when a build of an index that
+    keeps no copy did not read them), the value they encode when the writer had it (else
+    decoded with the record's codec when needed), and its absolute expiry (Unix
     ms, None for none) with the put options that carry it, which every entry of the record
     takes too (RFC 0010: entries expire with their record)."""
 
@@ -50,7 +51,7 @@ class Raw:
 
     def __init__(
         self,
-        data: bytes,
+        data: bytes | None,
         value: Any = _UNDECODED,
         expire_at: int | None = None,
         options: Any = None,
@@ -73,6 +74,7 @@ def _value(values: Values, record_type: RecordType, key: bytes, new: Any) -> Any
         return None
     if isinstance(new, Raw):
         if new.value is _UNDECODED:
+            assert new.data is not None, "a Raw without bytes carries its value"
             new.value = values.decode(record_type, key, new.data)
         return new.value
     return new
@@ -81,7 +83,7 @@ def _value(values: Values, record_type: RecordType, key: bytes, new: Any) -> Any
 def _copy(index: Index, key: bytes, new: Any) -> tuple[bytes, Any]:
     """What a covering index's entry holds for the put `new`: the record's stored bytes and
     the put's options."""
-    if not isinstance(new, Raw):
+    if not isinstance(new, Raw) or new.data is None:
         raise AssertionError(
             f"index {index.name!r}: the put of {show_bytes(key)} came without "
             "its stored bytes, which a covering index copies"
