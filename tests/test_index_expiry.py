@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from opendata_kv import Index, RecordType, fields
 from opendata_kv.errors import (
@@ -406,3 +408,42 @@ def test_lookup_reads_through_a_snapshot_after_its_tries(
         db.flush()
         with SyncStore.open_reader(url, SCHEMA, indexes=[handle]) as reader:
             assert reader.lookup(handle, "alice") is None  # a reader has no snapshot to read
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rows=st.lists(st.tuples(st.sampled_from("ab"), st.booleans()), max_size=12),
+    limit=st.integers(1, 4),
+    reverse=st.booleans(),
+    team=st.sampled_from([None, "a"]),
+)
+def test_pages_hold_exactly_the_live_entries(
+    rows: list[tuple[str, bool]], limit: int, reverse: bool, team: str | None
+) -> None:
+    """Paging with limit/after over entries of live and expired records yields every live one
+    once, in order, and has_more() is True exactly when a live one follows."""
+    past = time.time_ns() // 1_000_000 - 1000
+    with SyncStore.open("memory://", SCHEMA, indexes=[by_team]) as db:
+        with db.batch() as batch:
+            for n, (group, expired) in enumerate(rows):
+                key = user.encode(f"u{n:02}")
+                data = db.store.values.encode(user, {"team": group}, key)
+                batch.put_raw(key, data, expire_at=past if expired else None)
+        live = sorted(
+            (group, f"u{n:02}") for n, (group, expired) in enumerate(rows) if not expired
+        )
+        want = [k for g, k in live if team is None or g == team]
+        want = want[::-1] if reverse else want
+        leading = () if team is None else (team,)
+        got: list[str] = []
+        after = None
+        while True:
+            page = db.index_scan(by_team, *leading, limit=limit, reverse=reverse, after=after)
+            items = ids(page)
+            got += items
+            assert len(items) == min(limit, len(want) - len(got) + len(items))
+            assert page.has_more() == (len(got) < len(want))
+            if not page.has_more():
+                break
+            after = page.cursor
+        assert got == want
