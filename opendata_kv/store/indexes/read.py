@@ -169,17 +169,27 @@ class IndexScan:
         if index.covering:  # the copy was written with its entry: they always agree
             return read
         # the entry and the record are two reads: keep a record only if it still holds it
-        return [pair for pair in read if holds(index, pair[0], pair[1])]
+        decoded = {row.raw_key: values for values, _, row in entries}
+        return [pair for pair in read if holds(index, pair[0], pair[1], decoded[pair[1]])]
 
 
-def holds(index: Index, record: Record, entry: bytes) -> bool:
-    """True when `record` (as read) produces the index entry key `entry` (compared as bytes)."""
+#: field value types whose == is exactly "encodes to the same bytes" (not float: -0.0, NaN)
+_EXACT = frozenset((str, int, bytes))
+
+
+def holds(
+    index: Index, record: Record, entry: bytes, decoded: tuple[Any, ...] | None = None
+) -> bool:
+    """True when `record` (as read) produces the index entry key `entry`: compared as bytes,
+    or as the entry's `decoded` field values when every value is of an _EXACT type."""
+    produced = index.entries(record.key, record.value)
+    if decoded is not None and all(type(value) in _EXACT for value in decoded):
+        for values in produced:
+            if values == decoded and all(type(value) in _EXACT for value in values):
+                return True
     if index.kind != "unique":
         entry = entry[: len(entry) - len(record.raw_key)]
-    for values in index.entries(record.key, record.value):
-        if encode_fields(index.name, index.fields, values) == entry:
-            return True
-    return False
+    return any(encode_fields(index.name, index.fields, v) == entry for v in produced)
 
 
 def _records(view: ReadView, rows: list[tuple[bytes, bytes, bytes]]) -> list[tuple[Any, bytes]]:
