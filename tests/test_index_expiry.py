@@ -452,8 +452,8 @@ def test_pages_hold_exactly_the_live_entries(
 def test_check_skips_records_the_schema_lacks(tmp_path: Path) -> None:
     """A stored index picked up by a writer whose schema lacks some of its records: check
     reports nothing for what it cannot recount, and still finds real damage in the rest."""
-    from opendata_kv.store.indexes.check import check_index
     from opendata_kv.errors import show_bytes
+    from opendata_kv.store.indexes.check import check_index
     from opendata_kv.store.indexes.layout import encode_fields
 
     both = Index("both_team", ["user", "post"], [("team", fields.string)])
