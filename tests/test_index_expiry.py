@@ -208,6 +208,23 @@ def test_a_ttl_on_a_record_a_count_index_covers_is_refused() -> None:
         db.put(post, (2,), {}, ttl=5)  # a record type no aggregate covers takes a TTL
 
 
+def test_a_count_rebuilt_after_an_expiry_then_the_expired_key_written(tmp_path: Path) -> None:
+    """Issue 27 point 2's count case: the expired record is not counted by the build, and
+    writing its key again does not take it out of the group it no longer counts in."""
+    url = str(tmp_path / "db")
+    with SyncStore.open(url, SCHEMA) as db:  # written before the count index existed
+        db.put(user, ("u1",), {"team": "a"})
+        db.put(user, ("u2",), {"team": "a"}, ttl=SHORT)
+    expire()
+    with SyncStore.open(url, SCHEMA, indexes=[team_count]) as db:
+        db.build_index("team_count")
+        assert db.index_count(team_count, "a") == 1
+        db.rebuild_index("team_count")
+        db.put(user, ("u2",), {"team": "b"})
+        assert (db.index_count(team_count, "a"), db.index_count(team_count, "b")) == (1, 1)
+        assert db.check_indexes() == []
+
+
 def test_a_build_meeting_a_live_record_with_a_ttl_refuses(tmp_path: Path) -> None:
     url = str(tmp_path / "db")
     with SyncStore.open(url, SCHEMA) as db:
