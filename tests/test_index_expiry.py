@@ -374,12 +374,33 @@ def test_the_async_face() -> None:
     asyncio.run(main())
 
 
-def test_async_lookups_under_concurrent_writer_tasks() -> None:
-    async def main() -> list[Any]:
+def test_async_lookups_under_concurrent_writer_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The async face: a record read waits (as on an object store) before it reads, so writer
+    tasks run between a reader's entry read and its record read."""
+    from opendata_kv.store.views import ReadView
+
+    fetch, fetch_many = ReadView._fetch, ReadView._fetch_many
+
+    async def slow_fetch(self: ReadView, key: bytes) -> bytes | None:
+        if user.owns(key):
+            await asyncio.sleep(0.002)
+        return await fetch(self, key)
+
+    async def slow_fetch_many(self: ReadView, keys: list[bytes]) -> list[bytes | None]:
+        if keys and user.owns(keys[0]):
+            await asyncio.sleep(0.002)
+        return await fetch_many(self, keys)
+
+    monkeypatch.setattr(ReadView, "_fetch", slow_fetch)
+    monkeypatch.setattr(ReadView, "_fetch_many", slow_fetch_many)
+
+    async def main() -> tuple[list[Any], int]:
         async with Store.open("memory://", SCHEMA, indexes=[handle, by_team]) as db:
             stop = asyncio.Event()
+            writes = 0
 
             async def writer(n: int) -> None:
+                nonlocal writes
                 i = 0
                 while not stop.is_set():
                     i += 1
@@ -389,11 +410,13 @@ def test_async_lookups_under_concurrent_writer_tasks() -> None:
                         await db.put(user, (f"w{n}",), {"handle": name, "team": team})
                     except UniqueIndexError:
                         await db.put(user, (f"w{n}",), {"team": team})
+                    writes += 1
 
             wrong: list[Any] = []
             tasks = [asyncio.create_task(writer(n)) for n in range(4)]
             deadline = time.monotonic() + 1.0
             while time.monotonic() < deadline:
+                await asyncio.sleep(0)  # the writers' turn
                 for name in ("h1", "h2"):
                     found = await db.lookup(handle, name)
                     if found is not None and found.value.get("handle") != name:
@@ -404,9 +427,10 @@ def test_async_lookups_under_concurrent_writer_tasks() -> None:
             stop.set()
             await asyncio.gather(*tasks)
             assert await db.check_indexes() == []
-            return wrong
+            return wrong, writes
 
-    assert asyncio.run(main()) == []
+    wrong, writes = asyncio.run(main())
+    assert writes > 50 and wrong == []
 
 
 def test_lookup_reads_through_a_snapshot_after_its_tries(
