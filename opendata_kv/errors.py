@@ -358,6 +358,27 @@ class IndexStateError(StoreError):
         self.state = state
 
 
+class IndexArgumentError(InvalidArgumentError):
+    """Index read arguments that do not fit the index: the wrong number of field values for
+    lookup / index_count / index_sum, or more leading values than it has fields. `index` names
+    it, `fields` its field names, `value` the values given."""
+
+    def __init__(self, message: str, *, index: str, fields: tuple[str, ...], value: Any) -> None:
+        super().__init__(message, field=index, value=value)
+        self.index = index
+        self.fields = fields
+
+
+class IndexTtlError(IndexStateError):
+    """A write (or build) of a record with a TTL into a count or sum index, which keeps no
+    expiry (RFC 0010): nothing was written. `index`, `record` and `key` name them."""
+
+    def __init__(self, message: str, *, index: str, record: str, key: Any) -> None:
+        super().__init__(message, index=index)
+        self.record = record
+        self.key = key
+
+
 __all__ = [
     "ArgumentTypeError",
     "ChangeCursorError",
@@ -368,7 +389,9 @@ __all__ = [
     "FencedError",
     "IdError",
     "IncompleteCloneError",
+    "IndexArgumentError",
     "IndexStateError",
+    "IndexTtlError",
     "InvalidArgumentError",
     "InvalidInputError",
     "KeyDecodeError",

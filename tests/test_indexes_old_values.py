@@ -33,8 +33,8 @@ async def both(stored: dict[int, bytes], deleted: list[int], asked: list[int]) -
                 batch.delete_raw(rec.encode(n))
         keys = [rec.encode(n) for n in asked]
         walked = await walk.old_values(store._source, "test", keys)
-        direct = await calls.get_values(store._source, keys)
-        return walked, direct
+        rows = await calls.get_rows(store._source, keys)
+        return walked, [None if row is None else row[0] for row in rows]
 
 
 @settings(max_examples=60, deadline=None)
@@ -53,17 +53,17 @@ def test_a_run_of_neighbours_is_walked_not_point_read(
 ) -> None:
     asked = list(range(start, start + length))
     seen: list[int] = []
-    real = calls.get_values
+    real = calls.get_rows
 
     def counting(source: Any, keys: list[bytes]) -> Any:
         seen.append(len(keys))
         return real(source, keys)
 
-    calls.get_values = counting  # type: ignore[assignment]
+    calls.get_rows = counting  # type: ignore[assignment]
     try:
         walked, direct = asyncio.run(both(stored, [], asked))
     finally:
-        calls.get_values = real  # type: ignore[assignment]
+        calls.get_rows = real  # type: ignore[assignment]
     assert walked == direct
     # the direct read made one call; the walk, over at most a few stored rows per seek,
     # needed no point reads unless the run crossed more stored rows than it has keys
@@ -72,14 +72,20 @@ def test_a_run_of_neighbours_is_walked_not_point_read(
         assert seen == [length]
 
 
-def test_expired_rows_are_returned_for_their_entries_to_be_removed() -> None:
+def test_expired_rows_count_as_absent_on_both_paths() -> None:
+    """An expired record's entries expired with it (RFC 0010): the walk and the point reads
+    both report it as absent, so no write removes entries a newer holder owns."""
+
     async def main() -> Any:
         async with Store.open("memory://", [rec]) as store:
             for n in range(40):
                 await store.put(rec, (n,), {"n": n}, ttl=0.01 if n % 2 else None)
             time.sleep(0.05)
             keys = [rec.encode(n) for n in range(40)]
-            return await walk.old_values(store._source, "test", keys)
+            walked = await walk.old_values(store._source, "test", keys)
+            direct = await walk.point_reads(store._source, "test", keys)
+            return walked, direct
 
-    values = asyncio.run(main())
-    assert all(value is not None for value in values)
+    walked, direct = asyncio.run(main())
+    assert walked == direct
+    assert [value is None for value in walked] == [n % 2 == 1 for n in range(40)]

@@ -14,11 +14,7 @@ from opendata_kv.store.deletes import MAX_KEYS
 from opendata_kv.store.indexes import hooks
 from opendata_kv.store.native import calls
 from opendata_kv.store.native.errors import FOREIGN, call, translate
-from opendata_kv.store.native.slatedb import (
-    PutOptions,
-    Ttl,
-    WriteBatch,
-)
+from opendata_kv.store.native.slatedb import WriteBatch
 from opendata_kv.store.views import (
     MISSING,
     Bound,
@@ -28,6 +24,7 @@ from opendata_kv.store.views import (
     TtlArg,
     encode_put,
     key_bytes,
+    options_at,
 )
 from opendata_kv.values.limits import check_stored_size
 
@@ -74,9 +71,10 @@ class Batch:
     ) -> None:
         """Queue a typed put (addressed as for Store.put)."""
         store = self._store
-        key, data, options = encode_put(
+        key, data, expire_at = encode_put(
             store.schema, store.values, store.check_expiry, target, fields, value, ttl
         )
+        options = options_at(expire_at)
         try:
             if options is None:
                 calls.batch_put(self._wb(), key, data)
@@ -86,7 +84,8 @@ class Batch:
             raise translate(exc, f"batch put on {self._store.where}") from exc
         self._count += 1
         if self._tracked is not None:
-            hooks.track(self, key, hooks.Raw(data, hooks.put_value(target, fields, value), options))
+            new = hooks.Raw(data, hooks.put_value(target, fields, value), expire_at, options)
+            hooks.track(self, key, new)
 
     def delete(self, target: Target, fields: Fields = None) -> None:
         """Queue a typed delete."""
@@ -105,13 +104,13 @@ class Batch:
         max_keys: int = MAX_KEYS,
     ) -> int:
         """Queue a tombstone for every key Store.delete_range would delete (read now, deleted
-        atomically with the rest of the batch); returns how many were queued."""
-        keys = await self._store._range_keys(
+        atomically with the rest of the batch); returns how many live records they delete."""
+        keys, live = await self._store._range_keys(
             record, leading, partial, version, prefix, start, end, max_keys
         )
         for key in keys:
             self.delete_raw(key)
-        return len(keys)
+        return live
 
     def put_raw(self, key: bytes, data: bytes, *, expire_at: int | None = None) -> None:
         """Queue raw bytes under a raw key; `expire_at`: absolute expiry, Unix ms."""
@@ -119,7 +118,7 @@ class Batch:
         found = self._store.schema.try_record_type_of(key)
         if found is not None:  # a value get would refuse is refused here
             self._store.values.check_caps(found, data, key)
-        options = None if expire_at is None else PutOptions(ttl=Ttl.EXPIRE_AT_MILLIS(expire_at))
+        options = options_at(expire_at)
         try:
             if options is None:
                 calls.batch_put(self._wb(), key, data)
@@ -129,7 +128,7 @@ class Batch:
             raise translate(exc, f"batch put on {self._store.where}") from exc
         self._count += 1
         if self._tracked is not None:
-            hooks.track(self, key, hooks.Raw(data, options=options))
+            hooks.track(self, key, hooks.Raw(data, expire_at=expire_at, options=options))
 
     def delete_raw(self, key: bytes) -> None:
         try:
@@ -185,11 +184,12 @@ class Transaction(ReadView):
         self, target: Target, fields: Any = MISSING, value: Any = MISSING, *, ttl: TtlArg = None
     ) -> None:
         """Queue a typed put in the transaction (visible to its own reads at once)."""
-        key, data, options = encode_put(
+        key, data, expire_at = encode_put(
             self.schema, self.values, self.check_expiry, target, fields, value, ttl
         )
+        options = options_at(expire_at)
         if self._store._indexes is not None:
-            new = hooks.Raw(data, hooks.put_value(target, fields, value), options)
+            new = hooks.Raw(data, hooks.put_value(target, fields, value), expire_at, options)
             await hooks.transaction_write(self, key, new)
         if options is None:
             await call(calls.method(self._source, "put", key, data), f"put in {self.where}")

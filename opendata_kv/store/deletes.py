@@ -11,6 +11,7 @@ from opendata_kv.store.native import calls
 from opendata_kv.store.native.errors import FOREIGN, call, translate
 from opendata_kv.store.native.slatedb import KeyRange
 from opendata_kv.store.scan import KeySpan, scan_options
+from opendata_kv.store.views import now_ms
 
 #: how many keys a delete_range may remove unless told otherwise (one WriteBatch holds them all)
 MAX_KEYS = 100_000
@@ -22,10 +23,14 @@ def check_max_keys(max_keys: int) -> int:
     return max_keys
 
 
-async def keys_in(source: Any, spans: list[KeySpan], max_keys: int, where: str) -> list[bytes]:
-    """Every key stored in `spans` (expired ones too: their tombstones are harmless), at most
-    `max_keys`: one more is an InvalidArgumentError, and nothing is deleted."""
+async def keys_in(
+    source: Any, spans: list[KeySpan], max_keys: int, where: str
+) -> tuple[list[bytes], int]:
+    """(every key stored in `spans`, how many of them are live): expired keys are listed too
+    (their tombstones are harmless) but not counted. At most `max_keys` keys: one more is an
+    InvalidArgumentError, and nothing is deleted."""
     keys: list[bytes] = []
+    live = 0
     for span in spans:
         if span.start is not None and span.end is not None and span.start >= span.end:
             continue
@@ -37,7 +42,7 @@ async def keys_in(source: Any, spans: list[KeySpan], max_keys: int, where: str) 
         )
         while True:
             try:
-                found, _, _ = await calls.next_columns(
+                found, _, expires = await calls.next_columns(
                     iterator, min(1024, max_keys + 1 - len(keys))
                 )
             except FOREIGN as exc:
@@ -45,6 +50,8 @@ async def keys_in(source: Any, spans: list[KeySpan], max_keys: int, where: str) 
             if not found:
                 break
             keys.extend(found)
+            now = now_ms()
+            live += sum(1 for expire in expires if expire is None or expire > now)
             if len(keys) > max_keys:
                 raise InvalidArgumentError(
                     f"{where}: the range holds more than max_keys={max_keys} keys; nothing was "
@@ -52,4 +59,4 @@ async def keys_in(source: Any, spans: list[KeySpan], max_keys: int, where: str) 
                     field="max_keys",
                     value=max_keys,
                 )
-    return keys
+    return keys, live

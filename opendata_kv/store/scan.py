@@ -143,6 +143,12 @@ def live_columns(
     return [keys[i] for i in live], [values[i] for i in live]
 
 
+def _keep_expiries(into: dict[bytes, int], keys: list[bytes], expires: list[int | None]) -> None:
+    """Remember the expiry of each row that has one (a build gives it to the row's entries)."""
+    if expires.count(None) != len(expires):
+        into.update((k, e) for k, e in zip(keys, expires, strict=True) if e is not None)
+
+
 def check_cursor(spans: list[KeySpan], cursor: bytes, where: str) -> None:
     """CursorError unless `cursor` lies in one of the scan's spans: a cursor resumes the scan
     it came from, and one from another record type would silently walk the whole range."""
@@ -225,6 +231,8 @@ class Scan(Generic[R]):
         self._pos = 0
         self._cursor: bytes | None = after
         self._more: bool | None = None  # has_more's answer once the limit is reached
+        #: set to a dict to collect the expiry (Unix ms) of every live row read that has one
+        self.expiries: dict[bytes, int] | None = None
         # Set for readers that pin nothing (FOLLOW_LATEST): called when an SST the iterator
         # reads was deleted by the writer's garbage collector, with the attempt number; it
         # waits for the reader to see a newer manifest (the scan then re-seeks after its
@@ -447,6 +455,8 @@ class Scan(Generic[R]):
                 self._iterator = None
                 continue
             self._last_read = keys[-1]
+            if self.expiries is not None:
+                _keep_expiries(self.expiries, keys, expires)
             if self._check_expiry:
                 keys, values = live_columns(keys, values, expires)
             self._keys, self._data, self._row_pos = keys, values, 0

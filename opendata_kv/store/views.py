@@ -175,8 +175,10 @@ def _no_value(name: str) -> ArgumentTypeError:
     )
 
 
-def put_options(ttl: TtlArg, check_expiry: bool = True) -> Any:
-    """PutOptions expiring after `ttl` seconds (or a timedelta); None when no TTL is asked."""
+def expire_at_of(ttl: TtlArg, check_expiry: bool = True) -> int | None:
+    """The absolute expiry (Unix ms, the wall clock slatedb stamps with) of a put with `ttl`
+    seconds (or a timedelta); None when no TTL is asked. Computed once per write, so a record
+    and its index entries expire at the same instant (RFC 0010)."""
     if ttl is None:
         return None
     if not check_expiry:
@@ -187,7 +189,12 @@ def put_options(ttl: TtlArg, check_expiry: bool = True) -> Any:
             value=ttl,
         )
     seconds = ttl_seconds(ttl)
-    return PutOptions(ttl=Ttl.EXPIRE_AFTER_MILLIS(max(1, round(seconds * 1000))))
+    return now_ms() + max(1, round(seconds * 1000))
+
+
+def options_at(expire_at: int | None) -> Any:
+    """PutOptions expiring at `expire_at` (Unix ms); None for no expiry."""
+    return None if expire_at is None else PutOptions(ttl=Ttl.EXPIRE_AT_MILLIS(expire_at))
 
 
 def encode_put(
@@ -198,11 +205,12 @@ def encode_put(
     fields: Any,
     value: Any,
     ttl: TtlArg,
-) -> tuple[bytes, bytes, Any]:
-    """(key, value bytes, PutOptions or None): how Store, Batch and Transaction encode a put."""
+) -> tuple[bytes, bytes, int | None]:
+    """(key, value bytes, absolute expiry in Unix ms or None): how Store, Batch and
+    Transaction encode a put."""
     fields, value = put_args(target, fields, value)
     record_type, key = key_bytes(schema, target, fields)
-    return key, values.encode(record_type, value, key), put_options(ttl, check_expiry)
+    return key, values.encode(record_type, value, key), expire_at_of(ttl, check_expiry)
 
 
 def bound_bytes(bound: Bound, record_type: RecordType | None, what: str) -> bytes | None:
@@ -239,13 +247,17 @@ def narrow(
     return KeySpan(span.record_type, *intersect(bounds, (start, end)))
 
 
+def now_ms() -> int:
+    """Wall-clock ms: slatedb stamps create/expire times with its default system clock."""
+    return time.time_ns() // 1_000_000
+
+
 def live_value(row: PointRow) -> bytes | None:
     """The value of a point read's row, None when there is none or its TTL has passed."""
     if row is None:
         return None
     value, expire = row
-    # Wall-clock ms: slatedb stamps create/expire times with its default system clock.
-    if expire is not None and expire <= time.time_ns() // 1_000_000:
+    if expire is not None and expire <= now_ms():
         return None
     return value
 

@@ -56,6 +56,7 @@ from opendata_kv.store.views import (
     TtlArg,
     encode_put,
     key_bytes,
+    options_at,
 )
 from opendata_kv.values import Values
 from opendata_kv.values.limits import check_stored_size
@@ -217,9 +218,10 @@ class Store(StoreReader):
             batch.put(target, fields, value, ttl=ttl)  # type: ignore[arg-type]
             await self.write(batch)
             return
-        key, data, options = encode_put(
+        key, data, expire_at = encode_put(
             self.schema, self.values, self.check_expiry, target, fields, value, ttl
         )
+        options = options_at(expire_at)
         try:
             if options is None:
                 await calls.put(db, key, data)
@@ -256,21 +258,22 @@ class Store(StoreReader):
     ) -> int:
         """Delete every record a scan with the same arguments would see (every version of a
         record name; or, with no record, every key under `prefix` / in [start, end)), in one
-        atomic batch; returns how many keys were deleted.
+        atomic batch; returns how many live records were deleted (keys whose TTL had passed
+        get a tombstone too but are not counted).
 
         slatedb has no range tombstone: the keys are read first, then one tombstone per key is
         written. A range of more than `max_keys` keys is refused before anything is written;
         records written into the range after the keys were read are not deleted.
         """
         self._writable()
-        keys = await self._range_keys(
+        keys, live = await self._range_keys(
             record, leading, partial, version, prefix, start, end, max_keys
         )
         batch = Batch(self)
         for key in keys:
             batch.delete_raw(key)
         await self.write(batch, durable=durable)
-        return len(keys)
+        return live
 
     async def _range_keys(
         self,
@@ -282,8 +285,8 @@ class Store(StoreReader):
         start: Bound,
         end: Bound,
         max_keys: int,
-    ) -> list[bytes]:
-        """The keys delete_range removes (see there)."""
+    ) -> tuple[list[bytes], int]:
+        """The keys delete_range removes (see there), and how many of them are live."""
         max_keys = check_max_keys(max_keys)
         if record is None and not prefix and start is None and end is None:
             raise InvalidArgumentError(

@@ -30,9 +30,8 @@ from opendata_kv.store.indexes.maintain import Raw, Tracked, plan
 from opendata_kv.store.indexes.registry import READABLE, WRITE_ONLY, IndexSet
 from opendata_kv.store.indexes.stored import index_from_definition, unknown_functions
 from opendata_kv.store.native import calls
-from opendata_kv.store.native.slatedb import PutOptions, Ttl
 from opendata_kv.store.scan import KeySpan, Record
-from opendata_kv.store.views import in_windows
+from opendata_kv.store.views import in_windows, now_ms
 
 if TYPE_CHECKING:
     from opendata_kv.store.reader import StoreReader
@@ -262,8 +261,10 @@ async def build(
                 spans, None, None, position, "raise", None, None, {"limit": batch_size}
             )
             scan._where = where
+            expiries: dict[bytes, int] = {}
+            scan.expiries = expiries
             rows = await scan.to_list()
-            tracked = await _tracked(store, index, rows)
+            tracked = await _tracked(store, index, rows, expiries)
             writes = await plan(indexes, store.values, tracked, store._fetch_many, only=index)
             batch = Batch(store)
             add_writes(batch, writes)
@@ -285,19 +286,25 @@ async def build(
             return done
 
 
-async def _tracked(store: Store, index: Index, rows: list[Record]) -> list[Tracked]:
-    """The build's records as tracked puts; a covering index's with their stored bytes and
-    expiry, read under the index lock, so its copies expire with their records."""
+async def _tracked(
+    store: Store, index: Index, rows: list[Record], expiries: dict[bytes, int]
+) -> list[Tracked]:
+    """The build's live records as tracked puts with their expiry (read by the scan, under the
+    index lock), so every entry expires with its record; a covering index's with their stored
+    bytes too, read with the expiry again, skipping a record that expired since the scan."""
     if not index.covering:
-        return [(row.raw_key, row.key.record_type, row.value) for row in rows]
+        return [
+            (row.raw_key, row.key.record_type, Raw(None, row.value, expiries.get(row.raw_key)))
+            for row in rows
+        ]
     keys = [row.raw_key for row in rows]
     stored = await in_windows(functools.partial(calls.get_rows, store._source), keys)
+    now = now_ms()
     tracked: list[Tracked] = []
     for row, point in zip(rows, stored, strict=True):
-        if point is not None:
+        if point is not None and (point[1] is None or point[1] > now):
             data, expire_at = point
-            options = None if expire_at is None else PutOptions(ttl=Ttl.EXPIRE_AT_MILLIS(expire_at))
-            tracked.append((row.raw_key, row.key.record_type, Raw(data, row.value, options)))
+            tracked.append((row.raw_key, row.key.record_type, Raw(data, row.value, expire_at)))
     return tracked
 
 

@@ -93,7 +93,7 @@ async def transaction_write(tx: Transaction, key: bytes, new: Any) -> None:
         return
     if tx._generation is None:
         tx._generation = indexes.generation
-    replaced = functools.partial(point_reads, tx._source, tx.where)  # expired ones too
+    replaced = functools.partial(point_reads, tx._source, tx.where)  # live values only
     writes = await plan(
         indexes, store.values, [(key, record_type, new)], tx._fetch_many, fetch_old=replaced
     )

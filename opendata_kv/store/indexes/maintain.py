@@ -1,7 +1,8 @@
 """Index maintenance: the index writes that go with a set of record writes (RFC 0010).
 
-A batch of record writes (key -> new value, or deleted) is compared key by key with the values
-it replaces: entries of the old value that the new one lacks are deleted, the new ones put,
+A batch of record writes (key -> new value, or deleted) is compared key by key with the live
+values it replaces, entry keys compared as bytes: entries of the old value that the new one
+lacks are deleted, the new ones put with the record's expiry,
 each aggregate group touched is read and rewritten with its new count and sum. The caller
 adds the returned writes to the same WriteBatch or transaction as the records, under the
 store's index lock, so the old values read here are still the current ones when it writes.
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from opendata_kv.errors import UniqueIndexError, show_bytes
+from opendata_kv.errors import IndexTtlError, UniqueIndexError, show_bytes
 from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.keys.fields import Field
 from opendata_kv.store.indexes.declare import Index
@@ -22,6 +23,7 @@ from opendata_kv.store.indexes.layout import (
     encode_fields,
 )
 from opendata_kv.store.indexes.registry import IndexSet
+from opendata_kv.store.views import options_at
 from opendata_kv.values import Values
 
 
@@ -39,16 +41,25 @@ _UNDECODED: Any = object()
 
 
 class Raw:
-    """The new value of a tracked put: its stored bytes, the value they encode when the writer
-    had it (else decoded with the record's codec when needed), and the put's options (its
-    TTL, which a covering index's copy takes too)."""
+    """The new value of a tracked put: its stored bytes (None when a build of an index that
+    keeps no copy did not read them), the value they encode when the writer had it (else
+    decoded with the record's codec when needed), and its absolute expiry (Unix
+    ms, None for none) with the put options that carry it, which every entry of the record
+    takes too (RFC 0010: entries expire with their record)."""
 
-    __slots__ = ("data", "options", "value")
+    __slots__ = ("data", "expire_at", "options", "value")
 
-    def __init__(self, data: bytes, value: Any = _UNDECODED, options: Any = None) -> None:
+    def __init__(
+        self,
+        data: bytes | None,
+        value: Any = _UNDECODED,
+        expire_at: int | None = None,
+        options: Any = None,
+    ) -> None:
         self.data = data
         self.value = value
-        self.options = options
+        self.expire_at = expire_at
+        self.options = options_at(expire_at) if options is None else options
 
 
 #: one record write: (key bytes, its RecordType, new value / Raw / DELETED)
@@ -63,6 +74,7 @@ def _value(values: Values, record_type: RecordType, key: bytes, new: Any) -> Any
         return None
     if isinstance(new, Raw):
         if new.value is _UNDECODED:
+            assert new.data is not None, "a Raw without bytes carries its value"
             new.value = values.decode(record_type, key, new.data)
         return new.value
     return new
@@ -71,7 +83,7 @@ def _value(values: Values, record_type: RecordType, key: bytes, new: Any) -> Any
 def _copy(index: Index, key: bytes, new: Any) -> tuple[bytes, Any]:
     """What a covering index's entry holds for the put `new`: the record's stored bytes and
     the put's options."""
-    if not isinstance(new, Raw):
+    if not isinstance(new, Raw) or new.data is None:
         raise AssertionError(
             f"index {index.name!r}: the put of {show_bytes(key)} came without "
             "its stored bytes, which a covering index copies"
@@ -96,8 +108,10 @@ async def plan(
     fetch_old: Fetch | None = None,
 ) -> Writes:
     """The index writes for `tracked` (the last write of a key wins, as in the batch),
-    reading old values, unique holders and aggregates through `fetch`. UniqueIndexError
-    before anything is written when a unique value would get a second record.
+    reading old values, unique holders and aggregates through `fetch` (live values only: an
+    expired record's entries expired with it). UniqueIndexError before anything is written
+    when a unique value would get a second live record; IndexTtlError when a record with a
+    TTL meets a count or sum index.
 
     `only` (an online build): index these records into that one index as if new, whatever
     its state; nothing else. `fetch_old`: how the replaced values are read, when not by
@@ -114,8 +128,8 @@ async def plan(
     else:
         olds = await (fetch if fetch_old is None else fetch_old)(keys)
     writes: Writes = []
-    unique_adds: dict[bytes, tuple[Index, tuple[Any, ...], bytes]] = {}
-    unique_removes: set[bytes] = set()
+    unique_adds: dict[bytes, tuple[Index, tuple[Any, ...], bytes, Any]] = {}
+    unique_removes: dict[bytes, bytes] = {}
     deltas: dict[bytes, tuple[Index, int, int | float]] = {}
     encode_fields = _entry_cache()
     for key, old_data in zip(keys, olds, strict=True):
@@ -124,6 +138,8 @@ async def plan(
             active = [only]
         else:
             active = [i for i in indexes.of(record_type) if indexes.covers(i, key)]
+        if isinstance(new, Raw) and new.expire_at is not None:
+            _refuse_ttl(indexes, only, record_type, key)
         if not active:
             continue
         key_obj: Any = (
@@ -136,43 +152,46 @@ async def plan(
             old_type = indexes.schema.record_type_of(key)
             old = values.decode(old_type, key, old_data)
         new_value = _value(values, record_type, key, new)
+        options = new.options if isinstance(new, Raw) else None
         for index in active:
-            before = index.entries(key_obj, old) if old is not None else frozenset()
-            after = index.entries(key_obj, new_value) if new_value is not None else frozenset()
+            # entries compared as the bytes they encode to: (-0.0,) == (0.0,) as tuples
+            before = _encoded(index, key_obj, old, encode_fields)
+            after = _encoded(index, key_obj, new_value, encode_fields)
             if index.aggregate:
-                _aggregate(index, key_obj, old, new_value, before, after, deltas, encode_fields)
+                _aggregate(index, key_obj, old, new_value, before, after, deltas)
                 continue
-            for gone in before - after:
-                entry = encode_fields(index.name, index.fields, gone)
+            for gone in before.keys() - after.keys():
                 if index.kind == "unique":
-                    unique_removes.add(entry)
-                    writes.append((entry, None, None))
+                    unique_removes[gone] = key
                 else:
-                    writes.append((entry + key, None, None))
+                    writes.append((gone + key, None, None))
             if index.covering:  # every entry's copy follows the new value, changed or not
                 if after:
                     copy, options = _copy(index, key, new)
-                    for added in after:
-                        entry = encode_fields(index.name, index.fields, added)
+                    for entry in after:
                         writes.append((entry + key, copy, options))
                 continue
-            for added in after - before:
-                entry = encode_fields(index.name, index.fields, added)
+            # every entry of the new value is written, kept ones too: they take its expiry
+            for entry, added in after.items():
                 if index.kind == "unique":
                     other = unique_adds.get(entry)
                     if other is not None and other[2] != key:
                         raise _violation(indexes.schema, index, added, other[2], key)
-                    unique_adds[entry] = (index, added, key)
+                    unique_adds[entry] = (index, added, key, options)
                 else:
-                    writes.append((entry + key, b"", None))
-    if unique_adds:
-        entries = [e for e in unique_adds if e not in unique_removes]
-        holders = await fetch(entries)
-        for entry, holder in zip(entries, holders, strict=True):
-            index, added, key = unique_adds[entry]
-            if holder is not None and holder != key:
+                    writes.append((entry + key, b"", options))
+    if unique_adds or unique_removes:
+        entries = list(unique_adds.keys() | unique_removes.keys())
+        holders = dict(zip(entries, await fetch(entries), strict=True))
+        for entry, key in unique_removes.items():
+            # a unique entry is removed only while it points at the record giving it up
+            if entry not in unique_adds and holders[entry] in (None, key):
+                writes.append((entry, None, None))
+        for entry, (index, added, key, options) in unique_adds.items():
+            holder = holders[entry]
+            if holder is not None and holder != key and unique_removes.get(entry) != holder:
                 raise _violation(indexes.schema, index, added, holder, key)
-        writes += [(entry, key, None) for entry, (_, _, key) in unique_adds.items()]
+            writes.append((entry, key, options))
     if deltas:
         groups = list(deltas)
         stored = await fetch(groups)
@@ -186,6 +205,33 @@ async def plan(
                 (group, None if new_count <= 0 else encode_aggregate(new_count, new_total), None)
             )
     return writes
+
+
+def _encoded(
+    index: Index, key: Any, value: Any, encode: Callable[..., bytes]
+) -> dict[bytes, tuple[Any, ...]]:
+    """The entry keys (without the primary key) of a record's value, with their field values."""
+    if value is None:
+        return {}
+    return {encode(index.name, index.fields, v): v for v in index.entries(key, value)}
+
+
+def _refuse_ttl(
+    indexes: IndexSet, only: Index | None, record_type: RecordType, key: bytes
+) -> None:
+    """IndexTtlError when a count or sum index covers a record written with a TTL: an
+    aggregate cannot expire with its records (RFC 0010)."""
+    for index in [only] if only is not None else indexes.of(record_type):
+        if index.aggregate:
+            shown = show_key(indexes.schema, key)
+            raise IndexTtlError(
+                f"{index.kind} index {index.name!r} covers {record_type.name!r} records, which "
+                f"cannot take a TTL (an aggregate keeps no expiry): the write of {shown!r} "
+                "with a TTL was refused and nothing was written",
+                index=index.name,
+                record=record_type.name,
+                key=shown,
+            )
 
 
 def _reads_key(indexes: IndexSet, index: Index, record_type: RecordType) -> bool:
@@ -219,17 +265,15 @@ def _aggregate(
     key: Key,
     old: Any,
     new: Any,
-    before: frozenset[tuple[Any, ...]],
-    after: frozenset[tuple[Any, ...]],
+    before: dict[bytes, tuple[Any, ...]],
+    after: dict[bytes, tuple[Any, ...]],
     deltas: dict[bytes, tuple[Index, int, int | float]],
-    encode: Callable[[str, Sequence[tuple[str, Field]], tuple[Any, ...]], bytes],
 ) -> None:
     old_amount = index.amount_of(key, old) if before else 0
     new_amount = index.amount_of(key, new) if after else 0
-    for group, sign, amount in [(g, -1, old_amount) for g in before] + [
+    for entry, sign, amount in [(g, -1, old_amount) for g in before] + [
         (g, 1, new_amount) for g in after
     ]:
-        entry = encode(index.name, index.fields, group)
         _, count, total = deltas.get(entry, (index, 0, 0))
         deltas[entry] = (index, count + sign, total + sign * amount)
 

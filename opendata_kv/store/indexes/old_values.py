@@ -9,8 +9,8 @@ run up to the next stored row. When the walk pays more than one native call per 
 (the keys are scattered among stored rows), the rest are read with point reads, so the walk
 never costs much more than the point reads would have.
 
-Values are returned whether or not their TTL has passed: an expired record's entries are
-still stored, and the write that replaces it must remove them.
+Only live values are returned: an expired record's entries carry its expiry and expired
+with it, so the write that replaces it has nothing of it to remove (RFC 0010).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from opendata_kv.store.native import calls
 from opendata_kv.store.native.errors import FOREIGN, translate
 from opendata_kv.store.native.slatedb import KeyRange
 from opendata_kv.store.scan import scan_options
-from opendata_kv.store.views import in_windows
+from opendata_kv.store.views import in_windows, live_value, now_ms
 
 #: below this many keys a batch is read with point reads (they are all in flight at once)
 WALK_MIN_KEYS = 16
@@ -48,11 +48,12 @@ async def old_values(source: Any, where: str, keys: list[bytes]) -> list[bytes |
 
 
 async def point_reads(source: Any, where: str, keys: list[bytes]) -> list[bytes | None]:
-    """The stored values under `keys` by point reads, a window at a time (views.in_windows)."""
+    """The live values under `keys` by point reads, a window at a time (views.in_windows)."""
     try:
-        return await in_windows(functools.partial(calls.get_values, source), keys)
+        rows = await in_windows(functools.partial(calls.get_rows, source), keys)
     except FOREIGN as exc:
         raise translate(exc, f"read of replaced values on {where}") from exc
+    return list(map(live_value, rows))
 
 
 async def _walk(source: Any, ordered: list[bytes]) -> tuple[dict[bytes, bytes], list[bytes]]:
@@ -64,6 +65,8 @@ async def _walk(source: Any, ordered: list[bytes]) -> tuple[dict[bytes, bytes], 
     found: dict[bytes, bytes] = {}
     rows: list[bytes] = []
     data: list[bytes] = []
+    expires: list[int | None] = []
+    now = now_ms()
     at = 0  # rows[at] is the first row read that no key has passed yet
     read_any = exhausted = False
     native_calls = 1
@@ -76,10 +79,12 @@ async def _walk(source: Any, ordered: list[bytes]) -> tuple[dict[bytes, bytes], 
             if read_any:  # every row read lies before `key`: jump to it
                 await calls.method(iterator, "seek", key)
                 native_calls += 1
-            rows, data, _ = await calls.next_columns(iterator, WALK_ROWS)
+            rows, data, expires = await calls.next_columns(iterator, WALK_ROWS)
             native_calls += 1
             read_any, at = True, 0
             exhausted = not rows
         if at < len(rows) and rows[at] == key:
-            found[key] = data[at]
+            expire = expires[at]
+            if expire is None or expire > now:
+                found[key] = data[at]
     return found, []

@@ -7,7 +7,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, NamedTuple
 
-from opendata_kv.errors import ArgumentTypeError, IndexStateError
+from opendata_kv.errors import (
+    ArgumentTypeError,
+    IndexArgumentError,
+    IndexStateError,
+    check_count,
+)
 from opendata_kv.keys import Key, prefix_successor
 from opendata_kv.store.indexes.check import check_index
 from opendata_kv.store.indexes.declare import Index
@@ -19,9 +24,14 @@ from opendata_kv.store.indexes.layout import (
 )
 from opendata_kv.store.indexes.registry import IndexSet
 from opendata_kv.store.integrity import Problem
+from opendata_kv.store.native import calls
+from opendata_kv.store.native.errors import FOREIGN, translate
 from opendata_kv.store.scan import KeySpan, RawRecord, Record, Scan
-from opendata_kv.store.views import ReadView
+from opendata_kv.store.views import ReadView, live_value
 from opendata_kv.values import batch_decoder
+
+#: point reads of a unique entry and its record before lookup reads them through a snapshot
+LOOKUP_TRIES = 3
 
 
 class IndexEntry(NamedTuple):
@@ -39,9 +49,12 @@ class IndexEntry(NamedTuple):
 class IndexScan:
     """`async for item in store.index_scan(...)`: Records (or IndexEntry with records=False)
     in index order. `cursor` is the entry key of the last item yielded: pass it as `after=`.
-    Entries whose record is gone (expired by TTL) are skipped, and count toward `limit`."""
+    Entries whose record no longer holds them (moved by a concurrent write) are skipped;
+    `limit` counts only what is yielded (RFC 0010)."""
 
-    def __init__(self, view: ReadView, index: Index, scan: Scan[Any], records: bool) -> None:
+    def __init__(
+        self, view: ReadView, index: Index, scan: Scan[Any], records: bool, limit: int | None
+    ) -> None:
         self._view = view
         self._index = index
         self._scan = scan
@@ -49,6 +62,8 @@ class IndexScan:
         self._buffer: list[tuple[Any, bytes]] = []
         self._pos = 0
         self._cursor: bytes | None = scan.cursor
+        self._remaining = limit
+        self._ahead: list[tuple[Any, bytes]] = []  # items read past `limit` (has_more)
         self.failed = 0
         self.last_error = None
 
@@ -84,8 +99,15 @@ class IndexScan:
         return chunk
 
     async def has_more(self) -> bool:
-        """True when another entry follows (past `limit` once reached), as Scan.has_more."""
-        return self._pos < len(self._buffer) or await self._scan.has_more()
+        """True when another item would be yielded (past `limit` once reached): entries that
+        would be skipped do not count."""
+        if self._pos < len(self._buffer) or self._ahead:
+            return True
+        while rows := await self._scan.next_chunk():
+            self._ahead = await self._convert(rows)
+            if self._ahead:
+                return True
+        return False
 
     async def to_list(self) -> list[Any]:
         out: list[Any] = []
@@ -98,13 +120,24 @@ class IndexScan:
             if self._buffer:
                 self._cursor = self._buffer[-1][1]
             self._buffer, self._pos = [], 0
-            rows: list[RawRecord] = await self._scan.next_chunk()
-            if not rows:
+            if self._remaining == 0:
                 return False
-            self._buffer = await self._convert(rows)
-            if self._buffer:
+            if self._ahead:
+                items, self._ahead, last = self._ahead, [], None
+            else:
+                rows: list[RawRecord] = await self._scan.next_chunk()
+                if not rows:
+                    return False
+                items, last = await self._convert(rows), rows[-1].raw_key
+            if self._remaining is not None:
+                if len(items) > self._remaining:
+                    items, self._ahead = items[: self._remaining], items[self._remaining :]
+                self._remaining -= len(items)
+            self._buffer = items
+            if items:
                 return True
-            self._cursor = rows[-1].raw_key
+            if last is not None:
+                self._cursor = last
 
     async def _convert(self, rows: list[RawRecord]) -> list[tuple[Any, bytes]]:
         index, schema = self._index, self._view.schema
@@ -132,7 +165,31 @@ class IndexScan:
             for (_, primary, row), data in zip(entries, found, strict=True)
             if data is not None and primary is not None
         ]
-        return _records(self._view, pairs)
+        read = _records(self._view, pairs)
+        if index.covering:  # the copy was written with its entry: they always agree
+            return read
+        # the entry and the record are two reads: keep a record only if it still holds it
+        decoded = {row.raw_key: values for values, _, row in entries}
+        return [pair for pair in read if holds(index, pair[0], pair[1], decoded[pair[1]])]
+
+
+#: field value types whose == is exactly "encodes to the same bytes" (not float: -0.0, NaN)
+_EXACT = frozenset((str, int, bytes))
+
+
+def holds(
+    index: Index, record: Record, entry: bytes, decoded: tuple[Any, ...] | None = None
+) -> bool:
+    """True when `record` (as read) produces the index entry key `entry`: compared as bytes,
+    or as the entry's `decoded` field values when every value is of an _EXACT type."""
+    produced = index.entries(record.key, record.value)
+    if decoded is not None and all(type(value) in _EXACT for value in decoded):
+        for values in produced:
+            if values == decoded and all(type(value) in _EXACT for value in values):
+                return True
+    if index.kind != "unique":
+        entry = entry[: len(entry) - len(record.raw_key)]
+    return any(encode_fields(index.name, index.fields, v) == entry for v in produced)
 
 
 def _records(view: ReadView, rows: list[tuple[bytes, bytes, bytes]]) -> list[tuple[Any, bytes]]:
@@ -166,6 +223,24 @@ def _records(view: ReadView, rows: list[tuple[bytes, bytes, bytes]]) -> list[tup
         key = schema.decode(primary)
         out.append((Record(key, values.decode(key.record_type, primary, data), primary), entry))
     return out
+
+
+def _record(view: ReadView, primary: bytes, data: bytes | None) -> Record | None:
+    if data is None:
+        return None
+    key = view.schema.decode(primary)
+    return Record(key, view.values.decode(key.record_type, primary, data), primary)
+
+
+def _arity(index: Index, values: tuple[Any, ...], what: str) -> IndexArgumentError:
+    names = list(index.field_names)
+    return IndexArgumentError(
+        f"{what}: index {index.name!r} has {len(names)} field(s) {names}, got "
+        f"{len(values)} value(s) {values!r}",
+        index=index.name,
+        fields=index.field_names,
+        value=values,
+    )
 
 
 def _bound(index: Index, bound: Any, what: str) -> bytes | None:
@@ -215,11 +290,17 @@ class IndexReads:
         field values, a `prefix` of the next field's value, and [start, end) (tuples of
         leading field values). `after`: a cursor; `limit`, `reverse`: as for scan."""
         found = self._index(index, "index_scan")
+        check_count(limit, "limit", 0, none_ok=True, hint=" (0 yields nothing) or None")
+        check_count(batch_size, "batch_size", 1)
         if found.aggregate:
             records = False
+        if len(leading) + (prefix is not None) > len(found.fields):
+            raise _arity(found, leading if prefix is None else (*leading, prefix), "index_scan")
         lo = encode_leading(found.name, found.fields, leading, prefix)
         span = KeySpan(None, lo, prefix_successor(lo))
         view: Any = self
+        if limit is not None:  # the limit is applied on what is yielded; read a little past it
+            batch_size = min(batch_size, limit + 1)
         scan = view._scan(
             [span],
             _bound(found, start, "start"),
@@ -228,12 +309,14 @@ class IndexReads:
             "raw",
             None,
             None,
-            {"reverse": reverse, "limit": limit, "batch_size": batch_size},
+            {"reverse": reverse, "batch_size": batch_size},
         )
-        return IndexScan(view, found, scan.undecoded(), records)
+        return IndexScan(view, found, scan.undecoded(), records, limit)
 
     async def lookup(self, index: Index | str, *values: Any) -> Record | None:
-        """The record holding `values` in a unique index, or None."""
+        """The record holding `values` in a unique index, or None. The entry and the record
+        are two reads: a record that no longer holds the value is read again (LOOKUP_TRIES
+        times, then through a snapshot when the store has one), never returned."""
         found = self._index(index, "lookup")
         if found.kind != "unique":
             raise IndexStateError(
@@ -241,15 +324,29 @@ class IndexReads:
                 "reads unique indexes (index_scan reads the others)",
                 index=found.name,
             )
+        if len(values) != len(found.fields):
+            raise _arity(found, values, "lookup")
+        entry = encode_fields(found.name, found.fields, values)
         view: Any = self
-        primary = await view._fetch(encode_fields(found.name, found.fields, values))
-        if primary is None:
+        for _ in range(LOOKUP_TRIES):
+            primary = await view._fetch(entry)
+            if primary is None:
+                return None
+            record = _record(view, primary, await view._fetch(primary))
+            if record is not None and holds(found, record, entry):
+                return record
+        source = view._source
+        if not hasattr(source, "snapshot"):
             return None
-        data = await view._fetch(primary)
-        if data is None:
-            return None
-        key = view.schema.decode(primary)
-        return Record(key, view.values.decode(key.record_type, primary, data), primary)
+        try:
+            snap = await calls.method(source, "snapshot")
+            primary = live_value(await calls.get_row(snap, entry))
+            if primary is None:
+                return None
+            record = _record(view, primary, live_value(await calls.get_row(snap, primary)))
+        except FOREIGN as exc:
+            raise translate(exc, f"lookup on {self.where}") from exc
+        return record if record is not None and holds(found, record, entry) else None
 
     async def _aggregate(self, index: Index | str, group: tuple[Any, ...], what: str) -> Any:
         found = self._index(index, what)
@@ -259,6 +356,8 @@ class IndexReads:
                 "count or sum index",
                 index=found.name,
             )
+        if len(group) != len(found.fields):
+            raise _arity(found, group, what)
         entry = encode_fields(found.name, found.fields, group)
         view: Any = self
         data = await view._fetch(entry)
