@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from opendata_kv import Index, RecordType, fields
 from opendata_kv.errors import (
     IndexArgumentError,
+    IndexStateError,
     IndexTtlError,
     OpendataKvError,
     UniqueIndexError,
@@ -518,3 +519,57 @@ def test_check_skips_records_the_schema_lacks(tmp_path: Path) -> None:
     (problem,) = value_problems  # the planted entry; post's entries are not called stray
     assert problem.message == f"entry {show_bytes(stray)} has no matching record"
     assert unique_problems == [] and count_problems == []
+
+
+@pytest.mark.parametrize("face", ["sync", "async"])
+def test_a_build_meeting_two_holders_of_a_unique_value_names_both(
+    face: str, tmp_path: Path
+) -> None:
+    """A write during a unique index's build is checked only against what the build passed:
+    the build then refuses to finish, naming both holders; reads stay refused until one
+    holder changes and the build runs again."""
+    names: list[str] = []
+
+    def clash(db: Any) -> None:
+        if not names:
+            names.append("u0")
+            db.put(user, ("u0",), {"handle": "h3"})  # u1, not built yet, holds h3
+
+    def check_error(error: UniqueIndexError) -> None:
+        assert "the build found 'h3' held by both" in str(error)
+        assert "UserKey(id='u0')" in str(error) and "UserKey(id='u1')" in str(error)
+
+    if face == "sync":
+        with SyncStore.open("memory://", SCHEMA, indexes=[handle]) as db:
+            db.put(user, ("u0",), {})
+            db.put(user, ("u1",), {"handle": "h3"})
+            with pytest.raises(UniqueIndexError) as raised:
+                db.rebuild_index("handle", batch_size=1, progress=lambda *_: clash(db))
+            check_error(raised.value)
+            with pytest.raises(IndexStateError):
+                db.lookup(handle, "h3")
+            db.put(user, ("u0",), {"handle": "h4"})
+            db.build_index("handle")
+            found = db.lookup(handle, "h3")
+            assert found is not None and found.key.id == "u1"
+            assert db.check_indexes() == []
+        return
+
+    async def run() -> None:  # duplicates written before the index existed
+        path = str(tmp_path)
+        async with Store.open(path, SCHEMA) as db:
+            await db.put(user, ("u0",), {"handle": "h3"})
+            await db.put(user, ("u1",), {"handle": "h3"})
+        async with Store.open(path, SCHEMA, indexes=[handle]) as db:
+            with pytest.raises(UniqueIndexError) as raised:
+                await db.build_index("handle")
+            check_error(raised.value)
+            with pytest.raises(IndexStateError):
+                await db.lookup(handle, "h3")
+            await db.put(user, ("u0",), {"handle": "h4"})
+            await db.build_index("handle")
+            found = await db.lookup(handle, "h3")
+            assert found is not None and found.key.id == "u1"
+            assert await db.check_indexes() == []
+
+    asyncio.run(run())

@@ -176,7 +176,7 @@ async def plan(
                 if index.kind == "unique":
                     other = unique_adds.get(entry)
                     if other is not None and other[2] != key:
-                        raise _violation(indexes.schema, index, added, other[2], key)
+                        raise _violation(indexes.schema, index, added, other[2], key, only)
                     unique_adds[entry] = (index, added, key, options)
                 else:
                     writes.append((entry + key, b"", options))
@@ -190,7 +190,7 @@ async def plan(
         for entry, (index, added, key, options) in unique_adds.items():
             holder = holders[entry]
             if holder is not None and holder != key and unique_removes.get(entry) != holder:
-                raise _violation(indexes.schema, index, added, holder, key)
+                raise _violation(indexes.schema, index, added, holder, key, only)
             writes.append((entry, key, options))
     if deltas:
         groups = list(deltas)
@@ -279,14 +279,32 @@ def _aggregate(
 
 
 def _violation(
-    schema: Schema, index: Index, value: tuple[Any, ...], holder: bytes, key: bytes
+    schema: Schema,
+    index: Index,
+    value: tuple[Any, ...],
+    holder: bytes,
+    key: bytes,
+    building: Index | None = None,
 ) -> UniqueIndexError:
+    """A refused write names the holder; a build that meets two live holders of one value
+    (written before the index existed, or while it was write_only: uniqueness is only known
+    for the records a build has passed) names both and stays unfinished."""
     shown = value[0] if len(value) == 1 else value
     held = show_key(schema, holder)
     new = show_key(schema, key)
+    if building is not None:
+        message = (
+            f"unique index {index.name!r}: the build found {shown!r} held by both {held!r} "
+            f"({show_bytes(holder)}) and {new!r} ({show_bytes(key)}); the index stays "
+            "write_only (its reads refused): change or delete one of them and build again"
+        )
+    else:
+        message = (
+            f"unique index {index.name!r}: {shown!r} already belongs to {held!r} "
+            f"({show_bytes(holder)}); the write of {new!r} was refused and nothing was written"
+        )
     return UniqueIndexError(
-        f"unique index {index.name!r}: {shown!r} already belongs to {held!r} "
-        f"({show_bytes(holder)}); the write of {new!r} was refused and nothing was written",
+        message,
         index=index.name,
         value=shown,
         key=held,
