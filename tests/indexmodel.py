@@ -188,6 +188,9 @@ class SyncFace:
     def delete(self, k: MKey) -> None:
         self.db.delete(TYPES[k[0]], k[1:])
 
+    def get(self, k: MKey) -> Any:
+        return self.db.get(TYPES[k[0]], k[1:])
+
     def delete_range(self, record: str, *leading: Any) -> int:
         return self.db.delete_range(record, *leading)
 
@@ -299,6 +302,9 @@ class AsyncFace(SyncFace):
 
     def delete(self, k: MKey) -> None:
         self.run(self.store.delete(TYPES[k[0]], k[1:]))
+
+    def get(self, k: MKey) -> Any:
+        return self.run(self.store.get(TYPES[k[0]], k[1:]))
 
     def delete_range(self, record: str, *leading: Any) -> int:
         deleted: int = self.run(self.store.delete_range(record, *leading))
