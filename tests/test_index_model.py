@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from indexmodel import (
@@ -106,6 +106,7 @@ class IndexModel(RuleBasedStateMachine):
             holder = self.model.clash(op[1], op[2])
             if holder is not None:
                 expect_refused(outcome, holder)
+                event("a put refused: the unique value is held")
                 return
         assert outcome is None, outcome
         self.model.apply(op)
@@ -133,6 +134,7 @@ class IndexModel(RuleBasedStateMachine):
         time.sleep(EXPIRED)
         if outcome is None:
             self.model.live.pop(k, None)
+            event("a record expired")
 
     @rule(data=st.data())
     def take_a_held_handle(self, data: st.DataObject) -> None:
@@ -193,6 +195,7 @@ class IndexModel(RuleBasedStateMachine):
             return
         except UniqueIndexError as exc:
             assert refused and exc.index == "handle", exc
+            event("a batch refused: a unique value twice")
             return
         assert not refused and not abort
         self.model = after
@@ -213,6 +216,8 @@ class IndexModel(RuleBasedStateMachine):
         va, vb = self.model.live.get(a, {}), self.model.live.get(b, {})
         new_a, new_b = traded(va, vb), traded(vb, va)
         self._batch([("put", a, new_a, None), ("put", b, new_b, None)], abort=False)
+        if a != b and "handle" in va and "handle" in vb:
+            event("two handles swapped in one batch")
 
     @rule(op=PUTS, delete_first=st.booleans())
     def put_and_delete_one_key(self, op: Op, delete_first: bool) -> None:
@@ -297,6 +302,7 @@ class IndexModel(RuleBasedStateMachine):
     def build_late_while_writing(self, batch_size: int, writes: list[Op]) -> None:
         self._build(late.name, False, batch_size, writes)
         self.late = "readable"
+        event("the late index built while writing")
 
     @rule(data=st.data(), batch_size=st.integers(1, 3), writes=st.lists(OPS, max_size=6))
     def rebuild_while_writing(self, data: st.DataObject, batch_size: int, writes: list[Op]) -> None:
