@@ -156,6 +156,30 @@ def test_2_a_count_index_refuses_a_record_with_a_ttl(opener: Any, path: str) -> 
     assert db.check() == []
 
 
+def test_2_a_count_index_built_over_records_with_ttls(opener: Any) -> None:
+    """Declared on a store whose counted records carry TTLs: expired ones are not counted, a
+    live one with a TTL stops the build (the index stays write_only, its reads refused)."""
+    db = opener([])
+    db.put(("post", "a", 1), {"team": "a"}, TTL)
+    db.put(("post", "a", 2), {"team": "a"}, None)
+    time.sleep(EXPIRED)
+    db = opener([team_count])
+    db.build("team_count", False, 1, [])
+    assert db.count(team_count, "a") == 1
+    db.put(("post", "a", 1), {"team": "b"}, None)  # the expired key written again
+    assert db.count(team_count, "a") == 1 and db.count(team_count, "b") == 1
+    db.drop("team_count")
+    db = opener([])
+    db.put(("post", "a", 3), {"team": "a"}, 3600)
+    db = opener([team_count])
+    with pytest.raises(IndexStateError) as caught:
+        db.build("team_count", False, 1, [])
+    assert "team_count" in str(caught.value)
+    assert db.info()["team_count"]["state"] == "write_only"
+    with pytest.raises(IndexStateError):
+        db.count(team_count, "a")
+
+
 # --- 3. an expired row flushed away leaves no entry behind --------------------------------------
 
 
