@@ -280,7 +280,7 @@ class SyncFace:
 
 class AsyncFace(SyncFace):
     """The same through the async Store, each call run on a loop the face keeps; an online
-    build runs as a task beside the task making the writes."""
+    build runs as a task beside a task making one write after each step the build reports."""
 
     name = "async"
 
@@ -364,12 +364,29 @@ class AsyncFace(SyncFace):
                 return exc
             return None
 
+        stepped = asyncio.Event()  # set by each build step reported (and by the build's end)
+        ended = False
+
         async def writer() -> list[Outcome]:
-            return [await write(op) for op in writes]
+            outcomes = []
+            for op in writes:  # one write after each step, in the build's next pause
+                if not ended:
+                    await stepped.wait()
+                    stepped.clear()
+                outcomes.append(await write(op))
+            return outcomes
+
+        async def builder() -> None:
+            nonlocal ended
+            run = self.store.rebuild_index if rebuild else self.store.build_index
+            try:
+                await run(name, batch_size=batch_size, progress=lambda *_: stepped.set())
+            finally:
+                ended = True
+                stepped.set()
 
         async def go() -> list[Outcome]:
-            run = self.store.rebuild_index if rebuild else self.store.build_index
-            _, outcomes = await asyncio.gather(run(name, batch_size=batch_size), writer())
+            _, outcomes = await asyncio.gather(builder(), writer())
             return outcomes
 
         result: list[Outcome] = self.run(go())

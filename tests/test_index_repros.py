@@ -180,6 +180,24 @@ def test_2_a_count_index_built_over_records_with_ttls(opener: Any) -> None:
         db.count(team_count, "a")
 
 
+@pytest.mark.parametrize("how", ["rebuild", "declared later"])
+def test_a_unique_value_stays_unique_while_its_index_builds(opener: Any, how: str) -> None:
+    """A write during a (re)build of a unique index that takes a value a live record not yet
+    built holds is refused, and the build finishes (found by the state machine)."""
+    db = opener([by_team] if how == "declared later" else INDEXES)
+    db.put(("user", "u0"), {}, None)
+    db.put(("user", "u1"), {"handle": "h3"}, None)
+    if how == "declared later":
+        db = opener([by_team, handle])
+    write = ("put", ("user", "u0"), {"handle": "h3"}, None)
+    (outcome,) = db.build("handle", how == "rebuild", 1, [write])
+    assert isinstance(outcome, UniqueIndexError) and outcome.key.id == "u1", outcome
+    assert db.get(("user", "u0")) == {}
+    found = db.lookup(handle, "h3")
+    assert found is not None and found.key.id == "u1"
+    assert db.check() == []
+
+
 # --- 3. an expired row flushed away leaves no entry behind --------------------------------------
 
 
