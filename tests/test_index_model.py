@@ -311,7 +311,8 @@ class IndexModel(RuleBasedStateMachine):
         names = [i.name for i in BASE] + ([late.name] if self.late is not None else [])
         name = data.draw(st.sampled_from(names))
         if name == handle.name:  # a clash with a record the rebuild has not reached is let
-            # through (test_a_unique_value_stays_unique_while_its_index_builds, findings file)
+            # through and the build then refuses to finish naming both holders (RFC 0010):
+            # test_a_unique_value_stays_unique_while_its_index_builds covers that path
             writes = [op for op in writes if op[0] == "delete" or "handle" not in op[2]]
         self._build(name, True, batch_size, writes)
         if self.late is not None:
