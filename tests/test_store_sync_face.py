@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import signal
+import sys
 import textwrap
 import threading
 import typing
@@ -38,10 +40,18 @@ from opendata_kv.store import (
     SyncTransaction,
     Transaction,
 )
+from opendata_kv.store.indexes.read import IndexScan
 from opendata_kv.store.native import calls
+from opendata_kv.store.sync import SyncIndexScan, SyncView
+from opendata_kv.store.views import ReadView
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+
+import gen_sync
 
 # --- one definition: signatures -----------------------------------------------------------------
 
+#: every class tools/gen_sync.py generates, with its async source
 PAIRS = [
     (Store, SyncStore),
     (StoreReader, SyncStoreReader),
@@ -49,10 +59,13 @@ PAIRS = [
     (Snapshot, SyncSnapshot),
     (Batch, SyncBatch),
     (Scan, SyncScan),
+    (IndexScan, SyncIndexScan),
+    (ReadView, SyncView),
 ]
 #: async names the sync face renames in annotations
 RENAMED = {
     "Batch": "SyncBatch",
+    "IndexScan": "SyncIndexScan",
     "Scan": "SyncScan",
     "Store": "SyncStore",
     "StoreReader": "SyncStoreReader",
@@ -105,6 +118,27 @@ def test_every_public_method_has_a_sync_twin_with_the_same_signature(
         overloads = [_shape(o) for o in typing.get_overloads(getattr(member, "__func__", member))]
         twins = [_shape(o) for o in typing.get_overloads(getattr(twin, "__func__", twin))]
         assert overloads == twins, f"{sync_cls.__name__}.{name} overloads"
+
+
+def test_the_pairs_are_every_generated_class() -> None:
+    """A class gen_sync.py generates is compared here (a new one cannot go unchecked)."""
+    generated = {face.name for face in gen_sync.FACES}
+    assert generated == {sync_cls.__name__ for _, sync_cls in PAIRS}
+
+
+def test_the_sync_face_on_disk_is_what_the_generator_writes() -> None:
+    """The file is gen_sync.py's output for today's async source (CI also runs --check)."""
+    assert gen_sync.render() == gen_sync.TARGET.read_text()
+
+
+def test_an_async_method_without_a_runner_stops_the_generator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    view = gen_sync.FACES[0]
+    runners = {name: how for name, how in view.runners.items() if name != "count"}
+    monkeypatch.setattr(gen_sync, "FACES", (dataclasses.replace(view, runners=runners),))
+    with pytest.raises(gen_sync.Error, match=r"ReadView\.count has no runner"):
+        gen_sync.render()
 
 
 def test_the_feed_objects_match_too() -> None:
