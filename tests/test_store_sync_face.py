@@ -39,6 +39,8 @@ from opendata_kv.store import (
     SyncStoreReader,
     SyncTransaction,
     Transaction,
+    clone,
+    clone_sync,
 )
 from opendata_kv.store.indexes.read import IndexScan
 from opendata_kv.store.native import calls
@@ -221,6 +223,28 @@ def test_open_reader_takes_a_checkpoint_and_clone_runs_inside_an_event_loop(
     assert result.destination
     with SyncStore.open_reader(str(tmp_path / "copy"), SCHEMA, values=VALUES) as copy:
         assert copy.count(like) == 1
+
+
+def test_clone_sync_takes_clones_arguments_and_runs_inside_an_event_loop(
+    tmp_path: Path,
+) -> None:
+    """The drift issue 29 names: clone_sync lacked batch_size and progress, and its
+    asyncio.run failed inside a running loop."""
+    assert _shape(clone_sync) == _shape(clone)
+    url = str(tmp_path / "db")
+    with SyncStore.open(url, SCHEMA, values=VALUES) as db:
+        db.put_many((like, (n,), str(n)) for n in range(5))
+    seen: list[int] = []
+
+    async def inside_a_loop() -> Any:
+        return clone_sync(
+            url, str(tmp_path / "copy"), batch_size=2, progress=lambda n, _: seen.append(n)
+        )
+
+    assert asyncio.run(inside_a_loop()).destination
+    assert seen and seen[-1] == 5
+    with SyncStore.open_reader(str(tmp_path / "copy"), SCHEMA, values=VALUES) as copy:
+        assert copy.count(like) == 5
 
 
 def test_a_closed_store_and_its_feed_raise_store_closed() -> None:
