@@ -3,9 +3,10 @@
 # with --check.
 """The sync face: SyncStore and its objects, blocking, for code without an event loop.
 
-Every method runs its async twin on the calling thread, through the runner tools/gen_sync.py's
-table names (see opendata_kv/store/sync_support.py, which holds the runners and the
-hand-written iterators). tests/test_store_sync_face.py compares the signatures.
+Every method runs its async twin on the calling thread, through the runner
+tools/gen_sync.py's table names (see opendata_kv/store/sync_support.py, which holds
+the runners and the hand-written iterators). tests/test_store_sync_face.py compares
+the signatures.
 """
 
 from __future__ import annotations

@@ -45,6 +45,10 @@ async def _await(awaitable: Any) -> Any:
     return await awaitable
 
 
+def _itself(value: T) -> T:
+    return value
+
+
 @contextmanager
 def _entered(manager: AbstractAsyncContextManager[T], wrap: Callable[[T], W]) -> Iterator[W]:
     """An async context manager (batch, transaction, snapshot) entered and left for a sync
