@@ -1,14 +1,15 @@
-"""Write opendata_kv/store/sync.py, the store's sync face, from its async classes.
+"""Write the sync faces, opendata_kv/store/sync.py and opendata_kv/collections/sync.py, from
+their async classes.
 
 The async classes are the one definition. This script reads them (their source, with ast) and
-FACES below, the one table of what each sync class wraps and which runner each public method
-uses; it writes every sync method with the async one's signature, overloads and docstring.
-Whatever has no async twin (the runners, the iterators, `db[key]`, `with`) is hand-written in
-opendata_kv/store/sync_support.py. A public async method the table does not name stops the
-script, so a new operation cannot go without its sync twin.
+FACES / COLLECTION_FACES below, the one table of what each sync class wraps and which runner
+each public method uses; it writes every sync method with the async one's signature, overloads
+and docstring. Whatever has no async twin (the runners, the iterators, `db[key]`, `with`) is
+hand-written in the sync_support.py beside each. A public async method the table does not name
+stops the script, so a new operation cannot go without its sync twin.
 
-    python tools/gen_sync.py          # write the file
-    python tools/gen_sync.py --check  # exit 1 when the file on disk differs (CI)
+    python tools/gen_sync.py          # write the files
+    python tools/gen_sync.py --check  # exit 1 when a file on disk differs (CI)
 
 The output is put through `ruff check --select I --fix` and `ruff format`, so it is formatted
 as the project's configuration says.
