@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 W = TypeVar("W")
 C = TypeVar("C")
+H = TypeVar("H", bound="BatchHolder")
 
 _now: Callable[[Coroutine[Any, Any, Any]], Any] = calls.sync
 _loop: Callable[[Coroutine[Any, Any, Any]], Any] = driver.run
@@ -244,13 +245,15 @@ class BatchHolder:
     """SyncBatch's construction (`SyncBatch(db)`, or around a Batch a `with` block made) and
     its length and truth, as Batch's."""
 
+    batch: Batch
+
     def __init__(self, store: SyncStore) -> None:
         self.batch = Batch(store.store)
 
     @classmethod
-    def _of(cls: type[T], batch: Batch) -> T:
+    def _of(cls: type[H], batch: Batch) -> H:
         wrapped = cls.__new__(cls)
-        wrapped.batch = batch  # type: ignore[attr-defined]
+        wrapped.batch = batch
         return wrapped
 
     def __len__(self) -> int:
