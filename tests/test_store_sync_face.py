@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import signal
+import sys
 import textwrap
 import threading
 import typing
@@ -37,11 +39,21 @@ from opendata_kv.store import (
     SyncStoreReader,
     SyncTransaction,
     Transaction,
+    clone,
+    clone_sync,
 )
+from opendata_kv.store.indexes.read import IndexScan
 from opendata_kv.store.native import calls
+from opendata_kv.store.sync import SyncIndexScan, SyncView
+from opendata_kv.store.views import ReadView
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+
+import gen_sync
 
 # --- one definition: signatures -----------------------------------------------------------------
 
+#: every class tools/gen_sync.py generates, with its async source
 PAIRS = [
     (Store, SyncStore),
     (StoreReader, SyncStoreReader),
@@ -49,10 +61,13 @@ PAIRS = [
     (Snapshot, SyncSnapshot),
     (Batch, SyncBatch),
     (Scan, SyncScan),
+    (IndexScan, SyncIndexScan),
+    (ReadView, SyncView),
 ]
 #: async names the sync face renames in annotations
 RENAMED = {
     "Batch": "SyncBatch",
+    "IndexScan": "SyncIndexScan",
     "Scan": "SyncScan",
     "Store": "SyncStore",
     "StoreReader": "SyncStoreReader",
@@ -105,6 +120,30 @@ def test_every_public_method_has_a_sync_twin_with_the_same_signature(
         overloads = [_shape(o) for o in typing.get_overloads(getattr(member, "__func__", member))]
         twins = [_shape(o) for o in typing.get_overloads(getattr(twin, "__func__", twin))]
         assert overloads == twins, f"{sync_cls.__name__}.{name} overloads"
+
+
+def test_the_pairs_are_every_generated_class() -> None:
+    """A store class gen_sync.py generates is compared here (a new one cannot go unchecked;
+    the collections' are in test_collections_sync_face.py)."""
+    generated = {face.name for face in gen_sync.FACES}
+    assert generated == {sync_cls.__name__ for _, sync_cls in PAIRS}
+
+
+@pytest.mark.parametrize("target", gen_sync.TARGETS, ids=lambda t: t.path)
+def test_the_sync_face_on_disk_is_what_the_generator_writes(target: Any) -> None:
+    """The file is gen_sync.py's output for today's async source (CI also runs --check)."""
+    assert gen_sync.render(target) == (gen_sync.ROOT / target.path).read_text()
+
+
+def test_an_async_method_without_a_runner_stops_the_generator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store = gen_sync.TARGETS[0]
+    view = store.faces[0]
+    runners = {name: how for name, how in view.runners.items() if name != "count"}
+    target = dataclasses.replace(store, faces=(dataclasses.replace(view, runners=runners),))
+    with pytest.raises(gen_sync.Error, match=r"ReadView\.count has no runner"):
+        gen_sync.render(target)
 
 
 def test_the_feed_objects_match_too() -> None:
@@ -187,6 +226,28 @@ def test_open_reader_takes_a_checkpoint_and_clone_runs_inside_an_event_loop(
     assert result.destination
     with SyncStore.open_reader(str(tmp_path / "copy"), SCHEMA, values=VALUES) as copy:
         assert copy.count(like) == 1
+
+
+def test_clone_sync_takes_clones_arguments_and_runs_inside_an_event_loop(
+    tmp_path: Path,
+) -> None:
+    """The drift issue 29 names: clone_sync lacked batch_size and progress, and its
+    asyncio.run failed inside a running loop."""
+    assert _shape(clone_sync) == _shape(clone)
+    url = str(tmp_path / "db")
+    with SyncStore.open(url, SCHEMA, values=VALUES) as db:
+        db.put_many((like, (n,), str(n)) for n in range(5))
+    seen: list[int] = []
+
+    async def inside_a_loop() -> Any:
+        return clone_sync(
+            url, str(tmp_path / "copy"), batch_size=2, progress=lambda n, _: seen.append(n)
+        )
+
+    assert asyncio.run(inside_a_loop()).destination
+    assert seen and seen[-1] == 5
+    with SyncStore.open_reader(str(tmp_path / "copy"), SCHEMA, values=VALUES) as copy:
+        assert copy.count(like) == 5
 
 
 def test_a_closed_store_and_its_feed_raise_store_closed() -> None:

@@ -53,13 +53,15 @@ class Layout:
 
     def check(self, store: Store) -> None:
         """SchemaError unless `store` can hold this layout's records; ArgumentTypeError unless it
-        is an async Store (a SyncStore wraps one: pass `sync_store.store`)."""
+        is an async Store (a SyncStore wraps one: pass `sync_store.store`, or use the
+        collection's sync face, collections/sync.py)."""
         given: object = store  # typed as Store, but callers pass what they have
         if isinstance(given, SyncStore) or not isinstance(getattr(given, "schema", None), Schema):
             raise ArgumentTypeError(
                 f"{self.kind} needs an async opendata_kv Store, got {type(store).__name__}"
                 + (
-                    "; a SyncStore wraps one as its .store (the collections are async)"
+                    "; a SyncStore wraps one as its .store, or use the sync face "
+                    "(SyncRecordCollection, SyncChangeLog, SyncPageStore take a SyncStore)"
                     if isinstance(given, SyncStore)
                     else ""
                 ),

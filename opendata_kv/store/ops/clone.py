@@ -36,6 +36,7 @@ from opendata_kv.store.batch import Batch
 from opendata_kv.store.deadline import within
 from opendata_kv.store.indexes.layout import is_index_key
 from opendata_kv.store.location import Location, parse_location
+from opendata_kv.store.native import driver
 from opendata_kv.store.native.errors import call, translate
 from opendata_kv.store.native.slatedb import AdminBuilder, Error, KeyRange
 from opendata_kv.store.ops.checkpoints import Checkpoints
@@ -290,18 +291,23 @@ def clone_sync(
     checkpoint: str | None = None,
     source_options: Mapping[str, str] | None = None,
     destination_options: Mapping[str, str] | None = None,
+    batch_size: int = 1000,
     replace: bool = False,
     timeout: float | None = None,
+    progress: Progress | None = None,
 ) -> CloneResult:
-    """`clone` for code without an event loop (same arguments)."""
-    return asyncio.run(
+    """`clone` for code without an event loop (same arguments), run as SyncStore.clone is:
+    on a private event loop, also when called from inside a running one."""
+    return driver.run(
         clone(
             source,
             destination,
             checkpoint=checkpoint,
             source_options=source_options,
             destination_options=destination_options,
+            batch_size=batch_size,
             replace=replace,
             timeout=timeout,
+            progress=progress,
         )
     )

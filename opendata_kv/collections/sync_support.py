@@ -1,0 +1,49 @@
+"""The hand-written part of the collections' sync face (the rest is generated into
+collections/sync.py by tools/gen_sync.py): the iterator over a query's Results and the
+members every sync collection has."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Generic, TypeVar
+
+from opendata_kv.collections._common import Results
+from opendata_kv.store.sync_support import _now
+
+T = TypeVar("T")
+
+
+class SyncResults(Generic[T]):
+    """`for item in results`, or `results.to_list()`: one pass over a query, each step driven
+    on the calling thread (a collection's queries wait only on native calls)."""
+
+    def __init__(self, results: Results[T]) -> None:
+        self._results = results
+
+    def __iter__(self) -> Iterator[T]:
+        return self
+
+    def __next__(self) -> T:
+        try:
+            item: T = _now(_step(self._results))
+        except StopAsyncIteration:
+            raise StopIteration from None
+        return item
+
+    def to_list(self) -> list[T]:
+        """Every remaining item."""
+        return list(self)
+
+
+async def _step(results: Results[T]) -> T:
+    return await results.__anext__()
+
+
+class CollectionFace:
+    """What every sync collection has besides its generated methods: the async collection it
+    runs (`collection`) and a repr naming it."""
+
+    collection: Any
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} of {self.collection!r}>"
