@@ -20,6 +20,7 @@ from mypykit import mypy_strict
 from storekit import SCHEMA, VALUES, Post, aio, like, post1, post2
 
 from opendata_kv.errors import ArgumentTypeError, InvalidArgumentError, StoreClosedError
+from opendata_kv.native import calls
 from opendata_kv.store import (
     Batch,
     RawRecord,
@@ -38,7 +39,6 @@ from opendata_kv.store import (
     SyncTransaction,
     Transaction,
 )
-from opendata_kv.store.native import calls
 
 # --- one definition: signatures -----------------------------------------------------------------
 

@@ -78,7 +78,7 @@ from slatedb.uniffi import (
 
 from opendata_kv import RecordType, Schema, Store, SyncStore
 from opendata_kv import fields as F
-from opendata_kv.store.location import parse_location
+from opendata_kv.objstore.location import parse_location
 
 REC = RecordType("bench", 1, [("id", F.u64)])
 SCHEMA = Schema(REC)
@@ -215,7 +215,7 @@ def typed_scan_options() -> tuple[Any, str]:
 
 
 def _patch_state() -> str:
-    from opendata_kv.store.native import calls
+    from opendata_kv.native import calls
 
     return f"typed paths: {calls.status()}"
 

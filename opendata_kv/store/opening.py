@@ -17,6 +17,7 @@ import math
 from collections.abc import Awaitable, Mapping
 from typing import Any, TypeVar
 
+from opendata_kv.checks.integrity import check_open, check_reader, opening_error
 from opendata_kv.errors import (
     CheckpointError,
     InvalidArgumentError,
@@ -25,12 +26,9 @@ from opendata_kv.errors import (
     StoreUnavailableError,
     check_count,
 )
-from opendata_kv.store import sidecar
-from opendata_kv.store.deadline import within
-from opendata_kv.store.integrity import check_open, check_reader, opening_error
-from opendata_kv.store.location import Location, s3_config
-from opendata_kv.store.native.errors import FOREIGN, call
-from opendata_kv.store.native.slatedb import (
+from opendata_kv.native.errors import FOREIGN, call
+from opendata_kv.native.opendata_compat import build_compatible
+from opendata_kv.native.slatedb import (
     AdminBuilder,
     DbBuilder,
     DbCache,
@@ -40,14 +38,13 @@ from opendata_kv.store.native.slatedb import (
     ReaderMode,
     ReaderOptions,
 )
-from opendata_kv.store.opendata_compat import build_compatible
+from opendata_kv.objstore import sidecar
+from opendata_kv.objstore.deadline import within
+from opendata_kv.objstore.location import Location, describe
 from opendata_kv.store.ops.checkpoints import resolve as resolve_checkpoint
 from opendata_kv.store.settings import slatedb_settings
 
 T = TypeVar("T")
-
-#: seconds a reader's open waits by default before StoreUnavailableError
-READER_TIMEOUT = 30.0
 
 _NO_MANIFEST = "failed to find latest"
 
@@ -69,14 +66,6 @@ def check_seconds(value: float | None, what: str) -> float | None:
             value=value,
         )
     return float(value)
-
-
-def describe(location: Location, options: Mapping[str, str] | None) -> str:
-    """The location, and for s3:// its bucket and endpoint, for an error message."""
-    if location.scheme != "s3":
-        return str(location)
-    endpoint = s3_config(location.bucket or "", options=options).get("endpoint", "AWS default")
-    return f"{location} (bucket {location.bucket!r}, endpoint {endpoint})"
 
 
 async def bounded(

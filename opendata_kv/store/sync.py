@@ -30,15 +30,15 @@ from collections.abc import (
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
+from opendata_kv.checks.integrity import Problem
 from opendata_kv.errors import OpendataKvError
 from opendata_kv.keys import Key, RecordType, Schema
+from opendata_kv.native import calls, driver
+from opendata_kv.objstore.deadline import READER_TIMEOUT
 from opendata_kv.store.batch import Batch, Snapshot, Transaction
 from opendata_kv.store.deletes import MAX_KEYS
 from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.read import IndexScan
-from opendata_kv.store.integrity import Problem
-from opendata_kv.store.native import calls, driver
-from opendata_kv.store.opening import READER_TIMEOUT
 from opendata_kv.store.ops.checkpoints import Checkpoint
 from opendata_kv.store.ops.clone import CloneResult
 from opendata_kv.store.ops.feed import ChangeBatch

@@ -24,20 +24,20 @@ from opendata_kv.errors import (
     ReadOnlyError,
 )
 from opendata_kv.keys import Key, RecordType
+from opendata_kv.native import calls
+from opendata_kv.native.errors import FOREIGN, call, translate
+from opendata_kv.native.slatedb import (
+    IsolationLevel,
+    WriteOptions,
+)
+from opendata_kv.objstore.deadline import READER_TIMEOUT
+from opendata_kv.objstore.location import parse_location
 from opendata_kv.store.batch import Batch, Snapshot, Transaction, _BatchContext
 from opendata_kv.store.deletes import MAX_KEYS, check_max_keys, keys_in
 from opendata_kv.store.indexes import admin as index_admin
 from opendata_kv.store.indexes import hooks as indexing
 from opendata_kv.store.indexes.declare import Index
-from opendata_kv.store.location import parse_location
-from opendata_kv.store.native import calls
-from opendata_kv.store.native.errors import FOREIGN, call, translate
-from opendata_kv.store.native.slatedb import (
-    IsolationLevel,
-    WriteOptions,
-)
 from opendata_kv.store.opening import (
-    READER_TIMEOUT,
     bounded,
     check_cache_bytes,
     check_retries,

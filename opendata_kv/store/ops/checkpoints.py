@@ -27,9 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from opendata_kv.errors import CheckpointError, InvalidArgumentError
-from opendata_kv.store import sidecar
-from opendata_kv.store.native.errors import translate
-from opendata_kv.store.native.slatedb import (
+from opendata_kv.native.errors import translate
+from opendata_kv.native.slatedb import (
     AdminBuilder,
     CheckpointOptions,
     CloneSourceSpec,
@@ -37,6 +36,7 @@ from opendata_kv.store.native.slatedb import (
     FlushOptions,
     FlushType,
 )
+from opendata_kv.objstore import sidecar
 from opendata_kv.store.ops.feed import encode_cursor, wal_reader
 
 #: how often an outside checkpoint is made again when the GC deleted a WAL file it copies

@@ -31,13 +31,13 @@ from opendata_kv.errors import (
     StoreUnavailableError,
 )
 from opendata_kv.keys import Schema
-from opendata_kv.store import sidecar
+from opendata_kv.native.errors import call, translate
+from opendata_kv.native.slatedb import AdminBuilder, Error, KeyRange
+from opendata_kv.objstore import sidecar
+from opendata_kv.objstore.deadline import within
+from opendata_kv.objstore.location import Location, parse_location
 from opendata_kv.store.batch import Batch
-from opendata_kv.store.deadline import within
 from opendata_kv.store.indexes.layout import is_index_key
-from opendata_kv.store.location import Location, parse_location
-from opendata_kv.store.native.errors import call, translate
-from opendata_kv.store.native.slatedb import AdminBuilder, Error, KeyRange
 from opendata_kv.store.ops.checkpoints import Checkpoints
 from opendata_kv.store.reader import StoreReader
 from opendata_kv.store.scan import scan_options

@@ -35,11 +35,11 @@ from opendata_kv.errors import (
     check_count,
 )
 from opendata_kv.keys import Schema
-from opendata_kv.store.deadline import in_thread
+from opendata_kv.native import calls
+from opendata_kv.native.errors import translate
+from opendata_kv.native.slatedb import AdminBuilder, Error, SlateDbWalReader
+from opendata_kv.objstore.deadline import in_thread
 from opendata_kv.store.indexes.layout import ENTRIES, ROOT
-from opendata_kv.store.native import calls
-from opendata_kv.store.native.errors import translate
-from opendata_kv.store.native.slatedb import AdminBuilder, Error, SlateDbWalReader
 from opendata_kv.store.ops.feed_rows import (
     OPS,
     AnyChange,
