@@ -38,7 +38,7 @@ stdout and the tables on stderr.
 
 Last, the latency of one put when accepted, with flush(), and with await_durable() (raw
 binding, local directory; also on OPENDATA_KV_BENCH_S3=s3://bucket/prefix when set, with the
-AWS_* variables of location.py).
+AWS_* variables of objstore/location.py).
 """
 
 from __future__ import annotations

@@ -86,7 +86,7 @@ class ReadLimits:
         if self.timeout is None:
             return await awaitable
         try:
-            with within(self.timeout):  # every wait under it gets what is left (deadline.py)
+            with within(self.timeout):  # each wait under it gets what is left (objstore/deadline)
                 return await asyncio.wait_for(awaitable, self.timeout)
         except asyncio.TimeoutError:
             raise CliError(

@@ -76,7 +76,7 @@ async def bounded(
     what: str,
 ) -> T:
     """Await `awaitable`, at most `timeout` seconds (None: no bound), every wait under it
-    (an S3 request in a thread too) given what is left (deadline.py)."""
+    (an S3 request in a thread too) given what is left (objstore/deadline.py)."""
     if timeout is None:
         return await awaitable
     try:
@@ -127,7 +127,7 @@ async def open_db(
     cache_bytes: int | None = None,
 ) -> tuple[Any, Any]:
     """The slatedb Db, the writer of the database at `location` (checked for damage that
-    slatedb would not notice first: see integrity.py), and the ObjectStore it uses (admin
+    slatedb would not notice first: see checks/integrity.py), and the ObjectStore it uses (admin
     and WAL reads share it: a memory:// store is private to one ObjectStore)."""
     where = f"open {location}"
     await sidecar.probe(location, options, None)
@@ -232,6 +232,6 @@ async def open_reader_db(
                 f"store.checkpoints() or `opendata-kv checkpoint list`) [{message}]"
             ) from exc
         raise await opening_error(exc, location, object_store, where) from exc
-    await check_reader(location, object_store, reader, where)  # s3:// (integrity.py)
+    await check_reader(location, object_store, reader, where)  # s3:// (checks/integrity.py)
     await sidecar.remember(location, options, object_store, writer=False)
     return reader, object_store, checkpoint

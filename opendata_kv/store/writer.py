@@ -107,7 +107,7 @@ class Store(StoreReader):
             endpoint waits forever; a number makes such calls fail (StoreUnavailableError)
             after that many retries, for the open and for the writer's background flushes.
         `settings`: slatedb Settings keys (e.g. {"flush_interval": "50ms"}).
-        `object_store_options`: object_store config entries for s3:// (see location.py),
+        `object_store_options`: object_store config entries for s3:// (see objstore/location.py),
             applied over the AWS_* environment variables.
         `check_expiry`: hide records whose TTL has passed (reads fetch each row's expiry);
             False skips that check for stores that never write a TTL (put(ttl=) then fails).

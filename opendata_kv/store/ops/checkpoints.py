@@ -9,7 +9,7 @@ next collection). So:
   acknowledged before `checkpoint()` was called is in the checkpoint's SSTs;
 - from anywhere else (a reader, the CLI, while a writer runs) nothing can be flushed: the WAL
   end T is read first (every acknowledged write is in a WAL file up to T), the checkpoint is
-  made, and beside the database (opendata-kv/checkpoints/<id>/db, store/sidecar.py) a
+  made, and beside the database (opendata-kv/checkpoints/<id>/db, objstore/sidecar.py) a
   read-only copy of it is made: a slatedb clone of the checkpoint (it shares the SSTs, pinned
   by a second, unnamed checkpoint slatedb makes for it, which `list` does not show) plus the
   WAL files after the checkpoint's replay point up to T, where the collector never deletes

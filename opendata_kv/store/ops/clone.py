@@ -8,7 +8,7 @@ backup, a restore or a branch to try a migration on needs. slatedb's own clone i
 references the source's SSTs by path inside one object store; rfcs/0008 says why that does
 not fit two directories or two buckets.
 
-A clone is complete or visibly not: `opendata-kv/clone.json` (store/sidecar.py) is written
+A clone is complete or visibly not: `opendata-kv/clone.json` (objstore/sidecar.py) is written
 beside the destination before its first record and removed only after its last record and
 its source position are written. While it is there every open, dump and verify of the
 destination fails with IncompleteCloneError; running the same clone again resumes after the
@@ -80,7 +80,7 @@ async def _bounded(awaitable: Awaitable[T], timeout: float | None, doing: str) -
     if timeout is None:
         return await awaitable
     try:
-        with within(timeout):  # the S3 requests under it get what is left (deadline.py)
+        with within(timeout):  # the S3 requests under it get what is left (objstore/deadline.py)
             return await asyncio.wait_for(awaitable, timeout)
     except asyncio.TimeoutError:
         raise StoreUnavailableError(

@@ -9,7 +9,7 @@ a position between two WAL rows (see rfcs/0008-change-feed.md for the format):
              cursor skips what its state holds this way)
 
 A cursor also names the store it came from (its identity, kept beside the database and new
-for each store and clone: store/sidecar.py); another store refuses it, and so does every
+for each store and clone: objstore/sidecar.py); another store refuses it, and so does every
 store for a position past what it has written.
 
 WAL files are immutable and their ids contiguous, so (file, row index) is a stable position:
