@@ -103,8 +103,8 @@ def latest_sst_regions(url: str) -> tuple[str, dict[str, tuple[int, int]]]:
     """The one SST of the database at `url` (its object name) and its block regions."""
     from slatedb.uniffi import AdminBuilder
 
-    from opendata_kv.store.location import parse_location
-    from opendata_kv.store.objects import manifest_ssts, sst_name
+    from opendata_kv.objstore.location import parse_location
+    from opendata_kv.objstore.objects import manifest_ssts, sst_name
 
     location = parse_location(url)
     admin = AdminBuilder(location.db_path, location.object_store()).build()

@@ -11,7 +11,7 @@ from typing import Any
 from slatedb.uniffi import DbBuilder, FlushOptions, FlushType, MergeOperator, ObjectStore
 
 from opendata_kv.layouts import opendata
-from opendata_kv.store.opendata_compat import OpendataExtractor
+from opendata_kv.native.opendata_compat import OpendataExtractor
 
 
 class SumI32(MergeOperator):  # type: ignore[misc]

@@ -13,7 +13,7 @@ from typing import Any
 
 from slatedb.uniffi import AdminBuilder, GarbageCollectorDirectoryOptions, GarbageCollectorOptions
 
-from opendata_kv.store.location import parse_location
+from opendata_kv.objstore.location import parse_location
 
 
 def fingerprint(url: str) -> dict[str, str]:

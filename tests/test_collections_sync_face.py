@@ -26,7 +26,7 @@ from opendata_kv.collections import (
 )
 from opendata_kv.collections.backlinks import LIKE
 from opendata_kv.errors import ArgumentTypeError, RecordExistsError
-from opendata_kv.store.native import calls
+from opendata_kv.native import calls
 
 PAIRS = [
     (RecordCollection, SyncRecordCollection),

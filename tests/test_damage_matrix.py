@@ -217,7 +217,7 @@ def compacted(path: Path) -> bool:
     """True once the newest manifest has a sorted run (a compaction happened)."""
     from slatedb.uniffi import AdminBuilder
 
-    from opendata_kv.store.location import parse_location
+    from opendata_kv.objstore.location import parse_location
 
     location = parse_location(path)
     admin = AdminBuilder(location.db_path, location.object_store()).build()

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from opendata_kv import RecordType, fields
+from opendata_kv.native import calls
 from opendata_kv.store import Store
 from opendata_kv.store.indexes import old_values as walk
-from opendata_kv.store.native import calls
 
 rec = RecordType("rec", 1, [("n", fields.u32)])
 

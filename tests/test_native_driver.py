@@ -1,4 +1,4 @@
-"""The native layer (opendata_kv.store.native): the driver's calls agree with the generated
+"""The native layer (opendata_kv.native): the driver's calls agree with the generated
 binding, raise the same errors, run without an event loop, survive Ctrl-C and many threads,
 and hold memory flat; the guard stands aside for a binding it does not know."""
 
@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from opendata_kv.store.native import binding, calls, driver, wire
-from opendata_kv.store.native.binding import generated
+from opendata_kv.native import binding, calls, driver, wire
+from opendata_kv.native.binding import generated
 
 B = generated()
 
@@ -297,7 +297,7 @@ def test_the_guard_stands_aside_for_an_unknown_binding(
     """Another generated text: the driver is off, with one warning naming the version and
     the cost; OPENDATA_KV_NO_NATIVE=1 turns it off without a warning."""
     monkeypatch.setattr(binding, "KNOWN_SHA256", "0" * 64)
-    with caplog.at_level(logging.WARNING, logger="opendata_kv.store.native"):
+    with caplog.at_level(logging.WARNING, logger="opendata_kv.native"):
         status = binding.decide()
     assert not status.active and "sha256" in status.reason
     assert len(caplog.records) == 1

@@ -16,7 +16,7 @@ import pytest
 from clikit import json_lines, run_in_process
 
 from opendata_kv.layouts import opendata
-from opendata_kv.store import opendata_compat
+from opendata_kv.native import opendata_compat
 
 
 @pytest.fixture(scope="module")

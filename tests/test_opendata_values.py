@@ -14,7 +14,7 @@ from opendata_kv.errors import ValueDecodeError, ValueLimitError
 from opendata_kv.layouts import merge_frame, opendata
 from opendata_kv.layouts.opendata import EXTRACTORS
 from opendata_kv.layouts.opendata_values import decode_value
-from opendata_kv.store.opendata_compat import OpendataExtractor, ShowOperands
+from opendata_kv.native.opendata_compat import OpendataExtractor, ShowOperands
 from opendata_kv.values.limits import DecodeLimits
 
 MARKER = b"\xffopendata-kv:operands\x00"  # the marker without this process's token

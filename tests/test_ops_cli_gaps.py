@@ -79,7 +79,7 @@ def test_clone_progress_draws_on_a_terminal_only() -> None:
 
 
 def test_s3_error_code_survives_the_cut() -> None:
-    from opendata_kv.store.s3http import code_in
+    from opendata_kv.objstore.s3http import code_in
 
     body = "x" * 400 + "<Error><Code>NoSuchBucket</Code><Message>" + "m" * 500
     assert code_in(body) == "NoSuchBucket" and code_in("no xml here") is None

@@ -13,8 +13,8 @@ from slatedb.uniffi import DbReaderBuilder, Error, ReaderOptions
 from storekit import SCHEMA, VALUES, Post, aio, like, post2
 
 from opendata_kv.cli.main import main
+from opendata_kv.objstore.location import parse_location
 from opendata_kv.store import Store
-from opendata_kv.store.location import parse_location
 
 
 async def _populate(url: str) -> str:

@@ -19,7 +19,7 @@ from opendata_kv import fields as F
 from opendata_kv.errors import KeyDecodeError, ValueDecodeError
 from opendata_kv.ids import tid
 from opendata_kv.keys.plan import compile_decode_many
-from opendata_kv.store.native import calls, wire
+from opendata_kv.native import calls, wire
 from opendata_kv.store.scan import DECODE_CHUNK, RawRecord
 
 num = RecordType("num", 1, [("n", F.u64)])

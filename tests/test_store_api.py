@@ -32,8 +32,9 @@ from opendata_kv.errors import (
     StoreUnavailableError,
 )
 from opendata_kv.keys import Key
+from opendata_kv.objstore.deadline import READER_TIMEOUT
 from opendata_kv.store import RawRecord, Record
-from opendata_kv.store.opening import READER_TIMEOUT, set_block_cache
+from opendata_kv.store.opening import set_block_cache
 
 UNKNOWN_KEY = b"\x09\xf0stray"  # version 9, record type 0xF: no RecordType owns it
 

@@ -26,7 +26,7 @@ from opendata_kv.errors import (
     TransactionConflictError,
     ValueEncodeError,
 )
-from opendata_kv.store.location import parse_location, s3_config
+from opendata_kv.objstore.location import parse_location, s3_config
 
 # --- locations ----------------------------------------------------------------------------------
 
@@ -224,8 +224,8 @@ def test_rows_past_their_ttl_read_as_absent_in_every_view(
     whose expire_ts has passed, whether the row comes through the native driver or the
     binding's generated get_key_value. The clock the expiry check reads is moved, not waited
     for."""
+    from opendata_kv.native import calls
     from opendata_kv.store import views
-    from opendata_kv.store.native import calls
 
     async def read_all(view: Any, now_ms: int) -> list[Any]:
         monkeypatch.setattr(views.time, "time_ns", lambda: now_ms * 1_000_000)
@@ -270,7 +270,7 @@ def test_rows_past_their_ttl_read_as_absent_in_every_view(
 def test_gets_without_expiry_checks_in_every_view(tmp_path: Path, native: bool) -> None:
     """check_expiry=False reads with get (native, or the generated binding): present and
     absent records through the store, a snapshot, a transaction, a reader."""
-    from opendata_kv.store.native import calls
+    from opendata_kv.native import calls
 
     async def main() -> None:
         path = tmp_path / "db"
@@ -314,7 +314,7 @@ class WriteSpy:
     """Counts the store's batch writes to slatedb (native.calls.write; lets them through)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        from opendata_kv.store.native import calls
+        from opendata_kv.native import calls
 
         self.calls = 0
         original = calls.write

@@ -21,8 +21,8 @@ from opendata_kv.errors import (
     StorePermissionError,
     StoreUnavailableError,
 )
+from opendata_kv.native.errors import translate
 from opendata_kv.store import Store, verify
-from opendata_kv.store.native.errors import translate
 
 SST = "compacted/01M83V2RGXNK8QKH3EP4H1ZK6K.sst"
 

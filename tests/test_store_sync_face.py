@@ -22,6 +22,7 @@ from mypykit import mypy_strict
 from storekit import SCHEMA, VALUES, Post, aio, like, post1, post2
 
 from opendata_kv.errors import ArgumentTypeError, InvalidArgumentError, StoreClosedError
+from opendata_kv.native import calls
 from opendata_kv.store import (
     Batch,
     RawRecord,
@@ -43,7 +44,6 @@ from opendata_kv.store import (
     clone_sync,
 )
 from opendata_kv.store.indexes.read import IndexScan
-from opendata_kv.store.native import calls
 from opendata_kv.store.sync import SyncIndexScan, SyncView
 from opendata_kv.store.views import ReadView
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from opendata_kv import RecordType, Schema, SyncStore
 from opendata_kv import fields as F
+from opendata_kv.checks.verify import verify
 from opendata_kv.cli.verify_cmds import StageProgress
-from opendata_kv.store.ops.verify import verify
 
 item = RecordType("item", 1, [("n", F.u64)])
 

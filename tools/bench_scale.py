@@ -67,8 +67,8 @@ from slatedb.uniffi import AdminBuilder, CompactionStatus, DbBuilder, KeyRange, 
 from opendata_kv import RecordType, Schema, Store
 from opendata_kv import fields as F
 from opendata_kv.ids import tid as tids
-from opendata_kv.store.location import parse_location
-from opendata_kv.store.native import calls as native_calls
+from opendata_kv.native import calls as native_calls
+from opendata_kv.objstore.location import parse_location
 from opendata_kv.store.scan import scan_options
 
 ITEM = RecordType("item", 1, [("id", F.u64)])

@@ -38,7 +38,7 @@ stdout and the tables on stderr.
 
 Last, the latency of one put when accepted, with flush(), and with await_durable() (raw
 binding, local directory; also on OPENDATA_KV_BENCH_S3=s3://bucket/prefix when set, with the
-AWS_* variables of location.py).
+AWS_* variables of objstore/location.py).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ from slatedb.uniffi import (
 
 from opendata_kv import RecordType, Schema, Store, SyncStore
 from opendata_kv import fields as F
-from opendata_kv.store.location import parse_location
+from opendata_kv.objstore.location import parse_location
 
 REC = RecordType("bench", 1, [("id", F.u64)])
 SCHEMA = Schema(REC)
@@ -215,7 +215,7 @@ def typed_scan_options() -> tuple[Any, str]:
 
 
 def _patch_state() -> str:
-    from opendata_kv.store.native import calls
+    from opendata_kv.native import calls
 
     return f"typed paths: {calls.status()}"
 

@@ -36,8 +36,8 @@ from opendata_kv.keys import (
 )
 
 if TYPE_CHECKING:
+    from opendata_kv.objstore.location import Location
     from opendata_kv.store import StoreReader
-    from opendata_kv.store.location import Location
     from opendata_kv.values import Values
 
 T = TypeVar("T")
@@ -81,12 +81,12 @@ class ReadLimits:
 
     async def bound(self, awaitable: Awaitable[T], doing: str) -> T:
         """`awaitable`, or a CliError naming the endpoint and bucket when it overruns."""
-        from opendata_kv.store.deadline import within
+        from opendata_kv.objstore.deadline import within
 
         if self.timeout is None:
             return await awaitable
         try:
-            with within(self.timeout):  # every wait under it gets what is left (deadline.py)
+            with within(self.timeout):  # each wait under it gets what is left (objstore/deadline)
                 return await asyncio.wait_for(awaitable, self.timeout)
         except asyncio.TimeoutError:
             raise CliError(
@@ -99,7 +99,7 @@ def endpoint_text(location: Location) -> str:
     """` (endpoint E, bucket B)` for an s3:// location, naming where requests go; "" else."""
     if location.scheme != "s3":
         return ""
-    from opendata_kv.store.location import s3_config
+    from opendata_kv.objstore.location import s3_config
 
     config = s3_config(location.bucket or "")
     endpoint = config.get("endpoint") or "the AWS default (AWS_ENDPOINT_URL is not set)"
@@ -123,9 +123,9 @@ async def open_reader(
     error ("failed to find latest transactional object (e.g. manifest)"). A local path is
     checked first so the message can say what is wrong.
     """
+    from opendata_kv.objstore.location import parse_location
+    from opendata_kv.objstore.s3http import code_in
     from opendata_kv.store import Store
-    from opendata_kv.store.location import parse_location
-    from opendata_kv.store.s3http import code_in
 
     limits = limits or ReadLimits()
     location = parse_location(db)

@@ -9,7 +9,7 @@ import sys
 
 from opendata_kv.cli.common import EXIT_OK, CliError, add_json_flag, emit_json, load_schema
 from opendata_kv.cli.field_text import parse_field
-from opendata_kv.cli.inspect_cmds import describe_key
+from opendata_kv.cli.key_description import describe_key
 from opendata_kv.errors import SchemaError
 
 

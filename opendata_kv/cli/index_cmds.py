@@ -247,9 +247,9 @@ async def open_writer(args: argparse.Namespace, schema: Schema, values: Any) -> 
     """The database as its writer (never created); CliError naming it when missing or
     unreachable within --timeout."""
     from opendata_kv.errors import StoreNotFoundError, StoreUnavailableError
+    from opendata_kv.objstore.location import parse_location
     from opendata_kv.store import Store
     from opendata_kv.store.indexes.tools import index_rows_only
-    from opendata_kv.store.location import parse_location
 
     limits = ReadLimits.from_args(args)
     location = parse_location(args.db)

@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 async def _refuse_unusable(location: Any, options: dict[str, str] | None) -> None:
     """An S3 error answer (missing bucket, refused credential) or an unfinished clone fails
     before any object is read; so does no answer (each later read would wait as long)."""
-    from opendata_kv.store import sidecar
+    from opendata_kv.objstore import sidecar
 
     await sidecar.probe(location, options, None, strict=True)
     if location.scheme == "file" and not os.path.isdir(location.path):
@@ -67,8 +67,8 @@ class StageProgress(Progress):
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from opendata_kv.store.location import parse_location
-    from opendata_kv.store.ops.verify import verify
+    from opendata_kv.checks.verify import verify
+    from opendata_kv.objstore.location import parse_location
 
     limits = ReadLimits.from_args(args)
     location = parse_location(args.db)

@@ -1,4 +1,4 @@
-"""The frame in which opendata_kv's read-side merge operator (store/opendata_compat.py) hands
+"""The frame in which opendata_kv's read-side merge operator (native/opendata_compat.py) hands
 back a key's base value and merge operands, or the reason it could not (RFC 0009).
 
 A frame is MERGE_FRAME, this process's TOKEN (16 bytes from `secrets.token_bytes`, drawn at

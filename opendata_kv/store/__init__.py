@@ -1,4 +1,4 @@
-"""The store layer: the only place that talks to slatedb.
+"""The typed store: records in and out of slatedb through the native layer (opendata_kv.native).
 
     Store          async, typed SlateDB database: the writer (writer.py)
     StoreReader    its read side, what Store.open_reader gives: no write methods (reader.py)
@@ -15,12 +15,12 @@
     verify         check every object of a database; a VerifyReport of Problems (read-only)
 """
 
+from opendata_kv.checks.integrity import Problem
+from opendata_kv.checks.verify import VerifyReport, verify, verify_async
 from opendata_kv.store.batch import Batch, Snapshot, Transaction
-from opendata_kv.store.integrity import Problem
 from opendata_kv.store.ops.checkpoints import Checkpoint
 from opendata_kv.store.ops.clone import CloneResult, clone, clone_sync
 from opendata_kv.store.ops.feed import Change, ChangeBatch, IndexChange, RawChange
-from opendata_kv.store.ops.verify import VerifyReport, verify, verify_async
 from opendata_kv.store.options import ScanOptions
 from opendata_kv.store.reader import Opening, StoreReader
 from opendata_kv.store.scan import RawRecord, Record, Scan

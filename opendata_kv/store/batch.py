@@ -10,11 +10,11 @@ from opendata_kv.errors import (
     StoreError,
 )
 from opendata_kv.keys import Key, RecordType
+from opendata_kv.native import calls
+from opendata_kv.native.errors import FOREIGN, call, translate
+from opendata_kv.native.slatedb import WriteBatch
 from opendata_kv.store.deletes import MAX_KEYS
 from opendata_kv.store.indexes import hooks
-from opendata_kv.store.native import calls
-from opendata_kv.store.native.errors import FOREIGN, call, translate
-from opendata_kv.store.native.slatedb import WriteBatch
 from opendata_kv.store.views import (
     MISSING,
     Bound,

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from opendata_kv.errors import InvalidArgumentError, check_count
-from opendata_kv.store.native import calls
-from opendata_kv.store.native.errors import FOREIGN, call, translate
-from opendata_kv.store.native.slatedb import KeyRange
+from opendata_kv.native import calls
+from opendata_kv.native.errors import FOREIGN, call, translate
+from opendata_kv.native.slatedb import KeyRange
 from opendata_kv.store.scan import KeySpan, scan_options
 from opendata_kv.store.views import now_ms
 

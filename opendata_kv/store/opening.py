@@ -17,6 +17,7 @@ import math
 from collections.abc import Awaitable, Mapping
 from typing import Any, TypeVar
 
+from opendata_kv.checks.integrity import check_open, check_reader, opening_error
 from opendata_kv.errors import (
     CheckpointError,
     InvalidArgumentError,
@@ -25,12 +26,9 @@ from opendata_kv.errors import (
     StoreUnavailableError,
     check_count,
 )
-from opendata_kv.store import sidecar
-from opendata_kv.store.deadline import within
-from opendata_kv.store.integrity import check_open, check_reader, opening_error
-from opendata_kv.store.location import Location, s3_config
-from opendata_kv.store.native.errors import FOREIGN, call
-from opendata_kv.store.native.slatedb import (
+from opendata_kv.native.errors import FOREIGN, call
+from opendata_kv.native.opendata_compat import build_compatible
+from opendata_kv.native.slatedb import (
     AdminBuilder,
     DbBuilder,
     DbCache,
@@ -40,14 +38,13 @@ from opendata_kv.store.native.slatedb import (
     ReaderMode,
     ReaderOptions,
 )
-from opendata_kv.store.opendata_compat import build_compatible
+from opendata_kv.objstore import sidecar
+from opendata_kv.objstore.deadline import within
+from opendata_kv.objstore.location import Location, describe
 from opendata_kv.store.ops.checkpoints import resolve as resolve_checkpoint
 from opendata_kv.store.settings import slatedb_settings
 
 T = TypeVar("T")
-
-#: seconds a reader's open waits by default before StoreUnavailableError
-READER_TIMEOUT = 30.0
 
 _NO_MANIFEST = "failed to find latest"
 
@@ -71,14 +68,6 @@ def check_seconds(value: float | None, what: str) -> float | None:
     return float(value)
 
 
-def describe(location: Location, options: Mapping[str, str] | None) -> str:
-    """The location, and for s3:// its bucket and endpoint, for an error message."""
-    if location.scheme != "s3":
-        return str(location)
-    endpoint = s3_config(location.bucket or "", options=options).get("endpoint", "AWS default")
-    return f"{location} (bucket {location.bucket!r}, endpoint {endpoint})"
-
-
 async def bounded(
     awaitable: Awaitable[T],
     timeout: float | None,
@@ -87,7 +76,7 @@ async def bounded(
     what: str,
 ) -> T:
     """Await `awaitable`, at most `timeout` seconds (None: no bound), every wait under it
-    (an S3 request in a thread too) given what is left (deadline.py)."""
+    (an S3 request in a thread too) given what is left (objstore/deadline.py)."""
     if timeout is None:
         return await awaitable
     try:
@@ -138,7 +127,7 @@ async def open_db(
     cache_bytes: int | None = None,
 ) -> tuple[Any, Any]:
     """The slatedb Db, the writer of the database at `location` (checked for damage that
-    slatedb would not notice first: see integrity.py), and the ObjectStore it uses (admin
+    slatedb would not notice first: see checks/integrity.py), and the ObjectStore it uses (admin
     and WAL reads share it: a memory:// store is private to one ObjectStore)."""
     where = f"open {location}"
     await sidecar.probe(location, options, None)
@@ -243,6 +232,6 @@ async def open_reader_db(
                 f"store.checkpoints() or `opendata-kv checkpoint list`) [{message}]"
             ) from exc
         raise await opening_error(exc, location, object_store, where) from exc
-    await check_reader(location, object_store, reader, where)  # s3:// (integrity.py)
+    await check_reader(location, object_store, reader, where)  # s3:// (checks/integrity.py)
     await sidecar.remember(location, options, object_store, writer=False)
     return reader, object_store, checkpoint

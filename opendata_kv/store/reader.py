@@ -28,17 +28,17 @@ from opendata_kv.errors import (
     StoreClosedError,
 )
 from opendata_kv.keys import Schema
-from opendata_kv.store import sidecar
-from opendata_kv.store.deadline import READER_SHUTDOWN, budget
+from opendata_kv.native import calls, driver
+from opendata_kv.native.errors import FOREIGN, translate
+from opendata_kv.native.slatedb import (
+    Error,
+)
+from opendata_kv.objstore import sidecar
+from opendata_kv.objstore.deadline import READER_SHUTDOWN, budget
+from opendata_kv.objstore.location import Location, parse_location
 from opendata_kv.store.indexes import admin as index_admin
 from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.read import IndexReads
-from opendata_kv.store.location import Location, parse_location
-from opendata_kv.store.native import calls, driver
-from opendata_kv.store.native.errors import FOREIGN, translate
-from opendata_kv.store.native.slatedb import (
-    Error,
-)
 from opendata_kv.store.opening import (
     bounded,
     open_reader_db,

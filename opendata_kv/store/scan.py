@@ -23,9 +23,9 @@ from opendata_kv.errors import (
     show_bytes,
 )
 from opendata_kv.keys import Key, RecordType, Schema, intersect, is_empty, prefix_successor
-from opendata_kv.store.native import calls
-from opendata_kv.store.native.errors import FOREIGN, translate
-from opendata_kv.store.native.slatedb import (
+from opendata_kv.native import calls
+from opendata_kv.native.errors import FOREIGN, translate
+from opendata_kv.native.slatedb import (
     DurabilityLevel,
     IterationOrder,
     KeyRange,

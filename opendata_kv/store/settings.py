@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from opendata_kv.errors import InvalidArgumentError
-from opendata_kv.store.native.errors import FOREIGN, translate
-from opendata_kv.store.native.slatedb import Settings
+from opendata_kv.native.errors import FOREIGN, translate
+from opendata_kv.native.slatedb import Settings
 
 
 def defaults() -> dict[str, Any]:

@@ -16,12 +16,12 @@ from collections.abc import AsyncIterable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+from opendata_kv.checks.integrity import Problem
 from opendata_kv.keys import Key, RecordType
+from opendata_kv.objstore.deadline import READER_TIMEOUT
 from opendata_kv.store.batch import Batch, Snapshot, Transaction
 from opendata_kv.store.deletes import MAX_KEYS
 from opendata_kv.store.indexes.declare import Index
-from opendata_kv.store.integrity import Problem
-from opendata_kv.store.opening import READER_TIMEOUT
 from opendata_kv.store.ops.checkpoints import Checkpoint
 from opendata_kv.store.ops.feed import ChangeBatch
 from opendata_kv.store.ops.feed_rows import Change, IndexChange, RawChange
@@ -712,7 +712,7 @@ class SyncStore(SyncStoreReader):
             endpoint waits forever; a number makes such calls fail (StoreUnavailableError)
             after that many retries, for the open and for the writer's background flushes.
         `settings`: slatedb Settings keys (e.g. {"flush_interval": "50ms"}).
-        `object_store_options`: object_store config entries for s3:// (see location.py),
+        `object_store_options`: object_store config entries for s3:// (see objstore/location.py),
             applied over the AWS_* environment variables.
         `check_expiry`: hide records whose TTL has passed (reads fetch each row's expiry);
             False skips that check for stores that never write a TTL (put(ttl=) then fails).

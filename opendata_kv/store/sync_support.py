@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from opendata_kv.errors import OpendataKvError
 from opendata_kv.keys import Key, RecordType, Schema
+from opendata_kv.native import calls, driver
 from opendata_kv.store.batch import Batch
 from opendata_kv.store.indexes.read import IndexScan
-from opendata_kv.store.native import calls, driver
 from opendata_kv.store.reader import StoreReader
 from opendata_kv.store.scan import R, RawRecord, Scan
 from opendata_kv.store.views import MISSING, Fields, ReadView

@@ -22,12 +22,12 @@ from opendata_kv.errors import (
     show_bytes,
 )
 from opendata_kv.keys import Key, RecordType, Schema, intersect, prefix_range
+from opendata_kv.native import calls
+from opendata_kv.native.errors import FOREIGN, translate
+from opendata_kv.native.slatedb import PutOptions, Ttl
+from opendata_kv.native.wire import PointRow
 from opendata_kv.store.indexes.layout import ROOT as INDEX_ROOT
 from opendata_kv.store.indexes.layout import without_index_keys
-from opendata_kv.store.native import calls
-from opendata_kv.store.native.errors import FOREIGN, translate
-from opendata_kv.store.native.slatedb import PutOptions, Ttl
-from opendata_kv.store.native.wire import PointRow
 from opendata_kv.store.options import ScanKeywords, ScanOptions, scan_settings
 from opendata_kv.store.scan import (
     KeySpan,
@@ -292,7 +292,7 @@ class ReadView:
     flush or a compaction rewrites them), so reads fetch the row with its `expire_ts`
     (get_key_value) and drop rows whose `expire_ts` is at or before now. `check_expiry=False`
     (Store.open) skips that for stores that never write a TTL (reads call get). Every read is
-    a native call (store.native.calls), so both faces drive the same code.
+    a native call (native.calls), so both faces drive the same code.
     """
 
     def _view_of(self, source: Any, store: ReadView, label: str) -> None:

@@ -24,20 +24,20 @@ from opendata_kv.errors import (
     ReadOnlyError,
 )
 from opendata_kv.keys import Key, RecordType
+from opendata_kv.native import calls
+from opendata_kv.native.errors import FOREIGN, call, translate
+from opendata_kv.native.slatedb import (
+    IsolationLevel,
+    WriteOptions,
+)
+from opendata_kv.objstore.deadline import READER_TIMEOUT
+from opendata_kv.objstore.location import parse_location
 from opendata_kv.store.batch import Batch, Snapshot, Transaction, _BatchContext
 from opendata_kv.store.deletes import MAX_KEYS, check_max_keys, keys_in
 from opendata_kv.store.indexes import admin as index_admin
 from opendata_kv.store.indexes import hooks as indexing
 from opendata_kv.store.indexes.declare import Index
-from opendata_kv.store.location import parse_location
-from opendata_kv.store.native import calls
-from opendata_kv.store.native.errors import FOREIGN, call, translate
-from opendata_kv.store.native.slatedb import (
-    IsolationLevel,
-    WriteOptions,
-)
 from opendata_kv.store.opening import (
-    READER_TIMEOUT,
     bounded,
     check_cache_bytes,
     check_retries,
@@ -107,7 +107,7 @@ class Store(StoreReader):
             endpoint waits forever; a number makes such calls fail (StoreUnavailableError)
             after that many retries, for the open and for the writer's background flushes.
         `settings`: slatedb Settings keys (e.g. {"flush_interval": "50ms"}).
-        `object_store_options`: object_store config entries for s3:// (see location.py),
+        `object_store_options`: object_store config entries for s3:// (see objstore/location.py),
             applied over the AWS_* environment variables.
         `check_expiry`: hide records whose TTL has passed (reads fetch each row's expiry);
             False skips that check for stores that never write a TTL (put(ttl=) then fails).

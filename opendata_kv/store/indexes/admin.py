@@ -16,6 +16,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from opendata_kv.errors import IndexStateError
+from opendata_kv.native import calls
 from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.hooks import add_writes
 from opendata_kv.store.indexes.layout import (
@@ -29,7 +30,6 @@ from opendata_kv.store.indexes.layout import (
 from opendata_kv.store.indexes.maintain import Raw, Tracked, plan
 from opendata_kv.store.indexes.registry import READABLE, WRITE_ONLY, IndexSet
 from opendata_kv.store.indexes.stored import index_from_definition, unknown_functions
-from opendata_kv.store.native import calls
 from opendata_kv.store.scan import KeySpan, Record
 from opendata_kv.store.views import in_windows, now_ms
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from opendata_kv.checks.integrity import Problem
 from opendata_kv.errors import OpendataKvError, show_bytes
 from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.layout import (
@@ -15,7 +16,6 @@ from opendata_kv.store.indexes.layout import (
     entry_prefix,
 )
 from opendata_kv.store.indexes.maintain import show_key
-from opendata_kv.store.integrity import Problem
 
 if TYPE_CHECKING:
     from opendata_kv.store.views import ReadView

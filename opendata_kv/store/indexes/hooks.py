@@ -6,12 +6,12 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from opendata_kv.errors import TransactionConflictError
+from opendata_kv.native import calls
+from opendata_kv.native.errors import FOREIGN, call, translate
 from opendata_kv.store.indexes.layout import is_index_key
 from opendata_kv.store.indexes.maintain import DELETED, Raw, Tracked, Writes, plan
 from opendata_kv.store.indexes.old_values import old_values, point_reads
 from opendata_kv.store.indexes.registry import IndexSet
-from opendata_kv.store.native import calls
-from opendata_kv.store.native.errors import FOREIGN, call, translate
 from opendata_kv.store.views import put_args
 
 if TYPE_CHECKING:

@@ -18,9 +18,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from opendata_kv.store.native import calls
-from opendata_kv.store.native.errors import FOREIGN, translate
-from opendata_kv.store.native.slatedb import KeyRange
+from opendata_kv.native import calls
+from opendata_kv.native.errors import FOREIGN, translate
+from opendata_kv.native.slatedb import KeyRange
 from opendata_kv.store.scan import scan_options
 from opendata_kv.store.views import in_windows, live_value, now_ms
 

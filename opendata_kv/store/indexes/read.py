@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, NamedTuple
 
+from opendata_kv.checks.integrity import Problem
 from opendata_kv.errors import (
     ArgumentTypeError,
     IndexArgumentError,
@@ -14,6 +15,8 @@ from opendata_kv.errors import (
     check_count,
 )
 from opendata_kv.keys import Key, prefix_successor
+from opendata_kv.native import calls
+from opendata_kv.native.errors import FOREIGN, translate
 from opendata_kv.store.indexes.check import check_index
 from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.layout import (
@@ -23,9 +26,6 @@ from opendata_kv.store.indexes.layout import (
     encode_leading,
 )
 from opendata_kv.store.indexes.registry import IndexSet
-from opendata_kv.store.integrity import Problem
-from opendata_kv.store.native import calls
-from opendata_kv.store.native.errors import FOREIGN, translate
 from opendata_kv.store.scan import KeySpan, RawRecord, Record, Scan
 from opendata_kv.store.views import ReadView, live_value
 from opendata_kv.values import batch_decoder

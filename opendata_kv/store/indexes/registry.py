@@ -19,9 +19,9 @@ from typing import Any
 
 from opendata_kv.errors import IndexStateError, StoreError
 from opendata_kv.keys import RecordType, Schema
+from opendata_kv.native import driver
 from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.layout import check_schema, meta_key
-from opendata_kv.store.native import driver
 
 READABLE = "readable"
 WRITE_ONLY = "write_only"

@@ -9,13 +9,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from opendata_kv.checks.integrity import Problem
 from opendata_kv.errors import KeyDecodeError, SchemaError, StoreDataError, ValueDecodeError
 from opendata_kv.store.indexes.admin import stored_metas
 from opendata_kv.store.indexes.check import check_index
 from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.registry import READABLE
 from opendata_kv.store.indexes.stored import resolve
-from opendata_kv.store.integrity import Problem
 
 if TYPE_CHECKING:
     from opendata_kv.store.views import ReadView

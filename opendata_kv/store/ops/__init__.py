@@ -1,2 +1,2 @@
 """Operations on a whole database, beside reads and writes: the change feed, checkpoints,
-clones, migration and verification. Each module holds one of them."""
+clones and migration (verification is opendata_kv.checks.verify). Each module holds one of them."""

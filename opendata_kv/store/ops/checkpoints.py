@@ -9,7 +9,7 @@ next collection). So:
   acknowledged before `checkpoint()` was called is in the checkpoint's SSTs;
 - from anywhere else (a reader, the CLI, while a writer runs) nothing can be flushed: the WAL
   end T is read first (every acknowledged write is in a WAL file up to T), the checkpoint is
-  made, and beside the database (opendata-kv/checkpoints/<id>/db, store/sidecar.py) a
+  made, and beside the database (opendata-kv/checkpoints/<id>/db, objstore/sidecar.py) a
   read-only copy of it is made: a slatedb clone of the checkpoint (it shares the SSTs, pinned
   by a second, unnamed checkpoint slatedb makes for it, which `list` does not show) plus the
   WAL files after the checkpoint's replay point up to T, where the collector never deletes
@@ -27,9 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from opendata_kv.errors import CheckpointError, InvalidArgumentError
-from opendata_kv.store import sidecar
-from opendata_kv.store.native.errors import translate
-from opendata_kv.store.native.slatedb import (
+from opendata_kv.native.errors import translate
+from opendata_kv.native.slatedb import (
     AdminBuilder,
     CheckpointOptions,
     CloneSourceSpec,
@@ -37,6 +36,7 @@ from opendata_kv.store.native.slatedb import (
     FlushOptions,
     FlushType,
 )
+from opendata_kv.objstore import sidecar
 from opendata_kv.store.ops.feed import encode_cursor, wal_reader
 
 #: how often an outside checkpoint is made again when the GC deleted a WAL file it copies

@@ -8,7 +8,7 @@ backup, a restore or a branch to try a migration on needs. slatedb's own clone i
 references the source's SSTs by path inside one object store; rfcs/0008 says why that does
 not fit two directories or two buckets.
 
-A clone is complete or visibly not: `opendata-kv/clone.json` (store/sidecar.py) is written
+A clone is complete or visibly not: `opendata-kv/clone.json` (objstore/sidecar.py) is written
 beside the destination before its first record and removed only after its last record and
 its source position are written. While it is there every open, dump and verify of the
 destination fails with IncompleteCloneError; running the same clone again resumes after the
@@ -31,14 +31,14 @@ from opendata_kv.errors import (
     StoreUnavailableError,
 )
 from opendata_kv.keys import Schema
-from opendata_kv.store import sidecar
+from opendata_kv.native import driver
+from opendata_kv.native.errors import call, translate
+from opendata_kv.native.slatedb import AdminBuilder, Error, KeyRange
+from opendata_kv.objstore import sidecar
+from opendata_kv.objstore.deadline import within
+from opendata_kv.objstore.location import Location, parse_location
 from opendata_kv.store.batch import Batch
-from opendata_kv.store.deadline import within
 from opendata_kv.store.indexes.layout import is_index_key
-from opendata_kv.store.location import Location, parse_location
-from opendata_kv.store.native import driver
-from opendata_kv.store.native.errors import call, translate
-from opendata_kv.store.native.slatedb import AdminBuilder, Error, KeyRange
 from opendata_kv.store.ops.checkpoints import Checkpoints
 from opendata_kv.store.reader import StoreReader
 from opendata_kv.store.scan import scan_options
@@ -81,7 +81,7 @@ async def _bounded(awaitable: Awaitable[T], timeout: float | None, doing: str) -
     if timeout is None:
         return await awaitable
     try:
-        with within(timeout):  # the S3 requests under it get what is left (deadline.py)
+        with within(timeout):  # the S3 requests under it get what is left (objstore/deadline.py)
             return await asyncio.wait_for(awaitable, timeout)
     except asyncio.TimeoutError:
         raise StoreUnavailableError(

@@ -9,7 +9,7 @@ a position between two WAL rows (see rfcs/0008-change-feed.md for the format):
              cursor skips what its state holds this way)
 
 A cursor also names the store it came from (its identity, kept beside the database and new
-for each store and clone: store/sidecar.py); another store refuses it, and so does every
+for each store and clone: objstore/sidecar.py); another store refuses it, and so does every
 store for a position past what it has written.
 
 WAL files are immutable and their ids contiguous, so (file, row index) is a stable position:
@@ -35,11 +35,11 @@ from opendata_kv.errors import (
     check_count,
 )
 from opendata_kv.keys import Schema
-from opendata_kv.store.deadline import in_thread
+from opendata_kv.native import calls
+from opendata_kv.native.errors import translate
+from opendata_kv.native.slatedb import AdminBuilder, Error, SlateDbWalReader
+from opendata_kv.objstore.deadline import in_thread
 from opendata_kv.store.indexes.layout import ENTRIES, ROOT
-from opendata_kv.store.native import calls
-from opendata_kv.store.native.errors import translate
-from opendata_kv.store.native.slatedb import AdminBuilder, Error, SlateDbWalReader
 from opendata_kv.store.ops.feed_rows import (
     OPS,
     AnyChange,

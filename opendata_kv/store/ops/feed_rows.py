@@ -23,6 +23,7 @@ import msgpack
 from opendata_kv.errors import OpendataKvError, SchemaError
 from opendata_kv.keys import Key, RecordType, Schema, codec_names
 from opendata_kv.keys.codecs import Field
+from opendata_kv.native.slatedb import RowEntryKind
 from opendata_kv.store.indexes.declare import AGGREGATES, Index
 from opendata_kv.store.indexes.layout import (
     CATALOG,
@@ -33,7 +34,6 @@ from opendata_kv.store.indexes.layout import (
     decode_entry,
     decode_meta,
 )
-from opendata_kv.store.native.slatedb import RowEntryKind
 from opendata_kv.values import Values
 
 OPS = {RowEntryKind.VALUE: "put", RowEntryKind.TOMBSTONE: "delete", RowEntryKind.MERGE: "merge"}

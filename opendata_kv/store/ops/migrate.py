@@ -14,12 +14,12 @@ from opendata_kv.errors import (
     check_count,
 )
 from opendata_kv.keys import RecordType
-from opendata_kv.store.batch import Batch
-from opendata_kv.store.native import calls
-from opendata_kv.store.native.errors import FOREIGN, call, translate
-from opendata_kv.store.native.slatedb import (
+from opendata_kv.native import calls
+from opendata_kv.native.errors import FOREIGN, call, translate
+from opendata_kv.native.slatedb import (
     KeyRange,
 )
+from opendata_kv.store.batch import Batch
 from opendata_kv.store.scan import scan_options
 
 if TYPE_CHECKING:

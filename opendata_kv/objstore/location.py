@@ -54,7 +54,7 @@ from opendata_kv.errors import (
     StoreLocationError,
     StoreNotFoundError,
 )
-from opendata_kv.store.native.slatedb import Error, ObjectStore, ObjectStoreBuilder, ObjectStoreType
+from opendata_kv.native.slatedb import Error, ObjectStore, ObjectStoreBuilder, ObjectStoreType
 
 _TRUE = frozenset({"1", "true", "yes", "on", "y"})
 _FALSE = frozenset({"0", "false", "no", "off", "n"})
@@ -189,6 +189,14 @@ class Location:
 
     def __str__(self) -> str:
         return self.url
+
+
+def describe(location: Location, options: Mapping[str, str] | None) -> str:
+    """The location, and for s3:// its bucket and endpoint, for an error message."""
+    if location.scheme != "s3":
+        return str(location)
+    endpoint = s3_config(location.bucket or "", options=options).get("endpoint", "AWS default")
+    return f"{location} (bucket {location.bucket!r}, endpoint {endpoint})"
 
 
 def parse_location(url: str | os.PathLike[str]) -> Location:

@@ -2,9 +2,9 @@
 
     opendata-kv/identity                 the store's identity (a UUID, new for each store and
                                          each clone), which change cursors name
-    opendata-kv/clone.json               present while a clone is being made (clone.py)
+    opendata-kv/clone.json               present while a clone is being made (store/ops/clone.py)
     opendata-kv/checkpoints/<id>.json    the WAL end a checkpoint made from outside the writer
-                                         must replay to (checkpoints.py)
+                                         must replay to (store/ops/checkpoints.py)
 
 SlateDB never reads or deletes them. A local directory uses files, s3:// the small SigV4 client
 (s3http.py; without static credentials these objects are not kept and what needs them is
@@ -28,9 +28,9 @@ from opendata_kv.errors import (
     StorePermissionError,
     StoreUnavailableError,
 )
-from opendata_kv.store.deadline import in_thread
-from opendata_kv.store.location import Location, s3_config
-from opendata_kv.store.s3http import S3Client, client_for
+from opendata_kv.objstore.deadline import in_thread
+from opendata_kv.objstore.location import Location, s3_config
+from opendata_kv.objstore.s3http import S3Client, client_for
 
 PREFIX = "opendata-kv"
 IDENTITY = "identity"

@@ -32,6 +32,9 @@ _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
 _EACH: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "opendata_kv_each_wait", default=None
 )
+#: seconds a reader's open waits by default before StoreUnavailableError
+READER_TIMEOUT = 30.0
+
 #: seconds a reader that only read may take to shut down before it is abandoned (against a
 #: silent endpoint slatedb's shutdown waits ~30 s; on a live one it takes milliseconds)
 READER_SHUTDOWN = 0.5

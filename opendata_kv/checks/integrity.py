@@ -7,7 +7,7 @@ skips them all; and an SST shorter than the manifest says, or a file it may not 
 every read retry forever. `check_open` finds these before the writer or a reader opens: on a
 local directory with one listing and one manifest read (reading WAL files only around an
 empty one), on s3:// by reading the WAL to its tail and probing each SST's last block
-(remote_checks.py). `verify` (ops/verify.py) runs the same checks and more over every object.
+(remote_checks.py). `verify` (verify.py) runs the same checks and more over every object.
 """
 
 from __future__ import annotations
@@ -20,18 +20,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from opendata_kv.checks.remote_checks import GAP_WAIT, shut_down, sst_extent_problems, wal_tail
 from opendata_kv.errors import FencedError, StoreDataError, StoreError, StorePermissionError
-from opendata_kv.store.deadline import budget
-from opendata_kv.store.location import Location
-from opendata_kv.store.native.errors import (
+from opendata_kv.native.errors import (
     FOREIGN,
     VERIFY_ADVICE,
     object_named,
     one_line,
     translate,
 )
-from opendata_kv.store.native.slatedb import AdminBuilder, SlateDbWalReader
-from opendata_kv.store.objects import (
+from opendata_kv.native.slatedb import AdminBuilder, SlateDbWalReader
+from opendata_kv.objstore.deadline import budget
+from opendata_kv.objstore.location import Location
+from opendata_kv.objstore.objects import (
     COMPACTIONS_DIR,
     MANIFEST_DIR,
     MAX_ID,
@@ -47,7 +48,6 @@ from opendata_kv.store.objects import (
     sst_name,
     wal_name,
 )
-from opendata_kv.store.remote_checks import GAP_WAIT, shut_down, sst_extent_problems, wal_tail
 
 _log = logging.getLogger(__name__)
 

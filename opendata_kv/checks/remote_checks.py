@@ -20,10 +20,9 @@ import asyncio
 import contextlib
 from typing import Any
 
-from opendata_kv.store.deadline import READER_SHUTDOWN, budget
-from opendata_kv.store.location import Location
-from opendata_kv.store.native.errors import FOREIGN, is_bad_range, one_line
-from opendata_kv.store.native.slatedb import (
+from opendata_kv.native.errors import FOREIGN, is_bad_range, one_line
+from opendata_kv.native.opendata_compat import build_compatible
+from opendata_kv.native.slatedb import (
     CacheTarget,
     DbCache,
     DbReaderBuilder,
@@ -33,8 +32,9 @@ from opendata_kv.store.native.slatedb import (
     SlateDbWalReader,
     SsTableId,
 )
-from opendata_kv.store.objects import manifest_name, manifest_ssts, sst_name
-from opendata_kv.store.opendata_compat import build_compatible
+from opendata_kv.objstore.deadline import READER_SHUTDOWN, budget
+from opendata_kv.objstore.location import Location
+from opendata_kv.objstore.objects import manifest_name, manifest_ssts, sst_name
 
 #: Seconds the WAL reader may take to serve one file before it counts as missing (it polls
 #: once a second for a file that is not there; a present one comes back in milliseconds).

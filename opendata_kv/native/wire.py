@@ -16,7 +16,7 @@ import struct
 import sys
 from typing import Any, Final
 
-from opendata_kv.store.native.binding import generated
+from opendata_kv.native.binding import generated
 
 _B = generated()
 _lib = _B._UniffiLib

@@ -8,7 +8,7 @@ OpendataKvError that says what S3 said (the bucket and the S3 error code), at on
 - `probe` lists one key under the database prefix before an open, so a missing bucket, a bad
   key or a refused credential fails at once instead of hanging in slatedb's retry loop;
 - `get`/`put`/`delete`/`list_keys` read and write the few small objects opendata_kv keeps
-  beside the database (store/sidecar.py).
+  beside the database (sidecar.py).
 
 It signs with static credentials (AWS_ACCESS_KEY_ID/SECRET, or object_store_options); with
 none (instance or web-identity credentials), `client_for` returns None and callers skip what
@@ -33,7 +33,7 @@ from opendata_kv.errors import (
     StorePermissionError,
     StoreUnavailableError,
 )
-from opendata_kv.store.deadline import budget
+from opendata_kv.objstore.deadline import budget
 
 #: seconds one request may take when the caller gives no bound
 REQUEST_TIMEOUT = 10.0

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Generator, Sequence
 from types import CoroutineType
 from typing import Any, Generic, TypeVar
 
-from opendata_kv.store.native.binding import generated
+from opendata_kv.native.binding import generated
 
 T = TypeVar("T")
 

@@ -4,7 +4,7 @@ SlateDB keeps `manifest/<id>.manifest`, `compactions/<id>.compactions`, `wal/<id
 as 20 decimal digits) and `compacted/<ulid>.sst` (L0 and sorted-run SSTs) under the database
 path. The binding can decode manifests (Admin) but cannot list objects, so listing works on
 local directories only; on s3:// the WAL files are found by reading them in order
-(integrity.py). A name that is not what slatedb writes (an id of other than 20 digits or
+(checks/integrity.py). A name that is not what slatedb writes (an id of other than 20 digits or
 above 2^64 - 1, another suffix, a directory) is a stray: kept out of the ids, reported by
 name, so that one stray file cannot make a check build a range of 10^20 ids.
 """

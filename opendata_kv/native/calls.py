@@ -20,10 +20,10 @@ import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, Final, TypeVar
 
-from opendata_kv.store.native import driver, wire
-from opendata_kv.store.native.binding import COST, NativeStatus, decide, generated, logger
-from opendata_kv.store.native.driver import FutureKind, Pending
-from opendata_kv.store.native.wire import Columns, PointRow
+from opendata_kv.native import driver, wire
+from opendata_kv.native.binding import COST, NativeStatus, decide, generated, logger
+from opendata_kv.native.driver import FutureKind, Pending
+from opendata_kv.native.wire import Columns, PointRow
 
 T = TypeVar("T")
 
@@ -115,7 +115,7 @@ def status() -> NativeStatus:
             if _status is None:
                 decided = decide()
                 if decided.active:
-                    from opendata_kv.store.native.selfcheck import self_check
+                    from opendata_kv.native.selfcheck import self_check
 
                     _checker = threading.get_ident()
                     try:

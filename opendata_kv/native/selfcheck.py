@@ -14,8 +14,8 @@ import os
 import time
 from typing import Any
 
-from opendata_kv.store.native import driver, wire
-from opendata_kv.store.native.binding import generated
+from opendata_kv.native import driver, wire
+from opendata_kv.native.binding import generated
 
 _B = generated()
 
@@ -82,7 +82,7 @@ def _check_wire() -> None:
 
 
 async def _round_trip() -> None:
-    from opendata_kv.store.native import calls
+    from opendata_kv.native import calls
 
     method = calls._replica
     store = _B.ObjectStore.resolve("memory:///")

@@ -6,4 +6,5 @@
     calls      the slatedb calls the store makes, awaitable by either face
     selfcheck  checks the driver against the generated code before first use
     errors     slatedb's exceptions turned into OpendataKvError subclasses
+    opendata_compat  slatedb extractor and merge-operator objects for OpenData's databases
 """

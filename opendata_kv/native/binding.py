@@ -39,7 +39,7 @@ COST: Final = (
     "event-loop thread), and puts of large values 20-65x (a Python loop copies every byte)"
 )
 
-logger = logging.getLogger("opendata_kv.store.native")
+logger = logging.getLogger("opendata_kv.native")
 
 def generated() -> ModuleType:
     """slatedb's generated UniFFI module (loaded once, with the native library)."""

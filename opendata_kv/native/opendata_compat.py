@@ -25,8 +25,8 @@ from typing import Any
 from opendata_kv.errors import StoreError
 from opendata_kv.layouts import merge_frame
 from opendata_kv.layouts.opendata import EXTRACTORS, Extractor
-from opendata_kv.store.native.errors import FOREIGN
-from opendata_kv.store.native.slatedb import MergeOperator, PrefixExtractor
+from opendata_kv.native.errors import FOREIGN
+from opendata_kv.native.slatedb import MergeOperator, PrefixExtractor
 
 _MISMATCH = re.compile(r'segment extractor configuration mismatch \(persisted: Some\("([^"]*)"\)')
 

@@ -24,9 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from opendata_kv.errors import StorePermissionError, StoreUnavailableError
-from opendata_kv.store.deadline import budget, each_wait
-from opendata_kv.store.integrity import (
+from opendata_kv.checks.integrity import (
     MAX_GAPS,
     WAL_READ_TIMEOUT,
     Problem,
@@ -38,10 +36,17 @@ from opendata_kv.store.integrity import (
     sst_problems,
     wal_sequence_problems,
 )
-from opendata_kv.store.location import Location, parse_location
-from opendata_kv.store.native import driver
-from opendata_kv.store.native.errors import FOREIGN, object_named, one_line, translate
-from opendata_kv.store.native.slatedb import (
+from opendata_kv.checks.remote_checks import (
+    GAP_WAIT,
+    probe_reader,
+    shut_down,
+    sst_extent_problems,
+)
+from opendata_kv.errors import StorePermissionError, StoreUnavailableError
+from opendata_kv.native import driver
+from opendata_kv.native.errors import FOREIGN, object_named, one_line, translate
+from opendata_kv.native.opendata_compat import build_compatible
+from opendata_kv.native.slatedb import (
     AdminBuilder,
     CacheTarget,
     DbReaderBuilder,
@@ -51,7 +56,9 @@ from opendata_kv.store.native.slatedb import (
     SlateDbWalReader,
     SsTableId,
 )
-from opendata_kv.store.objects import (
+from opendata_kv.objstore.deadline import READER_TIMEOUT, budget, each_wait
+from opendata_kv.objstore.location import Location, describe, parse_location
+from opendata_kv.objstore.objects import (
     Listing,
     compactions_name,
     id_gaps,
@@ -60,14 +67,6 @@ from opendata_kv.store.objects import (
     manifest_ssts,
     sst_name,
     wal_name,
-)
-from opendata_kv.store.opendata_compat import build_compatible
-from opendata_kv.store.opening import READER_TIMEOUT, describe
-from opendata_kv.store.remote_checks import (
-    GAP_WAIT,
-    probe_reader,
-    shut_down,
-    sst_extent_problems,
 )
 
 #: Rows per next_batch of the checksum scan, and the seconds one batch may take.
