@@ -171,9 +171,9 @@ class Scan(Generic[R]):
     """`async for record in scan`: records in key order (reverse: descending).
 
     Yields `Record`s; a `scan_all(on_unknown="raw")` also yields `RawRecord`s for keys no
-    RecordType owns, and `on_error="raw"` for rows that fail to decode. `cursor` is the raw
-    key of the last record yielded; pass it as `after=` to resume. `failed` counts the rows
-    that failed to decode under on_error "skip" or "raw"; `last_error` is the last such error.
+    RecordType owns, and `on_error="raw"` for rows that fail to decode. `cursor` names the
+    last record yielded (a printable str); pass it as `after=` to resume. `failed` counts the
+    rows that failed to decode under on_error "skip" or "raw"; `last_error` is the last such error.
     """
 
     def __init__(

@@ -508,9 +508,10 @@ class ReadView:
 
         `start`/`end`: key bytes, a Key, or a tuple of leading field values (compared as field
         tuples: `end=("b",)` stops before every key whose first field is "b"). `after` (a
-        cursor: raw key or Key) resumes after that key; a cursor outside the scan's range is a
-        CursorError. `limit=0` yields nothing. Versions are walked in version order (reversed
-        when `reverse`), since the version byte leads the key.
+        scan's cursor, a raw key or a Key) resumes after that key; a cursor outside the
+        scan's range, or malformed, is a CursorError. `limit=0` yields nothing. Versions are
+        walked in version order (reversed when `reverse`), since the version byte leads the
+        key.
         How it reads: `options=ScanOptions(...)` and/or the same settings as keywords
         (reverse, limit, batch_size, upgrade, fill_cache; see ScanOptions), keywords winning.
         `on_error`: a row whose key or value does not decode "raise"s (default), is "skip"ped
