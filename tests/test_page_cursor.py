@@ -170,5 +170,10 @@ async def test_collection_pages_take_new_and_old_cursors() -> None:
         assert new == old and [r.repo for r in new] == ["did:plc:ccc"]
         with pytest.raises(CursorError, match="cursor="):
             await repo.likes(subject, cursor="k1.!")
+        # a list cursor of another listing is refused, not read as a record key
+        other = await repo.list("did:plc:bbb", LIKE, limit=0, cursor="3jzfcijpj2z2a")
+        assert other.cursor is not None and other.cursor.startswith("k1.")
+        with pytest.raises(CursorError, match="outside the scan's range"):
+            await repo.list("did:plc:ccc", LIKE, cursor=other.cursor)
         listed = await repo.list("did:plc:bbb", LIKE, limit=0)
         assert listed.has_more and listed.cursor is None

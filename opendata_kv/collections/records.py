@@ -29,6 +29,7 @@ likes and reposts by subject URI and follows by subject DID as secondary indexes
 from __future__ import annotations
 
 import builtins
+import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -364,17 +365,15 @@ class RecordCollection:
         return RecordList(records, scan.cursor if more else None, more)
 
     def _list_position(self, repo: str, collection: str, cursor: object) -> bytes:
-        """The key a `list` cursor resumes after: a page cursor naming a key of this
-        collection, else (an older release's cursor) a record key; raw key bytes as given."""
+        """The key a `list` cursor resumes after: a page cursor's (one of another listing is
+        then the scan's CursorError), else (an older release's cursor) a record key's; raw
+        key bytes as given. A record key shaped like a page cursor ("k1." and canonical
+        base64) is read as a page cursor: that one case of the old form is refused."""
         if isinstance(cursor, bytes):
             return cursor
         if isinstance(cursor, str) and is_cursor(cursor):
-            try:
-                raw = decode_cursor(cursor, "cursor")
-            except CursorError:
-                raw = None
-            if raw is not None and raw.startswith(self.record.prefix(repo, collection)):
-                return raw
+            with contextlib.suppress(CursorError):  # not base64: an older record key
+                return decode_cursor(cursor, "cursor")
         if not isinstance(cursor, str):
             return decode_cursor(cursor, "cursor")  # type: ignore[arg-type]  # CursorError
         try:
