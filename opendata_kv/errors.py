@@ -124,8 +124,9 @@ class ArgumentTypeError(OpendataKvError, TypeError):
 
 
 class CursorError(InvalidInputError):
-    """A scan's `after=` cursor that lies outside the scan's key range (a cursor from another
-    record type or another scan); `value` is the cursor."""
+    """A page cursor (`after=`, a collection's `cursor=`) that is malformed or lies outside
+    the scan's key range (a cursor from another record type or another scan); `field` names
+    the argument, `value` is the cursor."""
 
 
 # --- identifiers -------------------------------------------------------------------------------

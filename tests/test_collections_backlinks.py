@@ -73,7 +73,7 @@ async def test_likes_reposts_follows_and_counts() -> None:
         assert await repo.like_count(POSTS[1]) == 0 and len(await repo.likes(POSTS[1])) == 0
         # pages with the index's cursor
         page = await repo.likes(post, limit=1)
-        assert len(page) == 1 and page.has_more and isinstance(page.cursor, bytes)
+        assert len(page) == 1 and page.has_more and isinstance(page.cursor, str)
         rest = await repo.likes(post, limit=1, cursor=page.cursor)
         assert [r.repo for r in [*page, *rest]] == ["did:plc:bbb", "did:plc:aaa"]
         assert rest.cursor is None

@@ -33,6 +33,7 @@ from opendata_kv.errors import (
 )
 from opendata_kv.ids import tid
 from opendata_kv.ids.tid import TidGenerator
+from opendata_kv.store.cursor import encode_cursor
 
 T = TypeVar("T")
 
@@ -376,7 +377,16 @@ def test_list_pages_resume_from_the_cursor(reverse: bool, limit: int) -> None:
             seen += [r.rkey for r in page]
             if page.cursor is None:
                 break
-            assert page.cursor == page.records[-1].rkey
+            last = page.records[-1].rkey
+            assert page.cursor == encode_cursor(rc.record.encode(ALICE, POST, last))
+            # an older release's cursor (the record key) resumes at the same place
+            old = await rc.list(ALICE, POST, reverse=reverse, limit=limit, cursor=last)
+            new = await rc.list(ALICE, POST, reverse=reverse, limit=limit, cursor=page.cursor)
+            assert (old.records, old.cursor, old.has_more) == (
+                new.records,
+                new.cursor,
+                new.has_more,
+            )
             cursor = page.cursor
         assert seen == expected
         assert pages == max(1, -(-21 // limit))

@@ -369,7 +369,7 @@ async def test_async_for_and_next_chunk_mix() -> None:
         seen: list[int] = []
         async for record in scan:
             seen.append(record.key.n)
-            assert scan.cursor == record.raw_key
+            assert scan.position == record.raw_key
             if len(seen) == DECODE_CHUNK // 2:
                 seen += [r.key.n for r in await scan.next_chunk(7)]
             if len(seen) >= 2 * DECODE_CHUNK:

@@ -17,6 +17,7 @@ from storekit import SCHEMA, VALUES, Post, aio, event, like, post1, post2
 from opendata_kv import Store, SyncStore
 from opendata_kv.errors import SchemaError
 from opendata_kv.store import Record, SyncScan
+from opendata_kv.store.cursor import decode_cursor, encode_cursor
 
 V1 = [("did:a", "3ka"), ("did:a", "3kb"), ("did:b", "3ka"), ("did:bb", "x")]
 V2 = [("did:a", "3k1"), ("did:a", "3k2"), ("did:a", "4z"), ("did:b", "3k9"), ("did:c", "a")]
@@ -95,11 +96,14 @@ async def test_scan_shapes(store_url: str) -> None:
         # a descending field scans newest first
         assert [r.key.seq async for r in store.scan(event, "s")] == [5, 3, 1]
 
-        # cursors: resume after the last record yielded, as raw key or Key object
+        # cursors: resume after the last record yielded, as cursor, raw key or Key object
         scan = store.scan("post", limit=3)
         first = [r async for r in scan]
-        assert scan.cursor == first[-1].raw_key
+        assert scan.cursor == encode_cursor(first[-1].raw_key)
+        assert scan.position == first[-1].raw_key
         rest = await store.scan("post", after=scan.cursor).to_list()
+        assert keys(first + rest) == v1 + v2
+        rest = await store.scan("post", after=first[-1].raw_key).to_list()
         assert keys(first + rest) == v1 + v2
         rest = await store.scan("post", after=first[-1].key).to_list()
         assert keys(first + rest) == v1 + v2
@@ -112,7 +116,7 @@ async def test_scan_shapes(store_url: str) -> None:
         scan = store.scan(like, batch_size=4)
         chunk = await scan.next_chunk(3)
         assert [r.key.n for r in chunk] == [0, 1, 2]
-        assert scan.cursor == like.encode(2)
+        assert scan.cursor == encode_cursor(like.encode(2))
         assert [r.key.n for r in await scan.to_list()] == list(range(3, 20))
         assert await scan.next_chunk() == []
 
@@ -207,7 +211,7 @@ def test_cursor_resume_equals_uninterrupted_scan(
         if len(got) < limit:
             break
         cursor = page.cursor
-        assert cursor == got[-1]
+        assert cursor is not None and decode_cursor(cursor) == got[-1]
     assert resumed == expected
 
 
@@ -250,7 +254,8 @@ def test_async_for_mixed_with_next_chunk_anext_and_has_more(
                         taken.append(await scan.__anext__())
                 else:
                     assert await scan.has_more() == (len(taken) < 23)
-                assert scan.cursor == (taken[-1].raw_key if taken else None)
+                assert scan.position == (taken[-1].raw_key if taken else None)
+                assert scan.cursor == (encode_cursor(taken[-1].raw_key) if taken else None)
             taken += [record async for record in rows]
             assert [r.key.n for r in taken] == list(range(23))
 

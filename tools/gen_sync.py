@@ -171,6 +171,7 @@ FACES = (
         "A blocking iterator over a Scan (`for record in db.scan(...)`).",
         {
             "cursor": "get",
+            "position": "get",
             "next_chunk": "now",
             "has_more": "now",
             "to_list": "now",
@@ -186,7 +187,13 @@ FACES = (
         ("IndexScanIteration",),
         "self.scan",
         "A blocking iterator over an IndexScan (`for record in db.index_scan(...)`).",
-        {"cursor": "get", "next_chunk": "now", "has_more": "now", "to_list": "now"},
+        {
+            "cursor": "get",
+            "position": "get",
+            "next_chunk": "now",
+            "has_more": "now",
+            "to_list": "now",
+        },
     ),
 )
 

@@ -29,6 +29,7 @@ likes and reposts by subject URI and follows by subject DID as secondary indexes
 from __future__ import annotations
 
 import builtins
+import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -36,6 +37,7 @@ from typing import Any, Protocol
 from opendata_kv.collections._common import Layout, Results, check_limit, key_of
 from opendata_kv.collections.backlinks import Backlink, Backlinks
 from opendata_kv.errors import (
+    CursorError,
     IdError,
     InvalidInputError,
     RecordExistsError,
@@ -48,6 +50,7 @@ from opendata_kv.ids.rkey import KeyType
 from opendata_kv.ids.tid import TidGenerator
 from opendata_kv.keys import RecordType, fields, prefix_successor
 from opendata_kv.store import Store
+from opendata_kv.store.cursor import decode_cursor, is_cursor
 from opendata_kv.store.scan import Record
 
 #: Default record type nibble of AT Protocol records.
@@ -151,8 +154,9 @@ class RepoRecord:
 class RecordList:
     """One page of `RecordCollection.list`: the records and the cursor of the next page.
 
-    `cursor` is the record key of the last record returned when more records follow, None
-    when the listing is complete. Pass it back as `cursor=` (with the same `reverse`).
+    `cursor` is the page cursor (a printable str, store/cursor.py) of the last record returned
+    when more records follow, None when the listing is complete. Pass it back as `cursor=`
+    (with the same `reverse`).
     `has_more`: whether records follow (with `limit=0`, an empty page, whether any exist).
     """
 
@@ -170,11 +174,11 @@ class RecordList:
 @dataclass(frozen=True)
 class BacklinkPage:
     """One page of backlinks: the linking records (a like's `repo` is the liker) in index
-    order, and the cursor of the next page (the index's entry key bytes; None when the
-    listing is complete). Pass it back as `cursor=` with the same `reverse`."""
+    order, and the page cursor of the next page (a printable str, store/cursor.py; None when
+    the listing is complete). Pass it back as `cursor=` with the same `reverse`."""
 
     records: list[RepoRecord]
-    cursor: bytes | None
+    cursor: str | None
     has_more: bool = False
 
     def __iter__(self) -> Iterator[RepoRecord]:
@@ -341,19 +345,13 @@ class RecordCollection:
         collection: str,
         reverse: bool = False,
         limit: int | None = None,
-        cursor: str | None = None,
+        cursor: str | bytes | None = None,
     ) -> RecordList:
         """Records of one collection in record key order (reverse: descending; for TID keys,
-        newest first), at most `limit`, starting after `cursor` (a record key from a previous
-        page; with reverse, records before it)."""
+        newest first), at most `limit`, starting after `cursor` (a previous page's cursor, or
+        the record key an older release gave as one; with reverse, records before it)."""
         limit = check_limit(limit)
-        after = None
-        if cursor is not None:
-            try:
-                rkey_ids.validate(cursor)
-            except IdError as exc:
-                raise type(exc)(f"cursor: {exc}") from None
-            after = self.record.encode(repo, collection, cursor)
+        after = None if cursor is None else self._list_position(repo, collection, cursor)
         scan = self.store.scan(
             self.record,
             repo,
@@ -364,8 +362,30 @@ class RecordCollection:
         )
         records = [self._record(r) for r in await scan.to_list()]
         more = limit is not None and await scan.has_more()
-        next_cursor = (records[-1].rkey if records else cursor) if more else None
-        return RecordList(records, next_cursor, more)
+        return RecordList(records, scan.cursor if more else None, more)
+
+    def _list_position(self, repo: str, collection: str, cursor: object) -> bytes:
+        """The key a `list` cursor resumes after: a page cursor's (one of another listing is
+        then the scan's CursorError), else (an older release's cursor) a record key's; raw
+        key bytes as given. A record key shaped like a page cursor ("k1." and canonical
+        base64) is read as a page cursor: that one case of the old form is refused."""
+        if isinstance(cursor, bytes):
+            return cursor
+        if isinstance(cursor, str) and is_cursor(cursor):
+            with contextlib.suppress(CursorError):  # not base64: an older record key
+                return decode_cursor(cursor, "cursor")
+        if not isinstance(cursor, str):
+            return decode_cursor(cursor, "cursor")  # type: ignore[arg-type]  # CursorError
+        try:
+            rkey_ids.validate(cursor)
+        except IdError as exc:  # the older release's error, naming the cursor
+            raise type(exc)(
+                f"cursor: {exc} (a cursor is a page's cursor or, from an older release, a "
+                f"record key of {repo} {collection})",
+                field="cursor",
+                value=cursor,
+            ) from None
+        return self.record.encode(repo, collection, cursor)
 
     def scan(
         self, repo: str | None = None, collection: str | None = None, *, reverse: bool = False
@@ -435,7 +455,7 @@ class RecordCollection:
         uri: str,
         *,
         limit: int | None = None,
-        cursor: bytes | None = None,
+        cursor: str | bytes | None = None,
         reverse: bool = False,
     ) -> BacklinkPage:
         """The like records of the post (or other record) at `uri`, oldest record key first
@@ -447,7 +467,7 @@ class RecordCollection:
         uri: str,
         *,
         limit: int | None = None,
-        cursor: bytes | None = None,
+        cursor: str | bytes | None = None,
         reverse: bool = False,
     ) -> BacklinkPage:
         """The repost records of the record at `uri` (as `likes`)."""
@@ -458,7 +478,7 @@ class RecordCollection:
         did: str,
         *,
         limit: int | None = None,
-        cursor: bytes | None = None,
+        cursor: str | bytes | None = None,
         reverse: bool = False,
     ) -> BacklinkPage:
         """The follow records whose subject is `did` (their `repo` is the follower)."""
@@ -483,17 +503,14 @@ class RecordCollection:
         link: Backlink,
         subject: str,
         limit: int | None = None,
-        cursor: bytes | None = None,
+        cursor: str | bytes | None = None,
         reverse: bool = False,
     ) -> BacklinkPage:
         """One page of the records of one backlink kind pointing at `subject`."""
         _check_subject(subject)
         limit = check_limit(limit)
-        if cursor is not None and not isinstance(cursor, bytes):
-            raise InvalidInputError(
-                f"cursor: a backlink page's cursor is bytes, got {type(cursor).__name__} "
-                f"{cursor!r}"
-            )
+        if cursor is not None:
+            cursor = decode_cursor(cursor, "cursor")
         scan = self.store.index_scan(
             link.entries.name, subject, reverse=reverse, limit=limit, after=cursor
         )

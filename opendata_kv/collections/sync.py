@@ -121,11 +121,11 @@ class SyncRecordCollection(CollectionFace):
         collection: str,
         reverse: bool = False,
         limit: int | None = None,
-        cursor: str | None = None,
+        cursor: str | bytes | None = None,
     ) -> RecordList:
         """Records of one collection in record key order (reverse: descending; for TID keys,
-        newest first), at most `limit`, starting after `cursor` (a record key from a previous
-        page; with reverse, records before it)."""
+        newest first), at most `limit`, starting after `cursor` (a previous page's cursor, or
+        the record key an older release gave as one; with reverse, records before it)."""
         result: RecordList = _now(self.collection.list(repo, collection, reverse, limit, cursor))
         return result
 
@@ -155,7 +155,7 @@ class SyncRecordCollection(CollectionFace):
         uri: str,
         *,
         limit: int | None = None,
-        cursor: bytes | None = None,
+        cursor: str | bytes | None = None,
         reverse: bool = False,
     ) -> BacklinkPage:
         """The like records of the post (or other record) at `uri`, oldest record key first
@@ -170,7 +170,7 @@ class SyncRecordCollection(CollectionFace):
         uri: str,
         *,
         limit: int | None = None,
-        cursor: bytes | None = None,
+        cursor: str | bytes | None = None,
         reverse: bool = False,
     ) -> BacklinkPage:
         """The repost records of the record at `uri` (as `likes`)."""
@@ -184,7 +184,7 @@ class SyncRecordCollection(CollectionFace):
         did: str,
         *,
         limit: int | None = None,
-        cursor: bytes | None = None,
+        cursor: str | bytes | None = None,
         reverse: bool = False,
     ) -> BacklinkPage:
         """The follow records whose subject is `did` (their `repo` is the follower)."""
@@ -213,7 +213,7 @@ class SyncRecordCollection(CollectionFace):
         link: Backlink,
         subject: str,
         limit: int | None = None,
-        cursor: bytes | None = None,
+        cursor: str | bytes | None = None,
         reverse: bool = False,
     ) -> BacklinkPage:
         """One page of the records of one backlink kind pointing at `subject`."""

@@ -2,7 +2,7 @@
 
 A scan walks one or more key ranges (one per record-type version) in order, decodes each key
 with the RecordType that owns the range and each value with that version's codec, and keeps
-a cursor (the last raw key yielded) from which a later scan can resume.
+a cursor (naming the last raw key yielded) from which a later scan can resume.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from opendata_kv.native.slatedb import (
     KeyRange,
     ScanOptions,
 )
+from opendata_kv.store.cursor import encode_cursor
 from opendata_kv.values import UnknownPolicy, Values, batch_decoder
 
 
@@ -170,9 +171,9 @@ class Scan(Generic[R]):
     """`async for record in scan`: records in key order (reverse: descending).
 
     Yields `Record`s; a `scan_all(on_unknown="raw")` also yields `RawRecord`s for keys no
-    RecordType owns, and `on_error="raw"` for rows that fail to decode. `cursor` is the raw
-    key of the last record yielded; pass it as `after=` to resume. `failed` counts the rows
-    that failed to decode under on_error "skip" or "raw"; `last_error` is the last such error.
+    RecordType owns, and `on_error="raw"` for rows that fail to decode. `cursor` names the
+    last record yielded (a printable str); pass it as `after=` to resume. `failed` counts the
+    rows that failed to decode under on_error "skip" or "raw"; `last_error` is the last such error.
     """
 
     def __init__(
@@ -241,9 +242,15 @@ class Scan(Generic[R]):
         self._gone = 0
 
     @property
-    def cursor(self) -> bytes | None:
-        """Raw key of the last record yielded (`after` before the first): pass it as `after=`
-        to a new scan to resume exactly there."""
+    def cursor(self) -> str | None:
+        """Page cursor (a printable str, see store/cursor.py) of the last record yielded
+        (`after` before the first): pass it as `after=` to a new scan to resume exactly there."""
+        position = self.position
+        return None if position is None else encode_cursor(position)
+
+    @property
+    def position(self) -> bytes | None:
+        """The raw key `cursor` names (the last record yielded, `after` before the first)."""
         pos = self._pos
         if pos:
             raw_key: bytes = self._buffer[pos - 1].raw_key
@@ -303,7 +310,7 @@ class Scan(Generic[R]):
         if self._remaining is None or self._remaining > 0:
             return await self._fill()
         if self._more is None:
-            buffer, pos, cursor = self._buffer, self._pos, self.cursor
+            buffer, pos, cursor = self._buffer, self._pos, self.position
             self._remaining = 1
             try:
                 self._more = await self._fill()

@@ -94,7 +94,7 @@ class SyncView(ViewMapping):
         prefix: bytes | None = None,
         start: Bound = None,
         end: Bound = None,
-        after: bytes | Key | None = None,
+        after: str | bytes | Key | None = None,
         options: ScanOptions | None = None,
         on_error: Literal["raise", "skip"] | None = None,
         **keywords: Unpack[ScanKeywords],
@@ -110,7 +110,7 @@ class SyncView(ViewMapping):
         prefix: bytes | None = None,
         start: Bound = None,
         end: Bound = None,
-        after: bytes | Key | None = None,
+        after: str | bytes | Key | None = None,
         options: ScanOptions | None = None,
         on_error: str,
         **keywords: Unpack[ScanKeywords],
@@ -125,7 +125,7 @@ class SyncView(ViewMapping):
         prefix: bytes | None = None,
         start: Bound = None,
         end: Bound = None,
-        after: bytes | Key | None = None,
+        after: str | bytes | Key | None = None,
         options: ScanOptions | None = None,
         on_error: str | None = None,
         **keywords: Unpack[ScanKeywords],
@@ -136,9 +136,10 @@ class SyncView(ViewMapping):
 
         `start`/`end`: key bytes, a Key, or a tuple of leading field values (compared as field
         tuples: `end=("b",)` stops before every key whose first field is "b"). `after` (a
-        cursor: raw key or Key) resumes after that key; a cursor outside the scan's range is a
-        CursorError. `limit=0` yields nothing. Versions are walked in version order (reversed
-        when `reverse`), since the version byte leads the key.
+        scan's cursor, a raw key or a Key) resumes after that key; a cursor outside the
+        scan's range, or malformed, is a CursorError. `limit=0` yields nothing. Versions are
+        walked in version order (reversed when `reverse`), since the version byte leads the
+        key.
         How it reads: `options=ScanOptions(...)` and/or the same settings as keywords
         (reverse, limit, batch_size, upgrade, fill_cache; see ScanOptions), keywords winning.
         `on_error`: a row whose key or value does not decode "raise"s (default), is "skip"ped
@@ -170,7 +171,7 @@ class SyncView(ViewMapping):
         prefix: bytes = b"",
         start: bytes | Key | None = None,
         end: bytes | Key | None = None,
-        after: bytes | Key | None = None,
+        after: str | bytes | Key | None = None,
         on_unknown: Literal["raise", "skip"] = "raise",
         options: ScanOptions | None = None,
         on_error: Literal["raise", "skip"] | None = None,
@@ -184,7 +185,7 @@ class SyncView(ViewMapping):
         prefix: bytes = b"",
         start: bytes | Key | None = None,
         end: bytes | Key | None = None,
-        after: bytes | Key | None = None,
+        after: str | bytes | Key | None = None,
         on_unknown: str = "raise",
         options: ScanOptions | None = None,
         on_error: str | None = None,
@@ -197,7 +198,7 @@ class SyncView(ViewMapping):
         prefix: bytes = b"",
         start: bytes | Key | None = None,
         end: bytes | Key | None = None,
-        after: bytes | Key | None = None,
+        after: str | bytes | Key | None = None,
         on_unknown: str = "raise",
         options: ScanOptions | None = None,
         on_error: str | None = None,
@@ -614,31 +615,33 @@ class SyncStoreReader(SyncView, ReaderContext):
         self,
         index: Index | str,
         *leading: Any,
+        partial: Any = None,
         prefix: Any = None,
         start: tuple[Any, ...] | bytes | None = None,
         end: tuple[Any, ...] | bytes | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
-        after: bytes | None = None,
+        after: str | bytes | None = None,
         records: bool = True,
-        batch_size: int = 256,
+        options: ScanOptions | None = None,
+        **keywords: Unpack[ScanKeywords],
     ) -> SyncIndexScan:
         """The records of a value or unique index in index order (entries only, no record
         read, with records=False; aggregates always come as entries), narrowed to leading
-        field values, a `prefix` of the next field's value, and [start, end) (tuples of
-        leading field values). `after`: a cursor; `limit`, `reverse`: as for scan."""
+        field values, a `partial` value the next field starts with (as in scan; `prefix=` is
+        an older name for it), and [start, end) (tuples of leading field values). `after`: a
+        cursor. How it reads: `options=ScanOptions(...)` and/or its settings as keywords, as
+        for scan (batch_size defaults to 256 here; on_error does not apply)."""
         return SyncIndexScan(
             self.store.index_scan(
                 index,
                 *leading,
+                partial=partial,
                 prefix=prefix,
                 start=start,
                 end=end,
-                reverse=reverse,
-                limit=limit,
                 after=after,
                 records=records,
-                batch_size=batch_size,
+                options=options,
+                **keywords,
             )
         )
 
@@ -971,10 +974,15 @@ class SyncScan(ScanIteration[R]):
     """A blocking iterator over a Scan (`for record in db.scan(...)`)."""
 
     @property
-    def cursor(self) -> bytes | None:
-        """Raw key of the last record yielded (`after` before the first): pass it as `after=`
-        to a new scan to resume exactly there."""
+    def cursor(self) -> str | None:
+        """Page cursor (a printable str, see store/cursor.py) of the last record yielded
+        (`after` before the first): pass it as `after=` to a new scan to resume exactly there."""
         return self.scan.cursor
+
+    @property
+    def position(self) -> bytes | None:
+        """The raw key `cursor` names (the last record yielded, `after` before the first)."""
+        return self.scan.position
 
     def next_chunk(self, size: int | None = None) -> list[R]:
         """Up to `size` records (the rest of the current batch by default); [] at the end.
@@ -1006,8 +1014,14 @@ class SyncIndexScan(IndexScanIteration):
     """A blocking iterator over an IndexScan (`for record in db.index_scan(...)`)."""
 
     @property
-    def cursor(self) -> bytes | None:
+    def cursor(self) -> str | None:
+        """Page cursor (see store/cursor.py) of the last item yielded: pass it as `after=`."""
         return self.scan.cursor
+
+    @property
+    def position(self) -> bytes | None:
+        """The entry key `cursor` names."""
+        return self.scan.position
 
     def next_chunk(self, size: int | None = None) -> list[Any]:
         """Up to `size` items (the rest of the current batch by default); [] at the end."""

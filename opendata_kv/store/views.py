@@ -26,6 +26,7 @@ from opendata_kv.native import calls
 from opendata_kv.native.errors import FOREIGN, translate
 from opendata_kv.native.slatedb import PutOptions, Ttl
 from opendata_kv.native.wire import PointRow
+from opendata_kv.store.cursor import decode_cursor
 from opendata_kv.store.indexes.layout import ROOT as INDEX_ROOT
 from opendata_kv.store.indexes.layout import without_index_keys
 from opendata_kv.store.options import ScanKeywords, ScanOptions, scan_settings
@@ -465,7 +466,7 @@ class ReadView:
         prefix: bytes | None = None,
         start: Bound = None,
         end: Bound = None,
-        after: bytes | Key | None = None,
+        after: str | bytes | Key | None = None,
         options: ScanOptions | None = None,
         on_error: Literal["raise", "skip"] | None = None,
         **keywords: Unpack[ScanKeywords],
@@ -481,7 +482,7 @@ class ReadView:
         prefix: bytes | None = None,
         start: Bound = None,
         end: Bound = None,
-        after: bytes | Key | None = None,
+        after: str | bytes | Key | None = None,
         options: ScanOptions | None = None,
         on_error: str,
         **keywords: Unpack[ScanKeywords],
@@ -496,7 +497,7 @@ class ReadView:
         prefix: bytes | None = None,
         start: Bound = None,
         end: Bound = None,
-        after: bytes | Key | None = None,
+        after: str | bytes | Key | None = None,
         options: ScanOptions | None = None,
         on_error: str | None = None,
         **keywords: Unpack[ScanKeywords],
@@ -507,9 +508,10 @@ class ReadView:
 
         `start`/`end`: key bytes, a Key, or a tuple of leading field values (compared as field
         tuples: `end=("b",)` stops before every key whose first field is "b"). `after` (a
-        cursor: raw key or Key) resumes after that key; a cursor outside the scan's range is a
-        CursorError. `limit=0` yields nothing. Versions are walked in version order (reversed
-        when `reverse`), since the version byte leads the key.
+        scan's cursor, a raw key or a Key) resumes after that key; a cursor outside the
+        scan's range, or malformed, is a CursorError. `limit=0` yields nothing. Versions are
+        walked in version order (reversed when `reverse`), since the version byte leads the
+        key.
         How it reads: `options=ScanOptions(...)` and/or the same settings as keywords
         (reverse, limit, batch_size, upgrade, fill_cache; see ScanOptions), keywords winning.
         `on_error`: a row whose key or value does not decode "raise"s (default), is "skip"ped
@@ -527,7 +529,7 @@ class ReadView:
         prefix: bytes = b"",
         start: bytes | Key | None = None,
         end: bytes | Key | None = None,
-        after: bytes | Key | None = None,
+        after: str | bytes | Key | None = None,
         on_unknown: Literal["raise", "skip"] = "raise",
         options: ScanOptions | None = None,
         on_error: Literal["raise", "skip"] | None = None,
@@ -541,7 +543,7 @@ class ReadView:
         prefix: bytes = b"",
         start: bytes | Key | None = None,
         end: bytes | Key | None = None,
-        after: bytes | Key | None = None,
+        after: str | bytes | Key | None = None,
         on_unknown: str = "raise",
         options: ScanOptions | None = None,
         on_error: str | None = None,
@@ -554,7 +556,7 @@ class ReadView:
         prefix: bytes = b"",
         start: bytes | Key | None = None,
         end: bytes | Key | None = None,
-        after: bytes | Key | None = None,
+        after: str | bytes | Key | None = None,
         on_unknown: str = "raise",
         options: ScanOptions | None = None,
         on_error: str | None = None,
@@ -646,7 +648,7 @@ class ReadView:
         spans: list[KeySpan],
         start: Bound,
         end: Bound,
-        after: bytes | Key | None,
+        after: str | bytes | Key | None,
         on_unknown: Any,
         options: ScanOptions | None,
         on_error: str | None,
@@ -654,7 +656,9 @@ class ReadView:
     ) -> Scan[Any]:
         where = f"scan on {self.where}"
         settings, policy = scan_settings(options, on_error, keywords)
-        cursor = bound_bytes(after, None, "after")
+        cursor = bound_bytes(
+            decode_cursor(after) if isinstance(after, str) else after, None, "after"
+        )
         if cursor is not None:
             check_cursor(spans, cursor, where)
         narrowed = self._bounded_spans(spans, start, end)

@@ -5,18 +5,19 @@ check_indexes. IndexReads is mixed into StoreReader, so a Store and a reader bot
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from opendata_kv.checks.integrity import Problem
 from opendata_kv.errors import (
     ArgumentTypeError,
     IndexArgumentError,
     IndexStateError,
-    check_count,
+    InvalidArgumentError,
 )
 from opendata_kv.keys import Key, prefix_successor
 from opendata_kv.native import calls
 from opendata_kv.native.errors import FOREIGN, translate
+from opendata_kv.store.cursor import encode_cursor
 from opendata_kv.store.indexes.check import check_index
 from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.layout import (
@@ -26,8 +27,12 @@ from opendata_kv.store.indexes.layout import (
     encode_leading,
 )
 from opendata_kv.store.indexes.registry import IndexSet
+from opendata_kv.store.options import ScanKeywords, ScanOptions, scan_settings
 from opendata_kv.store.scan import KeySpan, RawRecord, Record, Scan
 from opendata_kv.store.views import ReadView, live_value
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 from opendata_kv.values import batch_decoder
 
 #: point reads of a unique entry and its record before lookup reads them through a snapshot
@@ -48,7 +53,7 @@ class IndexEntry(NamedTuple):
 
 class IndexScan:
     """`async for item in store.index_scan(...)`: Records (or IndexEntry with records=False)
-    in index order. `cursor` is the entry key of the last item yielded: pass it as `after=`.
+    in index order. `cursor` names the entry of the last item yielded: pass it as `after=`.
     Entries whose record no longer holds them (moved by a concurrent write) are skipped;
     `limit` counts only what is yielded (RFC 0010)."""
 
@@ -61,14 +66,21 @@ class IndexScan:
         self._records = records
         self._buffer: list[tuple[Any, bytes]] = []
         self._pos = 0
-        self._cursor: bytes | None = scan.cursor
+        self._cursor: bytes | None = scan.position
         self._remaining = limit
         self._ahead: list[tuple[Any, bytes]] = []  # items read past `limit` (has_more)
         self.failed = 0
         self.last_error = None
 
     @property
-    def cursor(self) -> bytes | None:
+    def cursor(self) -> str | None:
+        """Page cursor (see store/cursor.py) of the last item yielded: pass it as `after=`."""
+        position = self.position
+        return None if position is None else encode_cursor(position)
+
+    @property
+    def position(self) -> bytes | None:
+        """The entry key `cursor` names."""
         if self._pos:
             return self._buffer[self._pos - 1][1]
         return self._cursor
@@ -177,6 +189,24 @@ class IndexScan:
 _EXACT = frozenset((str, int, bytes))
 
 
+#: index_scan's reading defaults: scan's, with smaller batches (an entry may cost a record read)
+INDEX_SCAN = ScanOptions(batch_size=256)
+
+
+def _partial(partial: Any, prefix: Any) -> Any:
+    """index_scan's partial value: `partial`, or `prefix` (its older name); not both."""
+    if prefix is None:
+        return partial
+    if partial is not None:
+        raise ArgumentTypeError(
+            f"index_scan: partial={partial!r} and prefix={prefix!r}: prefix is an older name "
+            "for partial; pass one of them",
+            field="prefix",
+            value=prefix,
+        )
+    return prefix
+
+
 def holds(
     index: Index, record: Record, entry: bytes, decoded: tuple[Any, ...] | None = None
 ) -> bool:
@@ -276,27 +306,37 @@ class IndexReads:
         self,
         index: Index | str,
         *leading: Any,
+        partial: Any = None,
         prefix: Any = None,
         start: tuple[Any, ...] | bytes | None = None,
         end: tuple[Any, ...] | bytes | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
-        after: bytes | None = None,
+        after: str | bytes | None = None,
         records: bool = True,
-        batch_size: int = 256,
+        options: ScanOptions | None = None,
+        **keywords: Unpack[ScanKeywords],
     ) -> IndexScan:
         """The records of a value or unique index in index order (entries only, no record
         read, with records=False; aggregates always come as entries), narrowed to leading
-        field values, a `prefix` of the next field's value, and [start, end) (tuples of
-        leading field values). `after`: a cursor; `limit`, `reverse`: as for scan."""
+        field values, a `partial` value the next field starts with (as in scan; `prefix=` is
+        an older name for it), and [start, end) (tuples of leading field values). `after`: a
+        cursor. How it reads: `options=ScanOptions(...)` and/or its settings as keywords, as
+        for scan (batch_size defaults to 256 here; on_error does not apply)."""
         found = self._index(index, "index_scan")
-        check_count(limit, "limit", 0, none_ok=True, hint=" (0 yields nothing) or None")
-        check_count(batch_size, "batch_size", 1)
+        partial = _partial(partial, prefix)
+        settings, _ = scan_settings(options or INDEX_SCAN, None, keywords)
+        if settings.on_error != "raise":
+            raise InvalidArgumentError(
+                f"index_scan: on_error={settings.on_error!r} does not apply; an index scan "
+                "raises on a record that does not decode (use ScanOptions(on_error='raise'))",
+                field="on_error",
+                value=settings.on_error,
+            )
+        limit, batch_size = settings.limit, settings.batch_size
         if found.aggregate:
             records = False
-        if len(leading) + (prefix is not None) > len(found.fields):
-            raise _arity(found, leading if prefix is None else (*leading, prefix), "index_scan")
-        lo = encode_leading(found.name, found.fields, leading, prefix)
+        if len(leading) + (partial is not None) > len(found.fields):
+            raise _arity(found, leading if partial is None else (*leading, partial), "index_scan")
+        lo = encode_leading(found.name, found.fields, leading, partial)
         span = KeySpan(None, lo, prefix_successor(lo))
         view: Any = self
         if limit is not None:  # the limit is applied on what is yielded; read a little past it
@@ -307,9 +347,9 @@ class IndexReads:
             _bound(found, end, "end"),
             after,
             "raw",
+            settings.but(limit=None, batch_size=batch_size),
             None,
-            None,
-            {"reverse": reverse, "batch_size": batch_size},
+            {},
         )
         return IndexScan(view, found, scan.undecoded(), records, limit)
 
