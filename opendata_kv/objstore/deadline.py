@@ -19,8 +19,10 @@ import contextlib
 import contextvars
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
+
+from opendata_kv.errors import StoreUnavailableError
 
 T = TypeVar("T")
 
@@ -82,6 +84,26 @@ def within(timeout: float | None) -> Iterator[None]:
         yield
     finally:
         _DEADLINE.reset(token)
+
+
+async def bounded(
+    awaitable: Awaitable[T],
+    timeout: float | None,
+    doing: str,
+    advice: str = "check that the object store is up",
+    value: Any = None,
+) -> T:
+    """Await `awaitable` at most `timeout` seconds (None: no bound), every wait under it given
+    what is left; past it StoreUnavailableError "`doing`: no answer within N s; `advice`"."""
+    if timeout is None:
+        return await awaitable
+    try:
+        with within(timeout):  # the task wait_for starts inherits the deadline
+            return await asyncio.wait_for(awaitable, timeout)
+    except asyncio.TimeoutError:
+        raise StoreUnavailableError(
+            f"{doing}: no answer within {timeout:g} s (timeout=); {advice}", value=value
+        ) from None
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from opendata_kv.errors import InvalidArgumentError, check_count
 from opendata_kv.native import calls
-from opendata_kv.native.errors import FOREIGN, call, translate
+from opendata_kv.native.errors import call, translating
 from opendata_kv.native.slatedb import KeyRange
 from opendata_kv.store.scan import KeySpan, scan_options
 from opendata_kv.store.views import now_ms
@@ -41,12 +41,10 @@ async def keys_in(
             calls.method(source, "scan_with_options", key_range, scan_options(False)), where
         )
         while True:
-            try:
+            with translating(where):
                 found, _, expires = await calls.next_columns(
                     iterator, min(1024, max_keys + 1 - len(keys))
                 )
-            except FOREIGN as exc:
-                raise translate(exc, where) from exc
             if not found:
                 break
             keys.extend(found)

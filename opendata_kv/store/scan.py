@@ -24,7 +24,7 @@ from opendata_kv.errors import (
 )
 from opendata_kv.keys import Key, RecordType, Schema, intersect, is_empty, prefix_successor
 from opendata_kv.native import calls
-from opendata_kv.native.errors import FOREIGN, translate
+from opendata_kv.native.errors import FOREIGN, translating
 from opendata_kv.native.slatedb import (
     DurabilityLevel,
     IterationOrder,
@@ -352,12 +352,10 @@ class Scan(Generic[R]):
             remaining -= total
         while remaining is None or remaining > 0:
             want = self._max_batch if remaining is None else min(remaining, self._max_batch)
-            try:
+            with translating(self._where):
                 if self._iterator is None and not await self._open_next_span():
                     break
                 keys, _, expires = await calls.next_columns(self._iterator, want)
-            except FOREIGN as exc:
-                raise translate(exc, self._where) from exc
             if not keys:
                 self._iterator = None
                 continue
@@ -439,13 +437,15 @@ class Scan(Generic[R]):
             want = self._batch
             if self._remaining is not None:
                 want = min(want, self._remaining)
-            try:  # opening a span reads ahead too, so a vanished SST can show at either step
-                if self._iterator is None and not await self._open_next_span():
-                    return False
-                keys, values, expires = await calls.next_columns(self._iterator, want)
-            except FOREIGN as exc:
-                if self.on_gone is None or not object_gone(exc):
-                    raise translate(exc, self._where) from exc
+            # opening a span reads ahead too, so a vanished SST can show at either step
+            gone = None if self.on_gone is None else object_gone
+            try:
+                with translating(self._where, unless=gone):
+                    if self._iterator is None and not await self._open_next_span():
+                        return False
+                    keys, values, expires = await calls.next_columns(self._iterator, want)
+            except FOREIGN:  # an SST that vanished, with on_gone to call
+                assert self.on_gone is not None
                 self._gone += 1
                 await self.on_gone(self._gone)
                 self._reseek()

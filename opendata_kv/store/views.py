@@ -23,7 +23,7 @@ from opendata_kv.errors import (
 )
 from opendata_kv.keys import Key, RecordType, Schema, intersect, prefix_range
 from opendata_kv.native import calls
-from opendata_kv.native.errors import FOREIGN, translate
+from opendata_kv.native.errors import FOREIGN, translate, translating
 from opendata_kv.native.slatedb import PutOptions, Ttl
 from opendata_kv.native.wire import PointRow
 from opendata_kv.store.indexes.layout import ROOT as INDEX_ROOT
@@ -313,7 +313,7 @@ class ReadView:
 
     async def _fetch(self, key: bytes) -> bytes | None:
         """The live value under `key` (None when absent or expired)."""
-        try:
+        try:  # not `with translating`: ~0.3 us a call on a per-record path
             if not self.check_expiry:
                 return await calls.get(self._source, key)
             return live_value(await calls.get_row(self._source, key))
@@ -323,12 +323,10 @@ class ReadView:
     async def _fetch_many(self, keys: list[bytes]) -> list[bytes | None]:
         """The live values under `keys`, in order, GET_MANY_WINDOW reads in flight at once."""
         source = self._source
-        try:
+        with translating(f"get_many on {self.where}"):
             if not self.check_expiry:
                 return await in_windows(functools.partial(calls.get_values, source), keys)
             rows = await in_windows(functools.partial(calls.get_rows, source), keys)
-        except FOREIGN as exc:
-            raise translate(exc, f"get_many on {self.where}") from exc
         return list(map(live_value, rows))
 
     async def get_raw(self, key: bytes) -> bytes | None:
@@ -340,7 +338,7 @@ class ReadView:
     ) -> Any:
         """The decoded value stored under the key, or `default` when there is none."""
         record_type, key = key_bytes(self.schema, target, fields)
-        try:
+        try:  # not `with translating`: ~0.3 us a call on a per-record path
             if self.check_expiry:
                 row = await calls.read_row(self._source, key)
             else:
@@ -355,7 +353,7 @@ class ReadView:
         """get for the sync face: the same steps (key_bytes, _got), the read driven on the
         calling thread without an awaitable (native.calls.get_row_now)."""
         record_type, key = key_bytes(self.schema, target, fields)
-        try:
+        try:  # not `with translating`: ~0.3 us a call on a per-record path
             if self.check_expiry:
                 row = calls.get_row_now(self._source, key)
             else:
@@ -409,7 +407,7 @@ class ReadView:
         addressed = self._addressed(target, many)
         keys = [key for _, key in addressed]
         found: list[bytes | None] = []
-        try:
+        try:  # not `with translating`: ~0.3 us a call on a per-record path
             for start in range(0, len(keys), GET_MANY_WINDOW):
                 window = keys[start : start + GET_MANY_WINDOW]
                 if self.check_expiry:

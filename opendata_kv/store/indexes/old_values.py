@@ -19,7 +19,7 @@ import functools
 from typing import Any
 
 from opendata_kv.native import calls
-from opendata_kv.native.errors import FOREIGN, translate
+from opendata_kv.native.errors import translating
 from opendata_kv.native.slatedb import KeyRange
 from opendata_kv.store.scan import scan_options
 from opendata_kv.store.views import in_windows, live_value, now_ms
@@ -36,10 +36,8 @@ async def old_values(source: Any, where: str, keys: list[bytes]) -> list[bytes |
     if len(keys) < WALK_MIN_KEYS:
         return await point_reads(source, where, keys)
     ordered = sorted(set(keys))
-    try:
+    with translating(f"read of replaced values on {where}"):
         found, rest = await _walk(source, ordered)
-    except FOREIGN as exc:
-        raise translate(exc, f"read of replaced values on {where}") from exc
     if rest:
         for key, value in zip(rest, await point_reads(source, where, rest), strict=True):
             if value is not None:
@@ -49,10 +47,8 @@ async def old_values(source: Any, where: str, keys: list[bytes]) -> list[bytes |
 
 async def point_reads(source: Any, where: str, keys: list[bytes]) -> list[bytes | None]:
     """The live values under `keys` by point reads, a window at a time (views.in_windows)."""
-    try:
+    with translating(f"read of replaced values on {where}"):
         rows = await in_windows(functools.partial(calls.get_rows, source), keys)
-    except FOREIGN as exc:
-        raise translate(exc, f"read of replaced values on {where}") from exc
     return list(map(live_value, rows))
 
 

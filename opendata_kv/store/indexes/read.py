@@ -16,7 +16,7 @@ from opendata_kv.errors import (
 )
 from opendata_kv.keys import Key, prefix_successor
 from opendata_kv.native import calls
-from opendata_kv.native.errors import FOREIGN, translate
+from opendata_kv.native.errors import translating
 from opendata_kv.store.indexes.check import check_index
 from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.layout import (
@@ -338,14 +338,12 @@ class IndexReads:
         source = view._source
         if not hasattr(source, "snapshot"):
             return None
-        try:
+        with translating(f"lookup on {self.where}"):
             snap = await calls.method(source, "snapshot")
             primary = live_value(await calls.get_row(snap, entry))
             if primary is None:
                 return None
             record = _record(view, primary, live_value(await calls.get_row(snap, primary)))
-        except FOREIGN as exc:
-            raise translate(exc, f"lookup on {self.where}") from exc
         return record if record is not None and holds(found, record, entry) else None
 
     async def _aggregate(self, index: Index | str, group: tuple[Any, ...], what: str) -> Any:

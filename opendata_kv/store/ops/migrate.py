@@ -15,7 +15,7 @@ from opendata_kv.errors import (
 )
 from opendata_kv.keys import RecordType
 from opendata_kv.native import calls
-from opendata_kv.native.errors import FOREIGN, call, translate
+from opendata_kv.native.errors import call, translating
 from opendata_kv.native.slatedb import (
     KeyRange,
 )
@@ -84,10 +84,8 @@ async def _pass(
     moved = 0
     now = time.time_ns() // 1_000_000
     while True:
-        try:
+        with translating(where):
             keys, data, expires = await calls.next_columns(iterator, batch_size)
-        except FOREIGN as exc:
-            raise translate(exc, where) from exc
         if not keys:
             return moved
         batch = Batch(store)
