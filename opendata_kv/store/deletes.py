@@ -10,8 +10,8 @@ from opendata_kv.errors import InvalidArgumentError, check_count
 from opendata_kv.native import calls
 from opendata_kv.native.errors import call, translating
 from opendata_kv.native.slatedb import KeyRange
+from opendata_kv.store.expiry import live_positions
 from opendata_kv.store.scan import KeySpan, scan_options
-from opendata_kv.store.views import now_ms
 
 #: how many keys a delete_range may remove unless told otherwise (one WriteBatch holds them all)
 MAX_KEYS = 100_000
@@ -48,8 +48,8 @@ async def keys_in(
             if not found:
                 break
             keys.extend(found)
-            now = now_ms()
-            live += sum(1 for expire in expires if expire is None or expire > now)
+            live_at = live_positions(expires)
+            live += len(found) if live_at is None else len(live_at)
             if len(keys) > max_keys:
                 raise InvalidArgumentError(
                     f"{where}: the range holds more than max_keys={max_keys} keys; nothing was "

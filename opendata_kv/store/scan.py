@@ -7,7 +7,6 @@ a cursor (the last raw key yielded) from which a later scan can resume.
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from itertools import repeat
@@ -31,6 +30,7 @@ from opendata_kv.native.slatedb import (
     KeyRange,
     ScanOptions,
 )
+from opendata_kv.store.expiry import live_columns, live_positions
 from opendata_kv.values import UnknownPolicy, Values, batch_decoder
 
 
@@ -127,20 +127,6 @@ _OPTIONS = {
     for reverse in (False, True)
     for fill in (False, True)
 }
-
-
-def live_columns(
-    keys: list[bytes], values: list[bytes], expires: list[int | None]
-) -> tuple[list[bytes], list[bytes]]:
-    """The keys and values of the rows whose TTL has not passed (slatedb 0.17 returns expired
-    rows until a flush or compaction drops them; see ReadView). No TTL at all is one C pass."""
-    if expires.count(None) == len(expires):
-        return keys, values
-    now = time.time_ns() // 1_000_000
-    live = [i for i, expire in enumerate(expires) if expire is None or expire > now]
-    if len(live) == len(keys):
-        return keys, values
-    return [keys[i] for i in live], [values[i] for i in live]
 
 
 def _keep_expiries(into: dict[bytes, int], keys: list[bytes], expires: list[int | None]) -> None:
@@ -359,7 +345,8 @@ class Scan(Generic[R]):
             if not keys:
                 self._iterator = None
                 continue
-            live = len(live_columns(keys, keys, expires)[0]) if self._check_expiry else len(keys)
+            live_at = live_positions(expires) if self._check_expiry else None
+            live = len(keys) if live_at is None else len(live_at)
             total += live
             if remaining is not None:
                 remaining -= live

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime
 import functools
-import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
@@ -26,6 +25,7 @@ from opendata_kv.native import calls
 from opendata_kv.native.errors import FOREIGN, translate, translating
 from opendata_kv.native.slatedb import PutOptions, Ttl
 from opendata_kv.native.wire import PointRow
+from opendata_kv.store.expiry import live_value, now_ms
 from opendata_kv.store.indexes.layout import ROOT as INDEX_ROOT
 from opendata_kv.store.indexes.layout import without_index_keys
 from opendata_kv.store.options import ScanKeywords, ScanOptions, scan_settings
@@ -247,21 +247,6 @@ def narrow(
     return KeySpan(span.record_type, *intersect(bounds, (start, end)))
 
 
-def now_ms() -> int:
-    """Wall-clock ms: slatedb stamps create/expire times with its default system clock."""
-    return time.time_ns() // 1_000_000
-
-
-def live_value(row: PointRow) -> bytes | None:
-    """The value of a point read's row, None when there is none or its TTL has passed."""
-    if row is None:
-        return None
-    value, expire = row
-    if expire is not None and expire <= now_ms():
-        return None
-    return value
-
-
 def _as_row(value: bytes | None) -> PointRow:
     """A value read with get (no expiry known) as a point row."""
     return None if value is None else (value, None)
@@ -367,11 +352,8 @@ class ReadView:
     ) -> Any:
         """What get returns for the row read under `key`: `default` when there is none or
         its TTL has passed, else its decoded value."""
-        if row is None:
-            return default
-        data, expire = row
-        # Wall-clock ms: slatedb stamps create/expire times with its default system clock.
-        if expire is not None and expire <= time.time_ns() // 1_000_000:
+        data = live_value(row)
+        if data is None:
             return default
         return self.values.decode(record_type, key, data, upgrade=upgrade)
 

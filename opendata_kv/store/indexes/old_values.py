@@ -21,8 +21,9 @@ from typing import Any
 from opendata_kv.native import calls
 from opendata_kv.native.errors import translating
 from opendata_kv.native.slatedb import KeyRange
+from opendata_kv.store.expiry import is_expired, live_value, now_ms
 from opendata_kv.store.scan import scan_options
-from opendata_kv.store.views import in_windows, live_value, now_ms
+from opendata_kv.store.views import in_windows
 
 #: below this many keys a batch is read with point reads (they are all in flight at once)
 WALK_MIN_KEYS = 16
@@ -81,6 +82,6 @@ async def _walk(source: Any, ordered: list[bytes]) -> tuple[dict[bytes, bytes], 
             exhausted = not rows
         if at < len(rows) and rows[at] == key:
             expire = expires[at]
-            if expire is None or expire > now:
+            if not is_expired(expire, now):
                 found[key] = data[at]
     return found, []

@@ -17,6 +17,7 @@ from opendata_kv.errors import (
 from opendata_kv.keys import Key, prefix_successor
 from opendata_kv.native import calls
 from opendata_kv.native.errors import translating
+from opendata_kv.store.expiry import live_value
 from opendata_kv.store.indexes.check import check_index
 from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.layout import (
@@ -27,7 +28,7 @@ from opendata_kv.store.indexes.layout import (
 )
 from opendata_kv.store.indexes.registry import IndexSet
 from opendata_kv.store.scan import KeySpan, RawRecord, Record, Scan
-from opendata_kv.store.views import ReadView, live_value
+from opendata_kv.store.views import ReadView
 from opendata_kv.values import batch_decoder
 
 #: point reads of a unique entry and its record before lookup reads them through a snapshot

@@ -36,6 +36,7 @@ from opendata_kv.objstore import sidecar
 from opendata_kv.objstore.deadline import bounded
 from opendata_kv.objstore.location import Location, parse_location
 from opendata_kv.store.batch import Batch
+from opendata_kv.store.expiry import is_expired, now_ms
 from opendata_kv.store.indexes.layout import is_index_key
 from opendata_kv.store.ops.checkpoints import Checkpoints
 from opendata_kv.store.reader import StoreReader
@@ -236,12 +237,12 @@ class _Copier:
                 )
             if not rows:
                 return
-            now = datetime.datetime.now(datetime.timezone.utc).timestamp() * 1000
+            now = now_ms()
             batch = Batch(target)
             index_rows = 0
             for kv in rows:
                 expire = kv.expire_ts
-                if expire is not None and expire <= now:
+                if is_expired(expire, now):
                     continue
                 batch.put_raw(kv.key, kv.value, expire_at=expire)
                 index_rows += is_index_key(kv.key)
