@@ -92,17 +92,23 @@ async def bounded(
     doing: str,
     advice: str = "check that the object store is up",
     value: Any = None,
+    *,
+    option: str = "timeout=",
+    error: Callable[[str], Exception] | None = None,
 ) -> T:
     """Await `awaitable` at most `timeout` seconds (None: no bound), every wait under it given
-    what is left; past it StoreUnavailableError "`doing`: no answer within N s; `advice`"."""
+    what is left; past it "`doing`: no answer within N s (`option`); `advice`" as a
+    StoreUnavailableError (or as `error(message)`)."""
     if timeout is None:
         return await awaitable
     try:
         with within(timeout):  # the task wait_for starts inherits the deadline
             return await asyncio.wait_for(awaitable, timeout)
     except asyncio.TimeoutError:
-        raise StoreUnavailableError(
-            f"{doing}: no answer within {timeout:g} s (timeout=); {advice}", value=value
+        named = f" ({option})" if option else ""
+        message = f"{doing}: no answer within {timeout:g} s{named}; {advice}"
+        raise (
+            StoreUnavailableError(message, value=value) if error is None else error(message)
         ) from None
 
 
