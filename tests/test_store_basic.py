@@ -225,10 +225,10 @@ def test_rows_past_their_ttl_read_as_absent_in_every_view(
     binding's generated get_key_value. The clock the expiry check reads is moved, not waited
     for."""
     from opendata_kv.native import calls
-    from opendata_kv.store import views
+    from opendata_kv.store import expiry
 
     async def read_all(view: Any, now_ms: int) -> list[Any]:
-        monkeypatch.setattr(views.time, "time_ns", lambda: now_ms * 1_000_000)
+        monkeypatch.setattr(expiry.time, "time_ns", lambda: now_ms * 1_000_000)
         try:
             return [
                 await view.get(like, (1,)),

@@ -8,7 +8,6 @@ exist: a missing one is an error, and nothing is ever created.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
@@ -81,18 +80,16 @@ class ReadLimits:
 
     async def bound(self, awaitable: Awaitable[T], doing: str) -> T:
         """`awaitable`, or a CliError naming the endpoint and bucket when it overruns."""
-        from opendata_kv.objstore.deadline import within
+        from opendata_kv.objstore.deadline import bounded
 
-        if self.timeout is None:
-            return await awaitable
-        try:
-            with within(self.timeout):  # each wait under it gets what is left (objstore/deadline)
-                return await asyncio.wait_for(awaitable, self.timeout)
-        except asyncio.TimeoutError:
-            raise CliError(
-                f"{doing}: no answer within {self.timeout:g} s; raise --timeout "
-                "(0 waits as long as it takes) or check that the object store is up"
-            ) from None
+        return await bounded(
+            awaitable,
+            self.timeout,
+            doing,
+            "raise --timeout (0 waits as long as it takes) or check that the object store is up",
+            option="",
+            error=CliError,
+        )
 
 
 def endpoint_text(location: Location) -> str:

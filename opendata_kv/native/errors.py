@@ -11,7 +11,7 @@ StoreUnavailableError.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from slatedb.uniffi import CloseReason, Error
@@ -19,6 +19,7 @@ from slatedb.uniffi._slatedb_uniffi.slatedb import InternalError
 
 from opendata_kv.errors import (
     FencedError,
+    OpendataKvError,
     StoreClosedError,
     StoreDataError,
     StoreError,
@@ -150,9 +151,40 @@ def translate(exc: BaseException, where: str) -> StoreError:
     return StoreError(f"{where}: {type(exc).__name__}: {message}")
 
 
-async def call(awaitable: Awaitable[T], where: str) -> T:
-    """Await a binding call, translating its exceptions (used off the hot paths)."""
-    try:
+class translating:
+    """`with translating(where):` turns a binding exception raised inside into
+    `translate(exc, where)`; `unless(exc)` true lets it through unchanged (for a caller that
+    handles that one itself), `others=True` makes any other non-OpendataKvError a StoreError.
+    A class, not a generator: entering and leaving cost two plain method calls."""
+
+    __slots__ = ("others", "unless", "where")
+
+    def __init__(
+        self,
+        where: str,
+        unless: Callable[[BaseException], bool] | None = None,
+        others: bool = False,
+    ) -> None:
+        self.where = where
+        self.unless = unless
+        self.others = others
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        if exc is None or (self.unless is not None and self.unless(exc)):
+            return
+        if isinstance(exc, FOREIGN):
+            raise translate(exc, self.where) from exc
+        if self.others and isinstance(exc, Exception) and not isinstance(exc, OpendataKvError):
+            raise StoreError(f"{self.where}: {type(exc).__name__}: {exc}") from exc
+
+
+async def call(awaitable: Awaitable[T], where: str, *, others: bool = False) -> T:
+    """Await a binding call, translating its exceptions (used off the hot paths); `others`
+    as in `translating`."""
+    with translating(where, others=others):
         return await awaitable
-    except FOREIGN as exc:
-        raise translate(exc, where) from exc

@@ -19,8 +19,10 @@ import contextlib
 import contextvars
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
+
+from opendata_kv.errors import StoreUnavailableError
 
 T = TypeVar("T")
 
@@ -82,6 +84,32 @@ def within(timeout: float | None) -> Iterator[None]:
         yield
     finally:
         _DEADLINE.reset(token)
+
+
+async def bounded(
+    awaitable: Awaitable[T],
+    timeout: float | None,
+    doing: str,
+    advice: str = "check that the object store is up",
+    value: Any = None,
+    *,
+    option: str = "timeout=",
+    error: Callable[[str], Exception] | None = None,
+) -> T:
+    """Await `awaitable` at most `timeout` seconds (None: no bound), every wait under it given
+    what is left; past it "`doing`: no answer within N s (`option`); `advice`" as a
+    StoreUnavailableError (or as `error(message)`)."""
+    if timeout is None:
+        return await awaitable
+    try:
+        with within(timeout):  # the task wait_for starts inherits the deadline
+            return await asyncio.wait_for(awaitable, timeout)
+    except asyncio.TimeoutError:
+        named = f" ({option})" if option else ""
+        message = f"{doing}: no answer within {timeout:g} s{named}; {advice}"
+        raise (
+            StoreUnavailableError(message, value=value) if error is None else error(message)
+        ) from None
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:

@@ -75,7 +75,7 @@ class Batch:
             store.schema, store.values, store.check_expiry, target, fields, value, ttl
         )
         options = options_at(expire_at)
-        try:
+        try:  # not `with translating`: ~0.3 us a call on a per-record path
             if options is None:
                 calls.batch_put(self._wb(), key, data)
             else:
@@ -119,7 +119,7 @@ class Batch:
         if found is not None:  # a value get would refuse is refused here
             self._store.values.check_caps(found, data, key)
         options = options_at(expire_at)
-        try:
+        try:  # not `with translating`: ~0.3 us a call on a per-record path
             if options is None:
                 calls.batch_put(self._wb(), key, data)
             else:
@@ -131,7 +131,7 @@ class Batch:
             hooks.track(self, key, hooks.Raw(data, expire_at=expire_at, options=options))
 
     def delete_raw(self, key: bytes) -> None:
-        try:
+        try:  # not `with translating`: ~0.3 us a call on a per-record path
             self._wb().delete(key)
         except FOREIGN as exc:
             raise translate(exc, f"batch delete on {self._store.where}") from exc

@@ -8,10 +8,10 @@ from typing import Any
 
 from opendata_kv.errors import InvalidArgumentError, check_count
 from opendata_kv.native import calls
-from opendata_kv.native.errors import FOREIGN, call, translate
+from opendata_kv.native.errors import call, translating
 from opendata_kv.native.slatedb import KeyRange
+from opendata_kv.store.expiry import live_positions
 from opendata_kv.store.scan import KeySpan, scan_options
-from opendata_kv.store.views import now_ms
 
 #: how many keys a delete_range may remove unless told otherwise (one WriteBatch holds them all)
 MAX_KEYS = 100_000
@@ -41,17 +41,15 @@ async def keys_in(
             calls.method(source, "scan_with_options", key_range, scan_options(False)), where
         )
         while True:
-            try:
+            with translating(where):
                 found, _, expires = await calls.next_columns(
                     iterator, min(1024, max_keys + 1 - len(keys))
                 )
-            except FOREIGN as exc:
-                raise translate(exc, where) from exc
             if not found:
                 break
             keys.extend(found)
-            now = now_ms()
-            live += sum(1 for expire in expires if expire is None or expire > now)
+            live_at = live_positions(expires)
+            live += len(found) if live_at is None else len(live_at)
             if len(keys) > max_keys:
                 raise InvalidArgumentError(
                     f"{where}: the range holds more than max_keys={max_keys} keys; nothing was "

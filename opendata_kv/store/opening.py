@@ -11,7 +11,6 @@ Bounds, by default (docs/object-storage.md has the figures):
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import math
 from collections.abc import Awaitable, Mapping
@@ -38,8 +37,7 @@ from opendata_kv.native.slatedb import (
     ReaderMode,
     ReaderOptions,
 )
-from opendata_kv.objstore import sidecar
-from opendata_kv.objstore.deadline import within
+from opendata_kv.objstore import deadline, sidecar
 from opendata_kv.objstore.location import Location, describe
 from opendata_kv.store.ops.checkpoints import resolve as resolve_checkpoint
 from opendata_kv.store.settings import slatedb_settings
@@ -75,19 +73,14 @@ async def bounded(
     options: Mapping[str, str] | None,
     what: str,
 ) -> T:
-    """Await `awaitable`, at most `timeout` seconds (None: no bound), every wait under it
-    (an S3 request in a thread too) given what is left (objstore/deadline.py)."""
-    if timeout is None:
-        return await awaitable
-    try:
-        with within(timeout):  # the task wait_for starts inherits the deadline
-            return await asyncio.wait_for(awaitable, timeout)
-    except asyncio.TimeoutError:
-        raise StoreUnavailableError(
-            f"{what} {describe(location, options)}: no answer within {timeout:g} s (timeout=); "
-            "check the location, the bucket and that the endpoint is up",
-            value=str(location),
-        ) from None
+    """deadline.bounded, its message naming the location and what to check there."""
+    return await deadline.bounded(
+        awaitable,
+        timeout,
+        f"{what} {describe(location, options)}",
+        "check the location, the bucket and that the endpoint is up",
+        value=str(location),
+    )
 
 
 async def exists(location: Location, object_store: Any) -> bool:

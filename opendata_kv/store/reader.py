@@ -29,7 +29,7 @@ from opendata_kv.errors import (
 )
 from opendata_kv.keys import Schema
 from opendata_kv.native import calls, driver
-from opendata_kv.native.errors import FOREIGN, translate
+from opendata_kv.native.errors import FOREIGN, translating
 from opendata_kv.native.slatedb import (
     Error,
 )
@@ -387,7 +387,12 @@ class StoreReader(IndexReads, ReadView):
             return
         self._closed = True
         stopped = self._stopped()
-        try:
+
+        def quiet(exc: BaseException) -> bool:
+            return stopped or isinstance(exc, Error.Closed)
+
+        # a quiet failure passes translating untouched and is suppressed
+        with contextlib.suppress(*FOREIGN), translating(f"close of {self.where}", unless=quiet):
             shutdown = calls.method(self._source, "shutdown")
             if self.readonly and not driver.syncing():
                 # a reader has nothing to save: against a silent endpoint slatedb's shutdown
@@ -396,9 +401,6 @@ class StoreReader(IndexReads, ReadView):
                     await asyncio.wait_for(_awaited(shutdown), budget(READER_SHUTDOWN))
             else:
                 await shutdown
-        except FOREIGN as exc:
-            if not (stopped or isinstance(exc, Error.Closed)):
-                raise translate(exc, f"close of {self.where}") from exc
 
     def _stopped(self) -> bool:
         """True when slatedb has closed the database underneath us (fenced, failed, ...)."""

@@ -7,7 +7,6 @@ a cursor (naming the last raw key yielded) from which a later scan can resume.
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from itertools import repeat
@@ -24,7 +23,7 @@ from opendata_kv.errors import (
 )
 from opendata_kv.keys import Key, RecordType, Schema, intersect, is_empty, prefix_successor
 from opendata_kv.native import calls
-from opendata_kv.native.errors import FOREIGN, translate
+from opendata_kv.native.errors import FOREIGN, translating
 from opendata_kv.native.slatedb import (
     DurabilityLevel,
     IterationOrder,
@@ -32,6 +31,7 @@ from opendata_kv.native.slatedb import (
     ScanOptions,
 )
 from opendata_kv.store.cursor import encode_cursor
+from opendata_kv.store.expiry import live_columns, live_positions
 from opendata_kv.values import UnknownPolicy, Values, batch_decoder
 
 
@@ -128,20 +128,6 @@ _OPTIONS = {
     for reverse in (False, True)
     for fill in (False, True)
 }
-
-
-def live_columns(
-    keys: list[bytes], values: list[bytes], expires: list[int | None]
-) -> tuple[list[bytes], list[bytes]]:
-    """The keys and values of the rows whose TTL has not passed (slatedb 0.17 returns expired
-    rows until a flush or compaction drops them; see ReadView). No TTL at all is one C pass."""
-    if expires.count(None) == len(expires):
-        return keys, values
-    now = time.time_ns() // 1_000_000
-    live = [i for i, expire in enumerate(expires) if expire is None or expire > now]
-    if len(live) == len(keys):
-        return keys, values
-    return [keys[i] for i in live], [values[i] for i in live]
 
 
 def _keep_expiries(into: dict[bytes, int], keys: list[bytes], expires: list[int | None]) -> None:
@@ -359,16 +345,15 @@ class Scan(Generic[R]):
             remaining -= total
         while remaining is None or remaining > 0:
             want = self._max_batch if remaining is None else min(remaining, self._max_batch)
-            try:
+            with translating(self._where):
                 if self._iterator is None and not await self._open_next_span():
                     break
                 keys, _, expires = await calls.next_columns(self._iterator, want)
-            except FOREIGN as exc:
-                raise translate(exc, self._where) from exc
             if not keys:
                 self._iterator = None
                 continue
-            live = len(live_columns(keys, keys, expires)[0]) if self._check_expiry else len(keys)
+            live_at = live_positions(expires) if self._check_expiry else None
+            live = len(keys) if live_at is None else len(live_at)
             total += live
             if remaining is not None:
                 remaining -= live
@@ -446,13 +431,15 @@ class Scan(Generic[R]):
             want = self._batch
             if self._remaining is not None:
                 want = min(want, self._remaining)
-            try:  # opening a span reads ahead too, so a vanished SST can show at either step
-                if self._iterator is None and not await self._open_next_span():
-                    return False
-                keys, values, expires = await calls.next_columns(self._iterator, want)
-            except FOREIGN as exc:
-                if self.on_gone is None or not object_gone(exc):
-                    raise translate(exc, self._where) from exc
+            # opening a span reads ahead too, so a vanished SST can show at either step
+            gone = None if self.on_gone is None else object_gone
+            try:
+                with translating(self._where, unless=gone):
+                    if self._iterator is None and not await self._open_next_span():
+                        return False
+                    keys, values, expires = await calls.next_columns(self._iterator, want)
+            except FOREIGN:  # an SST that vanished, with on_gone to call
+                assert self.on_gone is not None
                 self._gone += 1
                 await self.on_gone(self._gone)
                 self._reseek()

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from opendata_kv.errors import InvalidArgumentError
-from opendata_kv.native.errors import FOREIGN, translate
+from opendata_kv.native.errors import translating
 from opendata_kv.native.slatedb import Settings
 
 
@@ -91,9 +91,8 @@ def slatedb_settings(settings: Mapping[str, Any] | None) -> Any:
     for name, given in settings.items():
         value = _checked(str(name), given, base)
         try:
-            result.set(name, json.dumps(value))
-        except FOREIGN as exc:
-            raise translate(exc, f"setting {name}={settings[name]!r}") from exc
+            with translating(f"setting {name}={settings[name]!r}"):
+                result.set(name, json.dumps(value))
         except (TypeError, ValueError) as exc:
             raise InvalidArgumentError(
                 f"setting {name}={settings[name]!r} is not JSON-able: {exc}",

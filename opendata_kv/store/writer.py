@@ -25,7 +25,7 @@ from opendata_kv.errors import (
 )
 from opendata_kv.keys import Key, RecordType
 from opendata_kv.native import calls
-from opendata_kv.native.errors import FOREIGN, call, translate
+from opendata_kv.native.errors import FOREIGN, call, translate, translating
 from opendata_kv.native.slatedb import (
     IsolationLevel,
     WriteOptions,
@@ -222,7 +222,7 @@ class Store(StoreReader):
             self.schema, self.values, self.check_expiry, target, fields, value, ttl
         )
         options = options_at(expire_at)
-        try:
+        try:  # not `with translating`: ~0.3 us a call on a per-record path
             if options is None:
                 await calls.put(db, key, data)
             else:
@@ -239,7 +239,7 @@ class Store(StoreReader):
             await self.write(batch)
             return
         _, key = key_bytes(self.schema, target, fields)
-        try:
+        try:  # not `with translating`: ~0.3 us a call on a per-record path
             await calls.delete(db, key)
         except FOREIGN as exc:
             raise translate(exc, f"delete on {self.where}") from exc
@@ -311,7 +311,7 @@ class Store(StoreReader):
         found = self.schema.try_record_type_of(key)
         if found is not None:  # a value get would refuse is refused here
             self.values.check_caps(found, data, key)
-        try:
+        try:  # not `with translating`: ~0.3 us a call on a per-record path
             await calls.put(self._writable(), key, data)
         except FOREIGN as exc:
             raise translate(exc, f"put on {self.where}") from exc
@@ -322,10 +322,8 @@ class Store(StoreReader):
         Explicitly flushing the WAL takes ~1 ms on a local directory, where awaiting a write's
         durability waits for the next background flush tick (~100 ms by default).
         """
-        try:
+        with translating(f"flush of {self.where}"):
             await calls.method(self._writable(), "flush")
-        except FOREIGN as exc:
-            raise translate(exc, f"flush of {self.where}") from exc
 
     async def put_many(
         self,
@@ -385,10 +383,8 @@ class Store(StoreReader):
         if batch._tracked:
             await indexing.write_tracked(self, batch)
         elif batch:
-            try:
+            with translating(f"batch write on {self.where}"):
                 await calls.write(db, batch.write_batch())
-            except FOREIGN as exc:
-                raise translate(exc, f"batch write on {self.where}") from exc
         if durable:
             await self.flush()
 

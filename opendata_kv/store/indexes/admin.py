@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from opendata_kv.errors import IndexStateError
 from opendata_kv.native import calls
+from opendata_kv.store.expiry import is_expired, now_ms
 from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.hooks import add_writes
 from opendata_kv.store.indexes.layout import (
@@ -31,7 +32,7 @@ from opendata_kv.store.indexes.maintain import Raw, Tracked, plan
 from opendata_kv.store.indexes.registry import READABLE, WRITE_ONLY, IndexSet
 from opendata_kv.store.indexes.stored import index_from_definition, unknown_functions
 from opendata_kv.store.scan import KeySpan, Record
-from opendata_kv.store.views import in_windows, now_ms
+from opendata_kv.store.views import in_windows
 
 if TYPE_CHECKING:
     from opendata_kv.store.reader import StoreReader
@@ -302,7 +303,7 @@ async def _tracked(
     now = now_ms()
     tracked: list[Tracked] = []
     for row, point in zip(rows, stored, strict=True):
-        if point is not None and (point[1] is None or point[1] > now):
+        if point is not None and not is_expired(point[1], now):
             data, expire_at = point
             tracked.append((row.raw_key, row.key.record_type, Raw(data, row.value, expire_at)))
     return tracked

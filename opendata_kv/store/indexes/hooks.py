@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from opendata_kv.errors import TransactionConflictError
 from opendata_kv.native import calls
-from opendata_kv.native.errors import FOREIGN, call, translate
+from opendata_kv.native.errors import call, translating
 from opendata_kv.store.indexes.layout import is_index_key
 from opendata_kv.store.indexes.maintain import DELETED, Raw, Tracked, Writes, plan
 from opendata_kv.store.indexes.old_values import old_values, point_reads
@@ -63,10 +63,8 @@ async def write_tracked(store: Store, batch: Batch) -> None:
             indexes, store.values, batch._tracked, store._fetch_many, fetch_old=replaced
         )
         add_writes(batch, writes)
-        try:
+        with translating(f"batch write on {store.where}"):
             await calls.write(db, batch.write_batch())
-        except FOREIGN as exc:
-            raise translate(exc, f"batch write on {store.where}") from exc
 
 
 def add_writes(batch: Batch, writes: Writes) -> None:

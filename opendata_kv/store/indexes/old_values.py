@@ -19,10 +19,11 @@ import functools
 from typing import Any
 
 from opendata_kv.native import calls
-from opendata_kv.native.errors import FOREIGN, translate
+from opendata_kv.native.errors import translating
 from opendata_kv.native.slatedb import KeyRange
+from opendata_kv.store.expiry import is_expired, live_value, now_ms
 from opendata_kv.store.scan import scan_options
-from opendata_kv.store.views import in_windows, live_value, now_ms
+from opendata_kv.store.views import in_windows
 
 #: below this many keys a batch is read with point reads (they are all in flight at once)
 WALK_MIN_KEYS = 16
@@ -36,10 +37,8 @@ async def old_values(source: Any, where: str, keys: list[bytes]) -> list[bytes |
     if len(keys) < WALK_MIN_KEYS:
         return await point_reads(source, where, keys)
     ordered = sorted(set(keys))
-    try:
+    with translating(f"read of replaced values on {where}"):
         found, rest = await _walk(source, ordered)
-    except FOREIGN as exc:
-        raise translate(exc, f"read of replaced values on {where}") from exc
     if rest:
         for key, value in zip(rest, await point_reads(source, where, rest), strict=True):
             if value is not None:
@@ -49,10 +48,8 @@ async def old_values(source: Any, where: str, keys: list[bytes]) -> list[bytes |
 
 async def point_reads(source: Any, where: str, keys: list[bytes]) -> list[bytes | None]:
     """The live values under `keys` by point reads, a window at a time (views.in_windows)."""
-    try:
+    with translating(f"read of replaced values on {where}"):
         rows = await in_windows(functools.partial(calls.get_rows, source), keys)
-    except FOREIGN as exc:
-        raise translate(exc, f"read of replaced values on {where}") from exc
     return list(map(live_value, rows))
 
 
@@ -85,6 +82,6 @@ async def _walk(source: Any, ordered: list[bytes]) -> tuple[dict[bytes, bytes], 
             exhausted = not rows
         if at < len(rows) and rows[at] == key:
             expire = expires[at]
-            if expire is None or expire > now:
+            if not is_expired(expire, now):
                 found[key] = data[at]
     return found, []

@@ -16,8 +16,9 @@ from opendata_kv.errors import (
 )
 from opendata_kv.keys import Key, prefix_successor
 from opendata_kv.native import calls
-from opendata_kv.native.errors import FOREIGN, translate
+from opendata_kv.native.errors import translating
 from opendata_kv.store.cursor import encode_cursor
+from opendata_kv.store.expiry import live_value
 from opendata_kv.store.indexes.check import check_index
 from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.layout import (
@@ -29,7 +30,7 @@ from opendata_kv.store.indexes.layout import (
 from opendata_kv.store.indexes.registry import IndexSet
 from opendata_kv.store.options import ScanKeywords, ScanOptions, scan_settings
 from opendata_kv.store.scan import KeySpan, RawRecord, Record, Scan
-from opendata_kv.store.views import ReadView, live_value
+from opendata_kv.store.views import ReadView
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -378,14 +379,12 @@ class IndexReads:
         source = view._source
         if not hasattr(source, "snapshot"):
             return None
-        try:
+        with translating(f"lookup on {self.where}"):
             snap = await calls.method(source, "snapshot")
             primary = live_value(await calls.get_row(snap, entry))
             if primary is None:
                 return None
             record = _record(view, primary, live_value(await calls.get_row(snap, primary)))
-        except FOREIGN as exc:
-            raise translate(exc, f"lookup on {self.where}") from exc
         return record if record is not None and holds(found, record, entry) else None
 
     async def _aggregate(self, index: Index | str, group: tuple[Any, ...], what: str) -> Any:

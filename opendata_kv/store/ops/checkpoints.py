@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from opendata_kv.errors import CheckpointError, InvalidArgumentError
-from opendata_kv.native.errors import translate
+from opendata_kv.native.errors import call, translating
 from opendata_kv.native.slatedb import (
     AdminBuilder,
     CheckpointOptions,
@@ -105,16 +105,11 @@ class Checkpoints:
         self._side, self.identity = sidecar.of(object_store)
 
     def _admin(self) -> Any:
-        try:
+        with translating(f"admin of {self.where}"):
             return AdminBuilder(self._path, self._store).build()
-        except Error as exc:
-            raise translate(exc, f"admin of {self.where}") from exc
 
     async def _call(self, awaitable: Any, what: str) -> Any:
-        try:
-            return await awaitable
-        except Error as exc:
-            raise translate(exc, f"{what} on {self.where}") from exc
+        return await call(awaitable, f"{what} on {self.where}")
 
     async def facts(self, checkpoint_id: str) -> dict[str, Any] | None:
         """What an outside checkpoint recorded beside the database ({"wal_end": T, ...}),
@@ -357,10 +352,8 @@ async def resolve(db_path: str, object_store: Any, ref: str, where: str) -> str:
         pass
     else:
         return ref
-    try:
+    with translating(f"{where}: look up checkpoint {ref!r}"):
         found = await AdminBuilder(db_path, object_store).build().list_checkpoints(ref)
-    except Error as exc:
-        raise translate(exc, f"{where}: look up checkpoint {ref!r}") from exc
     if len(found) == 1:
         checkpoint_id: str = found[0].id
         return checkpoint_id

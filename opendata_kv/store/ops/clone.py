@@ -18,26 +18,25 @@ through the copy it keeps (checkpoints.py), WAL included, like every reader of i
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from opendata_kv.errors import (
     InvalidArgumentError,
     StoreError,
-    StoreUnavailableError,
 )
 from opendata_kv.keys import Schema
 from opendata_kv.native import driver
-from opendata_kv.native.errors import call, translate
-from opendata_kv.native.slatedb import AdminBuilder, Error, KeyRange
+from opendata_kv.native.errors import call, translating
+from opendata_kv.native.slatedb import AdminBuilder, KeyRange
 from opendata_kv.objstore import sidecar
-from opendata_kv.objstore.deadline import within
+from opendata_kv.objstore.deadline import bounded
 from opendata_kv.objstore.location import Location, parse_location
 from opendata_kv.store.batch import Batch
+from opendata_kv.store.expiry import is_expired, now_ms
 from opendata_kv.store.indexes.layout import is_index_key
 from opendata_kv.store.ops.checkpoints import Checkpoints
 from opendata_kv.store.reader import StoreReader
@@ -75,18 +74,6 @@ class CloneResult:
             "source_cursor": self.source_cursor,
             "resumed": self.resumed,
         }
-
-
-async def _bounded(awaitable: Awaitable[T], timeout: float | None, doing: str) -> T:
-    if timeout is None:
-        return await awaitable
-    try:
-        with within(timeout):  # the S3 requests under it get what is left (objstore/deadline.py)
-            return await asyncio.wait_for(awaitable, timeout)
-    except asyncio.TimeoutError:
-        raise StoreUnavailableError(
-            f"{doing}: no answer within {timeout:g} s (timeout=); check that the object store is up"
-        ) from None
 
 
 async def _manifest(location: Location, object_store: Any, where: str) -> Any:
@@ -156,7 +143,7 @@ async def clone(
     src_url, dst_url = os.fspath(source), os.fspath(destination)
     src_location, dst_location = parse_location(src_url), parse_location(dst_url)
     for location, options in ((src_location, source_options), (dst_location, destination_options)):
-        await _bounded(sidecar.probe(location, options, timeout), timeout, f"clone: {location}")
+        await bounded(sidecar.probe(location, options, timeout), timeout, f"clone: {location}")
     side = sidecar.Sidecar(dst_location, destination_options, timeout)
     reader = await Store.open_reader(
         src_url,
@@ -168,7 +155,7 @@ async def clone(
     async with reader:
         checkpoint = reader.checkpoint_id  # the id, also when `checkpoint` was a name
         wanted = {"source": src_url, "checkpoint": checkpoint}
-        marker = await _bounded(
+        marker = await bounded(
             _prepare(dst_location, destination_options, side, wanted, replace),
             timeout,
             f"clone destination {dst_url}",
@@ -189,7 +176,7 @@ async def clone(
         async with target:
             await copier.copy(target)
             cursor = await copier.source_cursor()
-            await _bounded(target.flush(), timeout, f"clone: flush {dst_url}")
+            await bounded(target.flush(), timeout, f"clone: flush {dst_url}")
         await side.put_json(
             "origin.json",
             {
@@ -230,7 +217,7 @@ class _Copier:
     async def copy(self, target: Store) -> None:
         last = self.marker.get("last_key")
         start = None if last is None else bytes.fromhex(last)
-        iterator = await _bounded(
+        iterator = await bounded(
             call(
                 self.reader._source.scan_with_options(
                     KeyRange(
@@ -244,26 +231,24 @@ class _Copier:
             self.where,
         )
         while True:
-            try:
-                rows = await _bounded(
+            with translating(self.where):
+                rows = await bounded(
                     iterator.next_batch(self.batch_size), self.timeout, self.where
                 )
-            except Error as exc:
-                raise translate(exc, self.where) from exc
             if not rows:
                 return
-            now = datetime.datetime.now(datetime.timezone.utc).timestamp() * 1000
+            now = now_ms()
             batch = Batch(target)
             index_rows = 0
             for kv in rows:
                 expire = kv.expire_ts
-                if expire is not None and expire <= now:
+                if is_expired(expire, now):
                     continue
                 batch.put_raw(kv.key, kv.value, expire_at=expire)
                 index_rows += is_index_key(kv.key)
             count = len(batch)
             if count:
-                await _bounded(target.write(batch, durable=True), self.timeout, self.where)
+                await bounded(target.write(batch, durable=True), self.timeout, self.where)
             self.records += count - index_rows
             self.index_rows += index_rows
             self.marker["records"] = self.records

@@ -30,13 +30,12 @@ from opendata_kv.errors import (
     ChangeDecodeError,
     InvalidArgumentError,
     OpendataKvError,
-    StoreError,
     check_choice,
     check_count,
 )
 from opendata_kv.keys import Schema
 from opendata_kv.native import calls
-from opendata_kv.native.errors import translate
+from opendata_kv.native.errors import call, translating
 from opendata_kv.native.slatedb import AdminBuilder, Error, SlateDbWalReader
 from opendata_kv.objstore.deadline import in_thread
 from opendata_kv.store.indexes.layout import ENTRIES, ROOT
@@ -222,13 +221,6 @@ def _truncated_at(exc: BaseException) -> bool:
     return isinstance(exc, Error) and _TRUNCATED in _message(exc)
 
 
-async def _iterator(reader: Any, start: int, where: str) -> Any:
-    try:
-        return await reader.iterator(start)
-    except Error as exc:
-        raise translate(exc, where) from exc
-
-
 def expired(cursor: str, wal: int, where: str) -> ChangeCursorExpiredError:
     return ChangeCursorExpiredError(
         f"{where}: change cursor {cursor!r} points into WAL file {wal}, which the garbage "
@@ -256,10 +248,9 @@ def overtaken(last: str | None, wal: int, where: str) -> ChangeCursorExpiredErro
 async def _exists(reader: Any, wal: int, where: str) -> bool:
     """Whether WAL file `wal` exists: slatedb's iterator refuses to start at a deleted one."""
     try:
-        await reader.iterator(wal)
-    except Error as exc:
-        if _TRUNCATED not in _message(exc):
-            raise translate(exc, where) from exc
+        with translating(where, unless=_truncated_at):
+            await reader.iterator(wal)
+    except Error:  # only the "truncated at" refusal gets here
         return False
     return True
 
@@ -299,10 +290,8 @@ def wal_reader(db_path: str, object_store: Any) -> Any:
 
 def admin(db_path: str, object_store: Any, where: str) -> Any:
     """slatedb's Admin handle (manifest reads; checkpoints)."""
-    try:
+    with translating(f"admin of {where}"):
         return AdminBuilder(db_path, object_store).build()
-    except Error as exc:
-        raise translate(exc, f"admin of {where}") from exc
 
 
 C = TypeVar("C")
@@ -387,24 +376,23 @@ async def change_batches(
     while True:  # one pass per start: a start the GC overtook before anything came is redone
         # WAL files up to the manifest's replay_after_wal_id are in SSTs already and are the
         # ones the garbage collector deletes; asking for the tail after an older one fails
-        manifest = await _call(admin.read_manifest(None), where)
+        manifest = await call(admin.read_manifest(None), where, others=True)
         floor = 0 if manifest is None else manifest.replay_after_wal_id
         top_seq = 0 if manifest is None else manifest.last_l0_seq
         if position is None:
-            tail = await _call(reader.last_wal_file_id(floor), where)
+            tail = await call(reader.last_wal_file_id(floor), where, others=True)
             ids = None if list_wal is None else await in_thread(list_wal)
             start, skip, min_seq = await first_wal(reader, floor, tail, ids, where), 0, 0
         else:
             start, skip, min_seq, _ = position
-            tail = await _call(reader.last_wal_file_id(floor), where)
+            tail = await call(reader.last_wal_file_id(floor), where, others=True)
             if start > tail + 1:
                 assert since is not None
                 raise past_end(since, where, f"WAL file {start}, the newest is {tail}")
         try:
-            iterator = await reader.iterator(start)
-        except Error as exc:
-            if not _truncated_at(exc):
-                raise translate(exc, where) from exc
+            with translating(where, unless=_truncated_at):
+                iterator = await reader.iterator(start)
+        except Error as exc:  # WAL file `start` is gone
             if position is not None:
                 assert since is not None
                 raise expired(since, start, where) from exc
@@ -429,23 +417,21 @@ async def change_batches(
             if not follow:
                 return
             while True:  # wait for the writer's next WAL file, polling its id
-                tail = await _call(reader.last_wal_file_id(consumed), where)
+                tail = await call(reader.last_wal_file_id(consumed), where, others=True)
                 if tail > consumed:
                     break
                 await asyncio.sleep(poll_interval)
             # a live iterator at the tail only notices new files on its own ~1 s poll; a
             # new one starting at the next file returns it at once
             try:
-                iterator = await reader.iterator(consumed + 1)
-            except Error as exc:
-                if _truncated_at(exc):
-                    raise overtaken(last, consumed + 1, where) from exc
-                raise translate(exc, where) from exc
+                with translating(where, unless=_truncated_at):
+                    iterator = await reader.iterator(consumed + 1)
+            except Error as exc:  # the GC deleted it first
+                raise overtaken(last, consumed + 1, where) from exc
         try:
-            rows = await calls.wal_next(iterator)
-        except Error as exc:
-            if not _truncated_at(exc):
-                raise translate(exc, where) from exc
+            with translating(where, unless=_truncated_at):
+                rows = await calls.wal_next(iterator)
+        except Error as exc:  # the next WAL file is gone
             if since is not None and consumed == start - 1:
                 raise expired(since, start, where) from exc
             raise overtaken(last, consumed + 1, where) from exc
@@ -513,13 +499,3 @@ async def change_batches(
         if failure is not None:
             raise failure
 
-
-async def _call(awaitable: Any, where: str) -> Any:
-    try:
-        return await awaitable
-    except Error as exc:
-        raise translate(exc, where) from exc
-    except OpendataKvError:
-        raise
-    except Exception as exc:  # the binding's own InternalError and the like
-        raise StoreError(f"{where}: {type(exc).__name__}: {exc}") from exc

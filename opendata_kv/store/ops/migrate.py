@@ -4,7 +4,6 @@ wherever the migration stops."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import (
     Callable,
 )
@@ -15,11 +14,12 @@ from opendata_kv.errors import (
 )
 from opendata_kv.keys import RecordType
 from opendata_kv.native import calls
-from opendata_kv.native.errors import FOREIGN, call, translate
+from opendata_kv.native.errors import call, translating
 from opendata_kv.native.slatedb import (
     KeyRange,
 )
 from opendata_kv.store.batch import Batch
+from opendata_kv.store.expiry import is_expired, now_ms
 from opendata_kv.store.scan import scan_options
 
 if TYPE_CHECKING:
@@ -82,18 +82,16 @@ async def _pass(
     )
     values = store.values
     moved = 0
-    now = time.time_ns() // 1_000_000
+    now = now_ms()
     while True:
-        try:
+        with translating(where):
             keys, data, expires = await calls.next_columns(iterator, batch_size)
-        except FOREIGN as exc:
-            raise translate(exc, where) from exc
         if not keys:
             return moved
         batch = Batch(store)
         live = 0
         for key, stored, expire in zip(keys, data, expires, strict=True):
-            if expire is not None and expire <= now:
+            if is_expired(expire, now):
                 batch.delete_raw(key)  # expired: logically gone, nothing to move
                 continue
             value = values.decode(old, key, stored)  # upgraded to today's model
