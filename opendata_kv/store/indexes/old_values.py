@@ -10,7 +10,9 @@ run up to the next stored row. When the walk pays more than one native call per 
 never costs much more than the point reads would have.
 
 Only live values are returned: an expired record's entries carry its expiry and expired
-with it, so the write that replaces it has nothing of it to remove (RFC 0010).
+with it, so the write that replaces it has nothing of it to remove (RFC 0010). A store opened
+with check_expiry=False shows expired records and their entries, so there every stored value
+is the one a write replaces.
 """
 
 from __future__ import annotations
@@ -31,32 +33,43 @@ WALK_ROWS = 8
 _OPTIONS = scan_options(False)
 
 
-async def old_values(source: Any, where: str, keys: list[bytes]) -> list[bytes | None]:
-    """The stored values under `keys`, in their order (None where nothing is stored)."""
+async def old_values(
+    source: Any, where: str, keys: list[bytes], check_expiry: bool = True
+) -> list[bytes | None]:
+    """The stored values under `keys`, in their order (None where nothing is stored; also
+    where its TTL has passed, unless `check_expiry` is False as for the store's reads)."""
     if len(keys) < WALK_MIN_KEYS:
-        return await point_reads(source, where, keys)
+        return await point_reads(source, where, keys, check_expiry)
     ordered = sorted(set(keys))
     try:
-        found, rest = await _walk(source, ordered)
+        found, rest = await _walk(source, ordered, check_expiry)
     except FOREIGN as exc:
         raise translate(exc, f"read of replaced values on {where}") from exc
     if rest:
-        for key, value in zip(rest, await point_reads(source, where, rest), strict=True):
+        later = await point_reads(source, where, rest, check_expiry)
+        for key, value in zip(rest, later, strict=True):
             if value is not None:
                 found[key] = value
     return [found.get(key) for key in keys]
 
 
-async def point_reads(source: Any, where: str, keys: list[bytes]) -> list[bytes | None]:
-    """The live values under `keys` by point reads, a window at a time (views.in_windows)."""
+async def point_reads(
+    source: Any, where: str, keys: list[bytes], check_expiry: bool = True
+) -> list[bytes | None]:
+    """The live values under `keys` (every stored one when not `check_expiry`) by point
+    reads, a window at a time (views.in_windows)."""
     try:
         rows = await in_windows(functools.partial(calls.get_rows, source), keys)
     except FOREIGN as exc:
         raise translate(exc, f"read of replaced values on {where}") from exc
+    if not check_expiry:
+        return [None if row is None else row[0] for row in rows]
     return list(map(live_value, rows))
 
 
-async def _walk(source: Any, ordered: list[bytes]) -> tuple[dict[bytes, bytes], list[bytes]]:
+async def _walk(
+    source: Any, ordered: list[bytes], check_expiry: bool
+) -> tuple[dict[bytes, bytes], list[bytes]]:
     """(stored values found, keys left to point reads) for sorted, distinct `ordered`."""
     key_range = KeyRange(
         start=ordered[0], start_inclusive=True, end=ordered[-1], end_inclusive=True
@@ -66,7 +79,7 @@ async def _walk(source: Any, ordered: list[bytes]) -> tuple[dict[bytes, bytes], 
     rows: list[bytes] = []
     data: list[bytes] = []
     expires: list[int | None] = []
-    now = now_ms()
+    now = now_ms() if check_expiry else -1  # every expiry is later than -1
     at = 0  # rows[at] is the first row read that no key has passed yet
     read_any = exhausted = False
     native_calls = 1

@@ -1,0 +1,64 @@
+"""Index upkeep on paths the #27 work did not exercise (review hR): a store opened with
+check_expiry=False (expired records stay visible, so their entries are what a write
+replaces), field values an index cannot hold."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from opendata_kv import Index, RecordType, fields
+from opendata_kv.store import SyncStore
+
+user = RecordType("user", 1, [("id", fields.string)])
+by_team = Index("by_team", "user", [("team", fields.string)])
+handle = Index("handle", "user", [("handle", fields.string)], kind="unique")
+copy = Index("copy", "user", [("team", fields.string)], covering=True)
+INDEXES = [by_team, handle, copy]
+WALKED = 20  # a batch of at least old_values.WALK_MIN_KEYS keys walks them with an iterator
+
+
+def _ids(records: Any) -> list[str]:
+    return [r.key.id for r in records]
+
+
+def _expired_store(url: str, n: int) -> None:
+    with SyncStore.open(url, [user], indexes=INDEXES) as db:
+        for i in range(n):
+            db.put(user, (f"u{i:02}",), {"team": "a", "handle": f"h{i}"}, ttl=0.02)
+    time.sleep(0.06)
+
+
+@pytest.mark.parametrize("how", ["put", "batch", "walked_batch", "transaction", "rebuild"])
+def test_check_expiry_false_replaces_the_expired_records_it_shows(
+    tmp_path: Path, how: str
+) -> None:
+    url = str(tmp_path / "db")
+    n = WALKED if how == "walked_batch" else 1
+    _expired_store(url, n)
+    with SyncStore.open(url, [user], indexes=INDEXES, check_expiry=False) as db:
+        # this store shows the expired records, and their entries with them
+        assert len(_ids(db.index_scan(by_team, "a"))) == n and db.check_indexes() == []
+        new = [((f"u{i:02}",), {"team": "b", "handle": f"k{i}"}) for i in range(n)]
+        if how == "put":
+            db.put(user, *new[0])
+        elif how == "transaction":
+            with db.transaction() as tx:
+                tx.put(user, *new[0])
+        elif how == "rebuild":
+            db.rebuild_index("copy")
+            assert _ids(db.index_scan(copy, "a")) == ["u00"]
+            return
+        else:
+            with db.batch() as batch:
+                for fields_, value in new:
+                    batch.put(user, fields_, value)
+        assert db.index_scan(by_team, "a").to_list() == []
+        assert db.index_scan(copy, "a").to_list() == []
+        assert db.lookup(handle, "h0") is None
+        assert db.check_indexes() == []
+        db.put(user, ("v",), {"handle": "h0"})  # the value the replaced record held is free
+        assert db.lookup(handle, "h0").key.id == "v"
