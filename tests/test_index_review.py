@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from opendata_kv import Index, RecordType, fields
+from opendata_kv.errors import KeyEncodeError
 from opendata_kv.store import SyncStore
 
 user = RecordType("user", 1, [("id", fields.string)])
@@ -62,3 +63,14 @@ def test_check_expiry_false_replaces_the_expired_records_it_shows(
         assert db.check_indexes() == []
         db.put(user, ("v",), {"handle": "h0"})  # the value the replaced record held is free
         assert db.lookup(handle, "h0").key.id == "v"
+
+
+@pytest.mark.parametrize("bad", [["a"], {"a": 1}])
+def test_a_container_where_an_index_field_goes_is_refused_by_name(bad: Any) -> None:
+    using = Index("using", "user", [("tag", fields.string)], using=lambda k, v: [(v["tag"],)])
+    with SyncStore.open("memory://", [user], indexes=[by_team, using]) as db:
+        for value in ({"team": bad}, {"team": "a", "tag": bad}):
+            with pytest.raises(KeyEncodeError) as caught:
+                db.put(user, ("u1",), value)
+            assert caught.value.field in ("by_team", "using") and repr(bad) in str(caught.value)
+        assert db.count(user) == 0 and db.check_indexes() == []
