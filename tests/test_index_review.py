@@ -74,3 +74,23 @@ def test_a_container_where_an_index_field_goes_is_refused_by_name(bad: Any) -> N
                 db.put(user, ("u1",), value)
             assert caught.value.field in ("by_team", "using") and repr(bad) in str(caught.value)
         assert db.count(user) == 0 and db.check_indexes() == []
+
+
+def test_entries_of_an_expired_value_go_when_its_key_is_written(tmp_path: Path) -> None:
+    """A write removes the expired entries of the value it replaces: they are not shown by a
+    check_expiry=True store, but a store opened with check_expiry=False shows every entry
+    whose record row is still stored, and must not find them pointing at a record that no
+    longer holds them. They count and hold nothing (a unique value is free at once)."""
+    url = str(tmp_path / "db")
+    with SyncStore.open(url, [user], indexes=INDEXES) as db:  # closed (in an SST) before
+        db.put(user, ("u1",), {"team": "a", "handle": "h"}, ttl=0.3)  # it expires
+    time.sleep(0.4)
+    with SyncStore.open(url, [user], indexes=INDEXES) as db:
+        db.put(user, ("v",), {"handle": "h"})  # h is free: its holder expired
+        db.put(user, ("u1",), {"team": "b"})
+        assert db.check_indexes() == [] and db.lookup(handle, "h").key.id == "v"
+    with SyncStore.open(url, [user], indexes=INDEXES, check_expiry=False) as db:
+        assert db.index_scan(by_team, "a", records=False).to_list() == []
+        assert db.index_scan(copy, "a").to_list() == []
+        assert db.lookup(handle, "h").key.id == "v"  # v's entry survived u1's rewrite
+        assert db.check_indexes() == []

@@ -95,7 +95,7 @@ async def transaction_write(tx: Transaction, key: bytes, new: Any) -> None:
         return
     if tx._generation is None:
         tx._generation = indexes.generation
-    # live values only (as the store's reads see them)
+    # expired values marked (as the store's reads would judge them)
     replaced = functools.partial(
         point_reads, tx._source, tx.where, check_expiry=store.check_expiry
     )

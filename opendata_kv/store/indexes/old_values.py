@@ -9,10 +9,11 @@ run up to the next stored row. When the walk pays more than one native call per 
 (the keys are scattered among stored rows), the rest are read with point reads, so the walk
 never costs much more than the point reads would have.
 
-Only live values are returned: an expired record's entries carry its expiry and expired
-with it, so the write that replaces it has nothing of it to remove (RFC 0010). A store opened
-with check_expiry=False shows expired records and their entries, so there every stored value
-is the one a write replaces.
+A value whose TTL has passed comes back as maintain.Expired: its entries carry its expiry
+and expired with it, so it counts in no aggregate and holds no unique value, but the write
+that replaces it still deletes them (a reader with check_expiry=False would show them). A
+store opened with check_expiry=False shows expired records, so there every stored value is
+live: the one a write replaces.
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from opendata_kv.store.indexes.maintain import Expired
 from opendata_kv.store.native import calls
 from opendata_kv.store.native.errors import FOREIGN, translate
 from opendata_kv.store.native.slatedb import KeyRange
 from opendata_kv.store.scan import scan_options
-from opendata_kv.store.views import in_windows, live_value, now_ms
+from opendata_kv.store.views import in_windows, now_ms
 
 #: below this many keys a batch is read with point reads (they are all in flight at once)
 WALK_MIN_KEYS = 16
@@ -36,7 +38,7 @@ _OPTIONS = scan_options(False)
 async def old_values(
     source: Any, where: str, keys: list[bytes], check_expiry: bool = True
 ) -> list[bytes | None]:
-    """The stored values under `keys`, in their order (None where nothing is stored; also
+    """The stored values under `keys`, in their order (None where nothing is stored; Expired
     where its TTL has passed, unless `check_expiry` is False as for the store's reads)."""
     if len(keys) < WALK_MIN_KEYS:
         return await point_reads(source, where, keys, check_expiry)
@@ -56,15 +58,19 @@ async def old_values(
 async def point_reads(
     source: Any, where: str, keys: list[bytes], check_expiry: bool = True
 ) -> list[bytes | None]:
-    """The live values under `keys` (every stored one when not `check_expiry`) by point
-    reads, a window at a time (views.in_windows)."""
+    """The stored values under `keys` (Expired where the TTL has passed, unless not
+    `check_expiry`) by point reads, a window at a time (views.in_windows)."""
     try:
         rows = await in_windows(functools.partial(calls.get_rows, source), keys)
     except FOREIGN as exc:
         raise translate(exc, f"read of replaced values on {where}") from exc
     if not check_expiry:
         return [None if row is None else row[0] for row in rows]
-    return list(map(live_value, rows))
+    now = now_ms()
+    return [
+        None if row is None else row[0] if row[1] is None or row[1] > now else Expired(row[0])
+        for row in rows
+    ]
 
 
 async def _walk(
@@ -98,6 +104,5 @@ async def _walk(
             exhausted = not rows
         if at < len(rows) and rows[at] == key:
             expire = expires[at]
-            if expire is None or expire > now:
-                found[key] = data[at]
+            found[key] = data[at] if expire is None or expire > now else Expired(data[at])
     return found, []
