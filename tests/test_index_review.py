@@ -94,3 +94,22 @@ def test_entries_of_an_expired_value_go_when_its_key_is_written(tmp_path: Path) 
         assert db.index_scan(copy, "a").to_list() == []
         assert db.lookup(handle, "h").key.id == "v"  # v's entry survived u1's rewrite
         assert db.check_indexes() == []
+
+
+@pytest.mark.parametrize("how", ["delete_range", "batch"])
+def test_a_live_holder_giving_up_its_value_beside_an_expired_one(how: str) -> None:
+    """One batch writes the live holder of a unique value and a key whose expired value
+    held it too: the live holder's entry goes, whatever the order of the two."""
+    with SyncStore.open("memory://", [user], indexes=INDEXES) as db:
+        db.put(user, ("u9",), {"handle": "h"}, ttl=0.02)  # after u1 in key order
+        time.sleep(0.06)
+        db.put(user, ("u1",), {"handle": "h"})
+        if how == "delete_range":
+            assert db.delete_range(user) == 1
+        else:
+            with db.batch() as batch:
+                batch.put(user, ("u1",), {"handle": "k"})
+                batch.put(user, ("u9",), {"team": "a"})
+        assert db.lookup(handle, "h") is None and db.check_indexes() == []
+        db.put(user, ("u5",), {"handle": "h"})  # free
+        assert db.lookup(handle, "h").key.id == "u5"

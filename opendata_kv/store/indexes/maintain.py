@@ -184,7 +184,9 @@ async def plan(
             before = _encoded(index, key_obj, old, encode_fields)
             for gone in before.keys() - after.keys():
                 if index.kind == "unique":
-                    unique_removes[gone] = key
+                    # the live holder giving a value up wins over an expired one in the batch
+                    if live_old is not None or gone not in unique_removes:
+                        unique_removes[gone] = key
                 else:
                     writes.append((gone + key, None, None))
             if index.covering:  # every entry's copy follows the new value, changed or not
