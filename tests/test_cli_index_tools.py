@@ -133,3 +133,14 @@ def test_verify_says_which_indexes_it_did_not_check(tmp_path: Path) -> None:
     assert "note: index tags not checked" in result.stdout
     (report,) = json_lines(run_in_process("verify", url, "--indexes", *K_SCHEMA, "--json").stdout)
     assert report["ok"] and report["checked"]["indexes"] == 2
+
+
+def test_verify_error_lines_escape_the_database_path(tmp_path: Path) -> None:
+    """The verdict lines on stderr name the database as given: escaped like every line."""
+    url = str(tmp_path / "db\x1b[31m\u202e\x85FORGED")
+    with SyncStore.open(url, K.SCHEMA, indexes=[K.tags]) as db:
+        db.put(K.post, ("a", 1), {"tags": ["p"]})
+    result = run_in_process("verify", url, "--indexes", *K_SCHEMA)
+    assert result.returncode == 1 and "checked none of the indexes" in result.stderr
+    assert result.stderr.count("\n") == 1 and result.stderr.rstrip("\n").isprintable()
+    assert "db\\x1b[31m\\u202e\\x85FORGED" in result.stderr

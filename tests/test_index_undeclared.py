@@ -244,6 +244,8 @@ def _definition(using: str) -> dict[str, Any]:
         "opendata_kv.collections.backlinks.strong_ref_uri",  # a helper, not marked
         "opendata_kv.collections.backlinks.nope",
         "opendata_kv.no_such_module.f",
+        "opendata_kv.__main__.f",  # importing it would run the command line (and exit)
+        "opendata_kv.cli.demo.f",  # a library module, but none that defines index functions
     ],
 )
 def test_only_marked_library_functions_are_found(name: str) -> None:

@@ -16,6 +16,7 @@ from opendata_kv import RecordType, fields
 from opendata_kv.native import calls
 from opendata_kv.store import Store
 from opendata_kv.store.indexes import old_values as walk
+from opendata_kv.store.indexes.maintain import Expired
 
 rec = RecordType("rec", 1, [("n", fields.u32)])
 
@@ -74,7 +75,8 @@ def test_a_run_of_neighbours_is_walked_not_point_read(
 
 def test_expired_rows_count_as_absent_on_both_paths() -> None:
     """An expired record's entries expired with it (RFC 0010): the walk and the point reads
-    both report it as absent, so no write removes entries a newer holder owns."""
+    both mark it Expired (its entries are removed, it counts and holds nothing), so no
+    write treats it as live."""
 
     async def main() -> Any:
         async with Store.open("memory://", [rec]) as store:
@@ -87,5 +89,6 @@ def test_expired_rows_count_as_absent_on_both_paths() -> None:
             return walked, direct
 
     walked, direct = asyncio.run(main())
-    assert walked == direct
-    assert [value is None for value in walked] == [n % 2 == 1 for n in range(40)]
+    assert walked == direct and list(map(type, walked)) == list(map(type, direct))
+    assert [isinstance(value, Expired) for value in walked] == [n % 2 == 1 for n in range(40)]
+    assert None not in walked

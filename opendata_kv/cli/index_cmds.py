@@ -284,8 +284,8 @@ def run_build(args: argparse.Namespace) -> int:
         result = asyncio.run(_build(args, action, spec, declared))
     except KeyboardInterrupt:
         sys.stderr.write(
-            f"opendata-kv: index {action} {args.name} interrupted; the records built so far "
-            f"are saved: run `opendata-kv index build` again to resume\n"
+            f"opendata-kv: index {action} {printable(args.name)} interrupted; the records built "
+            f"so far are saved: run `opendata-kv index build` again to resume\n"
         )
         return EXIT_INTERRUPTED
     if args.json:
@@ -303,7 +303,7 @@ async def _build(
 ) -> dict[str, Any]:
     from opendata_kv.store.indexes.tools import declare
 
-    where = f"index {action} {args.name}"
+    where = f"index {action} {printable(args.name)}"
     schema = spec.schema if spec is not None else None
     bar = StepProgress(sys.stderr, where)
     steps = [0]
@@ -351,8 +351,8 @@ def run_drop(args: argparse.Namespace) -> int:
         deleted = asyncio.run(_drop(args))
     except KeyboardInterrupt:
         sys.stderr.write(
-            f"opendata-kv: index drop {args.name} interrupted; it is unreadable now: run "
-            "`opendata-kv index drop` again to finish\n"
+            f"opendata-kv: index drop {printable(args.name)} interrupted; it is unreadable now: "
+            "run `opendata-kv index drop` again to finish\n"
         )
         return EXIT_INTERRUPTED
     if args.json:
@@ -365,7 +365,7 @@ def run_drop(args: argparse.Namespace) -> int:
 async def _drop(args: argparse.Namespace) -> int:
     from opendata_kv.errors import IndexStateError
 
-    bar = StepProgress(sys.stderr, f"index drop {args.name}")
+    bar = StepProgress(sys.stderr, f"index drop {printable(args.name)}")
     store = await open_writer(args, Schema(), None)
     try:
         stored = await store.index_info()

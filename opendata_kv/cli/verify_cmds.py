@@ -109,13 +109,14 @@ def run_verify(args: argparse.Namespace) -> int:
             out.write(f"note: {printable(note)}\n")
     if not report.ok:
         sys.stderr.write(
-            f"opendata-kv: error: {args.db} is damaged: {len(report.problems)} problem(s)\n"
+            f"opendata-kv: error: {printable(args.db)} is damaged: "
+            f"{len(report.problems)} problem(s)\n"
         )
         return EXIT_BAD_INPUT
     if nothing:
         sys.stderr.write(
-            f"opendata-kv: error: verify --indexes checked none of the indexes of {args.db}: "
-            f"{unchecked}\n"
+            "opendata-kv: error: verify --indexes checked none of the indexes of "
+            f"{printable(args.db)}: {unchecked}\n"
         )
         return EXIT_BAD_INPUT
     return EXIT_OK

@@ -300,7 +300,7 @@ async def _tracked(
         ]
     keys = [row.raw_key for row in rows]
     stored = await in_windows(functools.partial(calls.get_rows, store._source), keys)
-    now = now_ms()
+    now = now_ms() if store.check_expiry else -1  # check_expiry=False: expired rows show
     tracked: list[Tracked] = []
     for row, point in zip(rows, stored, strict=True):
         if point is not None and not is_expired(point[1], now):

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from opendata_kv.errors import SchemaError
+from opendata_kv.errors import KeyEncodeError, SchemaError
 from opendata_kv.keys import Key, RecordType
 from opendata_kv.keys.fields import Field
 from opendata_kv.keys.record import check_field_name
@@ -184,10 +184,24 @@ class Index:
                         value=values,
                     )
                 if None not in values:
-                    out.add(values)
+                    out.add(self._hashable(key, values))
             return frozenset(out)
         values = tuple(field_of(key, value, name) for name in self.field_names)
-        return frozenset() if None in values else frozenset((values,))
+        return frozenset() if None in values else frozenset((self._hashable(key, values),))
+
+    def _hashable(self, key: Key, values: tuple[Any, ...]) -> tuple[Any, ...]:
+        """`values`, or KeyEncodeError when one is a container no index field holds."""
+        try:
+            hash(values)
+        except TypeError:
+            raise KeyEncodeError(
+                f"index {self.name!r}: the record {key!r} gives its fields "
+                f"{list(self.field_names)} the values {values!r}, which no index field can "
+                "hold (a list, dict or set); nothing was written",
+                field=self.name,
+                value=values,
+            ) from None
+        return values
 
     def amount_of(self, key: Key, value: Any) -> int | float:
         """What this record adds to its groups' sum (0 for count indexes or no amount)."""

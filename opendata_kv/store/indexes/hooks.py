@@ -58,7 +58,9 @@ async def write_tracked(store: Store, batch: Batch) -> None:
     assert indexes is not None and batch._tracked is not None
     db = store._writable()
     async with indexes.lock.held(store.where):
-        replaced = functools.partial(old_values, store._source, store.where)
+        replaced = functools.partial(
+            old_values, store._source, store.where, check_expiry=store.check_expiry
+        )
         writes = await plan(
             indexes, store.values, batch._tracked, store._fetch_many, fetch_old=replaced
         )
@@ -91,7 +93,10 @@ async def transaction_write(tx: Transaction, key: bytes, new: Any) -> None:
         return
     if tx._generation is None:
         tx._generation = indexes.generation
-    replaced = functools.partial(point_reads, tx._source, tx.where)  # live values only
+    # expired values marked (as the store's reads would judge them)
+    replaced = functools.partial(
+        point_reads, tx._source, tx.where, check_expiry=store.check_expiry
+    )
     writes = await plan(
         indexes, store.values, [(key, record_type, new)], tx._fetch_many, fetch_old=replaced
     )

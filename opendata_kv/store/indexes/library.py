@@ -1,7 +1,8 @@
 """Index functions the library itself defines (collections.backlinks' `using` functions),
 found by the `module.qualname` a stored definition names, so that a writer or a tool that did
 not declare such an index can still compute its entries (RFC 0010). Data never names code to
-run: only modules inside `opendata_kv.` are imported, and only functions marked with
+run: only the library modules listed in MODULES are imported (not any `opendata_kv.` name:
+importing `opendata_kv.__main__` runs the command line), and only functions marked with
 `@index_function` are returned."""
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Any, TypeVar
 F = TypeVar("F", bound=Callable[..., Any])
 
 PACKAGE = "opendata_kv."
+#: the modules that define @index_function functions: the only ones a stored name imports
+MODULES = frozenset({"opendata_kv.collections.backlinks"})
 _KNOWN: dict[str, Callable[..., Any]] = {}
 
 
@@ -30,17 +33,15 @@ def index_function(function: F) -> F:
 
 def library_function(name: str) -> Callable[..., Any] | None:
     """The library's index function stored as `name`, None when `name` is not one (outside
-    `opendata_kv.`, no such module, or not marked with @index_function)."""
+    MODULES, or not marked with @index_function)."""
     if not name.startswith(PACKAGE) or "<" in name:
         return None
     found = _KNOWN.get(name)
     if found is not None:
         return found
-    parts = name.split(".")
-    for end in range(len(parts) - 1, 1, -1):  # the longest importable module prefix
-        try:
-            importlib.import_module(".".join(parts[:end]))
-        except ImportError:
-            continue
-        break
+    module = name.rpartition(".")[0]
+    while module and module not in MODULES:  # a method's qualname holds dots too
+        module = module.rpartition(".")[0]
+    if module:
+        importlib.import_module(module)
     return _KNOWN.get(name)

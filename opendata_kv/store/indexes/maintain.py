@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from opendata_kv.errors import IndexTtlError, UniqueIndexError, show_bytes
+from opendata_kv.errors import IndexTtlError, OpendataKvError, UniqueIndexError, show_bytes
 from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.keys.fields import Field
 from opendata_kv.store.indexes.declare import Index
@@ -69,6 +69,26 @@ Writes = list[tuple[bytes, bytes | None, Any]]
 Fetch = Callable[[list[bytes]], Awaitable[list[bytes | None]]]
 
 
+class Expired(bytes):
+    """A replaced value whose TTL has passed, as old_values returns it: its entries expired
+    with it, yet are deleted by the write that replaces it, so that no reader (one with
+    check_expiry=False, say) can find them pointing at a record that no longer holds them."""
+
+
+def _old_value(indexes: IndexSet, values: Values, key: bytes, data: bytes | None) -> Any:
+    """The decoded value a write replaces (None for none, or an expired one that no longer
+    decodes: nothing of it is indexed live)."""
+    if data is None:
+        return None
+    old_type = indexes.schema.record_type_of(key)
+    if not isinstance(data, Expired):
+        return values.decode(old_type, key, data)
+    try:
+        return values.decode(old_type, key, bytes(data))
+    except OpendataKvError:
+        return None
+
+
 def _value(values: Values, record_type: RecordType, key: bytes, new: Any) -> Any:
     if new is DELETED:
         return None
@@ -115,7 +135,8 @@ async def plan(
 
     `only` (an online build): index these records into that one index as if new, whatever
     its state; nothing else. `fetch_old`: how the replaced values are read, when not by
-    `fetch` (a batch walks its keys in order: old_values)."""
+    `fetch` (a batch walks its keys in order: old_values, which marks a replaced value
+    whose TTL passed as Expired: its entries are deleted, it counts and holds nothing)."""
     final: dict[bytes, tuple[RecordType, Any]] = {}
     for key, record_type, new in tracked:
         if only is not None or indexes.of(record_type):
@@ -147,22 +168,25 @@ async def plan(
             if any(_reads_key(indexes, i, record_type) for i in active)
             else None
         )
-        old = None
-        if old_data is not None:
-            old_type = indexes.schema.record_type_of(key)
-            old = values.decode(old_type, key, old_data)
+        old = _old_value(indexes, values, key, old_data)
+        # an expired value's entries are removed (a store with check_expiry=False would show
+        # them) but it counts in no aggregate and holds no unique value any more
+        live_old = None if isinstance(old_data, Expired) else old
         new_value = _value(values, record_type, key, new)
         options = new.options if isinstance(new, Raw) else None
         for index in active:
             # entries compared as the bytes they encode to: (-0.0,) == (0.0,) as tuples
-            before = _encoded(index, key_obj, old, encode_fields)
             after = _encoded(index, key_obj, new_value, encode_fields)
             if index.aggregate:
-                _aggregate(index, key_obj, old, new_value, before, after, deltas)
+                before = _encoded(index, key_obj, live_old, encode_fields)
+                _aggregate(index, key_obj, live_old, new_value, before, after, deltas)
                 continue
+            before = _encoded(index, key_obj, old, encode_fields)
             for gone in before.keys() - after.keys():
                 if index.kind == "unique":
-                    unique_removes[gone] = key
+                    # the live holder giving a value up wins over an expired one in the batch
+                    if live_old is not None or gone not in unique_removes:
+                        unique_removes[gone] = key
                 else:
                     writes.append((gone + key, None, None))
             if index.covering:  # every entry's copy follows the new value, changed or not

@@ -9,8 +9,11 @@ run up to the next stored row. When the walk pays more than one native call per 
 (the keys are scattered among stored rows), the rest are read with point reads, so the walk
 never costs much more than the point reads would have.
 
-Only live values are returned: an expired record's entries carry its expiry and expired
-with it, so the write that replaces it has nothing of it to remove (RFC 0010).
+A value whose TTL has passed comes back as maintain.Expired: its entries carry its expiry
+and expired with it, so it counts in no aggregate and holds no unique value, but the write
+that replaces it still deletes them (a reader with check_expiry=False would show them). A
+store opened with check_expiry=False shows expired records, so there every stored value is
+live: the one a write replaces.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from typing import Any
 from opendata_kv.native import calls
 from opendata_kv.native.errors import translating
 from opendata_kv.native.slatedb import KeyRange
-from opendata_kv.store.expiry import is_expired, live_value, now_ms
+from opendata_kv.store.expiry import is_expired, now_ms
+from opendata_kv.store.indexes.maintain import Expired
 from opendata_kv.store.scan import scan_options
 from opendata_kv.store.views import in_windows
 
@@ -32,28 +36,43 @@ WALK_ROWS = 8
 _OPTIONS = scan_options(False)
 
 
-async def old_values(source: Any, where: str, keys: list[bytes]) -> list[bytes | None]:
-    """The stored values under `keys`, in their order (None where nothing is stored)."""
+async def old_values(
+    source: Any, where: str, keys: list[bytes], check_expiry: bool = True
+) -> list[bytes | None]:
+    """The stored values under `keys`, in their order (None where nothing is stored; Expired
+    where its TTL has passed, unless `check_expiry` is False as for the store's reads)."""
     if len(keys) < WALK_MIN_KEYS:
-        return await point_reads(source, where, keys)
+        return await point_reads(source, where, keys, check_expiry)
     ordered = sorted(set(keys))
     with translating(f"read of replaced values on {where}"):
-        found, rest = await _walk(source, ordered)
+        found, rest = await _walk(source, ordered, check_expiry)
     if rest:
-        for key, value in zip(rest, await point_reads(source, where, rest), strict=True):
+        later = await point_reads(source, where, rest, check_expiry)
+        for key, value in zip(rest, later, strict=True):
             if value is not None:
                 found[key] = value
     return [found.get(key) for key in keys]
 
 
-async def point_reads(source: Any, where: str, keys: list[bytes]) -> list[bytes | None]:
-    """The live values under `keys` by point reads, a window at a time (views.in_windows)."""
+async def point_reads(
+    source: Any, where: str, keys: list[bytes], check_expiry: bool = True
+) -> list[bytes | None]:
+    """The stored values under `keys` (Expired where the TTL has passed, unless not
+    `check_expiry`) by point reads, a window at a time (views.in_windows)."""
     with translating(f"read of replaced values on {where}"):
         rows = await in_windows(functools.partial(calls.get_rows, source), keys)
-    return list(map(live_value, rows))
+    if not check_expiry:
+        return [None if row is None else row[0] for row in rows]
+    now = now_ms()
+    return [
+        None if row is None else Expired(row[0]) if is_expired(row[1], now) else row[0]
+        for row in rows
+    ]
 
 
-async def _walk(source: Any, ordered: list[bytes]) -> tuple[dict[bytes, bytes], list[bytes]]:
+async def _walk(
+    source: Any, ordered: list[bytes], check_expiry: bool
+) -> tuple[dict[bytes, bytes], list[bytes]]:
     """(stored values found, keys left to point reads) for sorted, distinct `ordered`."""
     key_range = KeyRange(
         start=ordered[0], start_inclusive=True, end=ordered[-1], end_inclusive=True
@@ -63,7 +82,7 @@ async def _walk(source: Any, ordered: list[bytes]) -> tuple[dict[bytes, bytes], 
     rows: list[bytes] = []
     data: list[bytes] = []
     expires: list[int | None] = []
-    now = now_ms()
+    now = now_ms() if check_expiry else -1  # every expiry is later than -1
     at = 0  # rows[at] is the first row read that no key has passed yet
     read_any = exhausted = False
     native_calls = 1
@@ -82,6 +101,5 @@ async def _walk(source: Any, ordered: list[bytes]) -> tuple[dict[bytes, bytes], 
             exhausted = not rows
         if at < len(rows) and rows[at] == key:
             expire = expires[at]
-            if not is_expired(expire, now):
-                found[key] = data[at]
+            found[key] = Expired(data[at]) if is_expired(expire, now) else data[at]
     return found, []
