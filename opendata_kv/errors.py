@@ -251,9 +251,7 @@ class StoreDataError(StoreError):
     when it is known, else None.
     """
 
-    def __init__(
-        self, message: str = "", *, object_name: str | None = None, **facts: Any
-    ) -> None:
+    def __init__(self, message: str = "", *, object_name: str | None = None, **facts: Any) -> None:
         super().__init__(message, **facts)
         self.object_name = object_name
 
@@ -340,9 +338,7 @@ class UniqueIndexError(StoreError):
     `index` names the index, `value` the indexed value, `key` the primary key already holding
     it (a Key, or raw bytes when it does not decode) and `new_key` the record refused."""
 
-    def __init__(
-        self, message: str, *, index: str, value: Any, key: Any, new_key: Any
-    ) -> None:
+    def __init__(self, message: str, *, index: str, value: Any, key: Any, new_key: Any) -> None:
         super().__init__(message, field=index, value=value)
         self.index = index
         self.key = key
@@ -429,4 +425,3 @@ __all__ = [
     "show_bytes",
     "show_text",
 ]
-

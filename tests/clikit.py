@@ -117,9 +117,7 @@ def run_in_process(
     return CliResult(status, out.getvalue(), err.getvalue())
 
 
-def run_in_process_bytes(
-    *args: str, stdin: bytes, strict_io: bool
-) -> tuple[int, bytes, bytes]:
+def run_in_process_bytes(*args: str, stdin: bytes, strict_io: bool) -> tuple[int, bytes, bytes]:
     """Like run_in_process, with byte-level stdio as a process has it: UTF-8 text streams over
     bytes, erroring on undecodable bytes when `strict_io` (PYTHONIOENCODING=utf-8:strict, a
     strict UTF-8 locale) or escaping them (surrogateescape, Python's C-locale default).

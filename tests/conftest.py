@@ -301,6 +301,7 @@ def s3_url(s3_env: MotoServer) -> str:
 
 # --- database locations for store tests ---------------------------------------------------------
 
+
 @pytest.fixture(params=["local", "s3"])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh location on a real object store (a local directory, or s3:// on moto): the

@@ -48,9 +48,15 @@ AUTHORS = ["a", "ab", "b"]
 TAGS = ["p", "q"]
 #: the leading values each index is read with (a value nobody holds included)
 DOMAIN: dict[str, list[Any]] = {
-    "by_team": [*TEAMS, "zz"], "users_cov": [*TEAMS, "zz"], "late_team": [*TEAMS, "zz"],
-    "handle": [*HANDLES, "hx"], "by_ratio": [*RATIOS, 2.5], "tags": [*TAGS, "r"],
-    "by_author": [*AUTHORS, "zz"], "team_count": [*TEAMS, "zz"], "likes_sum": [*AUTHORS, "zz"],
+    "by_team": [*TEAMS, "zz"],
+    "users_cov": [*TEAMS, "zz"],
+    "late_team": [*TEAMS, "zz"],
+    "handle": [*HANDLES, "hx"],
+    "by_ratio": [*RATIOS, 2.5],
+    "tags": [*TAGS, "r"],
+    "by_author": [*AUTHORS, "zz"],
+    "team_count": [*TEAMS, "zz"],
+    "likes_sum": [*AUTHORS, "zz"],
 }
 #: (start, end) bounds each index is read with
 BOUNDS: dict[str, list[tuple[Any, Any]]] = {
@@ -227,9 +233,7 @@ class SyncFace:
     def flush(self) -> None:
         self.db.flush()
 
-    def build(
-        self, name: str, rebuild: bool, batch_size: int, writes: list[Op]
-    ) -> list[Outcome]:
+    def build(self, name: str, rebuild: bool, batch_size: int, writes: list[Op]) -> list[Outcome]:
         """Build (or rebuild) an index, making one of `writes` after each step it reports (the
         rest after it ends); returns each write's outcome."""
         pending = list(writes)
@@ -351,9 +355,7 @@ class AsyncFace(SyncFace):
     def flush(self) -> None:
         self.run(self.store.flush())
 
-    def build(
-        self, name: str, rebuild: bool, batch_size: int, writes: list[Op]
-    ) -> list[Outcome]:
+    def build(self, name: str, rebuild: bool, batch_size: int, writes: list[Op]) -> list[Outcome]:
         async def write(op: Op) -> Outcome:
             try:
                 if op[0] == "put":
@@ -482,7 +484,8 @@ def check_value_index(face: SyncFace, model: Model, index: Index) -> None:
         lo, hi = _bound(index, start), _bound(index, end)
         items, _, _ = face.scan(index, start=start, end=end, records=False)
         assert _entries(items) == [
-            e for e, w in zip(entries, want, strict=True)
+            e
+            for e, w in zip(entries, want, strict=True)
             if (lo is None or w[0] >= lo) and (hi is None or w[0] < hi)
         ], f"{index.name}: start={start!r} end={end!r}"
     if index.kind == "unique":

@@ -200,8 +200,7 @@ SCHEMA_ARG = ("--schema", "cli_schema:SCHEMA")
         (("post", "did:plc:x", "3k2a"), POST_V2.encode("did:plc:x", "3k2a")),  # newest version
         (("post", "did:plc:x", "3k2a", "--version", "1"), POST.encode("did:plc:x", "3k2a")),
         (("like", "0x10"), LIKE_V3.encode(16)),
-        (("event", str(MUID), "00ff", "-1.5"),
-         EVENT.encode(MUID, b"\x00\xff", -1.5)),
+        (("event", str(MUID), "00ff", "-1.5"), EVENT.encode(MUID, b"\x00\xff", -1.5)),
         (("event", str(MUID), "", "nan"), EVENT.encode(MUID, b"", float("nan"))),
     ],
 )
@@ -272,9 +271,7 @@ def small_db(tmp_path_factory: pytest.TempPathFactory) -> str:
     return path
 
 
-def dumped(
-    capsys: pytest.CaptureFixture[str], *argv: str, code: int = 0
-) -> list[dict[str, Any]]:
+def dumped(capsys: pytest.CaptureFixture[str], *argv: str, code: int = 0) -> list[dict[str, Any]]:
     status, out, err = run(capsys, "dump", *argv, "--json")
     assert status == code, err
     return [json.loads(line) for line in out.splitlines()]

@@ -267,8 +267,14 @@ def test_inspect_dash_must_be_alone() -> None:
 
 @pytest.mark.parametrize(
     "spec",
-    ["cli_schema:SCHEMA", "cli_schema:VALUES", "cli_schema:make_schema", "cli_schema:HOLDER",
-     "cli_schema:Holder.schema", "cli_schema:LIKE"],
+    [
+        "cli_schema:SCHEMA",
+        "cli_schema:VALUES",
+        "cli_schema:make_schema",
+        "cli_schema:HOLDER",
+        "cli_schema:Holder.schema",
+        "cli_schema:LIKE",
+    ],
 )
 def test_schema_forms(spec: str) -> None:
     [result] = json_lines(ok("key", "inspect", LIKE.encode(4).hex(), "--schema", spec, "--json"))
@@ -339,8 +345,15 @@ def test_dump_json_every_record_in_key_order(clean_db: str) -> None:
     assert [bytes.fromhex(r["value_hex"]) for r in rows] == [i.value for i in CLEAN]
     first = rows[0]
     assert set(first) == {
-        "key_hex", "version", "record_type", "reserved", "record", "fields", "value_hex",
-        "value_size", "error",
+        "key_hex",
+        "version",
+        "record_type",
+        "reserved",
+        "record",
+        "fields",
+        "value_hex",
+        "value_size",
+        "error",
     }
     assert (first["record"], first["fields"]) == ("post", {"repo": "did:plc:alice", "rkey": "3k2a"})
     assert all(r["error"] is None for r in rows)
@@ -421,7 +434,8 @@ def test_dump_reverse_and_limit(clean_db: str) -> None:
     assert dump_keys(clean_db, "--limit", "4") == keys[:4]
     assert dump_keys(clean_db, "--reverse", "--limit", "2") == keys[::-1][:2]
     assert dump_keys(clean_db, "--prefix", "0120", "--reverse", "--limit", "2") == [
-        LIKE.encode(4), LIKE.encode(3)
+        LIKE.encode(4),
+        LIKE.encode(3),
     ]
 
 
@@ -433,8 +447,9 @@ def test_dump_bad_hex_options_exit_1(clean_db: str) -> None:
 def test_dump_values_json(clean_db: str) -> None:
     rows = {
         r["key_hex"]: r
-        for r in json_lines(ok("dump", clean_db, "--schema", "cli_schema:VALUES", "--values",
-                               "--json"))
+        for r in json_lines(
+            ok("dump", clean_db, "--schema", "cli_schema:VALUES", "--values", "--json")
+        )
     }
     post = rows[POST.encode("did:plc:alice", "3k2a").hex()]
     assert post["value"] == {"text": "hello"} and "value_hex" not in post
@@ -589,16 +604,24 @@ def test_stats_counts_and_bytes_are_exact(messy_db: str) -> None:
     expect(2, 1, "post")
     expect(5, 5, None)
     assert groups[1, 1]["count"] == 5  # three posts, the bad value, the truncated key
-    assert groups[1, 2] ["count"] == 5 and groups[1, 2]["key_bytes"] == 50
+    assert groups[1, 2]["count"] == 5 and groups[1, 2]["key_bytes"] == 50
 
 
 def test_stats_text(clean_db: str) -> None:
     lines = ok("stats", clean_db, *SCHEMA_ARG).splitlines()
-    assert re.match(r"VERSION +TYPE +RECORD +COUNT +KEY BYTES +VALUE BYTES +FIRST KEY +LAST KEY$",
-                    lines[0])
+    assert re.match(
+        r"VERSION +TYPE +RECORD +COUNT +KEY BYTES +VALUE BYTES +FIRST KEY +LAST KEY$", lines[0]
+    )
     like = next(line for line in lines[1:] if " like " in line and line.split()[0] == "1")
-    assert like.split()[:7] == ["1", "0x2", "like", "5", "50", str(sum(
-        len(i.value) for i in CLEAN if i.key[:2] == b"\x01\x20")), "01200000000000000000"]
+    assert like.split()[:7] == [
+        "1",
+        "0x2",
+        "like",
+        "5",
+        "50",
+        str(sum(len(i.value) for i in CLEAN if i.key[:2] == b"\x01\x20")),
+        "01200000000000000000",
+    ]
     total = lines[-1].split()
     assert total[0] == "total" and total[1] == str(len(CLEAN))
     assert total[2] == f"{sum(len(i.key) for i in CLEAN):,}"
@@ -619,8 +642,9 @@ def test_stats_keyspace(tmp_path: Path) -> None:
     path = tmp_path / "ks"
     write(path, [Item(b"\xab" + LIKE.encode(1), b"\x01"), Item(LIKE.encode(2), b"\x02")])
     report = json.loads(ok("stats", str(path), "--keyspace", "ab", "--json"))
-    assert [(g["keyspace_hex"], g["version"], g["record_type"], g["count"])
-            for g in report["groups"]] == [("ab", 1, 2, 1)]
+    assert [
+        (g["keyspace_hex"], g["version"], g["record_type"], g["count"]) for g in report["groups"]
+    ] == [("ab", 1, 2, 1)]
     rows = json_lines(ok("dump", str(path), "--keyspace", "ab", "--type", "2", "--json"))
     assert [r["key_hex"] for r in rows] == ["ab" + LIKE.encode(1).hex()]
     assert rows[0]["keyspace_hex"] == "ab"
@@ -704,8 +728,9 @@ def test_type_walk_seeks_instead_of_reading_other_records(tmp_path: Path) -> Non
     items = [Item(noise.encode(n), b"") for n in range(2000)]
     wanted = [Item(LIKE.encode(n), b"") for n in range(3)] + [Item(LIKE_V3.encode(9), b"")]
     items += wanted
-    items += [Item(RecordType("n", 1, [("n", F.u32)], version=v).encode(1), b"")
-              for v in (2, 200, 255)]
+    items += [
+        Item(RecordType("n", 1, [("n", F.u32)], version=v).encode(1), b"") for v in (2, 200, 255)
+    ]
     path = tmp_path / "walk"
     write(path, items)
 
@@ -752,9 +777,7 @@ def test_dump_and_stats_on_s3(s3_env: Any) -> None:
     s3_env.create_bucket("dumps")
     s3 = s3_env.client()
     write("s3://dumps/db", CLEAN)
-    assert dump_keys("s3://dumps/db", "--type", "2") == [
-        i.key for i in CLEAN if i.key[1] >> 4 == 2
-    ]
+    assert dump_keys("s3://dumps/db", "--type", "2") == [i.key for i in CLEAN if i.key[1] >> 4 == 2]
     assert json.loads(ok("stats", "s3://dumps/db", "--json"))["count"] == len(CLEAN)
     line = fails("dump", "s3://dumps/missing")
     assert "error: no SlateDB database at s3://dumps/missing (endpoint " in line

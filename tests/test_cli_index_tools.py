@@ -88,7 +88,15 @@ def test_stats_shows_the_catalog_row_as_no_index(appview: tuple[str, tuple[str, 
     table = run_in_process("stats", url).stdout.splitlines()
     head = next(x for x in table if x.startswith("INDEX"))
     assert head.split() == [
-        "INDEX", "KIND", "ENTRIES", "META", "ROWS", "KEY", "BYTES", "VALUE", "BYTES"
+        "INDEX",
+        "KIND",
+        "ENTRIES",
+        "META",
+        "ROWS",
+        "KEY",
+        "BYTES",
+        "VALUE",
+        "BYTES",
     ]
     catalog = next(x for x in table if x.startswith("(catalog)"))
     assert catalog.split()[:4] == ["(catalog)", "catalog", "-", "1"]

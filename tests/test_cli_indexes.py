@@ -133,8 +133,10 @@ def test_build_says_what_is_missing(db: str, tmp_path: Path) -> None:
     assert unknown.returncode == 1 and "no index named 'nope'" in unknown.stderr
     assert "--indexes" in unknown.stderr
     other = tmp_path / "other.py"
-    other.write_text("from opendata_kv import RecordType, fields\n"
-                     "SCHEMA = [RecordType('x', 3, [('k', fields.u8)])]\n")
+    other.write_text(
+        "from opendata_kv import RecordType, fields\n"
+        "SCHEMA = [RecordType('x', 3, [('k', fields.u8)])]\n"
+    )
     wrong = cli("index", "build", db, "by_tag", "--schema", f"{other}:SCHEMA")
     assert wrong.returncode == 1 and "does not define" in wrong.stderr
     bad = cli("index", "build", db, "by_tag", *S, "--indexes", "indexkit:SCHEMA")
@@ -238,11 +240,14 @@ def test_verify_indexes_names_each_planted_damage_and_rebuild_repairs_it(tmp_pat
     extra = (entry_prefix("by_tag") + b"q\x00a\x00" + post.encode("a", 99)).hex()
     missing = (entry_prefix("by_tag") + b"x\x00a\x00" + post.encode("a", 2)).hex()
     aggregate = (entry_prefix("per_tag") + b"x\x00").hex()
-    assert any(o == "index by_tag" and extra in p and "no matching record" in p
-               for o, p in problems)
+    assert any(
+        o == "index by_tag" and extra in p and "no matching record" in p for o, p in problems
+    )
     assert any(o == "index by_tag" and missing in p and "is missing" in p for o, p in problems)
-    assert any(o == "index per_tag" and aggregate in p and "recount gives (15, 0)" in p
-               for o, p in problems)
+    assert any(
+        o == "index per_tag" and aggregate in p and "recount gives (15, 0)" in p
+        for o, p in problems
+    )
     assert len(problems) == 3
     # the function index is named as not checked, not skipped in silence
     assert any("index tags not checked" in n and "--indexes" in n for n in report["notes"])
@@ -313,7 +318,9 @@ def test_dump_shows_index_entries_by_name_and_writes_nothing(tmp_path: Path) -> 
     entry = next(r for r in rows if r["index"] == "by_tag" and r["entry"] == "value")
     assert entry["fields"] == {"tag": "x", "author": "a"}
     assert entry["primary"] == {
-        "key_hex": post.encode("a", 0).hex(), "record": "post", "fields": {"author": "a", "rkey": 0}
+        "key_hex": post.encode("a", 0).hex(),
+        "record": "post",
+        "fields": {"author": "a", "rkey": 0},
     }
     unique = next(r for r in rows if r["index"] == "by_handle" and r["entry"] == "unique")
     assert unique["primary"]["record"] == "post"
@@ -324,8 +331,11 @@ def test_dump_shows_index_entries_by_name_and_writes_nothing(tmp_path: Path) -> 
     assert meta["value"]["state"] == "readable" and meta["value"]["built"] == COUNT
     assert sum(1 for r in rows if r["entry"] == "catalog") == 1
     # without --values, index rows are shown as records are: keys decoded, values as hex
-    bare = [r for r in json_lines(cli("dump", url, *S, "--indexes", "--json").stdout)
-            if r.get("layout") == "index"]
+    bare = [
+        r
+        for r in json_lines(cli("dump", url, *S, "--indexes", "--json").stdout)
+        if r.get("layout") == "index"
+    ]
     assert [r["key_hex"] for r in bare] == [r["key_hex"] for r in rows]
     assert all("value" not in r and r["value_hex"] is not None for r in bare)
     assert all(r["fields"] == w["fields"] for r, w in zip(bare, rows, strict=True))

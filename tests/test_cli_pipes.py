@@ -147,7 +147,9 @@ def test_dump_lists_the_records_before_any_index_row(db: str) -> None:
     flags = [r.get("layout") == "index" for r in rows]
     assert flags.index(True) == ROWS and all(flags[ROWS:])  # every record, then index rows
     assert sum(flags) == ROWS + 2  # one entry per item, the metadata row and the catalog
-    assert not any(r.get("layout") == "index" for r in json_lines(
-        run_in_process("dump", db, "--json", "--limit", "5").stdout))
+    assert not any(
+        r.get("layout") == "index"
+        for r in json_lines(run_in_process("dump", db, "--json", "--limit", "5").stdout)
+    )
     limited = json_lines(run_in_process("dump", db, "--indexes", "--json", "--limit", "5").stdout)
     assert [r.get("layout") for r in limited] == [None] * 5  # the limit counts records first

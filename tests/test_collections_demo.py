@@ -51,8 +51,17 @@ def test_demo_json_lines(tmp_path: Path) -> None:
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert {row["record"] for row in rows} == set(RECORD_NAMES)
     # the row shape of `dump --values --json`
-    shape = {"key_hex", "version", "record_type", "reserved", "record", "fields", "value",
-             "value_size", "error"}
+    shape = {
+        "key_hex",
+        "version",
+        "record_type",
+        "reserved",
+        "record",
+        "fields",
+        "value",
+        "value_size",
+        "error",
+    }
     assert all(set(row) == shape and row["error"] is None for row in rows)
     profile = next(r for r in rows if r["fields"].get("rkey") == "self")
     assert profile["record_type"] == 0xA
@@ -70,8 +79,12 @@ def test_demo_json_lines(tmp_path: Path) -> None:
     assert {v["key"] for v in ids} <= page_keys
 
     dumped = run_in_process(
-        "dump", str(tmp_path / "db"), "--values", "--json",
-        "--schema", "opendata_kv.collections:default_schema",
+        "dump",
+        str(tmp_path / "db"),
+        "--values",
+        "--json",
+        "--schema",
+        "opendata_kv.collections:default_schema",
     )
     assert dumped.returncode == 0, dumped.stderr
     assert [json.loads(line) for line in dumped.stdout.splitlines()] == rows

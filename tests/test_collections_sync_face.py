@@ -58,9 +58,7 @@ def like(uri: str) -> dict[str, Any]:
 
 def test_record_collection_over_a_sync_store() -> None:
     assert calls.active()
-    with SyncStore.open(
-        "memory://sync-records", default_schema(), indexes=BACKLINKS.indexes
-    ) as db:
+    with SyncStore.open("memory://sync-records", default_schema(), indexes=BACKLINKS.indexes) as db:
         with pytest.raises(ArgumentTypeError, match="SyncRecordCollection"):
             RecordCollection(db)  # type: ignore[arg-type]
         repo = SyncRecordCollection(db, key_types=BSKY_KEY_TYPES)

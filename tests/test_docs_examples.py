@@ -93,9 +93,7 @@ EXAMPLES = all_examples()
 def _env() -> dict[str, str]:
     """The test's environment with the checkout importable and no AWS_* settings leaking in."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(REPO), env.get("PYTHONPATH", "")) if p
-    )
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
     return env
 
 

@@ -49,8 +49,16 @@ def test_a_character_outside_the_did_alphabet_makes_it_invalid(
 
 @pytest.mark.parametrize(
     "value",
-    ["alice", "did:PLC:x", "did:plc:", "did:plc:x:", "did:plc:x%", "did::x", "did:plc:x\n",
-     "did:plc:" + "x" * (did.MAX_LENGTH - 7)],
+    [
+        "alice",
+        "did:PLC:x",
+        "did:plc:",
+        "did:plc:x:",
+        "did:plc:x%",
+        "did::x",
+        "did:plc:x\n",
+        "did:plc:" + "x" * (did.MAX_LENGTH - 7),
+    ],
 )
 def test_malformed_dids_are_refused_naming_the_rule(value: str) -> None:
     reason = did.explain(value)
@@ -96,8 +104,20 @@ def test_ttl_takes_positive_seconds_and_the_same_timedelta(seconds: float) -> No
 
 @pytest.mark.parametrize(
     "value",
-    [0, -1, 0.0, -0.5, math.nan, math.inf, -math.inf, True, "5", None,
-     datetime.timedelta(0), datetime.timedelta(seconds=-3)],
+    [
+        0,
+        -1,
+        0.0,
+        -0.5,
+        math.nan,
+        math.inf,
+        -math.inf,
+        True,
+        "5",
+        None,
+        datetime.timedelta(0),
+        datetime.timedelta(seconds=-3),
+    ],
 )
 def test_ttl_refuses_what_is_not_a_positive_finite_duration(value: object) -> None:
     with pytest.raises(InvalidInputError, match=r"^evict_after must be") as info:

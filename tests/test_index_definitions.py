@@ -31,9 +31,14 @@ def test_every_codec_is_found_by_its_stored_name(codec: Field) -> None:
     assert codec_name(found) == codec_name(codec)
 
 
-@given(st.one_of(st.text(max_size=30), st.text(max_size=12).map(lambda t: f"desc({t})"),
-                 st.text(max_size=12).map(lambda t: f"fixed({t})"),
-                 st.text(max_size=12).map(lambda t: f"rkey({t})")))
+@given(
+    st.one_of(
+        st.text(max_size=30),
+        st.text(max_size=12).map(lambda t: f"desc({t})"),
+        st.text(max_size=12).map(lambda t: f"fixed({t})"),
+        st.text(max_size=12).map(lambda t: f"rkey({t})"),
+    )
+)
 @example("rkey(any)")
 @example("desc(desc(u8))")
 @example("fixed(007)")
@@ -53,9 +58,16 @@ def test_typed_codecs_are_not_found_by_name() -> None:
         field_named(codec_name(typed))
 
 
-@given(st.lists(st.tuples(st.sampled_from("abcdef"), CODECS.filter(lambda f: not f.trailing)),
-                min_size=1, max_size=3, unique_by=lambda p: p[0]),
-       st.sampled_from(["value", "unique", "count"]), st.integers(1, 9))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from("abcdef"), CODECS.filter(lambda f: not f.trailing)),
+        min_size=1,
+        max_size=3,
+        unique_by=lambda p: p[0],
+    ),
+    st.sampled_from(["value", "unique", "count"]),
+    st.integers(1, 9),
+)
 def test_a_definition_without_functions_rebuilds_its_index(
     pairs: list[tuple[str, Field]], kind: str, version: int
 ) -> None:

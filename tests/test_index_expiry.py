@@ -471,9 +471,7 @@ def test_pages_hold_exactly_the_live_entries(
                 key = user.encode(f"u{n:02}")
                 data = db.store.values.encode(user, {"team": group}, key)
                 batch.put_raw(key, data, expire_at=past if expired else None)
-        live = sorted(
-            (group, f"u{n:02}") for n, (group, expired) in enumerate(rows) if not expired
-        )
+        live = sorted((group, f"u{n:02}") for n, (group, expired) in enumerate(rows) if not expired)
         want = [k for g, k in live if team is None or g == team]
         want = want[::-1] if reverse else want
         leading = () if team is None else (team,)

@@ -160,21 +160,23 @@ class IndexModel(RuleBasedStateMachine):
         for k in doomed:
             del self.model.live[k]
 
-    @rule(items=st.lists(PUTS.map(lambda op: (op[1], op[2])), max_size=6),
-          batch_size=st.integers(1, 4))
+    @rule(
+        items=st.lists(PUTS.map(lambda op: (op[1], op[2])), max_size=6),
+        batch_size=st.integers(1, 4),
+    )
     def put_many(self, items: list[tuple[MKey, Any]], batch_size: int) -> None:
         """Batches are atomic one by one: the ones before a refused batch stay written."""
         written = 0
         want_error = False
         for start in range(0, len(items), batch_size):
             after = self.model.copy()
-            for k, v in items[start:start + batch_size]:
+            for k, v in items[start : start + batch_size]:
                 after.apply(("put", k, v))
             if after.duplicate_handle():
                 want_error = True
                 break
             self.model = after
-            written += len(items[start:start + batch_size])
+            written += len(items[start : start + batch_size])
         try:
             done = self.face.put_many(items, batch_size)
         except UniqueIndexError:
@@ -206,6 +208,7 @@ class IndexModel(RuleBasedStateMachine):
     @rule(a=USERS, b=USERS)
     def swap_handles(self, a: MKey, b: MKey) -> None:
         """Two records trade their unique values in one batch."""
+
         def traded(value: Any, other: Any) -> Any:
             out = {f: v for f, v in value.items() if f != "handle"}
             if "handle" in other:
@@ -223,8 +226,11 @@ class IndexModel(RuleBasedStateMachine):
         delete = ("delete", op[1])
         self._batch([delete, op] if delete_first else [op, delete], abort=False)
 
-    @rule(ops=st.lists(OPS, max_size=5), rollback=st.booleans(),
-          isolation=st.sampled_from(["serializable", "snapshot"]))
+    @rule(
+        ops=st.lists(OPS, max_size=5),
+        rollback=st.booleans(),
+        isolation=st.sampled_from(["serializable", "snapshot"]),
+    )
     def transaction(self, ops: list[Op], rollback: bool, isolation: str) -> None:
         """Each write is judged against the transaction's own state so far; a refused one is
         skipped and the transaction goes on to commit (or roll back)."""
@@ -248,8 +254,12 @@ class IndexModel(RuleBasedStateMachine):
                 expect_refused(outcome, holder)
         self.model = after
 
-    @rule(k=POSTS, value=POST_VALUES, path=st.sampled_from(["put", "batch", "transaction"]),
-          company=st.lists(USER_PUTS, max_size=2))
+    @rule(
+        k=POSTS,
+        value=POST_VALUES,
+        path=st.sampled_from(["put", "batch", "transaction"]),
+        company=st.lists(USER_PUTS, max_size=2),
+    )
     def ttl_on_a_counted_record_is_refused(
         self, k: MKey, value: Any, path: str, company: list[Op]
     ) -> None:
@@ -257,8 +267,9 @@ class IndexModel(RuleBasedStateMachine):
         and writes nothing (nor the writes batched with it)."""
         op = ("put", k, value, LONG)
         # the company takes no handle, so the one reason to refuse the batch is the TTL
-        company = [(c[0], c[1], {f: v for f, v in c[2].items() if f != "handle"}, c[3])
-                   for c in company]
+        company = [
+            (c[0], c[1], {f: v for f, v in c[2].items() if f != "handle"}, c[3]) for c in company
+        ]
         if path == "transaction":  # refused at the put (the transaction goes on) or at commit
             try:
                 (outcome,) = self.face.transaction([op], rollback=False, isolation="serializable")

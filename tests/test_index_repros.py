@@ -328,8 +328,11 @@ def _judge_reads(found: Any, team_a: list[Any]) -> list[str]:
     wrong = []
     if found is not None and found.value.get("handle") != "h1":
         wrong.append(f"lookup('h1') returned {found.key} holding {found.value}")
-    wrong += [f"team 'a' scan yielded {r.key} holding {r.value}"
-              for r in team_a if r.value.get("team") != "a"]
+    wrong += [
+        f"team 'a' scan yielded {r.key} holding {r.value}"
+        for r in team_a
+        if r.value.get("team") != "a"
+    ]
     return wrong
 
 

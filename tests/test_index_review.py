@@ -43,9 +43,7 @@ def _expired_store(url: str, n: int) -> None:
 
 
 @pytest.mark.parametrize("how", ["put", "batch", "walked_batch", "transaction", "rebuild"])
-def test_check_expiry_false_replaces_the_expired_records_it_shows(
-    tmp_path: Path, how: str
-) -> None:
+def test_check_expiry_false_replaces_the_expired_records_it_shows(tmp_path: Path, how: str) -> None:
     url = str(tmp_path / "db")
     n = WALKED if how == "walked_batch" else 1
     _expired_store(url, n)

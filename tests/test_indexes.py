@@ -45,8 +45,12 @@ def recount(db: SyncStore) -> dict[str, Any]:
     return {
         "by_tag": sorted((v["tag"], k.author, k.rkey) for k, v in posts if "tag" in v),
         "per_tag": Counter(v["tag"] for _, v in posts if "tag" in v),
-        "likes": Counter({a: sum(v.get("likes", 0) for k, v in posts if k.author == a)
-                          for a in {k.author for k, v in posts}}),
+        "likes": Counter(
+            {
+                a: sum(v.get("likes", 0) for k, v in posts if k.author == a)
+                for a in {k.author for k, v in posts}
+            }
+        ),
         "tags": sorted(
             (t, k.record_type.name, k.author, k.rkey)
             for k, v in rows
@@ -123,8 +127,10 @@ class IndexedWrites(RuleBasedStateMachine):
         except UniqueIndexError:
             pass
 
-    @rule(writes=st.lists(st.tuples(AUTHORS, RKEYS, st.none() | VALUES), max_size=4),
-          isolation=st.sampled_from(["serializable", "snapshot"]))
+    @rule(
+        writes=st.lists(st.tuples(AUTHORS, RKEYS, st.none() | VALUES), max_size=4),
+        isolation=st.sampled_from(["serializable", "snapshot"]),
+    )
     def transaction(self, writes: list[Any], isolation: str) -> None:
         try:
             with self.db.transaction(isolation) as tx:

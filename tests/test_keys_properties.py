@@ -353,9 +353,7 @@ def test_codec_prefix_free(name: str, data: st.DataObject) -> None:
 
 
 @pytest.mark.parametrize("name", [s.name for s in INNER if s.codec.struct_code is not None])
-@given(
-    raws=st.lists(st.one_of(st.integers(0, 2**63 - 1), st.integers(0, 2**64 - 1)), max_size=8)
-)
+@given(raws=st.lists(st.one_of(st.integers(0, 2**63 - 1), st.integers(0, 2**64 - 1)), max_size=8))
 @scaled(0.3)
 def test_from_raw_many_is_from_raw_over_a_list(name: str, raws: list[int]) -> None:
     """A struct codec's batch conversion (decode_many's columns) equals from_raw per item,

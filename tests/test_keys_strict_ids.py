@@ -75,8 +75,19 @@ def test_a_muid_is_not_an_index(m: Muid) -> None:
 
 @pytest.mark.parametrize(
     "codec",
-    [fields.u8, fields.u16, fields.u32, fields.u64, fields.u128, fields.i32, fields.i64,
-     fields.var_u32, fields.var_u64, fields.url_key, fields.tid],
+    [
+        fields.u8,
+        fields.u16,
+        fields.u32,
+        fields.u64,
+        fields.u128,
+        fields.i32,
+        fields.i64,
+        fields.var_u32,
+        fields.var_u64,
+        fields.url_key,
+        fields.tid,
+    ],
     ids=lambda c: repr(c),
 )
 @given(m=muids)

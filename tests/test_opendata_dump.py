@@ -39,8 +39,16 @@ EXPECTED_RECORDS = {
     "log": {"SeqBlock", "SegmentMeta", "LogEntry", "ListingEntry"},
     "timeseries": {"SeriesDictionary", "ForwardIndex", "InvertedIndex", "TimeSeries"},
     "vector": {
-        "CollectionMeta", "SeqBlock", "IdDictionary", "VectorData", "MetadataIndex",
-        "CentroidStats", "Centroids", "CentroidInfo", "DeletionsSentinel", "TermStats",
+        "CollectionMeta",
+        "SeqBlock",
+        "IdDictionary",
+        "VectorData",
+        "MetadataIndex",
+        "CentroidStats",
+        "Centroids",
+        "CentroidInfo",
+        "DeletionsSentinel",
+        "TermStats",
         "FieldStats",
     },
 }
@@ -67,7 +75,9 @@ def test_dump_values_and_merge_operands(dbs: dict[str, str]) -> None:
     assert sum(op["num_vectors_delta"] for op in stats["operands"]) == 3
     assert by_record["VectorData"]["value"]["vector"] == [0.5, -1.0]
     assert by_record["MetadataIndex"]["fields"] == {
-        "field": "color", "value_type": 0, "value": "red"
+        "field": "color",
+        "value_type": 0,
+        "value": "red",
     }
     log = json_lines(run_in_process("dump", dbs["log"], "--values", "--json").stdout)
     segments = [r["fields"]["segment_id"] for r in log if r["record"] == "LogEntry"]

@@ -74,7 +74,10 @@ def test_key_inspect_contract_end_to_end() -> None:
     assert result.returncode == 0
     obj = json.loads(result.stdout)
     assert (obj["layout"], obj["subsystem"], obj["record"], obj["fields"]) == (
-        "opendata", "log", "SeqBlock", {"segment_id": 0}
+        "opendata",
+        "log",
+        "SeqBlock",
+        {"segment_id": 0},
     )
 
 
@@ -148,7 +151,9 @@ def test_max_integers_and_segment_256() -> None:
     for segment in (0, 255, 256, 0xFFFFFFFF):
         key = entry.encode(segment, b"\x00\x01\xff", (1 << 64) - 1)
         assert opendata.decode_key(key).asdict() == {
-            "segment_id": segment, "key": b"\x00\x01\xff", "relative_seq": (1 << 64) - 1
+            "segment_id": segment,
+            "key": b"\x00\x01\xff",
+            "relative_seq": (1 << 64) - 1,
         }
     assert entry.encode(256, b"", 0)[2:6] == b"\x00\x00\x01\x00"
     with pytest.raises(KeyEncodeError):
@@ -196,8 +201,10 @@ typed_values = st.one_of(
 def test_typed_field_order_and_round_trip(a: Any, b: Any, ta: int, tb: int) -> None:
     ka, kb = TYPED.encode(*a, ta), TYPED.encode(*b, tb)
     assert tuple(TYPED.decode(ka)) == (*a, ta)
+
     def order(v: Any, t: int) -> Any:
         return (v[0], v[1].encode() if isinstance(v[1], str) else v[1], t)
+
     assert (ka < kb) == (order(a, ta) < order(b, tb))
     assert (ka == kb) == (order(a, ta) == order(b, tb))
 

@@ -73,8 +73,11 @@ OVER = [
     ("VectorData", _s("d") + _s("v") + b"\xff" + b"\x00" * 4 * 101, "max_array_len"),
     ("CentroidInfo", b"\x01" + struct.pack("<H", 101) + b"\x00" * (404 + 8), "max_array_len"),
     ("VectorFieldStats", struct.pack("<H", 101) + (_s("f") + b"\x00" * 4) * 101, "max_array_len"),
-    ("CollectionMeta", b"\x00" * 9 + struct.pack("<H", 60) + (_s("f") + b"\x00\x00") * 60,
-     "max_objects"),
+    (
+        "CollectionMeta",
+        b"\x00" * 9 + struct.pack("<H", 60) + (_s("f") + b"\x00\x00") * 60,
+        "max_objects",
+    ),
     ("VectorData", _s("d") + (_s("a") + b"\x01" + b"\x00" * 8) * 120, "max_objects"),
     ("VectorIndexData", b"\x00" * 4097, "max_value_bytes"),  # shown as hex: 2x
 ]

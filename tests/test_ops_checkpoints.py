@@ -125,7 +125,9 @@ def test_clone_is_independent(url: str, tmp_path: Path) -> None:
             await source.flush()
             result = await Store.clone(url, clone_path, checkpoint=made.id)
             assert (result.source, result.destination, result.checkpoint) == (
-                url, clone_path, made.id
+                url,
+                clone_path,
+                made.id,
             )
             assert result.records == 2
             async with Store.open(clone_path, SCHEMA, values=VALUES) as clone:
@@ -137,7 +139,10 @@ def test_clone_is_independent(url: str, tmp_path: Path) -> None:
                 await source.flush()
                 assert await likes(clone) == {2: {"v": 2}, 100: {"v": "clone"}}
                 assert await likes(source) == {
-                    1: {"v": 1}, 2: {"v": 2}, 3: {"v": 3}, 200: {"v": "source"}
+                    1: {"v": 1},
+                    2: {"v": 2},
+                    3: {"v": 3},
+                    200: {"v": "source"},
                 }
             with pytest.raises(StoreError, match="already holds a database"):
                 await Store.clone(url, clone_path)

@@ -67,8 +67,10 @@ def test_changes_json(db: str, capsys: pytest.CaptureFixture[str]) -> None:
         with pytest.raises(SystemExit) as usage:
             main(["changes", db, "--poll", poll])
         assert usage.value.code == 2
-        assert capsys.readouterr().err.splitlines()[-1].startswith(
-            "opendata-kv changes: error: argument --poll: poll must be"
+        assert (
+            capsys.readouterr()
+            .err.splitlines()[-1]
+            .startswith("opendata-kv changes: error: argument --poll: poll must be")
         )
 
 

@@ -22,9 +22,7 @@ def db(tmp_path: Path) -> str:
     return path
 
 
-def test_dump_with_start_after_end_is_an_error(
-    db: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_dump_with_start_after_end_is_an_error(db: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["dump", db, "--start", "0120", "--end", "0110"]) != 0
     assert "--start 0120 is after --end 0110" in capsys.readouterr().err
     assert main(["dump", db, "--start", "0110", "--end", "0110"]) == 0  # empty, not reversed

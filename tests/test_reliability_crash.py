@@ -166,8 +166,7 @@ def _round(
         else:
             opened = writer.wait_open()
             assert opened == expected_next, (
-                f"{where}: writer resumed at batch {opened}, "
-                f"expected {expected_next}"
+                f"{where}: writer resumed at batch {opened}, expected {expected_next}"
             )
             if mode == "timer":
                 time.sleep(rng.uniform(0.0, 0.25))
@@ -186,9 +185,7 @@ def _round(
     acked_total.update(acked)
     missing = acked_total - check.batches
     assert not missing, f"{where}: acknowledged batches lost: {missing}"
-    assert check.batches == set(range(check.next_batch)), (
-        f"{where}: holes in the batches present"
-    )
+    assert check.batches == set(range(check.next_batch)), f"{where}: holes in the batches present"
     last_acked = max(acked_total, default=-1)
     assert check.next_batch <= last_acked + 2, (
         f"{where}: batches up to {check.next_batch - 1} present but the "

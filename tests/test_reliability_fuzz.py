@@ -495,9 +495,7 @@ def test_value_codecs(data: bytes) -> None:
         value = MsgpackCodec().decode(data)
     except ValueLimitError as exc:  # garbage may claim anything; of valid small values,
         # only the depth cap can refuse one, and only one nested deeper than it
-        assert not ok or (
-            exc.cap == "max_depth" and _nesting(expected) > DEFAULT_LIMITS.max_depth
-        )
+        assert not ok or (exc.cap == "max_depth" and _nesting(expected) > DEFAULT_LIMITS.max_depth)
     except ValueDecodeError:
         assert not ok
     else:

@@ -69,9 +69,7 @@ def test_a_stray_object_is_named_and_skipped(base: Path, tmp_path: Path, stray: 
     assert result.returncode == 0 and "Traceback" not in result.stderr
 
 
-def test_a_far_off_wal_id_is_a_gap_reported_in_bounded_memory(
-    base: Path, tmp_path: Path
-) -> None:
+def test_a_far_off_wal_id_is_a_gap_reported_in_bounded_memory(base: Path, tmp_path: Path) -> None:
     """The largest id slatedb can write: a real name, so a gap of ~2^64 ids, reported as one
     run naming its first file (the old check built the range of ids and ran out of memory)."""
     path = ds.copy(base, tmp_path / "db")

@@ -94,13 +94,9 @@ def test_types_check_and_typos_fail_under_mypy(tmp_path: Path, mypy_cache: Path)
     )
     status, out = mypy_strict(tmp_path, [source.name], mypy_cache)
     lines = [line for line in out.splitlines() if ": error:" in line]
-    flagged = {
-        line.split(":")[1] for line in lines
-    }
+    flagged = {line.split(":")[1] for line in lines}
     expected = {
-        str(i + 1)
-        for i, text in enumerate(source.read_text().splitlines())
-        if "# E" in text
+        str(i + 1) for i, text in enumerate(source.read_text().splitlines()) if "# E" in text
     }
     assert flagged == expected, out
     assert status == 1
@@ -284,7 +280,10 @@ def test_scan_bounds_take_keys_and_field_tuples(
         for repo, rkey in keys:
             store.put(post2, (repo, rkey), Post(rkey))
         got = store.scan(
-            post2, start=bound(start), end=bound(end), reverse=reverse  # type: ignore[arg-type]
+            post2,
+            start=bound(start),
+            end=bound(end),
+            reverse=reverse,  # type: ignore[arg-type]
         )
         assert [tuple(r.key) for r in got] == expected
         raw = store.scan(

@@ -40,7 +40,10 @@ def test_parse_locations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert url.path == str(tmp_path / "d")
     s3 = parse_location("s3://bucket/some/prefix/")
     assert (s3.scheme, s3.store_url, s3.path, s3.bucket) == (
-        "s3", "s3://bucket", "some/prefix", "bucket",
+        "s3",
+        "s3://bucket",
+        "some/prefix",
+        "bucket",
     )
     assert parse_location("s3://bucket").path == "db"
     for bad in ("", "s3:///x", "gs://b/p", "file://host/x", "file:relative"):
@@ -470,8 +473,17 @@ async def test_reader_is_read_only(store_url: str) -> None:
             assert await reader.get(like, (1,)) == "x"
             # a reader has no write methods at all (and mypy flags them: test_store_sync_face)
             for name in (
-                "put", "delete", "put_raw", "flush", "batch", "transaction", "snapshot",
-                "delete_range", "put_many", "write", "migrate",
+                "put",
+                "delete",
+                "put_raw",
+                "flush",
+                "batch",
+                "transaction",
+                "snapshot",
+                "delete_range",
+                "put_many",
+                "write",
+                "migrate",
             ):
                 assert not hasattr(reader, name), name
         await asyncio.sleep(0)

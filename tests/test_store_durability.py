@@ -13,8 +13,9 @@ from storekit import SCHEMA, VALUES, Post, aio, eventually, like, post1, post2
 from opendata_kv import Store, SyncStore
 from opendata_kv.errors import FencedError
 
-DURABLE = pytest.mark.parametrize("store_url", ["local", "relative", "file_url", "s3"],
-                                  indirect=True)
+DURABLE = pytest.mark.parametrize(
+    "store_url", ["local", "relative", "file_url", "s3"], indirect=True
+)
 
 
 @DURABLE

@@ -70,21 +70,27 @@ async def test_scan_shapes(store_url: str) -> None:
 
         # leading fields, partial strings (the terminated string is not a prefix of did:bb)
         assert keys(await store.scan("post", "did:b").to_list()) == [
-            (1, "did:b", "3ka"), (2, "did:b", "3k9"),
+            (1, "did:b", "3ka"),
+            (2, "did:b", "3k9"),
         ]
         assert keys(await store.scan("post", "did:a", partial="3k").to_list()) == [
-            (1, "did:a", "3ka"), (1, "did:a", "3kb"), (2, "did:a", "3k1"), (2, "did:a", "3k2"),
+            (1, "did:a", "3ka"),
+            (1, "did:a", "3kb"),
+            (2, "did:a", "3k1"),
+            (2, "did:a", "3k2"),
         ]
         assert keys(await store.scan(post2, partial="did:b").to_list()) == [(2, "did:b", "3k9")]
         assert keys(await store.scan(post1, partial="did:b").to_list()) == [
-            (1, "did:b", "3ka"), (1, "did:bb", "x"),
+            (1, "did:b", "3ka"),
+            (1, "did:bb", "x"),
         ]
         assert keys(await store.scan("post", "did:a", "3k1").to_list()) == [(2, "did:a", "3k1")]
         assert await store.scan("post", "did:zzz").to_list() == []
 
         # reverse + limit
         assert keys(await store.scan("post", "did:a", reverse=True, limit=2).to_list()) == [
-            (2, "did:a", "4z"), (2, "did:a", "3k2"),
+            (2, "did:a", "4z"),
+            (2, "did:a", "3k2"),
         ]
         assert await store.scan("post", limit=0).to_list() == []
         assert [r.key.n async for r in store.scan(like, limit=3)] == [0, 1, 2]
@@ -187,7 +193,8 @@ def test_cursor_resume_equals_uninterrupted_scan(
     live = {post1.encode(repo, k) for k in v1 - deleted} | {post2.encode(repo, k) for k in v2}
     if partial is not None:
         live = {
-            k for k in live
+            k
+            for k in live
             if k.startswith(post1.prefix(repo, partial=partial))
             or k.startswith(post2.prefix(repo, partial=partial))
         }

@@ -76,7 +76,10 @@ RENAMED = {
 }
 #: public async members with no sync counterpart, and why
 ASYNC_ONLY = {
-    "location", "checkpoint_id", "poll_interval", "check_expiry",  # attributes, not methods
+    "location",
+    "checkpoint_id",
+    "poll_interval",
+    "check_expiry",  # attributes, not methods
 }
 
 

@@ -95,7 +95,9 @@ async def test_unknown_version_policies() -> None:
 
         skipped = await old.scan_all(on_unknown="skip").to_list()
         assert [r.raw_key for r in skipped] == [
-            post1.encode("r", "a"), like.encode(1), post2.encode("r", "b"),
+            post1.encode("r", "a"),
+            like.encode(1),
+            post2.encode("r", "b"),
         ]
         assert skipped[0].value == Post("one")  # upgraded
         assert skipped[2].value == Post("two")
@@ -191,7 +193,9 @@ async def test_migrate_with_key_upgrade() -> None:
         assert await store.get(old, (1,)) == "doc 1"
         assert await store.migrate("doc") == 3
         assert [(r.key.id, r.key.part, r.value) async for r in store.scan("doc")] == [
-            (0, 0, "doc 0"), (1, 0, "doc 1"), (2, 0, "doc 2"),
+            (0, 0, "doc 0"),
+            (1, 0, "doc 1"),
+            (2, 0, "doc 2"),
         ]
 
 

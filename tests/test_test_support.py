@@ -33,8 +33,14 @@ def test_in_process_runs_are_independent(tmp_path: Path) -> None:
             f"SCHEMA = Schema(RecordType('kind{n}', 1, [('n', fields.u8)]))\n"
         )
         result = run_in_process(
-            "key", "inspect", "011007", "--schema", "same_name_schema:SCHEMA", "--json",
-            cwd=folder, env={"OPENDATA_KV_TEST_MARK": "1"},
+            "key",
+            "inspect",
+            "011007",
+            "--schema",
+            "same_name_schema:SCHEMA",
+            "--json",
+            cwd=folder,
+            env={"OPENDATA_KV_TEST_MARK": "1"},
         )
         assert result.returncode == 0, result.stderr
         assert f'"record": "kind{n}"' in result.stdout

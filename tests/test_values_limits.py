@@ -33,6 +33,7 @@ def refused(codec: Any, data: bytes) -> ValueLimitError:
 
 # --- each cap ---------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     ("cap", "limit", "over", "under"),
     [
@@ -118,8 +119,10 @@ small_caps = st.builds(
 )
 packed = st.recursive(
     SCALARS | st.floats() | st.booleans(),
-    lambda c: st.lists(c, max_size=8)
-    | st.dictionaries(st.text(max_size=8) | st.integers(-(2**40), 2**40), c),
+    lambda c: (
+        st.lists(c, max_size=8)
+        | st.dictionaries(st.text(max_size=8) | st.integers(-(2**40), 2**40), c)
+    ),
     max_leaves=40,
 ).map(lambda value: msgpack.packb(value, use_bin_type=True))
 
@@ -252,16 +255,24 @@ def test_a_value_over_the_binding_cap_is_a_clean_encode_error(
 BLOB = RecordType("blob", 7, [("n", F.u32)])
 #: small caps, so the property runs on small values: the default 64 MiB behaves the same
 SMALL = DecodeLimits(
-    max_value_bytes=400, max_str_len=60, max_bin_len=80, max_array_len=12, max_map_len=8,
-    max_objects=40, max_depth=4,
+    max_value_bytes=400,
+    max_str_len=60,
+    max_bin_len=80,
+    max_array_len=12,
+    max_map_len=8,
+    max_objects=40,
+    max_depth=4,
 )
 SMALL_VALUES = Values(Schema(BLOB), limits=SMALL)
 
 NESTED = st.recursive(
-    st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=80)
+    st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.text(max_size=80)
     | st.binary(max_size=100),
-    lambda inner: st.lists(inner, max_size=15) | st.dictionaries(st.text(max_size=3), inner,
-                                                                  max_size=10),
+    lambda inner: (
+        st.lists(inner, max_size=15) | st.dictionaries(st.text(max_size=3), inner, max_size=10)
+    ),
     max_leaves=60,
 )
 

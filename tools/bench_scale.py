@@ -254,7 +254,6 @@ async def settle_slatedb(url: str, quiet_s: float = SETTLE_QUIET_S) -> dict[str,
         await asyncio.sleep(0.25)
 
 
-
 class RssSampler:
     """Peak resident set size of this process, polled from /proc every 20 ms, per phase."""
 
@@ -501,9 +500,7 @@ class TypedSide(Side):
         await self.store.close()
 
     async def load(self, progress: Callable[[int], None]) -> int:
-        return await self.store.put_many(
-            typed_records(self.w), batch_size=BATCH, progress=progress
-        )
+        return await self.store.put_many(typed_records(self.w), batch_size=BATCH, progress=progress)
 
     async def flush(self) -> None:
         await self.store.flush()
@@ -970,13 +967,23 @@ def table(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="bench.py scale", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=None,
-                        help="records to load (default 1,000,000 on file, 100,000 on s3)")
+    parser = argparse.ArgumentParser(
+        prog="bench.py scale",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--records",
+        type=int,
+        default=None,
+        help="records to load (default 1,000,000 on file, 100,000 on s3)",
+    )
     parser.add_argument("--store", choices=("file", "s3"), default="file")
-    parser.add_argument("--json", action="store_true",
-                        help="print the figures as JSON on stdout (the table goes to stderr)")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the figures as JSON on stdout (the table goes to stderr)",
+    )
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     records = args.records or (1_000_000 if args.store == "file" else 100_000)

@@ -661,7 +661,10 @@ def _about() -> dict[str, str]:
     try:
         commit = subprocess.run(
             ["git", "-C", str(repo), "describe", "--always", "--dirty"],
-            capture_output=True, text=True, timeout=10, check=True,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         commit = "unknown"
@@ -748,12 +751,14 @@ def table(result: dict[str, Any]) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
-        prog="bench.py store", description=__doc__,
+        prog="bench.py store",
+        description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--quick", action="store_true", help="2,000 records, 500 gets, 3 rounds")
     parser.add_argument(
-        "--json", action="store_true",
+        "--json",
+        action="store_true",
         help="print the figures as JSON on stdout (the tables go to stderr)",
     )
     args = parser.parse_args(argv)

@@ -331,7 +331,7 @@ TARGETS = (
         "opendata_kv/collections/sync.py",
         "The collections' sync face: RecordCollection, ChangeLog and PageStore over a\n"
         "SyncStore, blocking.\n\n"
-        "    with SyncStore.open(\"./data\", default_schema()) as db:\n"
+        '    with SyncStore.open("./data", default_schema()) as db:\n'
         "        SyncRecordCollection(db).like_count(uri)\n\n"
         "Every method runs its async twin on the calling thread (tools/gen_sync.py; the\n"
         "hand-written part is opendata_kv/collections/sync_support.py).",

@@ -190,9 +190,9 @@ def _history_problems(decoded: dict[int, Any], listing: Listing | None) -> list[
     return problems
 
 
-def _checkpoint_problems(latest: Any, decoded: dict[int, Any], listing: Listing | None) -> list[
-    Problem
-]:
+def _checkpoint_problems(
+    latest: Any, decoded: dict[int, Any], listing: Listing | None
+) -> list[Problem]:
     """Every checkpoint of the newest manifest pins a manifest that must still be there,
     and the SSTs it references."""
     problems: list[Problem] = []
@@ -266,9 +266,7 @@ async def _wal(
             return
         reader = SlateDbWalReader(location.db_path, object_store)
         try:
-            tail = await asyncio.wait_for(
-                reader.last_wal_file_id(replay), budget(WAL_READ_TIMEOUT)
-            )
+            tail = await asyncio.wait_for(reader.last_wal_file_id(replay), budget(WAL_READ_TIMEOUT))
         except asyncio.TimeoutError:
             raise _no_answer(location, "reading the newest WAL file id") from None
         except FOREIGN as exc:
@@ -291,9 +289,7 @@ _BLOCKS = (
 )
 
 
-async def _blocks(
-    location: Location, object_store: Any, latest: Any, report: VerifyReport
-) -> None:
+async def _blocks(location: Location, object_store: Any, latest: Any, report: VerifyReport) -> None:
     """The filter, index and stats blocks of every SST of the newest manifest, each read
     (and checksummed) on its own: a scan reads no filter, and a get reads only the filters of
     the SSTs on its path, so a damaged filter would otherwise show only as failing gets."""

@@ -282,8 +282,7 @@ def _import(spec: str, module_name: str, option: str) -> Any:
         ) from None
     except Exception as exc:  # the module itself raised while importing
         raise CliError(
-            f"{option} {spec}: importing module {module_name!r} failed: "
-            f"{type(exc).__name__}: {exc}"
+            f"{option} {spec}: importing module {module_name!r} failed: {type(exc).__name__}: {exc}"
         ) from None
 
 

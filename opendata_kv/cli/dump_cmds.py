@@ -200,8 +200,11 @@ def fields_cell(row: Row) -> str:
 
 
 def field_text(value: Any) -> str:
-    if isinstance(value, str) and value and value.isprintable() and not any(
-        c in value for c in ' "='
+    if (
+        isinstance(value, str)
+        and value
+        and value.isprintable()
+        and not any(c in value for c in ' "=')
     ):
         return value
     return json_text(value, compact=False)
@@ -253,8 +256,10 @@ class DumpTable:
 
     def _cells(self, row: Row | None) -> tuple[str, ...]:
         if row is None:
-            return ("KEY", "RECORD", "FIELDS", "VALUE") if self.with_fields else (
-                "KEY", "RECORD", "VALUE"
+            return (
+                ("KEY", "RECORD", "FIELDS", "VALUE")
+                if self.with_fields
+                else ("KEY", "RECORD", "VALUE")
             )
         cells = [key_cell(row), record_cell(row), value_cell(row)]
         if self.with_fields:

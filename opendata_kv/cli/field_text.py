@@ -1,12 +1,12 @@
 """Key field values written as command-line text, parsed by the field's codec (key encode).
 
-    integers (u8..u128, i32, i64, var_u32, var_u64, url_key)   decimal, or 0x / 0o / 0b
-    f64                                                         a float, also nan / inf / -inf
-    bool                                                        true / false (1 / 0, yes / no)
-    bytes, trailing_bytes, fixed(n)                             hex (as `key inspect` reads)
-    muid                                                        its string form
-    string, trailing_string, tid, rkey                          the text itself
-    desc(f)                                                     as f
+integers (u8..u128, i32, i64, var_u32, var_u64, url_key)   decimal, or 0x / 0o / 0b
+f64                                                         a float, also nan / inf / -inf
+bool                                                        true / false (1 / 0, yes / no)
+bytes, trailing_bytes, fixed(n)                             hex (as `key inspect` reads)
+muid                                                        its string form
+string, trailing_string, tid, rkey                          the text itself
+desc(f)                                                     as f
 """
 
 from __future__ import annotations

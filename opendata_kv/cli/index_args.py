@@ -30,7 +30,8 @@ def indexes_arg(parser: argparse.ArgumentParser, *, optional_value: bool = False
             nargs="?",
             const="",
             metavar="MODULE:ATTR",
-            help="also check every stored index against its records; " + help_text
+            help="also check every stored index against its records; "
+            + help_text
             + " (put it after DB, or write --indexes=MODULE:ATTR)",
         )
     else:

@@ -291,8 +291,10 @@ def run_build(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(result)
     else:
-        done = "was readable already, nothing to build" if result["skipped"] else (
-            f"{result['indexed']:,} records indexed by this run, {result['built']:,} in all"
+        done = (
+            "was readable already, nothing to build"
+            if result["skipped"]
+            else (f"{result['indexed']:,} records indexed by this run, {result['built']:,} in all")
         )
         sys.stdout.write(f"index {args.name}: {done}; {result['state']}\n")
     return EXIT_OK

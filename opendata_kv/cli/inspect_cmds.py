@@ -52,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "layouts (layout, subsystem, record, fields), any other key by its 2-byte seed "
             "prefix (version, record type, reserved bits) with the rest as hex; --layout "
             "chooses explicitly. With --schema: also the record name and its decoded fields "
-            "(rest_hex is then \"\"). KEY is hex (0x optional, any case, spaces "
+            '(rest_hex is then ""). KEY is hex (0x optional, any case, spaces '
             "allowed, may be split over several arguments) or base64 with --base64; `-` reads "
             "one key per stdin line and prints one JSON line each."
         ),

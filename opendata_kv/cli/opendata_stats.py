@@ -47,13 +47,22 @@ class OpendataStats:
     def as_json(self) -> dict[str, Any]:
         return {
             "records": [
-                {"subsystem": s, "record": r, "count": c.keys, "key_bytes": c.key_bytes,
-                 "value_bytes": c.value_bytes}
+                {
+                    "subsystem": s,
+                    "record": r,
+                    "count": c.keys,
+                    "key_bytes": c.key_bytes,
+                    "value_bytes": c.value_bytes,
+                }
                 for (s, r), c in sorted(self.records.items())
             ],
             "log_segments": [
-                {"segment_id": n, "keys": c.keys, "records": c.records,
-                 "bytes": c.key_bytes + c.value_bytes}
+                {
+                    "segment_id": n,
+                    "keys": c.keys,
+                    "records": c.records,
+                    "bytes": c.key_bytes + c.value_bytes,
+                }
                 for n, c in sorted(self.segments.items())
             ],
         }

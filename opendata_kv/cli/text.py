@@ -33,8 +33,7 @@ class EscapingStream:
     def write(self, text: str) -> int:
         if not text.replace("\n", "").replace("\t", "").isprintable():
             text = "\n".join(
-                "\t".join(printable(cell) for cell in line.split("\t"))
-                for line in text.split("\n")
+                "\t".join(printable(cell) for cell in line.split("\t")) for line in text.split("\n")
             )
         return self.stream.write(text)
 

@@ -53,7 +53,6 @@ PAGE_TYPE = 0xD
 PAGE_ID_TYPE = 0xE
 
 
-
 class PagesLayout(Layout):
     """The page store's two RecordTypes: `page` and `page_id`, each keyed by a URL key."""
 
@@ -108,8 +107,6 @@ class Page:
             return False
         at = now_micros() if now is None else to_micros(now, "now")
         return to_micros(self.expires_at, "expires_at") <= at
-
-
 
 
 class PageStore:

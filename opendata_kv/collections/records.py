@@ -74,6 +74,7 @@ BSKY_KEY_TYPES: Mapping[str, str] = {
     "app.bsky.graph.listitem": "tid",
 }
 
+
 class TidSource(Protocol):
     """Anything that hands out TID strings (a TidGenerator, or a fake in tests)."""
 

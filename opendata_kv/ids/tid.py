@@ -121,9 +121,7 @@ _SPREAD = tuple(
     for half, period in ((40, 128), (20, 64), (10, 32), (5, 16))
 )
 _MARK = _lanes((_DROP << 120) | (_DROP << 112) | (_SPACE << 104))
-_DIGITS = bytes.maketrans(
-    bytes(range(32)) + bytes([_SPACE]), ALPHABET.encode("ascii") + b" "
-)
+_DIGITS = bytes.maketrans(bytes(range(32)) + bytes([_SPACE]), ALPHABET.encode("ascii") + b" ")
 
 
 @functools.lru_cache(maxsize=64)

@@ -584,7 +584,6 @@ class Desc(Field):
     def __hash__(self) -> int:
         return hash((Desc, self.inner))
 
-
     def encode(self, value: Any) -> bytes:
         return invert(self.inner.encode(value))
 

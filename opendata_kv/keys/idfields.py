@@ -1,10 +1,10 @@
 """Key fields for the identifiers in opendata_kv.ids: tid, muid, url_key and rkey(key_type).
 
-    tid       8-byte big-endian integer (sorts like the 13-char string); takes exactly a TID
-              string (an int is refused, as u64 refuses a str), decodes to the string
-    muid      the 16 packed bytes; takes and decodes to a Muid
-    url_key   8-byte big-endian int63 (bit 63 must be 0)
-    rkey      a terminated string validated as an AT Protocol record key of a Lexicon key type
+tid       8-byte big-endian integer (sorts like the 13-char string); takes exactly a TID
+          string (an int is refused, as u64 refuses a str), decodes to the string
+muid      the 16 packed bytes; takes and decodes to a Muid
+url_key   8-byte big-endian int63 (bit 63 must be 0)
+rkey      a terminated string validated as an AT Protocol record key of a Lexicon key type
 """
 
 from __future__ import annotations

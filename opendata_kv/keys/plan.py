@@ -317,9 +317,7 @@ def _compile_run_many(
     tail_part = slice(-tail_width, None)
     strings = [type(fields[i]) is TerminatedStr for i in run]
     width = len(run)
-    convert = {
-        i: fields[i].from_raw_many for i in lead + tail if not fields[i].raw_identity
-    }
+    convert = {i: fields[i].from_raw_many for i in lead + tail if not fields[i].raw_identity}
     starts = bytes.startswith
     getitem: Callable[[bytes, slice], bytes] = operator.getitem  # type: ignore[assignment]
     count: Callable[[bytes, bytes], int] = bytes.count
@@ -397,9 +395,7 @@ def _compile_struct_columns(
     return columns
 
 
-def _chunked(
-    columns: Callable[[list[bytes], bool], list[Any]], decode: DecodeFn
-) -> DecodeManyFn:
+def _chunked(columns: Callable[[list[bytes], bool], list[Any]], decode: DecodeFn) -> DecodeManyFn:
     """decode_many over a columnar decoder: _CHUNK keys at a time; a chunk that fails any
     check is decoded key by key by `decode`, which raises the first bad key's error."""
 

@@ -60,8 +60,7 @@ def parse_prefix(key: bytes, keyspace: bytes = b"") -> RecordPrefix:
         )
     if keyspace and not key.startswith(keyspace):
         raise KeyDecodeError(
-            f"key {show_bytes(key)} does not start with keyspace {show_bytes(keyspace)} "
-            "(offset 0)",
+            f"key {show_bytes(key)} does not start with keyspace {show_bytes(keyspace)} (offset 0)",
             value=key,
             offset=0,
         )

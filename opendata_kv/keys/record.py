@@ -163,7 +163,12 @@ def _rebuild_record_type(token: bytes, definition: tuple[Any, ...]) -> RecordTyp
     names = ("subsystem", "header", "tag", "suffix")
     options = dict(zip(names, extra[0], strict=True)) if extra else {}
     return RecordType(
-        name, record_type, pairs, version=version, reserved=reserved, keyspace=keyspace,
+        name,
+        record_type,
+        pairs,
+        version=version,
+        reserved=reserved,
+        keyspace=keyspace,
         **options,
     )
 
@@ -299,9 +304,7 @@ class RecordType:
             #: decode_many(keys: list[bytes], prefixed=False) -> list[Key]: decode over a batch
             #: (scans), equal to [decode(k) for k in keys] and raising the same error on the
             #: first bad key; prefixed=True: the caller guarantees every key starts with `head`.
-            self.decode_many = compile_decode_many(
-                self.head, self._fields, self.Key, self.decode
-            )
+            self.decode_many = compile_decode_many(self.head, self._fields, self.Key, self.decode)
         _BY_TOKEN[self._token] = self
         _BY_DEFINITION.setdefault(self._definition, self)
 

@@ -169,9 +169,7 @@ EXTRACTORS: dict[str, Extractor] = {
 
 
 #: the constant bytes OpenData keys start with (subsystem, vector's segment, version)
-LEADS: tuple[bytes, ...] = tuple(
-    sorted({t.lead for schema in SCHEMAS.values() for t in schema})
-)
+LEADS: tuple[bytes, ...] = tuple(sorted({t.lead for schema in SCHEMAS.values() for t in schema}))
 
 
 def is_opendata_key(key: bytes) -> bool:

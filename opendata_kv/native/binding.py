@@ -41,6 +41,7 @@ COST: Final = (
 
 logger = logging.getLogger("opendata_kv.native")
 
+
 def generated() -> ModuleType:
     """slatedb's generated UniFFI module (loaded once, with the native library)."""
     module: ModuleType = _generated

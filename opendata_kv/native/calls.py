@@ -376,11 +376,7 @@ class _Points:
 def _points(source: Any, keys: list[bytes], rows: bool) -> Awaitable[list[Any]]:
     """The point reads of `keys`, all in flight at once, awaitable by either face."""
     native = _SOURCES.get(source.__class__)
-    if (
-        native is None
-        or not active()
-        or any(key.__class__ is not bytes for key in keys)
-    ):
+    if native is None or not active() or any(key.__class__ is not bytes for key in keys):
         return many([get_row(source, key) if rows else get(source, key) for key in keys])
     return _Points(source, native, keys, rows)
 

@@ -77,9 +77,7 @@ def _note_lost(unraisable: Any) -> None:
     inline by a poll on the main thread) cannot propagate through C, and the continuation's
     work may be undone. Note it, so the poller raises KeyboardInterrupt and frees the
     future instead of waiting for a wake-up that will not come."""
-    if unraisable.object is _on_continue and issubclass(
-        unraisable.exc_type, KeyboardInterrupt
-    ):
+    if unraisable.object is _on_continue and issubclass(unraisable.exc_type, KeyboardInterrupt):
         _local.lost = True
         return
     _previous_hook(unraisable)
@@ -165,7 +163,6 @@ class Pending(Waiter, Generic[T]):
         an interrupt cut short is dropped too."""
         self.kind.free(self.handle)
         _waiters.pop(id(self), None)
-
 
     def __await__(self) -> Generator[Any, None, T]:
         try:

@@ -96,9 +96,7 @@ def data_error(
     """A StoreDataError for damaged data, naming the object when known, with the advice."""
     name = object_name or object_named(message)
     named = f" in {name}" if name else ""
-    return StoreDataError(
-        f"{where}: {what}{named} [{message}]; {VERIFY_ADVICE}", object_name=name
-    )
+    return StoreDataError(f"{where}: {what}{named} [{message}]; {VERIFY_ADVICE}", object_name=name)
 
 
 def translate(exc: BaseException, where: str) -> StoreError:

@@ -1,18 +1,18 @@
 """The typed store: records in and out of slatedb through the native layer (opendata_kv.native).
 
-    Store          async, typed SlateDB database: the writer (writer.py)
-    StoreReader    its read side, what Store.open_reader gives: no write methods (reader.py)
-    SyncStore      the same, blocking, driven on the calling thread (SyncStoreReader, ...)
-    Record         what scans yield: (key, value, raw_key), the key a typed Key
-    RawRecord      a row yielded undecoded: no RecordType owns it (scan_all(on_unknown="raw"))
-                   or it failed to decode (on_error="raw", with the error)
-    Change         what the change feed yields (Store.changes): a record's write, key a Key
-    RawChange      a feed row delivered undecoded (on_unknown="raw", on_error="raw")
-    IndexChange    a write of a secondary index (Store.changes(indexes=True))
-    ChangeBatch    one WAL file's changes (Store.change_batches); the first says what GC took
-    Checkpoint     a pinned state (Store.checkpoint, Store.open_reader(checkpoint=...))
-    clone          copy a database (at a checkpoint) into a new, independent one
-    verify         check every object of a database; a VerifyReport of Problems (read-only)
+Store          async, typed SlateDB database: the writer (writer.py)
+StoreReader    its read side, what Store.open_reader gives: no write methods (reader.py)
+SyncStore      the same, blocking, driven on the calling thread (SyncStoreReader, ...)
+Record         what scans yield: (key, value, raw_key), the key a typed Key
+RawRecord      a row yielded undecoded: no RecordType owns it (scan_all(on_unknown="raw"))
+               or it failed to decode (on_error="raw", with the error)
+Change         what the change feed yields (Store.changes): a record's write, key a Key
+RawChange      a feed row delivered undecoded (on_unknown="raw", on_error="raw")
+IndexChange    a write of a secondary index (Store.changes(indexes=True))
+ChangeBatch    one WAL file's changes (Store.change_batches); the first says what GC took
+Checkpoint     a pinned state (Store.checkpoint, Store.open_reader(checkpoint=...))
+clone          copy a database (at a checkpoint) into a new, independent one
+verify         check every object of a database; a VerifyReport of Problems (read-only)
 """
 
 from opendata_kv.checks.integrity import Problem

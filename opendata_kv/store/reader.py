@@ -182,8 +182,13 @@ class StoreReader(IndexReads, ReadView):
         batches: Any = self.change_batches
         return feed.flatten(
             batches(
-                since, follow=follow, limit=limit, poll_interval=poll_interval,
-                on_error=on_error, on_unknown=on_unknown, indexes=indexes,
+                since,
+                follow=follow,
+                limit=limit,
+                poll_interval=poll_interval,
+                on_error=on_error,
+                on_unknown=on_unknown,
+                indexes=indexes,
             )
         )
 
@@ -348,9 +353,7 @@ class StoreReader(IndexReads, ReadView):
         if self._closed:
             raise StoreClosedError(f"{self.where} is closed")
 
-    async def checkpoint(
-        self, name: str | None = None, lifetime: TtlArg = None
-    ) -> Checkpoint:
+    async def checkpoint(self, name: str | None = None, lifetime: TtlArg = None) -> Checkpoint:
         """Pin the current state as a checkpoint holding every write acknowledged so far.
 
         On the writer the memtable is flushed to an SST first. On a reader nothing can be
@@ -365,9 +368,7 @@ class StoreReader(IndexReads, ReadView):
         """The store's checkpoints (only those named `name` if given), oldest first."""
         return await self._checkpoints().list(name)
 
-    async def refresh_checkpoint(
-        self, checkpoint_id: str, lifetime: TtlArg
-    ) -> Checkpoint:
+    async def refresh_checkpoint(self, checkpoint_id: str, lifetime: TtlArg) -> Checkpoint:
         """Give a checkpoint a new lifetime from now (None: keep it until deleted)."""
         return await self._checkpoints().refresh(require_id(checkpoint_id), lifetime)
 
@@ -481,9 +482,7 @@ async def _open_reader(
         object_store_options,
         "open reader on",
     )
-    store = StoreReader(
-        reader, location, schema, values, readonly=True, check_expiry=check_expiry
-    )
+    store = StoreReader(reader, location, schema, values, readonly=True, check_expiry=check_expiry)
     store._object_store = object_store
     store.checkpoint_id = checkpoint_id
     store.poll_interval = poll_interval

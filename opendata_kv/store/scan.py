@@ -79,6 +79,7 @@ def _NO_VALUES(batch: list[bytes]) -> list[Any]:
     """A keys-only scan's value decoder: every value skipped."""
     return [None] * len(batch)
 
+
 def _raw_rows(keys: list[bytes], data: list[bytes]) -> list[RawRecord]:
     """An undecoded scan's rows."""
     return list(map(RawRecord, keys, data, keys))

@@ -90,8 +90,7 @@ def resolve(schema: Schema, record: RecordType | str) -> RecordType:
     if isinstance(record, str):
         if record not in schema.names():
             raise SchemaError(
-                f"no record type named {record!r} in this store's schema; known: "
-                f"{schema.names()}",
+                f"no record type named {record!r} in this store's schema; known: {schema.names()}",
                 record=record,
             )
         return schema.get(record)
@@ -238,9 +237,7 @@ def bound_bytes(bound: Bound, record_type: RecordType | None, what: str) -> byte
     )
 
 
-def narrow(
-    span: KeySpan, prefix: bytes | None, start: bytes | None, end: bytes | None
-) -> KeySpan:
+def narrow(span: KeySpan, prefix: bytes | None, start: bytes | None, end: bytes | None) -> KeySpan:
     """`span` intersected with the keys under `prefix` and with [start, end)."""
     bounds = (span.start, span.end)
     if prefix:
@@ -609,9 +606,7 @@ class ReadView:
             spans.append(narrow(KeySpan(record_type, lo, hi), prefix, None, None))
         return spans
 
-    def _bounded_spans(
-        self, spans: list[KeySpan], start: Bound, end: Bound
-    ) -> list[KeySpan]:
+    def _bounded_spans(self, spans: list[KeySpan], start: Bound, end: Bound) -> list[KeySpan]:
         """`spans` narrowed to [start, end), each bound encoded for the span's record type."""
         return [
             narrow(

@@ -438,7 +438,6 @@ class Store(StoreReader):
             self, name, batch_size=batch_size, progress=progress, durable=durable
         )
 
-
     # --- secondary indexes (store/indexes, RFC 0010) -----------------------------------------
 
     async def build_index(

@@ -100,8 +100,10 @@ class Values:
         if record_type not in self.schema:
             raise SchemaError(f"{record_type.name!r} v{record_type.version} is not in the schema")
         self._plans[record_type.head] = VersionCodec(
-            record_type, self._limited(as_codec(codec)) if codec is not None else self.default,
-            upgrade, upgrade_key,
+            record_type,
+            self._limited(as_codec(codec)) if codec is not None else self.default,
+            upgrade,
+            upgrade_key,
         )
         return self
 

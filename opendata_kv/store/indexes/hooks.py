@@ -94,9 +94,7 @@ async def transaction_write(tx: Transaction, key: bytes, new: Any) -> None:
     if tx._generation is None:
         tx._generation = indexes.generation
     # expired values marked (as the store's reads would judge them)
-    replaced = functools.partial(
-        point_reads, tx._source, tx.where, check_expiry=store.check_expiry
-    )
+    replaced = functools.partial(point_reads, tx._source, tx.where, check_expiry=store.check_expiry)
     writes = await plan(
         indexes, store.values, [(key, record_type, new)], tx._fetch_many, fetch_old=replaced
     )

@@ -240,9 +240,7 @@ def _encoded(
     return {encode(index.name, index.fields, v): v for v in index.entries(key, value)}
 
 
-def _refuse_ttl(
-    indexes: IndexSet, only: Index | None, record_type: RecordType, key: bytes
-) -> None:
+def _refuse_ttl(indexes: IndexSet, only: Index | None, record_type: RecordType, key: bytes) -> None:
     """IndexTtlError when a count or sum index covers a record written with a TTL: an
     aggregate cannot expire with its records (RFC 0010)."""
     for index in [only] if only is not None else indexes.of(record_type):

@@ -245,9 +245,7 @@ def _records(view: ReadView, rows: list[tuple[bytes, bytes, bytes]]) -> list[tup
                 else:
                     return [
                         (Record(key, value, primary), entry)
-                        for key, value, (primary, _, entry) in zip(
-                            keys, decoded, rows, strict=True
-                        )
+                        for key, value, (primary, _, entry) in zip(keys, decoded, rows, strict=True)
                     ]
     out = []
     for primary, data, entry in rows:

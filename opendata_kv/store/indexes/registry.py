@@ -149,8 +149,10 @@ class IndexSet:
                 f"declared: {sorted(self.declared)})",
                 index=name,
             )
-        if not isinstance(index, str) and index is not found and not (
-            name in self.taken_up and index.describe() == found.describe()
+        if (
+            not isinstance(index, str)
+            and index is not found
+            and not (name in self.taken_up and index.describe() == found.describe())
         ):
             raise IndexStateError(
                 f"{where}: index {name!r} is not the Index object this store was opened with",

@@ -207,9 +207,7 @@ class Checkpoints:
             before = await self._call(admin.read_manifest(None), "read manifest")
             if before is None:
                 raise CheckpointError(f"checkpoint of {self.where}: there is no database here")
-            tail = await self._call(
-                reader.last_wal_file_id(before.replay_after_wal_id), "read WAL"
-            )
+            tail = await self._call(reader.last_wal_file_id(before.replay_after_wal_id), "read WAL")
             made = await self._call(
                 admin.create_detached_checkpoint(
                     CheckpointOptions(lifetime_ms=ms, source=None, name=name)

@@ -232,9 +232,7 @@ class _Copier:
         )
         while True:
             with translating(self.where):
-                rows = await bounded(
-                    iterator.next_batch(self.batch_size), self.timeout, self.where
-                )
+                rows = await bounded(iterator.next_batch(self.batch_size), self.timeout, self.where)
             if not rows:
                 return
             now = now_ms()

@@ -163,8 +163,18 @@ def _raw(row: Any, cursor: str, exc: Exception) -> RawChange | IndexChange:
     key, data = row.key, row.value
     if key.startswith(ROOT):
         return IndexChange(
-            cursor, row.seq, OPS[row.kind], None, "entry", None, None, data, key, data,
-            row.expire_ts, exc,
+            cursor,
+            row.seq,
+            OPS[row.kind],
+            None,
+            "entry",
+            None,
+            None,
+            data,
+            key,
+            data,
+            row.expire_ts,
+            exc,
         )
     return RawChange(cursor, row.seq, OPS[row.kind], key, data, key, data, row.expire_ts, exc)
 
@@ -498,4 +508,3 @@ async def change_batches(
                     return
         if failure is not None:
             raise failure
-

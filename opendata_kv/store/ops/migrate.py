@@ -52,14 +52,12 @@ async def migrate(
         if old is current:
             continue
         while True:
-            count = await _pass(
-                store,
-                db, old, current, batch_size, moved, progress, durable
-            )
+            count = await _pass(store, db, old, current, batch_size, moved, progress, durable)
             if not count:
                 break
             moved += count
     return moved
+
 
 async def _pass(
     store: Store,
