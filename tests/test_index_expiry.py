@@ -571,3 +571,37 @@ def test_a_build_meeting_two_holders_of_a_unique_value_names_both(
             assert await db.check_indexes() == []
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize("how", ["put", "batch", "put_many", "transaction", "walk"])
+@pytest.mark.parametrize("first, second", [(SHORT, None), (None, SHORT), (None, None)])
+def test_kept_entries_follow_the_expiry_of_every_write(
+    how: str, first: float | None, second: float | None
+) -> None:
+    """A write keeping an indexed value rewrites the kept entries when either it or the value
+    it replaces has a TTL (so they expire with the record), and may leave them when neither
+    has: the index reads equal the records either way, on every write path."""
+    with SyncStore.open("memory://", SCHEMA, indexes=[handle, by_team]) as db:
+        value = {"handle": "alice", "team": "a"}
+        db.put(user, ("u1",), value, ttl=first)
+        others = [(user, (f"w{i:02}",), {"team": "b"}) for i in range(20)]
+        if how == "put":
+            db.put(user, ("u1",), value, ttl=second)
+        elif how == "batch":
+            with db.batch() as batch:
+                batch.put(user, ("u1",), value, ttl=second)
+        elif how == "walk":  # enough keys for the batch to walk them with an iterator
+            with db.batch() as batch:
+                for target, fields_, other in others:
+                    batch.put(target, fields_, other)
+                batch.put(user, ("u1",), value, ttl=second)
+        elif how == "put_many":
+            db.put_many([(user, ("u1",), value)])  # put_many takes no TTL
+        else:
+            with db.transaction() as tx:
+                tx.put(user, ("u1",), value, ttl=second)
+        expire()
+        live = second is None or how == "put_many"
+        assert (db.lookup(handle, "alice") is not None) is live
+        assert ids(db.index_scan(by_team, "a")) == (["u1"] if live else [])
+        assert db.check_indexes() == []

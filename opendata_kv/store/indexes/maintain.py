@@ -75,6 +75,12 @@ class Expired(bytes):
     check_expiry=False, say) can find them pointing at a record that no longer holds them."""
 
 
+class Expiring(bytes):
+    """A replaced live value with a TTL, as old_values returns it (plain bytes there: no
+    TTL). The entries a write keeps from it are rewritten to take the write's expiry; kept
+    entries of a value without a TTL, written without one, stay as they are."""
+
+
 def _old_value(indexes: IndexSet, values: Values, key: bytes, data: bytes | None) -> Any:
     """The decoded value a write replaces (None for none, or an expired one that no longer
     decodes: nothing of it is indexed live)."""
@@ -82,7 +88,7 @@ def _old_value(indexes: IndexSet, values: Values, key: bytes, data: bytes | None
         return None
     old_type = indexes.schema.record_type_of(key)
     if not isinstance(data, Expired):
-        return values.decode(old_type, key, data)
+        return values.decode(old_type, key, bytes(data) if type(data) is Expiring else data)
     try:
         return values.decode(old_type, key, bytes(data))
     except OpendataKvError:
@@ -174,6 +180,9 @@ async def plan(
         live_old = None if isinstance(old_data, Expired) else old
         new_value = _value(values, record_type, key, new)
         options = new.options if isinstance(new, Raw) else None
+        # kept entries take the new expiry; with none before and none now they stay as they
+        # are (only old_values' readers tell a value without a TTL by its plain bytes)
+        keep = options is None and fetch_old is not None and type(old_data) is bytes
         for index in active:
             # entries compared as the bytes they encode to: (-0.0,) == (0.0,) as tuples
             after = _encoded(index, key_obj, new_value, encode_fields)
@@ -195,8 +204,11 @@ async def plan(
                     for entry in after:
                         writes.append((entry + key, copy, options))
                 continue
-            # every entry of the new value is written, kept ones too: they take its expiry
+            # every entry of the new value is written, kept ones too (they take its expiry)
+            # unless neither the old value nor the write has one
             for entry, added in after.items():
+                if keep and entry in before:
+                    continue
                 if index.kind == "unique":
                     other = unique_adds.get(entry)
                     if other is not None and other[2] != key:

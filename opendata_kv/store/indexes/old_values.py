@@ -9,11 +9,12 @@ run up to the next stored row. When the walk pays more than one native call per 
 (the keys are scattered among stored rows), the rest are read with point reads, so the walk
 never costs much more than the point reads would have.
 
-A value whose TTL has passed comes back as maintain.Expired: its entries carry its expiry
-and expired with it, so it counts in no aggregate and holds no unique value, but the write
-that replaces it still deletes them (a reader with check_expiry=False would show them). A
-store opened with check_expiry=False shows expired records, so there every stored value is
-live: the one a write replaces.
+A live value with a TTL comes back as maintain.Expiring (so the entries a write keeps take
+the write's expiry). A value whose TTL has passed comes back as maintain.Expired: its
+entries carried its expiry and expired with it, so it counts in no aggregate and holds no
+unique value, but the write that replaces it still deletes them (a reader with
+check_expiry=False would show them). A store opened with check_expiry=False shows expired
+records, so there every stored value is live: the one a write replaces.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from opendata_kv.native import calls
 from opendata_kv.native.errors import translating
 from opendata_kv.native.slatedb import KeyRange
 from opendata_kv.store.expiry import is_expired, now_ms
-from opendata_kv.store.indexes.maintain import Expired
+from opendata_kv.store.indexes.maintain import Expired, Expiring
 from opendata_kv.store.scan import scan_options
 from opendata_kv.store.views import in_windows
 
@@ -61,13 +62,15 @@ async def point_reads(
     `check_expiry`) by point reads, a window at a time (views.in_windows)."""
     with translating(f"read of replaced values on {where}"):
         rows = await in_windows(functools.partial(calls.get_rows, source), keys)
-    if not check_expiry:
-        return [None if row is None else row[0] for row in rows]
-    now = now_ms()
-    return [
-        None if row is None else Expired(row[0]) if is_expired(row[1], now) else row[0]
-        for row in rows
-    ]
+    now = now_ms() if check_expiry else -1  # every expiry is later than -1
+    return [None if row is None else _marked(row[0], row[1], now) for row in rows]
+
+
+def _marked(data: bytes, expire: int | None, now: int) -> bytes:
+    """`data` as plain bytes when it has no TTL, else Expired or Expiring (maintain.py)."""
+    if expire is None:
+        return data
+    return Expired(data) if is_expired(expire, now) else Expiring(data)
 
 
 async def _walk(
@@ -100,6 +103,5 @@ async def _walk(
             read_any, at = True, 0
             exhausted = not rows
         if at < len(rows) and rows[at] == key:
-            expire = expires[at]
-            found[key] = Expired(data[at]) if is_expired(expire, now) else data[at]
+            found[key] = _marked(data[at], expires[at], now)
     return found, []
