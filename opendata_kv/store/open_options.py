@@ -80,14 +80,15 @@ def open_options(
     options: OpenOptions | None, opener: str, keywords: Mapping[str, Any]
 ) -> OpenOptions:
     """The options an open runs with: `options` (default: none set) and the keywords that
-    differ from their defaults; a keyword that disagrees with `options`, or a setting the
-    `opener` ("Store.open" or "Store.open_reader") does not read, is an InvalidArgumentError
-    naming it."""
+    differ from their defaults (one left at its default defers to `options`). A keyword that
+    disagrees with `options`, or a setting the `opener` ("Store.open" or "Store.open_reader")
+    does not read, is an InvalidArgumentError naming it."""
     reader = opener == "Store.open_reader"
+    timeout = READER_TIMEOUT if reader else None  # the `timeout` keyword's default
     given = {
         name: value
         for name, value in keywords.items()
-        if value != (READER_TIMEOUT if reader and name == "timeout" else _DEFAULTS[name])
+        if value != (timeout if name == "timeout" else _DEFAULTS[name])
     }
     if options is None:
         options = OpenOptions(**given)
