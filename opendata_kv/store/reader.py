@@ -249,23 +249,25 @@ class StoreReader(IndexReads, ReadView):
         file, the first saying what the garbage collector took (docs/operations.md)."""
         self.check_open()
         side, identity = sidecar.of(self._object_store)
-        return feed.change_batches(
+        source = feed.FeedSource(
             feed.wal_reader(self.location.db_path, self._object_store),
             feed.admin(self.location.db_path, self._object_store, self.where),
             self.schema,
             self.values,
-            since,
+            self.where,
+            identity=identity,
+            list_wal=lambda: sidecar.wal_ids(self.location, side),
+            shapes=self._index_shapes,
+        )
+        options = feed.FeedOptions(
             follow=follow,
             limit=limit,
             poll_interval=poll_interval,
-            where=self.where,
-            identity=identity,
-            list_wal=lambda: sidecar.wal_ids(self.location, side),
             on_error=on_error,  # type: ignore[arg-type]  # checked by the feed
             on_unknown=on_unknown,  # type: ignore[arg-type]
             indexes=indexes,
-            shapes=self._index_shapes,
         )
+        return feed.change_batches(source, since, options)
 
     async def _index_shapes(self) -> dict[str, IndexShape]:
         """How the entries of every index decode, for the feed: the declared Index objects
