@@ -58,6 +58,9 @@ class OpenOptions:
         self._set("error_if_exists", bool(self.error_if_exists))
         self._set("indexes", tuple(self.indexes))  # an iterator would be read once
         self._set("rebuild_later", tuple(self.rebuild_later))
+        for name in ("settings", "object_store_options"):  # a copy: the caller's may change
+            given = getattr(self, name)
+            self._set(name, None if given is None else dict(given))
 
     def _set(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
