@@ -26,7 +26,7 @@ from conftest import MotoServer
 from hang_guard import hang_guard
 
 from opendata_kv.errors import OpendataKvError, StoreDataError
-from opendata_kv.store import Store, verify
+from opendata_kv.store import Store, verify_sync
 
 COMPLETE, ERROR, LOSS = "complete", "error", "undetectable loss"
 
@@ -121,7 +121,7 @@ def check_outcome(got: str, error: BaseException | None, want: str, name: str, c
 def test_the_undamaged_base_is_complete_and_verifies(base: Path, tmp_path: Path) -> None:
     assert outcome(ds.copy(base, tmp_path / "r"), writer=False)[0] == COMPLETE
     assert outcome(ds.copy(base, tmp_path / "w"), writer=True)[0] == COMPLETE
-    report = verify(ds.copy(base, tmp_path / "v"))
+    report = verify_sync(ds.copy(base, tmp_path / "v"))
     assert report.ok, report.problems
     assert report.checked["rows read from SSTs"] == ds.FIRST
 
@@ -167,7 +167,7 @@ def test_verify_names_the_damaged_object_and_writes_nothing(
     path = damaged(base, tmp_path, target, how)
     before = _digest(path)
     with hang_guard(60):
-        report = verify(path)
+        report = verify_sync(path)
     assert _digest(path) == before, "verify wrote to the store"
     if (target, how) in VERIFY_BLIND:
         assert report.ok, report.problems
@@ -187,7 +187,7 @@ def test_verify_on_s3_names_the_damaged_object_and_writes_nothing(
     db.damage(s3_base.targets()[target], how)
     before = db.digest()
     with hang_guard(BOUND):
-        report = verify(db.url)
+        report = verify_sync(db.url)
     assert db.digest() == before, "verify wrote to the store"
     if (target, how) in VERIFY_BLIND:
         assert report.ok, report.problems
@@ -267,7 +267,7 @@ def test_sound_databases_of_every_shape_verify_clean(base: Path, tmp_path: Path)
     ds.copy(base, tmp_path / "crashed")  # a crashed writer's too (built by ds.build)
     for db in (path, tmp_path / "crashed"):
         with hang_guard(60):
-            report = verify(db)
+            report = verify_sync(db)
         assert report.ok, report.problems
         assert report.checked["rows read from SSTs"] > 0
         for writer in (False, True):  # the open checks raise no false alarm either

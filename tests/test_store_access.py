@@ -23,7 +23,7 @@ from hang_guard import hang_guard
 from writer_process import child_env
 
 from opendata_kv.errors import StoreDataError
-from opendata_kv.store import SyncStore, verify
+from opendata_kv.store import SyncStore, verify_sync
 
 pytestmark = pytest.mark.hang_guard(120)
 
@@ -62,7 +62,7 @@ def test_a_stray_object_is_named_and_skipped(base: Path, tmp_path: Path, stray: 
     with hang_guard(60):
         assert read_all(path) == ds.expected()
         assert read_all(path, writer=True) == ds.expected()
-        report = verify(path)
+        report = verify_sync(path)
     assert [p.object_name for p in report.problems] == [stray], report.problems
     assert "not an object slatedb writes" in report.problems[0].message
     result = run_in_process("dump", str(path))
@@ -80,7 +80,7 @@ def test_a_far_off_wal_id_is_a_gap_reported_in_bounded_memory(base: Path, tmp_pa
     assert caught.value.object_name == f"wal/{newest + 1:020d}.sst"
     assert "ids after it" in str(caught.value)
     with hang_guard(60):
-        report = verify(path)
+        report = verify_sync(path)
     assert f"wal/{newest + 1:020d}.sst" in {p.object_name for p in report.problems}
 
 

@@ -22,7 +22,7 @@ from opendata_kv.errors import (
     StoreUnavailableError,
 )
 from opendata_kv.native.errors import translate
-from opendata_kv.store import Store, verify
+from opendata_kv.store import Store, verify_sync
 
 SST = "compacted/01M83V2RGXNK8QKH3EP4H1ZK6K.sst"
 
@@ -121,7 +121,7 @@ def test_verify_on_s3_reads_everything_and_names_a_deleted_sst(s3_url: str, s3_e
             if n % 10 == 9:
                 store.flush()
     with hang_guard(120):
-        report = verify(s3_url)
+        report = verify_sync(s3_url)
     assert report.ok, report.problems
     assert report.checked["rows read from SSTs"] == 30
     assert any("cannot be listed" in note for note in report.notes)
@@ -131,6 +131,6 @@ def test_verify_on_s3_reads_everything_and_names_a_deleted_sst(s3_url: str, s3_e
     key = listed["Contents"][0]["Key"]
     client.delete_object(Bucket=bucket, Key=key)
     with hang_guard(120):
-        report = verify(s3_url)
+        report = verify_sync(s3_url)
     assert not report.ok
     assert key.split("/", 2)[-1] in {p.object_name for p in report.problems}, report.problems

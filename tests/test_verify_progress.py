@@ -9,7 +9,7 @@ from typing import Any
 
 from opendata_kv import RecordType, Schema, SyncStore
 from opendata_kv import fields as F
-from opendata_kv.checks.verify import verify
+from opendata_kv.checks.verify import verify_sync
 from opendata_kv.cli.verify_cmds import StageProgress
 
 item = RecordType("item", 1, [("n", F.u64)])
@@ -23,7 +23,7 @@ def test_verify_reports_each_stage_and_the_rows_read(tmp_path: Path) -> None:
                 batch.put(item, (n,), {"n": n})
         db.flush()
     seen: list[tuple[str, int]] = []
-    report = verify(path, progress=lambda stage, count: seen.append((stage, count)))
+    report = verify_sync(path, progress=lambda stage, count: seen.append((stage, count)))
     assert report.ok, report.problems
     stages = [stage for stage, _ in seen]
     assert stages[0] == "manifests" and "compactions and WAL files" in stages

@@ -1,6 +1,6 @@
 """verify: read every object of a database and report each damaged or inconsistent one.
 
-    report = verify("./data")            # or await verify_async(url)
+    report = await verify("./data")      # or verify_sync(url) without an event loop
     for problem in report.problems:      # Problem(object_name, message)
         print(problem)
 
@@ -20,7 +20,8 @@ import asyncio
 import contextlib
 import itertools
 import os
-from collections.abc import Callable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -421,7 +422,7 @@ class _BoundedAdmin:
         return call
 
 
-async def verify_async(
+async def verify(
     url: str | os.PathLike[str],
     *,
     object_store_options: Mapping[str, str] | None = None,
@@ -515,7 +516,7 @@ async def _verify(
     return report
 
 
-def verify(
+def verify_sync(
     url: str | os.PathLike[str],
     *,
     object_store_options: Mapping[str, str] | None = None,
@@ -523,8 +524,8 @@ def verify(
     retries: int = 0,
     progress: Progress | None = None,
 ) -> VerifyReport:
-    """verify_async, blocking (on a private event loop, so it works inside a running one)."""
-    checking = verify_async(
+    """`verify`, blocking (on a private event loop, so it works inside a running one)."""
+    checking = verify(
         url,
         object_store_options=object_store_options,
         timeout=timeout,
@@ -533,3 +534,27 @@ def verify(
     )
     report: VerifyReport = driver.run(checking)
     return report
+
+
+def verify_async(
+    url: str | os.PathLike[str],
+    *,
+    object_store_options: Mapping[str, str] | None = None,
+    timeout: float | None = READER_TIMEOUT,
+    retries: int = 0,
+    progress: Progress | None = None,
+) -> Coroutine[Any, Any, VerifyReport]:
+    """Deprecated: the async `verify` under its old name (the async face has the plain
+    name, the blocking one ends in _sync: RFC 0012)."""
+    warnings.warn(
+        "verify_async is deprecated: await verify(...) (the blocking face is verify_sync)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return verify(
+        url,
+        object_store_options=object_store_options,
+        timeout=timeout,
+        retries=retries,
+        progress=progress,
+    )

@@ -67,7 +67,7 @@ class StageProgress(Progress):
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from opendata_kv.checks.verify import verify
+    from opendata_kv.checks.verify import verify_sync
     from opendata_kv.objstore.location import parse_location
 
     limits = ReadLimits.from_args(args)
@@ -77,7 +77,7 @@ def run_verify(args: argparse.Namespace) -> int:
     bar = StageProgress(sys.stderr)
     unchecked = None
     try:
-        report = verify(
+        report = verify_sync(
             args.db,
             object_store_options=options,
             timeout=limits.timeout,

@@ -20,7 +20,7 @@ import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, Final, TypeVar
 
-from opendata_kv.native import driver, wire
+from opendata_kv.native import driver, selfcheck, wire
 from opendata_kv.native.binding import COST, NativeStatus, decide, generated, logger
 from opendata_kv.native.driver import FutureKind, Pending
 from opendata_kv.native.wire import Columns, PointRow
@@ -115,11 +115,9 @@ def status() -> NativeStatus:
             if _status is None:
                 decided = decide()
                 if decided.active:
-                    from opendata_kv.native.selfcheck import self_check
-
                     _checker = threading.get_ident()
                     try:
-                        failure = self_check()
+                        failure = selfcheck.self_check(_DRIVEN)
                     finally:
                         _checker = None
                     if failure is not None:
@@ -530,3 +528,18 @@ async def _in_order(calls: list[Awaitable[T]]) -> list[T]:
     import asyncio
 
     return list(await asyncio.gather(*calls))
+
+
+#: what the self-check (selfcheck.py) drives and compares with the generated methods
+_DRIVEN = selfcheck.Driven(
+    replica=_replica,
+    put=put,
+    batch_put=batch_put,
+    write=write,
+    delete=delete,
+    get=get,
+    get_row=get_row,
+    next_columns=next_columns,
+    columns=_columns,
+    many=many,
+)

@@ -4,7 +4,8 @@ Byte strings of awkward sizes and contents are lowered by wire.lower_bytes and b
 generated converter and compared; buffers written by the generated converters are read back
 by wire's readers; then a memory:// database is written and read through the hot calls and
 through the generated methods, and every answer compared. Any difference or error keeps the
-driver off (calls.status says why).
+driver off (calls.status says why). The calls it drives are handed in (`Driven`) by
+calls.status, so this module does not import calls, which runs it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import ctypes
 import os
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from opendata_kv.native import driver, wire
@@ -28,6 +31,22 @@ SAMPLES: tuple[bytes, ...] = (
     bytes(range(256)),
     os.urandom(70_000),  # past the one-copy size
 )
+
+
+@dataclass(frozen=True)
+class Driven:
+    """The calls.py functions the round trip compares with the generated methods."""
+
+    replica: Callable[[Any, str], Callable[..., Any]]
+    put: Callable[[Any, bytes, bytes], Awaitable[None]]
+    batch_put: Callable[[Any, bytes, bytes], None]
+    write: Callable[[Any, Any], Awaitable[None]]
+    delete: Callable[[Any, bytes], Awaitable[None]]
+    get: Callable[[Any, bytes], Awaitable[bytes | None]]
+    get_row: Callable[[Any, bytes], Awaitable[Any]]
+    next_columns: Callable[[Any, int], Awaitable[Any]]
+    columns: Callable[[list[Any]], Any]
+    many: Callable[[list[Awaitable[Any]]], Awaitable[list[Any]]]
 
 
 def _buffer_bytes(buffer: Any) -> bytes:
@@ -81,10 +100,8 @@ def _check_wire() -> None:
             raise AssertionError("optional bytes differ")
 
 
-async def _round_trip() -> None:
-    from opendata_kv.native import calls
-
-    method = calls._replica
+async def _round_trip(calls: Driven) -> None:
+    method = calls.replica
     store = _B.ObjectStore.resolve("memory:///")
     builder = _B.DbBuilder(f"opendata-kv-selfcheck-{os.getpid()}-{time.time_ns()}", store)
     db = await method(_B.DbBuilder, "build")(builder)
@@ -108,7 +125,7 @@ async def _round_trip() -> None:
         full = _B.KeyRange(start=None, start_inclusive=True, end=None, end_inclusive=False)
         generated_rows = await method(_B.DbIterator, "next_batch")(await scan(db, full), 100)
         columns = await calls.next_columns(await scan(db, full), 100)
-        if columns != calls._columns(generated_rows):
+        if columns != calls.columns(generated_rows):
             raise AssertionError("next_batch columns differ")
         got = await calls.many([calls.get(db, key) for key in keys])
         if got != [None, *SAMPLES[1:]]:
@@ -117,11 +134,11 @@ async def _round_trip() -> None:
         await method(_B.Db, "shutdown")(db)
 
 
-def self_check() -> str | None:
-    """None when the driver agrees with the generated code, else what went wrong."""
+def self_check(calls: Driven) -> str | None:
+    """None when the driver's `calls` agree with the generated code, else what went wrong."""
     try:
         _check_wire()
-        driver.drive(_round_trip())
+        driver.drive(_round_trip(calls))
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
     return None

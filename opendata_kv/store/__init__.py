@@ -10,14 +10,17 @@ Change         what the change feed yields (Store.changes): a record's write, ke
 RawChange      a feed row delivered undecoded (on_unknown="raw", on_error="raw")
 IndexChange    a write of a secondary index (Store.changes(indexes=True))
 ChangeBatch    one WAL file's changes (Store.change_batches); the first says what GC took
+OpenOptions    how Store.open / open_reader open a database, as one value (options=)
 Checkpoint     a pinned state (Store.checkpoint, Store.open_reader(checkpoint=...))
 clone          copy a database (at a checkpoint) into a new, independent one
-verify         check every object of a database; a VerifyReport of Problems (read-only)
+verify         check every object of a database; a VerifyReport of Problems (read-only);
+               verify_sync blocks (verify_async: the deprecated old name of verify)
 """
 
 from opendata_kv.checks.integrity import Problem
-from opendata_kv.checks.verify import VerifyReport, verify, verify_async
+from opendata_kv.checks.verify import VerifyReport, verify, verify_async, verify_sync
 from opendata_kv.store.batch import Batch, Snapshot, Transaction
+from opendata_kv.store.open_options import OpenOptions
 from opendata_kv.store.ops.checkpoints import Checkpoint
 from opendata_kv.store.ops.clone import CloneResult, clone, clone_sync
 from opendata_kv.store.ops.feed import Change, ChangeBatch, IndexChange, RawChange
@@ -43,6 +46,7 @@ __all__ = [
     "Checkpoint",
     "CloneResult",
     "IndexChange",
+    "OpenOptions",
     "Opening",
     "Problem",
     "RawChange",
@@ -67,4 +71,5 @@ __all__ = [
     "clone_sync",
     "verify",
     "verify_async",
+    "verify_sync",
 ]

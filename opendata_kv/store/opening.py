@@ -11,6 +11,7 @@ Bounds, by default (docs/object-storage.md has the figures):
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 from collections.abc import Awaitable, Mapping
@@ -25,7 +26,8 @@ from opendata_kv.errors import (
     StoreUnavailableError,
     check_count,
 )
-from opendata_kv.native.errors import FOREIGN, call
+from opendata_kv.native import calls, driver
+from opendata_kv.native.errors import FOREIGN, call, translating
 from opendata_kv.native.opendata_compat import build_compatible
 from opendata_kv.native.slatedb import (
     AdminBuilder,
@@ -38,6 +40,7 @@ from opendata_kv.native.slatedb import (
     ReaderOptions,
 )
 from opendata_kv.objstore import deadline, sidecar
+from opendata_kv.objstore.deadline import READER_SHUTDOWN, budget
 from opendata_kv.objstore.location import Location, describe
 from opendata_kv.store.ops.checkpoints import resolve as resolve_checkpoint
 from opendata_kv.store.settings import slatedb_settings
@@ -228,3 +231,39 @@ async def open_reader_db(
     await check_reader(location, object_store, reader, where)  # s3:// (checks/integrity.py)
     await sidecar.remember(location, options, object_store, writer=False)
     return reader, object_store, checkpoint
+
+
+async def shut_down(db: Any, where: str, readonly: bool) -> None:
+    """Shut a Db or DbReader down (the writer flushes what it buffered).
+
+    A database slatedb has already stopped (fenced, or after an object-store failure an
+    earlier call reported) shuts down quietly: there is nothing left to flush, and raising
+    again from `async with` would only hide the error that stopped it.
+    """
+    stopped = _stopped(db)
+
+    def quiet(exc: BaseException) -> bool:
+        return stopped or isinstance(exc, Error.Closed)
+
+    # a quiet failure passes translating untouched and is suppressed
+    with contextlib.suppress(*FOREIGN), translating(f"close of {where}", unless=quiet):
+        shutdown = calls.method(db, "shutdown")
+        if readonly and not driver.syncing():
+            # a reader has nothing to save: against a silent endpoint slatedb's shutdown
+            # waits ~30 s for its requests, so it is abandoned after READER_SHUTDOWN
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(_awaited(shutdown), budget(READER_SHUTDOWN))
+        else:
+            await shutdown
+
+
+def _stopped(db: Any) -> bool:
+    """True when slatedb has closed the database underneath us (fenced, failed, ...)."""
+    try:
+        return db.status().close_reason is not None
+    except Exception:
+        return False
+
+
+async def _awaited(awaitable: Awaitable[T]) -> T:
+    return await awaitable

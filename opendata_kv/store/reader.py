@@ -9,7 +9,6 @@ operations that never write: the change feed, checkpoints, clones; and how store
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import time
 from collections.abc import (
@@ -17,7 +16,6 @@ from collections.abc import (
     Awaitable,
     Callable,
     Generator,
-    Iterable,
     Mapping,
 )
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
@@ -28,23 +26,16 @@ from opendata_kv.errors import (
     StoreClosedError,
 )
 from opendata_kv.keys import Schema
-from opendata_kv.native import calls, driver
-from opendata_kv.native.errors import FOREIGN, translating
-from opendata_kv.native.slatedb import (
-    Error,
-)
+from opendata_kv.native import driver
 from opendata_kv.objstore import sidecar
-from opendata_kv.objstore.deadline import READER_SHUTDOWN, budget
 from opendata_kv.objstore.location import Location, parse_location
 from opendata_kv.store.indexes import admin as index_admin
-from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.read import IndexReads
-from opendata_kv.store.opening import (
-    bounded,
-    open_reader_db,
-)
+from opendata_kv.store.open_options import OpenOptions
+from opendata_kv.store.opening import bounded, open_reader_db, shut_down
 from opendata_kv.store.ops import feed
 from opendata_kv.store.ops.checkpoints import Checkpoint, Checkpoints, require_id
+from opendata_kv.store.ops.clone import CloneResult, clone
 from opendata_kv.store.ops.feed import ChangeBatch
 from opendata_kv.store.ops.feed_rows import (
     Change,
@@ -62,7 +53,6 @@ from opendata_kv.values import Values
 
 if TYPE_CHECKING:
     from opendata_kv.store.indexes.registry import IndexSet
-    from opendata_kv.store.ops.clone import CloneResult
 
 S = TypeVar("S", bound="StoreReader")
 T = TypeVar("T")
@@ -259,23 +249,25 @@ class StoreReader(IndexReads, ReadView):
         file, the first saying what the garbage collector took (docs/operations.md)."""
         self.check_open()
         side, identity = sidecar.of(self._object_store)
-        return feed.change_batches(
+        source = feed.FeedSource(
             feed.wal_reader(self.location.db_path, self._object_store),
             feed.admin(self.location.db_path, self._object_store, self.where),
             self.schema,
             self.values,
-            since,
+            self.where,
+            identity=identity,
+            list_wal=lambda: sidecar.wal_ids(self.location, side),
+            shapes=self._index_shapes,
+        )
+        options = feed.FeedOptions(
             follow=follow,
             limit=limit,
             poll_interval=poll_interval,
-            where=self.where,
-            identity=identity,
-            list_wal=lambda: sidecar.wal_ids(self.location, side),
             on_error=on_error,  # type: ignore[arg-type]  # checked by the feed
             on_unknown=on_unknown,  # type: ignore[arg-type]
             indexes=indexes,
-            shapes=self._index_shapes,
         )
+        return feed.change_batches(source, since, options)
 
     async def _index_shapes(self) -> dict[str, IndexShape]:
         """How the entries of every index decode, for the feed: the declared Index objects
@@ -300,8 +292,6 @@ class StoreReader(IndexReads, ReadView):
         """Copy `source` (at `checkpoint`, or its latest state) into a new, independent
         database at `destination`; an unfinished clone of the same source resumes, `replace`
         starts over (see opendata_kv.store.ops.clone). Returns a CloneResult."""
-        from opendata_kv.store.ops.clone import clone
-
         return await clone(
             source,
             destination,
@@ -387,28 +377,7 @@ class StoreReader(IndexReads, ReadView):
         if self._closed:
             return
         self._closed = True
-        stopped = self._stopped()
-
-        def quiet(exc: BaseException) -> bool:
-            return stopped or isinstance(exc, Error.Closed)
-
-        # a quiet failure passes translating untouched and is suppressed
-        with contextlib.suppress(*FOREIGN), translating(f"close of {self.where}", unless=quiet):
-            shutdown = calls.method(self._source, "shutdown")
-            if self.readonly and not driver.syncing():
-                # a reader has nothing to save: against a silent endpoint slatedb's shutdown
-                # waits ~30 s for its requests, so it is abandoned after READER_SHUTDOWN
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(_awaited(shutdown), budget(READER_SHUTDOWN))
-            else:
-                await shutdown
-
-    def _stopped(self) -> bool:
-        """True when slatedb has closed the database underneath us (fenced, failed, ...)."""
-        try:
-            return self._source.status().close_reason is not None
-        except Exception:
-            return False
+        await shut_down(self._source, self.where, self.readonly)
 
     async def __aenter__(self: S) -> S:
         return self
@@ -427,10 +396,6 @@ class StoreReader(IndexReads, ReadView):
             raise ReadOnlyError(f"{self.where} is open read-only; writes need Store.open()")
         self.check_open()
         return self._source
-
-
-async def _awaited(awaitable: Awaitable[T]) -> T:
-    return await awaitable
 
 
 class Opening(Generic[S]):
@@ -454,39 +419,31 @@ class Opening(Generic[S]):
 
 
 async def _open_reader(
-    url: str | os.PathLike[str],
-    schema_arg: SchemaArg,
-    values: Values | None,
-    poll_interval: float,
-    object_store_options: Mapping[str, str] | None,
-    object_store_max_retries: int | None,
-    check_expiry: bool,
-    timeout: float | None,
-    checkpoint: str | None,
-    cache_bytes: int | None = None,
-    indexes: Iterable[Index] = (),
+    url: str | os.PathLike[str], schema_arg: SchemaArg, values: Values | None, options: OpenOptions
 ) -> StoreReader:
     schema, values = as_schema(schema_arg, values)
     location = parse_location(url)
     reader, object_store, checkpoint_id = await bounded(
         open_reader_db(
             location,
-            object_store_options,
-            poll_interval,
-            object_store_max_retries,
-            checkpoint,
-            cache_bytes,
+            options.object_store_options,
+            options.poll_interval,
+            options.object_store_max_retries,
+            options.checkpoint,
+            options.cache_bytes,
         ),
-        timeout,
+        options.timeout_for(reader=True),
         location,
-        object_store_options,
+        options.object_store_options,
         "open reader on",
     )
-    store = StoreReader(reader, location, schema, values, readonly=True, check_expiry=check_expiry)
+    store = StoreReader(
+        reader, location, schema, values, readonly=True, check_expiry=options.check_expiry
+    )
     store._object_store = object_store
     store.checkpoint_id = checkpoint_id
-    store.poll_interval = poll_interval
-    store._indexes = await index_admin.load(store, indexes)
+    store.poll_interval = options.poll_interval
+    store._indexes = await index_admin.load(store, options.indexes)
     return store
 
 

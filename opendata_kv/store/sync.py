@@ -22,7 +22,9 @@ from opendata_kv.objstore.deadline import READER_TIMEOUT
 from opendata_kv.store.batch import Batch, Snapshot, Transaction
 from opendata_kv.store.deletes import MAX_KEYS
 from opendata_kv.store.indexes.declare import Index
+from opendata_kv.store.open_options import OpenOptions
 from opendata_kv.store.ops.checkpoints import Checkpoint
+from opendata_kv.store.ops.clone import CloneResult
 from opendata_kv.store.ops.feed import ChangeBatch
 from opendata_kv.store.ops.feed_rows import Change, IndexChange, RawChange
 from opendata_kv.store.options import ScanKeywords, ScanOptions
@@ -47,8 +49,6 @@ from opendata_kv.values import Values
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
-
-    from opendata_kv.store.ops.clone import CloneResult
 
 
 class SyncView(ViewMapping):
@@ -688,6 +688,7 @@ class SyncStore(SyncStoreReader):
         schema: SchemaArg,
         *,
         values: Values | None = None,
+        options: OpenOptions | None = None,
         create_if_missing: bool = True,
         error_if_exists: bool = False,
         timeout: float | None = None,
@@ -729,6 +730,8 @@ class SyncStore(SyncStoreReader):
             needs a function refuses the open (IndexStateError) unless named in
             `rebuild_later`, which marks it write_only (reads refused) until built again.
             See docs/indexes.md.
+        `options`: these settings as one OpenOptions value (a keyword given beside it must
+            agree with it: InvalidArgumentError otherwise).
         """
         return SyncStore(
             _loop(
@@ -737,6 +740,7 @@ class SyncStore(SyncStoreReader):
                         url,
                         schema,
                         values=values,
+                        options=options,
                         create_if_missing=create_if_missing,
                         error_if_exists=error_if_exists,
                         timeout=timeout,
@@ -758,6 +762,7 @@ class SyncStore(SyncStoreReader):
         schema: SchemaArg,
         *,
         values: Values | None = None,
+        options: OpenOptions | None = None,
         timeout: float | None = READER_TIMEOUT,
         object_store_max_retries: int | None = None,
         poll_interval: float = 1.0,
@@ -780,7 +785,7 @@ class SyncStore(SyncStoreReader):
         collector may delete an SST a long scan still reads (SnapshotGoneError): scan a
         checkpoint for long reads of a busy store. With `checkpoint=ID` it reads that
         checkpoint's pinned state, which never changes (a unique checkpoint name works too).
-        `cache_bytes`, `indexes` (the indexes to read): as for Store.open.
+        `cache_bytes`, `indexes` (the indexes to read), `options`: as for Store.open.
         """
         return SyncStoreReader(
             _loop(
@@ -789,6 +794,7 @@ class SyncStore(SyncStoreReader):
                         url,
                         schema,
                         values=values,
+                        options=options,
                         timeout=timeout,
                         object_store_max_retries=object_store_max_retries,
                         poll_interval=poll_interval,

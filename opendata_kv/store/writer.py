@@ -37,15 +37,9 @@ from opendata_kv.store.deletes import MAX_KEYS, check_max_keys, keys_in
 from opendata_kv.store.indexes import admin as index_admin
 from opendata_kv.store.indexes import hooks as indexing
 from opendata_kv.store.indexes.declare import Index
-from opendata_kv.store.opening import (
-    bounded,
-    check_cache_bytes,
-    check_retries,
-    check_seconds,
-    open_db,
-)
+from opendata_kv.store.open_options import OpenOptions, open_options
+from opendata_kv.store.opening import bounded, open_db
 from opendata_kv.store.ops import migrate as _migrate
-from opendata_kv.store.ops.checkpoints import require_id
 from opendata_kv.store.reader import Opening, StoreReader, _open_reader
 from opendata_kv.store.schema_arg import SchemaArg, as_schema
 from opendata_kv.store.views import (
@@ -80,6 +74,7 @@ class Store(StoreReader):
         schema: SchemaArg,
         *,
         values: Values | None = None,
+        options: OpenOptions | None = None,
         create_if_missing: bool = True,
         error_if_exists: bool = False,
         timeout: float | None = None,
@@ -121,28 +116,26 @@ class Store(StoreReader):
             needs a function refuses the open (IndexStateError) unless named in
             `rebuild_later`, which marks it write_only (reads refused) until built again.
             See docs/indexes.md.
+        `options`: these settings as one OpenOptions value (a keyword given beside it must
+            agree with it: InvalidArgumentError otherwise).
         """
-        cache = check_cache_bytes(cache_bytes)
-        merged = dict(settings or {})
-        retries = check_retries(object_store_max_retries)
-        if retries is not None:
-            merged["object_store_max_retries"] = retries
-        return Opening(
-            _open_writer(
-                url,
-                schema,
-                values,
-                merged,
-                object_store_options,
-                check_expiry,
-                bool(create_if_missing),
-                bool(error_if_exists),
-                check_seconds(timeout, "timeout"),
-                cache,
-                indexes,
-                rebuild_later,
-            )
+        chosen = open_options(
+            options,
+            "Store.open",
+            {
+                "create_if_missing": create_if_missing,
+                "error_if_exists": error_if_exists,
+                "timeout": timeout,
+                "object_store_max_retries": object_store_max_retries,
+                "settings": settings,
+                "object_store_options": object_store_options,
+                "check_expiry": check_expiry,
+                "cache_bytes": cache_bytes,
+                "indexes": indexes,
+                "rebuild_later": rebuild_later,
+            },
         )
+        return Opening(_open_writer(url, schema, values, chosen))
 
     @staticmethod
     def open_reader(
@@ -150,6 +143,7 @@ class Store(StoreReader):
         schema: SchemaArg,
         *,
         values: Values | None = None,
+        options: OpenOptions | None = None,
         timeout: float | None = READER_TIMEOUT,
         object_store_max_retries: int | None = None,
         poll_interval: float = 1.0,
@@ -172,26 +166,23 @@ class Store(StoreReader):
         collector may delete an SST a long scan still reads (SnapshotGoneError): scan a
         checkpoint for long reads of a busy store. With `checkpoint=ID` it reads that
         checkpoint's pinned state, which never changes (a unique checkpoint name works too).
-        `cache_bytes`, `indexes` (the indexes to read): as for Store.open.
+        `cache_bytes`, `indexes` (the indexes to read), `options`: as for Store.open.
         """
-        cache = check_cache_bytes(cache_bytes)
-        if checkpoint is not None:
-            require_id(checkpoint)
-        return Opening(
-            _open_reader(
-                url,
-                schema,
-                values,
-                check_seconds(poll_interval, "poll_interval") or 1.0,
-                object_store_options,
-                check_retries(object_store_max_retries),
-                check_expiry,
-                check_seconds(timeout, "timeout"),
-                checkpoint,
-                cache,
-                indexes,
-            )
+        chosen = open_options(
+            options,
+            "Store.open_reader",
+            {
+                "timeout": timeout,
+                "object_store_max_retries": object_store_max_retries,
+                "poll_interval": poll_interval,
+                "object_store_options": object_store_options,
+                "check_expiry": check_expiry,
+                "checkpoint": checkpoint,
+                "cache_bytes": cache_bytes,
+                "indexes": indexes,
+            },
         )
+        return Opening(_open_reader(url, schema, values, chosen))
 
     # --- writes ---------------------------------------------------------------------------------
 
@@ -475,39 +466,33 @@ class Store(StoreReader):
 
 
 async def _open_writer(
-    url: str | os.PathLike[str],
-    schema_arg: SchemaArg,
-    values: Values | None,
-    settings: Mapping[str, Any],
-    object_store_options: Mapping[str, str] | None,
-    check_expiry: bool,
-    create_if_missing: bool,
-    error_if_exists: bool,
-    timeout: float | None,
-    cache_bytes: int | None = None,
-    indexes: Iterable[Index] = (),
-    rebuild_later: Iterable[str] = (),
+    url: str | os.PathLike[str], schema_arg: SchemaArg, values: Values | None, options: OpenOptions
 ) -> Store:
     schema, values = as_schema(schema_arg, values)
     location = parse_location(url)
+    settings = dict(options.settings or {})
+    if options.object_store_max_retries is not None:
+        settings["object_store_max_retries"] = options.object_store_max_retries
     db, object_store = await bounded(
         open_db(
             location,
-            object_store_options,
+            options.object_store_options,
             settings,
-            create_if_missing,
-            error_if_exists,
-            cache_bytes,
+            options.create_if_missing,
+            options.error_if_exists,
+            options.cache_bytes,
         ),
-        timeout,
+        options.timeout_for(reader=False),
         location,
-        object_store_options,
+        options.object_store_options,
         "open",
     )
-    store = Store(db, location, schema, values, readonly=False, check_expiry=check_expiry)
+    store = Store(db, location, schema, values, readonly=False, check_expiry=options.check_expiry)
     store._object_store = object_store
     try:
-        store._indexes = await index_admin.load(store, indexes, rebuild_later=rebuild_later)
+        store._indexes = await index_admin.load(
+            store, options.indexes, rebuild_later=options.rebuild_later
+        )
     except BaseException:
         await store.close()
         raise

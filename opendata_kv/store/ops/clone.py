@@ -14,6 +14,10 @@ its source position are written. While it is there every open, dump and verify o
 destination fails with IncompleteCloneError; running the same clone again resumes after the
 last key it wrote (`replace=True` starts over). A checkpoint made away from the writer is read
 through the copy it keeps (checkpoints.py), WAL included, like every reader of it.
+
+It copies raw rows, so it opens both databases below the typed store (store/opening.py: the
+same opens Store.open_reader and Store.open make, without a schema) and writes slatedb
+WriteBatches itself; StoreReader.clone calls it.
 """
 
 from __future__ import annotations
@@ -28,20 +32,19 @@ from opendata_kv.errors import (
     InvalidArgumentError,
     StoreError,
 )
-from opendata_kv.keys import Schema
-from opendata_kv.native import driver
-from opendata_kv.native.errors import call, translating
-from opendata_kv.native.slatedb import AdminBuilder, KeyRange
+from opendata_kv.native import calls, driver
+from opendata_kv.native.errors import FOREIGN, call, translate, translating
+from opendata_kv.native.slatedb import AdminBuilder, KeyRange, WriteBatch
 from opendata_kv.objstore import sidecar
 from opendata_kv.objstore.deadline import bounded
 from opendata_kv.objstore.location import Location, parse_location
-from opendata_kv.store.batch import Batch
+from opendata_kv.store import opening
 from opendata_kv.store.expiry import is_expired, now_ms
 from opendata_kv.store.indexes.layout import is_index_key
-from opendata_kv.store.ops.checkpoints import Checkpoints
-from opendata_kv.store.reader import StoreReader
+from opendata_kv.store.ops.checkpoints import Checkpoints, require_id
 from opendata_kv.store.scan import scan_options
-from opendata_kv.store.writer import Store
+from opendata_kv.store.views import options_at
+from opendata_kv.values.limits import check_stored_size
 
 T = TypeVar("T")
 
@@ -145,13 +148,7 @@ async def clone(
     for location, options in ((src_location, source_options), (dst_location, destination_options)):
         await bounded(sidecar.probe(location, options, timeout), timeout, f"clone: {location}")
     side = sidecar.Sidecar(dst_location, destination_options, timeout)
-    reader = await Store.open_reader(
-        src_url,
-        Schema(),
-        checkpoint=checkpoint,
-        object_store_options=source_options,
-        timeout=timeout,
-    )
+    reader = await _Source.open(src_location, source_options, checkpoint, timeout)
     async with reader:
         checkpoint = reader.checkpoint_id  # the id, also when `checkpoint` was a name
         wanted = {"source": src_url, "checkpoint": checkpoint}
@@ -168,9 +165,7 @@ async def clone(
         copier = _Copier(reader, side, marker, batch_size, timeout, progress)
         flag = sidecar.CLONING.set(True)
         try:
-            target = await Store.open(
-                dst_url, Schema(), object_store_options=destination_options, timeout=timeout
-            )
+            target = await _Target.open(dst_location, destination_options, timeout)
         finally:
             sidecar.CLONING.reset(flag)
         async with target:
@@ -192,12 +187,90 @@ async def clone(
     )
 
 
+@dataclass
+class _Source:
+    """The source, open read-only as Store.open_reader opens it (without a schema)."""
+
+    db: Any
+    location: Location
+    object_store: Any
+    checkpoint_id: str | None
+
+    @property
+    def where(self) -> str:
+        return str(self.location)
+
+    @classmethod
+    async def open(
+        cls,
+        location: Location,
+        options: Mapping[str, str] | None,
+        checkpoint: str | None,
+        timeout: float | None,
+    ) -> _Source:
+        if checkpoint is not None:
+            require_id(checkpoint)
+        timeout = opening.check_seconds(timeout, "timeout")
+        db, object_store, checkpoint_id = await opening.bounded(
+            opening.open_reader_db(location, options, 1.0, None, checkpoint),
+            timeout,
+            location,
+            options,
+            "open reader on",
+        )
+        return cls(db, location, object_store, checkpoint_id)
+
+    async def __aenter__(self) -> _Source:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await opening.shut_down(self.db, self.where, readonly=True)
+
+
+@dataclass
+class _Target:
+    """The destination, open as its writer as Store.open opens it (without a schema)."""
+
+    db: Any
+    where: str
+
+    @classmethod
+    async def open(
+        cls, location: Location, options: Mapping[str, str] | None, timeout: float | None
+    ) -> _Target:
+        timeout = opening.check_seconds(timeout, "timeout")
+        db, _ = await opening.bounded(
+            opening.open_db(location, options, {}, True, False),
+            timeout,
+            location,
+            options,
+            "open",
+        )
+        return cls(db, str(location))
+
+    async def write(self, batch: Any) -> None:
+        """Apply a WriteBatch and make it durable."""
+        with translating(f"batch write on {self.where}"):
+            await calls.write(self.db, batch)
+        await self.flush()
+
+    async def flush(self) -> None:
+        with translating(f"flush of {self.where}"):
+            await calls.method(self.db, "flush")
+
+    async def __aenter__(self) -> _Target:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await opening.shut_down(self.db, self.where, readonly=False)
+
+
 class _Copier:
     """Copies the source's records in key order, noting progress in the clone marker."""
 
     def __init__(
         self,
-        reader: StoreReader,
+        reader: _Source,
         side: sidecar.Sidecar,
         marker: dict[str, Any],
         batch_size: int,
@@ -214,12 +287,12 @@ class _Copier:
         self.index_rows = int(marker.get("index_rows") or 0)
         self.where = f"clone of {reader.where}"
 
-    async def copy(self, target: Store) -> None:
+    async def copy(self, target: _Target) -> None:
         last = self.marker.get("last_key")
         start = None if last is None else bytes.fromhex(last)
         iterator = await bounded(
             call(
-                self.reader._source.scan_with_options(
+                self.reader.db.scan_with_options(
                     KeyRange(
                         start=start, start_inclusive=start is None, end=None, end_inclusive=False
                     ),
@@ -236,17 +309,17 @@ class _Copier:
             if not rows:
                 return
             now = now_ms()
-            batch = Batch(target)
-            index_rows = 0
+            batch = WriteBatch()
+            count = index_rows = 0
             for kv in rows:
                 expire = kv.expire_ts
                 if is_expired(expire, now):
                     continue
-                batch.put_raw(kv.key, kv.value, expire_at=expire)
+                _put(batch, kv.key, kv.value, expire, target.where)
+                count += 1
                 index_rows += is_index_key(kv.key)
-            count = len(batch)
             if count:
-                await bounded(target.write(batch, durable=True), self.timeout, self.where)
+                await bounded(target.write(batch), self.timeout, self.where)
             self.records += count - index_rows
             self.index_rows += index_rows
             self.marker["records"] = self.records
@@ -262,9 +335,22 @@ class _Copier:
         source = self.reader
         if source.checkpoint_id is None:
             return None
-        checkpoints = Checkpoints(source.location.db_path, source._object_store, source.where)
+        checkpoints = Checkpoints(source.location.db_path, source.object_store, source.where)
         found = [cp for cp in await checkpoints.list() if cp.id == source.checkpoint_id]
         return found[0].cursor if found else None
+
+
+def _put(batch: Any, key: bytes, value: bytes, expire: int | None, where: str) -> None:
+    """Queue one row as a raw put does (size checked, expiry kept)."""
+    check_stored_size(value)
+    options = options_at(expire)
+    try:
+        if options is None:
+            calls.batch_put(batch, key, value)
+        else:
+            batch.put_with_options(key, value, options)
+    except FOREIGN as exc:
+        raise translate(exc, f"batch put on {where}") from exc
 
 
 def clone_sync(

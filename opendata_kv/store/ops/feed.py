@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import zlib
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 from opendata_kv.errors import (
@@ -326,149 +327,247 @@ async def flatten(batches: AsyncGenerator[list[Any], None]) -> AsyncGenerator[An
         await batches.aclose()
 
 
+@dataclass(frozen=True)
+class FeedSource:
+    """What the feed reads: the WAL reader and Admin of one store, its schema and codecs,
+    `where` (for messages), its `identity` (cursors name it; another store's is refused),
+    `list_wal` (a blocking function returning the WAL file ids present; None: no listing)
+    and `shapes` (reads the index definitions entries decode with)."""
+
+    reader: Any
+    admin: Any
+    schema: Schema
+    values: Values
+    where: str
+    identity: str | None = None
+    list_wal: Callable[[], Any] | None = None
+    shapes: Callable[[], Awaitable[dict[str, IndexShape]]] | None = None
+
+
+@dataclass(frozen=True)
+class FeedOptions:
+    """How the feed reads (see Store.changes): `follow`, `limit`, `poll_interval`,
+    `on_error`, `on_unknown`, `indexes`. Checked when the feed starts (`check`), as the
+    generator's first step, so a bad one fails where it always did."""
+
+    follow: bool = False
+    limit: int | None = None
+    poll_interval: float = 0.1
+    on_error: ErrorPolicy = "raise"
+    on_unknown: UnknownPolicy = "raise"
+    indexes: bool = False
+
+    def check(self) -> None:
+        check_count(self.limit, "limit", 0, none_ok=True)
+        check_choice(self.on_error, ("raise", "skip", "raw"), "on_error")
+        check_choice(self.on_unknown, ("raise", "skip", "raw"), "on_unknown")
+        if not isinstance(self.indexes, bool):
+            raise InvalidArgumentError(
+                f"indexes must be True or False, got {self.indexes!r}",
+                field="indexes",
+                value=self.indexes,
+            )
+        if self.poll_interval <= 0:
+            raise InvalidArgumentError(
+                f"poll_interval must be > 0 seconds, got {self.poll_interval!r}",
+                field="poll_interval",
+                value=self.poll_interval,
+            )
+
+
 async def change_batches(
-    reader: Any,
-    admin: Any,
-    schema: Schema,
-    values: Values,
-    since: str | None,
-    *,
-    follow: bool,
-    limit: int | None,
-    poll_interval: float,
-    where: str,
-    identity: str | None = None,
-    list_wal: Any = None,
-    on_error: ErrorPolicy = "raise",
-    on_unknown: UnknownPolicy = "raise",
-    indexes: bool = False,
-    shapes: Callable[[], Awaitable[dict[str, IndexShape]]] | None = None,
+    source: FeedSource, since: str | None, options: FeedOptions
 ) -> AsyncGenerator[ChangeBatch[AnyChange], None]:
     """The feed a WAL file at a time: each list holds the changes of one file (never empty).
 
-    `identity`: this store's identity (cursors name it; a cursor of another store is refused).
-    `list_wal`: a blocking function returning the WAL file ids present, or None (no listing).
     `on_error`: a change whose key or value does not decode raises ChangeDecodeError ("raise",
     after delivering the good changes before it), is left out ("skip"), or is delivered with
     raw key and value bytes and the error ("raw"). `on_unknown`: the same for a key no
     RecordType owns ("raise" raises ChangeDecodeError whatever on_error says).
     `indexes`: deliver the rows of the secondary-index key space as IndexChanges (else they
-    are left out); `shapes` reads the index definitions their entries decode with (called
-    at the start and again when an entry of an index not known yet comes).
+    are left out); `source.shapes` is called at the start and again when an entry of an
+    index not known yet comes.
     """
-    check_count(limit, "limit", 0, none_ok=True)
-    check_choice(on_error, ("raise", "skip", "raw"), "on_error")
-    check_choice(on_unknown, ("raise", "skip", "raw"), "on_unknown")
-    if not isinstance(indexes, bool):
-        raise InvalidArgumentError(
-            f"indexes must be True or False, got {indexes!r}", field="indexes", value=indexes
-        )
-    if poll_interval <= 0:
-        raise InvalidArgumentError(
-            f"poll_interval must be > 0 seconds, got {poll_interval!r}",
-            field="poll_interval",
-            value=poll_interval,
-        )
+    options.check()
     position = None if since is None else decode_cursor(since)
-    if limit == 0:
+    if options.limit == 0:
         return
-    where = f"change feed of {where}"
-    if position is not None:
-        assert since is not None
-        check_store(position, identity, since, where)
-    store = _store_part(identity)
-    known = {} if shapes is None or not indexes else await shapes()
-    decoder = Decoder(schema, values, on_unknown=on_unknown, indexes=indexes, shapes=known)
-    looked_up: set[bytes] = set()  # index names the definitions were read again for
-    last: str | None = since  # the cursor after the last change delivered
-    remaining = limit
-    attempts = 0
-    while True:  # one pass per start: a start the GC overtook before anything came is redone
-        # WAL files up to the manifest's replay_after_wal_id are in SSTs already and are the
-        # ones the garbage collector deletes; asking for the tail after an older one fails
-        manifest = await call(admin.read_manifest(None), where, others=True)
-        floor = 0 if manifest is None else manifest.replay_after_wal_id
-        top_seq = 0 if manifest is None else manifest.last_l0_seq
-        if position is None:
-            tail = await call(reader.last_wal_file_id(floor), where, others=True)
-            ids = None if list_wal is None else await in_thread(list_wal)
-            start, skip, min_seq = await first_wal(reader, floor, tail, ids, where), 0, 0
-        else:
-            start, skip, min_seq, _ = position
-            tail = await call(reader.last_wal_file_id(floor), where, others=True)
-            if start > tail + 1:
-                assert since is not None
-                raise past_end(since, where, f"WAL file {start}, the newest is {tail}")
-        try:
-            with translating(where, unless=_truncated_at):
-                iterator = await reader.iterator(start)
-        except Error as exc:  # WAL file `start` is gone
-            if position is not None:
-                assert since is not None
-                raise expired(since, start, where) from exc
-            attempts += 1
-            if attempts >= _START_ATTEMPTS:
-                raise overtaken(None, start, where) from exc
-            continue
-        break
-    consumed = start - 1  # the last WAL file read
-    # from the start, and WAL file 1 (the first a store writes) is gone: changes were lost
-    lost = position is None and start > 1
-    checked_seq = position is None or min_seq == 0
+    feed = _Feed(source, since, position, options)
+    await feed.start()
+    remaining = options.limit
     while True:
-        if consumed >= tail:
-            if not checked_seq:
-                checked_seq = True
-                if min_seq > top_seq + 1:
-                    assert since is not None
-                    raise past_end(
-                        since, where, f"sequence number {min_seq}, the newest is {top_seq}"
-                    )
-            if not follow:
-                return
-            while True:  # wait for the writer's next WAL file, polling its id
-                tail = await call(reader.last_wal_file_id(consumed), where, others=True)
-                if tail > consumed:
-                    break
-                await asyncio.sleep(poll_interval)
-            # a live iterator at the tail only notices new files on its own ~1 s poll; a
-            # new one starting at the next file returns it at once
-            try:
-                with translating(where, unless=_truncated_at):
-                    iterator = await reader.iterator(consumed + 1)
-            except Error as exc:  # the GC deleted it first
-                raise overtaken(last, consumed + 1, where) from exc
-        try:
-            with translating(where, unless=_truncated_at):
-                rows = await calls.wal_next(iterator)
-        except Error as exc:  # the next WAL file is gone
-            if since is not None and consumed == start - 1:
-                raise expired(since, start, where) from exc
-            raise overtaken(last, consumed + 1, where) from exc
+        rows = await feed.next_file()
         if rows is None:
             return
-        file_id = rows.last_consumed_wal_file_id
-        if file_id != consumed + 1:
+        out, failure = await feed.changes(rows, remaining)
+        if out:
+            yield out
+            if remaining is not None:
+                remaining -= len(out)
+                if remaining <= 0:
+                    return
+        if failure is not None:
+            raise failure
+
+
+class _Feed:
+    """One read of the feed, step by step: where it starts (`start`), the rows of each next
+    WAL file (`next_file`, waiting for one when following) and their changes (`changes`)."""
+
+    def __init__(
+        self,
+        source: FeedSource,
+        since: str | None,
+        position: Position | None,
+        options: FeedOptions,
+    ) -> None:
+        self.source = source
+        self.since = since
+        self.position = position
+        self.options = options
+        self.where = f"change feed of {source.where}"
+        if position is not None:
+            assert since is not None
+            check_store(position, source.identity, since, self.where)
+        self.store = _store_part(source.identity)
+        self.looked_up: set[bytes] = set()  # index names the definitions were read again for
+        self.last: str | None = since  # the cursor after the last change delivered
+        self.decoder: Decoder | None = None
+        self.iterator: Any = None
+        self.start_id = self.skip = self.min_seq = self.tail = self.top_seq = 0
+        self.consumed = 0  # the last WAL file read
+        self.lost = False
+        self.checked_seq = True
+
+    async def start(self) -> None:
+        """Find the first WAL file to read and open an iterator there; a start the GC
+        overtook before anything came is redone (up to _START_ATTEMPTS times)."""
+        source, options, where = self.source, self.options, self.where
+        reader, position = source.reader, self.position
+        known = {} if source.shapes is None or not options.indexes else await source.shapes()
+        self.decoder = Decoder(
+            source.schema,
+            source.values,
+            on_unknown=options.on_unknown,
+            indexes=options.indexes,
+            shapes=known,
+        )
+        attempts = 0
+        while True:
+            # WAL files up to the manifest's replay_after_wal_id are in SSTs already and are
+            # the ones the garbage collector deletes; asking for the tail after an older one
+            # fails
+            manifest = await call(source.admin.read_manifest(None), where, others=True)
+            floor = 0 if manifest is None else manifest.replay_after_wal_id
+            self.top_seq = 0 if manifest is None else manifest.last_l0_seq
+            if position is None:
+                self.tail = await call(reader.last_wal_file_id(floor), where, others=True)
+                listed = source.list_wal
+                ids = None if listed is None else await in_thread(listed)
+                self.start_id = await first_wal(reader, floor, self.tail, ids, where)
+                self.skip = self.min_seq = 0
+            else:
+                self.start_id, self.skip, self.min_seq, _ = position
+                self.tail = await call(reader.last_wal_file_id(floor), where, others=True)
+                if self.start_id > self.tail + 1:
+                    assert self.since is not None
+                    raise past_end(
+                        self.since, where, f"WAL file {self.start_id}, the newest is {self.tail}"
+                    )
+            try:
+                with translating(where, unless=_truncated_at):
+                    self.iterator = await reader.iterator(self.start_id)
+            except Error as exc:  # WAL file `start` is gone
+                if position is not None:
+                    assert self.since is not None
+                    raise expired(self.since, self.start_id, where) from exc
+                attempts += 1
+                if attempts >= _START_ATTEMPTS:
+                    raise overtaken(None, self.start_id, where) from exc
+                continue
+            break
+        self.consumed = self.start_id - 1
+        # from the start, and WAL file 1 (the first a store writes) is gone: changes were lost
+        self.lost = position is None and self.start_id > 1
+        self.checked_seq = position is None or self.min_seq == 0
+
+    async def next_file(self) -> Any:
+        """The next WAL file's rows (slatedb's batch), waiting for it when following; None
+        at the end of the feed."""
+        where, since = self.where, self.since
+        if self.consumed >= self.tail:
+            if not self.checked_seq:
+                self.checked_seq = True
+                if self.min_seq > self.top_seq + 1:
+                    assert since is not None
+                    raise past_end(
+                        since,
+                        where,
+                        f"sequence number {self.min_seq}, the newest is {self.top_seq}",
+                    )
+            if not self.options.follow:
+                return None
+            await self._wait_for_file()
+        try:
+            with translating(where, unless=_truncated_at):
+                rows = await calls.wal_next(self.iterator)
+        except Error as exc:  # the next WAL file is gone
+            raise self._gone() from exc
+        if rows is None:
+            return None
+        if rows.last_consumed_wal_file_id != self.consumed + 1:
             # the file we were to read next is gone: the GC deleted it between our calls
-            if since is not None and consumed == start - 1:
-                raise expired(since, start, where)
-            raise overtaken(last, consumed + 1, where)
-        consumed = file_id
+            raise self._gone()
+        self.consumed = rows.last_consumed_wal_file_id
+        return rows
+
+    async def _wait_for_file(self) -> None:
+        """Poll the writer's WAL file id until a new file comes, then start an iterator at
+        it (a live iterator at the tail only notices new files on its own ~1 s poll; a new
+        one starting at the next file returns it at once)."""
+        reader, where = self.source.reader, self.where
+        while True:
+            self.tail = await call(reader.last_wal_file_id(self.consumed), where, others=True)
+            if self.tail > self.consumed:
+                break
+            await asyncio.sleep(self.options.poll_interval)
+        try:
+            with translating(where, unless=_truncated_at):
+                self.iterator = await reader.iterator(self.consumed + 1)
+        except Error as exc:  # the GC deleted it first
+            raise overtaken(self.last, self.consumed + 1, where) from exc
+
+    def _gone(self) -> ChangeCursorExpiredError:
+        """The error for a next WAL file that is gone: the cursor expired when it was the
+        cursor's own file, else the feed was overtaken."""
+        if self.since is not None and self.consumed == self.start_id - 1:
+            return expired(self.since, self.start_id, self.where)
+        return overtaken(self.last, self.consumed + 1, self.where)
+
+    async def changes(
+        self, rows: Any, remaining: int | None
+    ) -> tuple[ChangeBatch[AnyChange], ChangeDecodeError | None]:
+        """The changes of one WAL file's `rows` (at most `remaining`), and the error that
+        ends the feed after them (a change that does not decode, under "raise")."""
+        where, decoder, on_error = self.where, self.decoder, self.options.on_error
+        assert decoder is not None
+        file_id = self.consumed
         batch = rows.rows
         if batch:
-            top_seq = max(top_seq, batch[-1].seq, batch[0].seq)
-        first_index = skip if file_id == start else 0
-        if file_id == start and position is not None and skip > len(batch):
-            assert since is not None
+            self.top_seq = max(self.top_seq, batch[-1].seq, batch[0].seq)
+        first_index = self.skip if file_id == self.start_id else 0
+        if file_id == self.start_id and self.position is not None and self.skip > len(batch):
+            assert self.since is not None
             raise past_end(
-                since, where, f"row {skip} of WAL file {file_id}, which has {len(batch)}"
+                self.since, where, f"row {self.skip} of WAL file {file_id}, which has {len(batch)}"
             )
-        if indexes and shapes is not None:
-            await _learn_shapes(batch, first_index, decoder, shapes, looked_up)
+        if self.options.indexes and self.source.shapes is not None:
+            await _learn_shapes(batch, first_index, decoder, self.source.shapes, self.looked_up)
         out: ChangeBatch[AnyChange] = ChangeBatch()
         crc32 = zlib.crc32
         change = decoder.change
-        head = f"{_VERSION}-{store}-{file_id:x}-"
+        min_seq = self.min_seq
+        head = f"{_VERSION}-{self.store}-{file_id:x}-"
         failure: ChangeDecodeError | None = None
         for index in range(first_index, len(batch)):
             row = batch[index]
@@ -480,7 +579,7 @@ async def change_batches(
             try:
                 item = change(row, cursor)
             except UnknownKey as unknown:
-                prior = out[-1].cursor if out else last
+                prior = out[-1].cursor if out else self.last
                 failure = _undecodable(unknown.error, row, cursor, prior, where, "on_unknown")
                 break
             except OpendataKvError as exc:
@@ -489,7 +588,7 @@ async def change_batches(
                 if on_error == "raw":
                     item = _raw(row, cursor, exc)
                 else:
-                    prior = out[-1].cursor if out else last
+                    prior = out[-1].cursor if out else self.last
                     failure = _undecodable(exc, row, cursor, prior, where)
                     break
             if item is None:  # an index row, or an unknown key being skipped
@@ -498,13 +597,7 @@ async def change_batches(
             if remaining is not None and len(out) >= remaining:
                 break
         if out:
-            last = out[-1].cursor
-            if lost:
-                out.lost_before, lost = out[0].seq, False
-            yield out
-            if remaining is not None:
-                remaining -= len(out)
-                if remaining <= 0:
-                    return
-        if failure is not None:
-            raise failure
+            self.last = out[-1].cursor
+            if self.lost:
+                out.lost_before, self.lost = out[0].seq, False
+        return out, failure
