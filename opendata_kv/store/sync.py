@@ -43,6 +43,7 @@ from opendata_kv.store.sync_support import (
 )
 from opendata_kv.store.views import MISSING, Bound, Fields, Target, TtlArg
 from opendata_kv.store.writer import Store
+from opendata_kv.store.writes import Op
 from opendata_kv.values import Values
 
 if TYPE_CHECKING:
@@ -293,6 +294,11 @@ class SyncBatch(BatchHolder):
 
     batch: Batch
 
+    @property
+    def ops(self) -> tuple[Op, ...]:
+        """The queued operations, in order."""
+        return self.batch.ops
+
     @overload
     def put(self, target: Key, value: Any, /, *, ttl: TtlArg = None) -> None: ...
 
@@ -346,9 +352,17 @@ class SyncBatch(BatchHolder):
     def delete_raw(self, key: bytes) -> None:
         self.batch.delete_raw(key)
 
+    def queue(self, ops: Iterable[Op]) -> None:
+        """Queue ready-made ops as they are (an index build's entries)."""
+        self.batch.queue(ops)
+
+    def take(self) -> list[Op]:
+        """The queued ops, handed out once for a write (StoreError after that)."""
+        return self.batch.take()
+
     def write_batch(self) -> Any:
-        """The slatedb WriteBatch (only built once something was queued); handing it out for
-        a write consumes it (slatedb takes ownership), so the Batch cannot be written twice."""
+        """The slatedb WriteBatch of the queued ops; handing it out for a write consumes it
+        (slatedb takes ownership), so the Batch cannot be written twice."""
         return self.batch.write_batch()
 
 
@@ -902,7 +916,8 @@ class SyncStore(SyncStoreReader):
         return _entered(self.store.batch(durable=durable), SyncBatch._of)
 
     def write(self, batch: SyncBatch, *, durable: bool = False) -> None:
-        """Apply a Batch atomically (an empty batch sends nothing)."""
+        """Apply a Batch atomically, with the index ops of its records, in one native write
+        (an empty batch sends nothing)."""
         _now(self.store.write(batch.batch, durable=durable))
 
     def transaction(

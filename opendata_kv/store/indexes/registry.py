@@ -21,7 +21,8 @@ from opendata_kv.errors import IndexStateError, StoreError
 from opendata_kv.keys import RecordType, Schema
 from opendata_kv.native import driver
 from opendata_kv.store.indexes.declare import Index
-from opendata_kv.store.indexes.layout import check_schema, meta_key
+from opendata_kv.store.indexes.layout import check_schema, is_index_key, meta_key
+from opendata_kv.store.writes import Op
 
 READABLE = "readable"
 WRITE_ONLY = "write_only"
@@ -120,6 +121,26 @@ class IndexSet:
     @property
     def active(self) -> bool:
         return bool(self._by_type)
+
+    def indexed(self, key: bytes) -> RecordType | None:
+        """The record type of `key` when writing it maintains an index now, else None: the one
+        place that decides whether a write has index upkeep (never an index row's own key)."""
+        if not self._by_type or is_index_key(key):
+            return None
+        record_type = self.schema.try_record_type_of(key)
+        return record_type if record_type in self._by_type else None
+
+    def tracked(self, ops: Iterable[Op]) -> list[tuple[bytes, RecordType, Op]]:
+        """The ops of `ops` that have index upkeep, with their record types."""
+        if not self._by_type:
+            return []
+        indexed = self.indexed
+        found = []
+        for op in ops:
+            record_type = indexed(op.key)
+            if record_type is not None:
+                found.append((op.key, record_type, op))
+        return found
 
     def state(self, name: str) -> str:
         meta = self.stored.get(name)
