@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from opendata_kv.errors import IndexStateError
 from opendata_kv.native import calls
+from opendata_kv.store.batch import Batch
 from opendata_kv.store.expiry import is_expired, now_ms
 from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.layout import (
@@ -184,8 +185,6 @@ async def _save(store: Store, name: str, meta: dict[str, Any]) -> None:
 
 async def _save_catalog(store: Store, names: Iterable[str]) -> None:
     """Rewrite the catalog (deleted when no index is left)."""
-    from opendata_kv.store.batch import Batch
-
     batch = Batch(store)
     names = sorted(names)
     if names:
@@ -218,8 +217,6 @@ def _need(store: Store, name: str) -> tuple[IndexSet, Index]:
 
 async def _clear(store: Store, name: str, batch_size: int) -> int:
     """Delete every entry of index `name`, `batch_size` per batch; returns how many."""
-    from opendata_kv.store.batch import Batch
-
     total = 0
     prefix = entry_prefix(name)
     while True:
@@ -241,8 +238,6 @@ async def build(
 ) -> int:
     """Build (or finish building) a write_only index; returns how many records this call
     indexed. A readable index is left alone (0)."""
-    from opendata_kv.store.batch import Batch
-
     indexes, index = _need(store, name)
     meta = indexes.stored[name]
     if meta["state"] == READABLE:
@@ -343,8 +338,6 @@ async def drop(
     deleted = await _clear(store, name, batch_size)
     if progress is not None:
         progress(deleted, "entries deleted")
-    from opendata_kv.store.batch import Batch
-
     batch = Batch(store)
     batch.delete_raw(meta_key(name))
     await store.write(batch)
