@@ -19,7 +19,7 @@ from indexkit import ALL, SCHEMA, by_handle, by_tag, covered, likes, per_tag, po
 from storekit import aio
 
 import opendata_kv
-from opendata_kv.errors import UniqueIndexError
+from opendata_kv.errors import InvalidArgumentError, StoreError, UniqueIndexError
 from opendata_kv.store import Batch, Store, SyncStore
 from opendata_kv.store.indexes.layout import ROOT, encode_aggregate, encode_fields
 from opendata_kv.store.indexes.maintain import plan
@@ -54,8 +54,23 @@ async def test_a_batch_holds_its_ops_and_no_store() -> None:
         assert raw.value is UNDECODED and raw.data == b"\x80"
         await store.write(batch)
         assert await store.get(post, ("a", 1)) == {"tag": "x"}
-        with pytest.raises(opendata_kv.errors.StoreError, match="already written"):
+        with pytest.raises(StoreError, match="already written"):
             batch.delete_raw(post.encode("a", 1))
+
+
+@aio
+async def test_delete_range_on_a_batch_reads_through_the_store_it_is_given() -> None:
+    async with Store.open("memory://", SCHEMA) as store:
+        for n in range(5):
+            await store.put(post, ("a", n), {"tag": "x"})
+        with pytest.raises(InvalidArgumentError, match="reader=store") as info:
+            await Batch(store).delete_range(post)
+        assert info.value.field == "reader"
+        batch = Batch(store, reader=store)
+        assert await batch.delete_range(post, "a", start=("a", 1), end=("a", 3)) == 2
+        assert [op.key for op in batch.ops] == [post.encode("a", 1), post.encode("a", 2)]
+        await store.write(batch)
+        assert [r.key.rkey for r in await store.scan(post).to_list()] == [0, 3, 4]
 
 
 # --- maintainers through a fake read protocol ------------------------------------------------
