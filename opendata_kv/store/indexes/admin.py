@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from opendata_kv.store.writer import Store
 
 Progress = Callable[[int, str], None]
+_new = tuple.__new__  # a Put without NamedTuple.__new__'s argument handling (per record)
 #: set while a tool that writes index rows only, never a record, opens its writer
 #: (tools.index_rows_only: `opendata-kv index build|rebuild|drop`): nothing it writes can
 #: make a stored index stale, so the stored indexes it was not given are left alone
@@ -293,7 +294,7 @@ async def _tracked(
         tracked: list[Tracked] = []
         for row in rows:
             expire_at = expiries.get(row.raw_key)
-            put = Put(row.raw_key, None, expire_at, row.value, options_at(expire_at))
+            put = _new(Put, (row.raw_key, None, expire_at, row.value, options_at(expire_at)))
             tracked.append((row.raw_key, row.key.record_type, put))
         return tracked
     keys = [row.raw_key for row in rows]
@@ -303,7 +304,7 @@ async def _tracked(
     for row, point in zip(rows, stored, strict=True):
         if point is not None and not is_expired(point[1], now):
             data, expire_at = point
-            put = Put(row.raw_key, data, expire_at, row.value, options_at(expire_at))
+            put = _new(Put, (row.raw_key, data, expire_at, row.value, options_at(expire_at)))
             tracked.append((row.raw_key, row.key.record_type, put))
     return tracked
 

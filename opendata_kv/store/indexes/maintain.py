@@ -31,6 +31,7 @@ from opendata_kv.values import Values
 
 __all__ = ["Expired", "Expiring", "Tracked", "plan", "show_key"]
 
+_new = tuple.__new__  # a Change without NamedTuple.__new__'s argument handling (per record)
 #: one record write: (key bytes, its RecordType, the Put or Delete)
 Tracked = tuple[bytes, RecordType, Op]
 
@@ -98,6 +99,7 @@ async def plan(
     else:
         olds = await reads.replaced(keys)
     maintainers: dict[str, Maintainer] = {}
+    by_index: dict[Index, Maintainer] = {}
     encode = _entry_cache()
     for key, old_data in zip(keys, olds, strict=True):
         record_type, new = final[key]
@@ -122,14 +124,17 @@ async def plan(
         # kept entries take the new expiry; with none before and none now they stay as they
         # are (only old_values' readers tell a value without a TTL by its plain bytes)
         keep = (put is None or put.options is None) and type(old_data) is bytes
-        change = Change(
-            key, key_obj, old, live_old, _value(values, record_type, key, new), put, keep
-        )
+        new_value = _value(values, record_type, key, new)
+        change = _new(Change, (key, key_obj, old, live_old, new_value, put, keep))
         for index in active:
-            kind = kind_of(index)
-            maintainer = maintainers.get(kind)
+            maintainer = by_index.get(index)
             if maintainer is None:
-                maintainer = maintainers[kind] = MAINTAINERS[kind](indexes.schema, encode, only)
+                kind = kind_of(index)
+                maintainer = maintainers.get(kind)
+                if maintainer is None:
+                    maintainer = MAINTAINERS[kind](indexes.schema, encode, only)
+                    maintainers[kind] = maintainer
+                by_index[index] = maintainer
             maintainer.change(index, change)
     ordered = [maintainers[kind] for kind in MAINTAINERS if kind in maintainers]
     wanted = [row for maintainer in ordered for row in maintainer.wanted()]

@@ -21,6 +21,7 @@ from opendata_kv.store.indexes.layout import decode_aggregate, encode_aggregate
 from opendata_kv.store.writes import UNDECODED, Delete, Op, Put
 
 Encode = Callable[[str, Sequence[tuple[str, Field]], tuple[Any, ...]], bytes]
+_new = tuple.__new__  # ops built without NamedTuple.__new__'s argument handling (per entry)
 
 
 class Change(NamedTuple):
@@ -85,7 +86,7 @@ class ValueMaintainer(Maintainer):
         expire_at, options = (None, None) if put is None else (put.expire_at, put.options)
         for entry in after:  # kept entries too (they take the write's expiry) unless `keep`
             if not (change.keep and entry in before):
-                ops.append(Put(entry + key, b"", expire_at, UNDECODED, options))
+                ops.append(_new(Put, (entry + key, b"", expire_at, UNDECODED, options)))
 
 
 class CoveringMaintainer(Maintainer):
@@ -106,7 +107,8 @@ class CoveringMaintainer(Maintainer):
                 "its stored bytes, which a covering index copies"
             )
         for entry in after:
-            self.ops.append(Put(entry + key, put.data, put.expire_at, UNDECODED, put.options))
+            copy = (entry + key, put.data, put.expire_at, UNDECODED, put.options)
+            self.ops.append(_new(Put, copy))
 
 
 class UniqueMaintainer(Maintainer):

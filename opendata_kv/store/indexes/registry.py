@@ -21,7 +21,7 @@ from opendata_kv.errors import IndexStateError, StoreError
 from opendata_kv.keys import RecordType, Schema
 from opendata_kv.native import driver
 from opendata_kv.store.indexes.declare import Index
-from opendata_kv.store.indexes.layout import check_schema, is_index_key, meta_key
+from opendata_kv.store.indexes.layout import ROOT, check_schema, is_index_key, meta_key
 from opendata_kv.store.writes import Op
 
 READABLE = "readable"
@@ -132,14 +132,18 @@ class IndexSet:
 
     def tracked(self, ops: Iterable[Op]) -> list[tuple[bytes, RecordType, Op]]:
         """The ops of `ops` that have index upkeep, with their record types."""
-        if not self._by_type:
+        by_type = self._by_type
+        if not by_type:
             return []
-        indexed = self.indexed
+        of_key = self.schema.try_record_type_of
         found = []
         for op in ops:
-            record_type = indexed(op.key)
-            if record_type is not None:
-                found.append((op.key, record_type, op))
+            key = op[0]
+            if key.startswith(ROOT):  # is_index_key inlined: a build's batch is all entries
+                continue
+            record_type = of_key(key)
+            if record_type in by_type:
+                found.append((key, record_type, op))
         return found
 
     def state(self, name: str) -> str:
