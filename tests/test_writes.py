@@ -19,7 +19,12 @@ from indexkit import ALL, SCHEMA, by_handle, by_tag, covered, likes, per_tag, po
 from storekit import aio
 
 import opendata_kv
-from opendata_kv.errors import InvalidArgumentError, StoreError, UniqueIndexError
+from opendata_kv.errors import (
+    InvalidArgumentError,
+    StoreError,
+    TransactionConflictError,
+    UniqueIndexError,
+)
 from opendata_kv.store import Batch, Store, SyncStore
 from opendata_kv.store.indexes.layout import ROOT, encode_aggregate, encode_fields
 from opendata_kv.store.indexes.maintain import plan
@@ -71,6 +76,22 @@ async def test_delete_range_on_a_batch_reads_through_the_store_it_is_given() -> 
         assert [op.key for op in batch.ops] == [post.encode("a", 1), post.encode("a", 2)]
         await store.write(batch)
         assert [r.key.rkey for r in await store.scan(post).to_list()] == [0, 3, 4]
+
+
+@aio
+async def test_a_transaction_planned_before_an_index_state_change_is_refused() -> None:
+    """Its index ops were planned at one index generation; a rebuild moved it before the
+    commit, so the commit rolls back (nothing of it lands) instead of writing stale entries."""
+    async with Store.open("memory://", SCHEMA, indexes=[by_tag, per_tag]) as store:
+        with pytest.raises(TransactionConflictError, match="index build or state change"):
+            async with store.transaction() as tx:
+                await tx.put(post, ("a", 1), {"tag": "x"})
+                await store.rebuild_index("per_tag")
+        assert await store.get(post, ("a", 1)) is None
+        async with store.transaction() as tx:  # planned and committed at one generation
+            await tx.put(post, ("a", 1), {"tag": "x"})
+        assert await store.index_count(per_tag, "x") == 1
+        assert await store.check_indexes() == []
 
 
 # --- maintainers through a fake read protocol ------------------------------------------------
