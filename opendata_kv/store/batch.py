@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, overload
 
 from opendata_kv.errors import InvalidArgumentError, StoreError, TransactionConflictError
-from opendata_kv.keys import Key, RecordType
+from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.native import calls
 from opendata_kv.native.errors import FOREIGN, call, translate
 from opendata_kv.native.slatedb import WriteBatch
@@ -37,7 +37,7 @@ _new = tuple.__new__  # a Put without NamedTuple.__new__'s keyword handling (per
 class Codecs(Protocol):
     """What a Batch encodes with (a Store has these)."""
 
-    schema: Any
+    schema: Schema
     values: Values
     check_expiry: bool
     where: str
@@ -83,7 +83,8 @@ def native_batch(ops: Sequence[Op], more: Sequence[Op], where: str) -> Any:
 
 class Batch:
     """Writes collected in memory as typed ops (writes.Put / writes.Delete), applied
-    atomically by Store.write (or on block exit); it keeps the codecs, never the store."""
+    atomically by Store.write (or on block exit); it encodes with the store's codecs and
+    holds the store only as `reader`, for delete_range's reads, when given one."""
 
     __slots__ = ("_ops", "_reader", "_written", "check_expiry", "schema", "values", "where")
 
