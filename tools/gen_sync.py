@@ -107,7 +107,6 @@ FACES = (
             "put_raw": "call",
             "delete_raw": "call",
             "queue": "call",
-            "take": "call",
             "write_batch": "call",
             "ops": "get",
         },

@@ -4,7 +4,7 @@ and writes inside one slatedb transaction, and a consistent point-in-time view."
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol, overload
 
 from opendata_kv.errors import InvalidArgumentError, StoreError, TransactionConflictError
@@ -62,31 +62,52 @@ class RangeReader(Protocol):
 def native_batch(ops: Sequence[Op], more: Sequence[Op], where: str) -> Any:
     """One slatedb WriteBatch of `ops` then `more` (a batch's records, then their index ops)."""
     wb = WriteBatch()
-    batch_put = calls.batch_put
-    try:
-        for part in (ops, more):
-            for op in part:
-                if op.__class__ is Put:
-                    key, data, _, _, options = op
-                    if data is None:  # only an index build's tracked puts lack bytes
-                        raise AssertionError(f"a put of {key!r} without its bytes")
-                    if options is None:
-                        batch_put(wb, key, data)
-                    else:
-                        wb.put_with_options(key, data, options)  # a plain call: no future
-                else:
-                    wb.delete(op[0])
-    except FOREIGN as exc:
-        raise translate(exc, f"batch write on {where}") from exc
+    fill(wb, ops, where)
+    fill(wb, more, where)
     return wb
 
 
+def fill(wb: Any, ops: Iterable[Op], where: str) -> None:
+    """Queue `ops` in the slatedb WriteBatch `wb`."""
+    batch_put = calls.batch_put
+    try:
+        for op in ops:
+            if op.__class__ is Put:
+                key, data, _, _, options = op
+                if data is None:  # only an index build's tracked puts lack bytes
+                    raise AssertionError(f"a put of {key!r} without its bytes")
+                if options is None:
+                    batch_put(wb, key, data)
+                else:
+                    wb.put_with_options(key, data, options)  # a plain call: no future
+            else:
+                wb.delete(op[0])
+    except FOREIGN as exc:
+        raise translate(exc, f"batch write on {where}") from exc
+
+
 class Batch:
-    """Writes collected in memory as typed ops (writes.Put / writes.Delete), applied
+    """Writes collected in memory as typed ops (writes.Put / writes.Delete: `ops`), applied
     atomically by Store.write (or on block exit); it encodes with the store's codecs and
     holds the store only as `reader`, for delete_range's reads, when given one."""
 
-    __slots__ = ("_ops", "_reader", "_written", "check_expiry", "schema", "values", "where")
+    # The ops are kept as columns, not a tuple each: 1,000 tuples (or typed values) alive per
+    # batch set off the cyclic collector ~1 to 2 times a batch, which made put_many without
+    # indexes 6-9% slower. The slatedb WriteBatch is filled as ops are queued.
+    __slots__ = (
+        "_data",
+        "_expires",
+        "_keep",
+        "_keys",
+        "_native",
+        "_reader",
+        "_typed",
+        "_written",
+        "check_expiry",
+        "schema",
+        "values",
+        "where",
+    )
 
     def __init__(self, codecs: Codecs, *, reader: RangeReader | None = None) -> None:
         self.schema = codecs.schema
@@ -94,19 +115,37 @@ class Batch:
         self.check_expiry = codecs.check_expiry
         self.where = codecs.where
         self._reader = reader  # only for delete_range's reads (store.batch() passes the store)
-        self._ops: list[Op] = []
+        # the typed values are kept only for index upkeep (which decodes when one is absent)
+        indexes = getattr(codecs, "_indexes", None)
+        self._keep = indexes is not None and indexes.active
+        self._keys: list[bytes] = []
+        self._data: list[bytes | None] = []  # None: a delete
+        self._expires: list[int | None] = []
+        self._typed: dict[int, Any] = {}  # position -> the typed value of a put
+        self._native: Any = None
         self._written = False
 
     def __len__(self) -> int:
-        return len(self._ops)
+        return len(self._keys)
 
     def __bool__(self) -> bool:
-        return bool(self._ops)
+        return bool(self._keys)
+
+    def __iter__(self) -> Iterator[Op]:
+        """The queued operations, in order."""
+        typed = self._typed
+        rows = zip(self._keys, self._data, self._expires, strict=True)
+        for at, (key, data, expire_at) in enumerate(rows):
+            if data is None:
+                yield Delete(key)
+            else:
+                value = typed.get(at, UNDECODED)
+                yield _new(Put, (key, data, expire_at, value, options_at(expire_at)))
 
     @property
     def ops(self) -> tuple[Op, ...]:
         """The queued operations, in order."""
-        return tuple(self._ops)
+        return tuple(self)
 
     def _reused(self) -> StoreError:
         return StoreError(
@@ -131,7 +170,22 @@ class Batch:
         key, data, expire_at, obj = encode_put(
             self.schema, self.values, self.check_expiry, target, fields, value, ttl
         )
-        self._ops.append(_new(Put, (key, data, expire_at, obj, options_at(expire_at))))
+        options = options_at(expire_at)
+        native = self._native
+        if native is None:
+            native = self._wb()
+        try:  # not `with translating` nor fill(): ~0.3 us a call on a per-record path
+            if options is None:
+                calls.batch_put(native, key, data)
+            else:
+                native.put_with_options(key, data, options)  # a plain call: no future
+        except FOREIGN as exc:
+            raise translate(exc, f"batch put on {self.where}") from exc
+        if self._keep:
+            self._typed[len(self._keys)] = obj
+        self._keys.append(key)
+        self._data.append(data)
+        self._expires.append(expire_at)
 
     def delete(self, target: Target, fields: Fields = None) -> None:
         """Queue a typed delete."""
@@ -166,36 +220,64 @@ class Batch:
 
     def put_raw(self, key: bytes, data: bytes, *, expire_at: int | None = None) -> None:
         """Queue raw bytes under a raw key; `expire_at`: absolute expiry, Unix ms."""
-        if self._written:
-            raise self._reused()
         check_stored_size(data)
         found = self.schema.try_record_type_of(key)
         if found is not None:  # a value get would refuse is refused here
             self.values.check_caps(found, data, key)
-        self._ops.append(Put(key, data, expire_at, UNDECODED, options_at(expire_at)))
+        if self._written:
+            raise self._reused()
+        options = options_at(expire_at)
+        try:  # not `with translating` nor fill(): ~0.3 us a call on a per-record path
+            if options is None:
+                calls.batch_put(self._wb(), key, data)
+            else:
+                self._wb().put_with_options(key, data, options)  # a plain call: no future
+        except FOREIGN as exc:
+            raise translate(exc, f"batch put on {self.where}") from exc
+        self._keys.append(key)
+        self._data.append(data)
+        self._expires.append(expire_at)
 
     def delete_raw(self, key: bytes) -> None:
         if self._written:
             raise self._reused()
-        self._ops.append(Delete(key))
+        try:  # not `with translating` nor fill(): ~0.3 us a call on a per-record path
+            self._wb().delete(key)
+        except FOREIGN as exc:
+            raise translate(exc, f"batch delete on {self.where}") from exc
+        self._keys.append(key)
+        self._data.append(None)
+        self._expires.append(None)
 
     def queue(self, ops: Iterable[Op]) -> None:
         """Queue ready-made ops as they are (an index build's entries)."""
         if self._written:
             raise self._reused()
-        self._ops.extend(ops)
+        ops = list(ops)
+        fill(self._wb(), ops, self.where)
+        for op in ops:
+            self._keys.append(op[0])
+            if type(op) is Put:
+                if op.value is not UNDECODED:
+                    self._typed[len(self._data)] = op.value
+                self._data.append(op.data)
+                self._expires.append(op.expire_at)
+            else:
+                self._data.append(None)
+                self._expires.append(None)
 
-    def take(self) -> list[Op]:
-        """The queued ops, handed out once for a write (StoreError after that)."""
+    def _wb(self) -> Any:
+        if self._native is None:
+            self._native = WriteBatch()
+        return self._native
+
+    def write_batch(self) -> Any:
+        """The slatedb WriteBatch of the queued ops (the writer adds their index ops to it);
+        handing it out for a write consumes it (slatedb takes ownership): written once."""
         if self._written:
             raise self._reused()
         self._written = True
-        return self._ops
-
-    def write_batch(self) -> Any:
-        """The slatedb WriteBatch of the queued ops; handing it out for a write consumes it
-        (slatedb takes ownership), so the Batch cannot be written twice."""
-        return native_batch(self.take(), (), self.where)
+        return self._wb()
 
 
 class Transaction(ReadView):

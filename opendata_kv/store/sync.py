@@ -356,13 +356,9 @@ class SyncBatch(BatchHolder):
         """Queue ready-made ops as they are (an index build's entries)."""
         self.batch.queue(ops)
 
-    def take(self) -> list[Op]:
-        """The queued ops, handed out once for a write (StoreError after that)."""
-        return self.batch.take()
-
     def write_batch(self) -> Any:
-        """The slatedb WriteBatch of the queued ops; handing it out for a write consumes it
-        (slatedb takes ownership), so the Batch cannot be written twice."""
+        """The slatedb WriteBatch of the queued ops (the writer adds their index ops to it);
+        handing it out for a write consumes it (slatedb takes ownership): written once."""
         return self.batch.write_batch()
 
 

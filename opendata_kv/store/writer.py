@@ -35,7 +35,7 @@ from opendata_kv.native.slatedb import (
 )
 from opendata_kv.objstore.deadline import READER_TIMEOUT
 from opendata_kv.objstore.location import parse_location
-from opendata_kv.store.batch import Batch, Snapshot, Transaction, native_batch
+from opendata_kv.store.batch import Batch, Snapshot, Transaction, fill, native_batch
 from opendata_kv.store.deletes import MAX_KEYS, check_max_keys, keys_in
 from opendata_kv.store.indexes import admin as index_admin
 from opendata_kv.store.indexes.declare import Index
@@ -395,7 +395,7 @@ class Store(StoreReader):
         db = self._writable()
         if batch:
             indexes = self._indexes
-            tracked = [] if indexes is None else indexes.tracked(batch.ops)
+            tracked = [] if indexes is None else indexes.tracked(batch)
             if tracked:
                 await self._write_indexed(db, batch, tracked)
             else:
@@ -427,8 +427,11 @@ class Store(StoreReader):
             )
             reads = FetchReads(replaced, self._fetch_many)
             index_ops = await plan(indexes, self.values, tracked, reads)
-            records = ops.take() if isinstance(ops, Batch) else ops
-            native = native_batch(records, index_ops, self.where)
+            if isinstance(ops, Batch):  # its records' ops are in its native batch already
+                native = ops.write_batch()
+                fill(native, index_ops, self.where)
+            else:
+                native = native_batch(ops, index_ops, self.where)
             with translating(f"batch write on {self.where}"):
                 await calls.write(db, native)
 
