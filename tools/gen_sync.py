@@ -107,6 +107,7 @@ FACES = (
             "put_raw": "call",
             "delete_raw": "call",
             "queue": "call",
+            "tracked": "call",
             "write_batch": "call",
             "ops": "get",
         },

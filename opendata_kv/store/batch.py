@@ -13,7 +13,7 @@ from opendata_kv.native import calls
 from opendata_kv.native.errors import FOREIGN, call, translate
 from opendata_kv.native.slatedb import WriteBatch
 from opendata_kv.store.deletes import MAX_KEYS
-from opendata_kv.store.indexes.maintain import plan
+from opendata_kv.store.indexes.maintain import Tracked, plan
 from opendata_kv.store.indexes.old_values import point_reads
 from opendata_kv.store.indexes.registry import IndexSet
 from opendata_kv.store.views import (
@@ -133,14 +133,19 @@ class Batch:
 
     def __iter__(self) -> Iterator[Op]:
         """The queued operations, in order."""
-        typed = self._typed
-        rows = zip(self._keys, self._data, self._expires, strict=True)
-        for at, (key, data, expire_at) in enumerate(rows):
-            if data is None:
-                yield Delete(key)
-            else:
-                value = typed.get(at, UNDECODED)
-                yield _new(Put, (key, data, expire_at, value, options_at(expire_at)))
+        return map(self._op, range(len(self._keys)))
+
+    def _op(self, at: int) -> Op:
+        key, data, expire_at = self._keys[at], self._data[at], self._expires[at]
+        if data is None:
+            return Delete(key)
+        value = self._typed.get(at, UNDECODED)
+        return _new(Put, (key, data, expire_at, value, options_at(expire_at)))
+
+    def tracked(self, indexes: IndexSet) -> list[Tracked]:
+        """The queued ops with index upkeep (IndexSet.indexed_at decides), with their types."""
+        keys = self._keys
+        return [(keys[at], rt, self._op(at)) for at, rt in indexes.indexed_at(keys)]
 
     @property
     def ops(self) -> tuple[Op, ...]:
@@ -255,16 +260,19 @@ class Batch:
             raise self._reused()
         ops = list(ops)
         fill(self._wb(), ops, self.where)
+        keys, data, expires, typed = self._keys, self._data, self._expires, self._typed
         for op in ops:
-            self._keys.append(op[0])
-            if type(op) is Put:
-                if op.value is not UNDECODED:
-                    self._typed[len(self._data)] = op.value
-                self._data.append(op.data)
-                self._expires.append(op.expire_at)
+            if op.__class__ is Put:
+                key, put_data, expire_at, value, _ = op
+                if value is not UNDECODED:
+                    typed[len(keys)] = value
+                keys.append(key)
+                data.append(put_data)
+                expires.append(expire_at)
             else:
-                self._data.append(None)
-                self._expires.append(None)
+                keys.append(op[0])
+                data.append(None)
+                expires.append(None)
 
     def _wb(self) -> Any:
         if self._native is None:

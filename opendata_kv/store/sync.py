@@ -22,6 +22,8 @@ from opendata_kv.objstore.deadline import READER_TIMEOUT
 from opendata_kv.store.batch import Batch, Snapshot, Transaction
 from opendata_kv.store.deletes import MAX_KEYS
 from opendata_kv.store.indexes.declare import Index
+from opendata_kv.store.indexes.maintain import Tracked
+from opendata_kv.store.indexes.registry import IndexSet
 from opendata_kv.store.ops.checkpoints import Checkpoint
 from opendata_kv.store.ops.feed import ChangeBatch
 from opendata_kv.store.ops.feed_rows import Change, IndexChange, RawChange
@@ -293,6 +295,10 @@ class SyncBatch(BatchHolder):
     by SyncStore.write)."""
 
     batch: Batch
+
+    def tracked(self, indexes: IndexSet) -> list[Tracked]:
+        """The queued ops with index upkeep (IndexSet.indexed_at decides), with their types."""
+        return self.batch.tracked(indexes)
 
     @property
     def ops(self) -> tuple[Op, ...]:

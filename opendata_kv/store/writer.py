@@ -395,7 +395,7 @@ class Store(StoreReader):
         db = self._writable()
         if batch:
             indexes = self._indexes
-            tracked = [] if indexes is None else indexes.tracked(batch)
+            tracked = [] if indexes is None else batch.tracked(indexes)
             if tracked:
                 await self._write_indexed(db, batch, tracked)
             else:

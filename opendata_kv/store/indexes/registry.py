@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -130,21 +130,25 @@ class IndexSet:
         record_type = self.schema.try_record_type_of(key)
         return record_type if record_type in self._by_type else None
 
-    def tracked(self, ops: Iterable[Op]) -> list[tuple[bytes, RecordType, Op]]:
-        """The ops of `ops` that have index upkeep, with their record types."""
+    def indexed_at(self, keys: Sequence[bytes]) -> list[tuple[int, RecordType]]:
+        """(position, record type) of the keys whose writes have index upkeep now (as
+        `indexed` decides, inlined: a build's batch is thousands of index rows)."""
         by_type = self._by_type
         if not by_type:
             return []
         of_key = self.schema.try_record_type_of
         found = []
-        for op in ops:
-            key = op[0]
-            if key.startswith(ROOT):  # is_index_key inlined: a build's batch is all entries
-                continue
-            record_type = of_key(key)
-            if record_type in by_type:
-                found.append((key, record_type, op))
+        for at, key in enumerate(keys):
+            if not key.startswith(ROOT):
+                record_type = of_key(key)
+                if record_type in by_type:
+                    found.append((at, record_type))
         return found
+
+    def tracked(self, ops: Sequence[Op]) -> list[tuple[bytes, RecordType, Op]]:
+        """The ops of `ops` that have index upkeep, with their record types."""
+        at_types = self.indexed_at([op[0] for op in ops]) if self._by_type else []
+        return [(ops[at][0], record_type, ops[at]) for at, record_type in at_types]
 
     def state(self, name: str) -> str:
         meta = self.stored.get(name)
