@@ -128,7 +128,7 @@ async def plan(
         change = _new(Change, (key, key_obj, old, live_old, new_value, put, keep))
         for index in active:
             maintainer = by_index.get(index)
-            if maintainer is None:
+            if maintainer is None:  # the first change of this index in the plan
                 kind = kind_of(index)
                 maintainer = maintainers.get(kind)
                 if maintainer is None:

@@ -78,14 +78,25 @@ class ValueMaintainer(Maintainer):
     """A value index: an empty entry per field value, deleted when the record gives it up."""
 
     def change(self, index: Index, change: Change) -> None:
-        after = self.entries(index, change, change.new)
-        before = self.entries(index, change, change.old)
-        key, put, ops = change.key, change.put, self.ops
-        for gone in before.keys() - after.keys():
-            ops.append(Delete(gone + key))
-        expire_at, options = (None, None) if put is None else (put.expire_at, put.options)
+        # unpacked and inlined: this runs once per record and index, on the batched put path
+        key, key_obj, old, _, new, put, keep = change
+        encode, name, fields, ops = self.encode, index.name, index.fields, self.ops
+        after = (
+            {} if new is None else {encode(name, fields, v): v for v in index.entries(key_obj, new)}
+        )
+        before = (
+            {} if old is None else {encode(name, fields, v): v for v in index.entries(key_obj, old)}
+        )
+        if before:
+            for gone in before.keys() - after.keys():
+                ops.append(Delete(gone + key))
+        if not after:
+            return
+        expire_at = options = None
+        if put is not None:
+            expire_at, options = put[2], put[4]
         for entry in after:  # kept entries too (they take the write's expiry) unless `keep`
-            if not (change.keep and entry in before):
+            if not (keep and entry in before):
                 ops.append(_new(Put, (entry + key, b"", expire_at, UNDECODED, options)))
 
 
