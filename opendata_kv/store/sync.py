@@ -22,6 +22,8 @@ from opendata_kv.objstore.deadline import READER_TIMEOUT
 from opendata_kv.store.batch import Batch, Snapshot, Transaction
 from opendata_kv.store.deletes import MAX_KEYS
 from opendata_kv.store.indexes.declare import Index
+from opendata_kv.store.indexes.maintain import Tracked
+from opendata_kv.store.indexes.registry import IndexSet
 from opendata_kv.store.open_options import OpenOptions
 from opendata_kv.store.ops.checkpoints import Checkpoint
 from opendata_kv.store.ops.clone import CloneResult
@@ -45,6 +47,7 @@ from opendata_kv.store.sync_support import (
 )
 from opendata_kv.store.views import MISSING, Bound, Fields, Target, TtlArg
 from opendata_kv.store.writer import Store
+from opendata_kv.store.writes import Op
 from opendata_kv.values import Values
 
 if TYPE_CHECKING:
@@ -293,6 +296,15 @@ class SyncBatch(BatchHolder):
 
     batch: Batch
 
+    def tracked(self, indexes: IndexSet) -> list[Tracked]:
+        """The queued ops with index upkeep (IndexSet.indexed_at decides), with their types."""
+        return self.batch.tracked(indexes)
+
+    @property
+    def ops(self) -> tuple[Op, ...]:
+        """The queued operations, in order."""
+        return self.batch.ops
+
     @overload
     def put(self, target: Key, value: Any, /, *, ttl: TtlArg = None) -> None: ...
 
@@ -346,9 +358,13 @@ class SyncBatch(BatchHolder):
     def delete_raw(self, key: bytes) -> None:
         self.batch.delete_raw(key)
 
+    def queue(self, ops: Iterable[Op]) -> None:
+        """Queue ready-made ops as they are (an index build's entries)."""
+        self.batch.queue(ops)
+
     def write_batch(self) -> Any:
-        """The slatedb WriteBatch (only built once something was queued); handing it out for
-        a write consumes it (slatedb takes ownership), so the Batch cannot be written twice."""
+        """The slatedb WriteBatch of the queued ops (the writer adds their index ops to it);
+        handing it out for a write consumes it (slatedb takes ownership): written once."""
         return self.batch.write_batch()
 
 
@@ -908,7 +924,8 @@ class SyncStore(SyncStoreReader):
         return _entered(self.store.batch(durable=durable), SyncBatch._of)
 
     def write(self, batch: SyncBatch, *, durable: bool = False) -> None:
-        """Apply a Batch atomically (an empty batch sends nothing)."""
+        """Apply a Batch atomically, with the index ops of its records, in one native write
+        (an empty batch sends nothing)."""
         _now(self.store.write(batch.batch, durable=durable))
 
     def transaction(

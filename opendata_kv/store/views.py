@@ -205,12 +205,12 @@ def encode_put(
     fields: Any,
     value: Any,
     ttl: TtlArg,
-) -> tuple[bytes, bytes, int | None]:
-    """(key, value bytes, absolute expiry in Unix ms or None): how Store, Batch and
-    Transaction encode a put."""
+) -> tuple[bytes, bytes, int | None, Any]:
+    """(key, value bytes, absolute expiry in Unix ms or None, the value object): how Store,
+    Batch and Transaction encode a put, each argument read once."""
     fields, value = put_args(target, fields, value)
     record_type, key = key_bytes(schema, target, fields)
-    return key, values.encode(record_type, value, key), expire_at_of(ttl, check_expiry)
+    return key, values.encode(record_type, value, key), expire_at_of(ttl, check_expiry), value
 
 
 def bound_bytes(bound: Bound, record_type: RecordType | None, what: str) -> bytes | None:

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from opendata_kv.errors import IndexStateError
 from opendata_kv.native import calls
+from opendata_kv.store.batch import Batch
 from opendata_kv.store.expiry import is_expired, now_ms
 from opendata_kv.store.indexes.declare import Index
-from opendata_kv.store.indexes.hooks import add_writes
 from opendata_kv.store.indexes.layout import (
     CATALOG,
     META,
@@ -28,11 +28,12 @@ from opendata_kv.store.indexes.layout import (
     entry_prefix,
     meta_key,
 )
-from opendata_kv.store.indexes.maintain import Raw, Tracked, plan
+from opendata_kv.store.indexes.maintain import Tracked, plan
 from opendata_kv.store.indexes.registry import READABLE, WRITE_ONLY, IndexSet
 from opendata_kv.store.indexes.stored import index_from_definition, unknown_functions
 from opendata_kv.store.scan import KeySpan, Record
-from opendata_kv.store.views import in_windows
+from opendata_kv.store.views import in_windows, options_at
+from opendata_kv.store.writes import FetchReads, Put
 
 if TYPE_CHECKING:
     from opendata_kv.store.reader import StoreReader
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from opendata_kv.store.writer import Store
 
 Progress = Callable[[int, str], None]
+_new = tuple.__new__  # a Put without NamedTuple.__new__'s argument handling (per record)
 #: set while a tool that writes index rows only, never a record, opens its writer
 #: (tools.index_rows_only: `opendata-kv index build|rebuild|drop`): nothing it writes can
 #: make a stored index stale, so the stored indexes it was not given are left alone
@@ -184,8 +186,6 @@ async def _save(store: Store, name: str, meta: dict[str, Any]) -> None:
 
 async def _save_catalog(store: Store, names: Iterable[str]) -> None:
     """Rewrite the catalog (deleted when no index is left)."""
-    from opendata_kv.store.batch import Batch
-
     batch = Batch(store)
     names = sorted(names)
     if names:
@@ -218,8 +218,6 @@ def _need(store: Store, name: str) -> tuple[IndexSet, Index]:
 
 async def _clear(store: Store, name: str, batch_size: int) -> int:
     """Delete every entry of index `name`, `batch_size` per batch; returns how many."""
-    from opendata_kv.store.batch import Batch
-
     total = 0
     prefix = entry_prefix(name)
     while True:
@@ -241,8 +239,6 @@ async def build(
 ) -> int:
     """Build (or finish building) a write_only index; returns how many records this call
     indexed. A readable index is left alone (0)."""
-    from opendata_kv.store.batch import Batch
-
     indexes, index = _need(store, name)
     meta = indexes.stored[name]
     if meta["state"] == READABLE:
@@ -266,9 +262,10 @@ async def build(
             scan.expiries = expiries
             rows = await scan.to_list()
             tracked = await _tracked(store, index, rows, expiries)
-            writes = await plan(indexes, store.values, tracked, store._fetch_many, only=index)
+            reads = FetchReads(store._fetch_many, store._fetch_many)  # a build replaces nothing
+            writes = await plan(indexes, store.values, tracked, reads, only=index)
             batch = Batch(store)
-            add_writes(batch, writes)
+            batch.queue(writes)
             finished = len(rows) < batch_size
             if rows:
                 meta["position"] = rows[-1].raw_key
@@ -294,18 +291,21 @@ async def _tracked(
     index lock), so every entry expires with its record; a covering index's with their stored
     bytes too, read with the expiry again, skipping a record that expired since the scan."""
     if not index.covering:
-        return [
-            (row.raw_key, row.key.record_type, Raw(None, row.value, expiries.get(row.raw_key)))
-            for row in rows
-        ]
+        tracked: list[Tracked] = []
+        for row in rows:
+            expire_at = expiries.get(row.raw_key)
+            put = _new(Put, (row.raw_key, None, expire_at, row.value, options_at(expire_at)))
+            tracked.append((row.raw_key, row.key.record_type, put))
+        return tracked
     keys = [row.raw_key for row in rows]
     stored = await in_windows(functools.partial(calls.get_rows, store._source), keys)
     now = now_ms() if store.check_expiry else -1  # check_expiry=False: expired rows show
-    tracked: list[Tracked] = []
+    tracked = []
     for row, point in zip(rows, stored, strict=True):
         if point is not None and not is_expired(point[1], now):
             data, expire_at = point
-            tracked.append((row.raw_key, row.key.record_type, Raw(data, row.value, expire_at)))
+            put = _new(Put, (row.raw_key, data, expire_at, row.value, options_at(expire_at)))
+            tracked.append((row.raw_key, row.key.record_type, put))
     return tracked
 
 
@@ -339,8 +339,6 @@ async def drop(
     deleted = await _clear(store, name, batch_size)
     if progress is not None:
         progress(deleted, "entries deleted")
-    from opendata_kv.store.batch import Batch
-
     batch = Batch(store)
     batch.delete_raw(meta_key(name))
     await store.write(batch)

@@ -15,7 +15,7 @@ from opendata_kv.store.indexes.layout import (
     encode_fields,
     entry_prefix,
 )
-from opendata_kv.store.indexes.maintain import show_key
+from opendata_kv.store.indexes.maintainers import show_key
 
 if TYPE_CHECKING:
     from opendata_kv.store.views import ReadView

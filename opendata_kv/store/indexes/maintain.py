@@ -1,72 +1,39 @@
 """Index maintenance: the index writes that go with a set of record writes (RFC 0010).
 
-A batch of record writes (key -> new value, or deleted) is compared key by key with the live
-values it replaces, entry keys compared as bytes: entries of the old value that the new one
-lacks are deleted, the new ones put with the record's expiry,
-each aggregate group touched is read and rewritten with its new count and sum. The caller
-adds the returned writes to the same WriteBatch or transaction as the records, under the
-store's index lock, so the old values read here are still the current ones when it writes.
+A batch of record ops (writes.Put / writes.Delete) is compared key by key with the live
+values it replaces, entry keys compared as bytes, by one maintainer per index kind
+(maintainers.py): entries of the old value that the new one lacks are deleted, the new ones
+put with the record's expiry, each aggregate group touched is read and rewritten with its new
+count and sum. The writer adds the returned ops to the same native write or transaction as
+the records, under the store's index lock, so the values read here are still current.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from opendata_kv.errors import IndexTtlError, OpendataKvError, UniqueIndexError, show_bytes
-from opendata_kv.keys import Key, RecordType, Schema
+from opendata_kv.errors import IndexTtlError, OpendataKvError
+from opendata_kv.keys import RecordType
 from opendata_kv.keys.fields import Field
 from opendata_kv.store.indexes.declare import Index
-from opendata_kv.store.indexes.layout import (
-    decode_aggregate,
-    encode_aggregate,
-    encode_fields,
+from opendata_kv.store.indexes.layout import encode_fields
+from opendata_kv.store.indexes.maintainers import (
+    MAINTAINERS,
+    Change,
+    Maintainer,
+    kind_of,
+    show_key,
 )
 from opendata_kv.store.indexes.registry import IndexSet
-from opendata_kv.store.views import options_at
+from opendata_kv.store.writes import UNDECODED, Delete, IndexReads, Op, Put
 from opendata_kv.values import Values
 
+__all__ = ["Expired", "Expiring", "Tracked", "plan", "show_key"]
 
-class Deleted:
-    """The new value of a tracked delete."""
-
-    def __repr__(self) -> str:
-        return "<deleted>"
-
-
-DELETED: Any = Deleted()
-
-
-_UNDECODED: Any = object()
-
-
-class Raw:
-    """The new value of a tracked put: its stored bytes (None when a build of an index that
-    keeps no copy did not read them), the value they encode when the writer had it (else
-    decoded with the record's codec when needed), and its absolute expiry (Unix
-    ms, None for none) with the put options that carry it, which every entry of the record
-    takes too (RFC 0010: entries expire with their record)."""
-
-    __slots__ = ("data", "expire_at", "options", "value")
-
-    def __init__(
-        self,
-        data: bytes | None,
-        value: Any = _UNDECODED,
-        expire_at: int | None = None,
-        options: Any = None,
-    ) -> None:
-        self.data = data
-        self.value = value
-        self.expire_at = expire_at
-        self.options = options_at(expire_at) if options is None else options
-
-
-#: one record write: (key bytes, its RecordType, new value / Raw / DELETED)
-Tracked = tuple[bytes, RecordType, Any]
-#: index writes: (key, data, put options or None) puts and (key, None, None) deletes
-Writes = list[tuple[bytes, bytes | None, Any]]
-Fetch = Callable[[list[bytes]], Awaitable[list[bytes | None]]]
+_new = tuple.__new__  # a Change without NamedTuple.__new__'s argument handling (per record)
+#: one record write: (key bytes, its RecordType, the Put or Delete)
+Tracked = tuple[bytes, RecordType, Op]
 
 
 class Expired(bytes):
@@ -95,55 +62,32 @@ def _old_value(indexes: IndexSet, values: Values, key: bytes, data: bytes | None
         return None
 
 
-def _value(values: Values, record_type: RecordType, key: bytes, new: Any) -> Any:
-    if new is DELETED:
+def _value(values: Values, record_type: RecordType, key: bytes, new: Op) -> Any:
+    if type(new) is Delete:
         return None
-    if isinstance(new, Raw):
-        if new.value is _UNDECODED:
-            assert new.data is not None, "a Raw without bytes carries its value"
-            new.value = values.decode(record_type, key, new.data)
-        return new.value
-    return new
-
-
-def _copy(index: Index, key: bytes, new: Any) -> tuple[bytes, Any]:
-    """What a covering index's entry holds for the put `new`: the record's stored bytes and
-    the put's options."""
-    if not isinstance(new, Raw) or new.data is None:
-        raise AssertionError(
-            f"index {index.name!r}: the put of {show_bytes(key)} came without "
-            "its stored bytes, which a covering index copies"
-        )
-    return new.data, new.options
-
-
-def show_key(schema: Schema, key: bytes) -> Any:
-    """The primary key as a Key when it decodes, else its bytes."""
-    try:
-        return schema.decode(key)
-    except Exception:
-        return key
+    assert type(new) is Put
+    if new.value is UNDECODED:
+        assert new.data is not None, "a put without bytes carries its value"
+        return values.decode(record_type, key, new.data)
+    return new.value
 
 
 async def plan(
     indexes: IndexSet,
     values: Values,
     tracked: Sequence[Tracked],
-    fetch: Fetch,
+    reads: IndexReads,
     only: Index | None = None,
-    fetch_old: Fetch | None = None,
-) -> Writes:
-    """The index writes for `tracked` (the last write of a key wins, as in the batch),
-    reading old values, unique holders and aggregates through `fetch` (live values only: an
-    expired record's entries expired with it). UniqueIndexError before anything is written
-    when a unique value would get a second live record; IndexTtlError when a record with a
-    TTL meets a count or sum index.
+) -> list[Op]:
+    """The index ops for `tracked` (the last write of a key wins, as in the batch), reading
+    the replaced values with `reads.replaced` and unique holders and aggregates with
+    `reads.current` (live values only: an expired record's entries expired with it).
+    UniqueIndexError before anything is written when a unique value would get a second live
+    record; IndexTtlError when a record with a TTL meets a count or sum index.
 
     `only` (an online build): index these records into that one index as if new, whatever
-    its state; nothing else. `fetch_old`: how the replaced values are read, when not by
-    `fetch` (a batch walks its keys in order: old_values, which marks a replaced value
-    whose TTL passed as Expired: its entries are deleted, it counts and holds nothing)."""
-    final: dict[bytes, tuple[RecordType, Any]] = {}
+    its state; nothing else (no replaced value is read)."""
+    final: dict[bytes, tuple[RecordType, Op]] = {}
     for key, record_type, new in tracked:
         if only is not None or indexes.of(record_type):
             final[key] = (record_type, new)
@@ -153,19 +97,18 @@ async def plan(
     if only is not None:
         olds: list[bytes | None] = [None] * len(keys)
     else:
-        olds = await (fetch if fetch_old is None else fetch_old)(keys)
-    writes: Writes = []
-    unique_adds: dict[bytes, tuple[Index, tuple[Any, ...], bytes, Any]] = {}
-    unique_removes: dict[bytes, bytes] = {}
-    deltas: dict[bytes, tuple[Index, int, int | float]] = {}
-    encode_fields = _entry_cache()
+        olds = await reads.replaced(keys)
+    maintainers: dict[str, Maintainer] = {}
+    by_index: dict[Index, Maintainer] = {}
+    encode = _entry_cache()
     for key, old_data in zip(keys, olds, strict=True):
         record_type, new = final[key]
         if only is not None:
             active = [only]
         else:
             active = [i for i in indexes.of(record_type) if indexes.covers(i, key)]
-        if isinstance(new, Raw) and new.expire_at is not None:
+        put = new if type(new) is Put else None
+        if put is not None and put.expire_at is not None:
             _refuse_ttl(indexes, only, record_type, key)
         if not active:
             continue
@@ -178,78 +121,28 @@ async def plan(
         # an expired value's entries are removed (a store with check_expiry=False would show
         # them) but it counts in no aggregate and holds no unique value any more
         live_old = None if isinstance(old_data, Expired) else old
-        new_value = _value(values, record_type, key, new)
-        options = new.options if isinstance(new, Raw) else None
         # kept entries take the new expiry; with none before and none now they stay as they
         # are (only old_values' readers tell a value without a TTL by its plain bytes)
-        keep = options is None and fetch_old is not None and type(old_data) is bytes
+        keep = (put is None or put.options is None) and type(old_data) is bytes
+        new_value = _value(values, record_type, key, new)
+        change = _new(Change, (key, key_obj, old, live_old, new_value, put, keep))
         for index in active:
-            # entries compared as the bytes they encode to: (-0.0,) == (0.0,) as tuples
-            after = _encoded(index, key_obj, new_value, encode_fields)
-            if index.aggregate:
-                before = _encoded(index, key_obj, live_old, encode_fields)
-                _aggregate(index, key_obj, live_old, new_value, before, after, deltas)
-                continue
-            before = _encoded(index, key_obj, old, encode_fields)
-            for gone in before.keys() - after.keys():
-                if index.kind == "unique":
-                    # the live holder giving a value up wins over an expired one in the batch
-                    if live_old is not None or gone not in unique_removes:
-                        unique_removes[gone] = key
-                else:
-                    writes.append((gone + key, None, None))
-            if index.covering:  # every entry's copy follows the new value, changed or not
-                if after:
-                    copy, options = _copy(index, key, new)
-                    for entry in after:
-                        writes.append((entry + key, copy, options))
-                continue
-            # every entry of the new value is written, kept ones too (they take its expiry)
-            # unless neither the old value nor the write has one
-            for entry, added in after.items():
-                if keep and entry in before:
-                    continue
-                if index.kind == "unique":
-                    other = unique_adds.get(entry)
-                    if other is not None and other[2] != key:
-                        raise _violation(indexes.schema, index, added, other[2], key, only)
-                    unique_adds[entry] = (index, added, key, options)
-                else:
-                    writes.append((entry + key, b"", options))
-    if unique_adds or unique_removes:
-        entries = list(unique_adds.keys() | unique_removes.keys())
-        holders = dict(zip(entries, await fetch(entries), strict=True))
-        for entry, key in unique_removes.items():
-            # a unique entry is removed only while it points at the record giving it up
-            if entry not in unique_adds and holders[entry] in (None, key):
-                writes.append((entry, None, None))
-        for entry, (index, added, key, options) in unique_adds.items():
-            holder = holders[entry]
-            if holder is not None and holder != key and unique_removes.get(entry) != holder:
-                raise _violation(indexes.schema, index, added, holder, key, only)
-            writes.append((entry, key, options))
-    if deltas:
-        groups = list(deltas)
-        stored = await fetch(groups)
-        for group, data in zip(groups, stored, strict=True):
-            index, count, total = deltas[group]
-            if count == 0 and total == 0:
-                continue
-            have = (0, 0) if data is None else decode_aggregate(index.name, group, data)
-            new_count, new_total = have[0] + count, have[1] + total
-            writes.append(
-                (group, None if new_count <= 0 else encode_aggregate(new_count, new_total), None)
-            )
-    return writes
-
-
-def _encoded(
-    index: Index, key: Any, value: Any, encode: Callable[..., bytes]
-) -> dict[bytes, tuple[Any, ...]]:
-    """The entry keys (without the primary key) of a record's value, with their field values."""
-    if value is None:
-        return {}
-    return {encode(index.name, index.fields, v): v for v in index.entries(key, value)}
+            maintainer = by_index.get(index)
+            if maintainer is None:  # the first change of this index in the plan
+                kind = kind_of(index)
+                maintainer = maintainers.get(kind)
+                if maintainer is None:
+                    maintainer = MAINTAINERS[kind](indexes.schema, encode, only)
+                    maintainers[kind] = maintainer
+                by_index[index] = maintainer
+            maintainer.change(index, change)
+    ordered = [maintainers[kind] for kind in MAINTAINERS if kind in maintainers]
+    wanted = [row for maintainer in ordered for row in maintainer.wanted()]
+    if wanted:  # unique holders and aggregate groups, in one read
+        current = dict(zip(wanted, await reads.current(wanted), strict=True))
+        for maintainer in ordered:
+            maintainer.settle(current)
+    return [op for maintainer in ordered for op in maintainer.ops]
 
 
 def _refuse_ttl(indexes: IndexSet, only: Index | None, record_type: RecordType, key: bytes) -> None:
@@ -292,55 +185,3 @@ def _entry_cache() -> Callable[[str, Sequence[tuple[str, Field]], tuple[Any, ...
         return entry
 
     return encode
-
-
-def _aggregate(
-    index: Index,
-    key: Key,
-    old: Any,
-    new: Any,
-    before: dict[bytes, tuple[Any, ...]],
-    after: dict[bytes, tuple[Any, ...]],
-    deltas: dict[bytes, tuple[Index, int, int | float]],
-) -> None:
-    old_amount = index.amount_of(key, old) if before else 0
-    new_amount = index.amount_of(key, new) if after else 0
-    for entry, sign, amount in [(g, -1, old_amount) for g in before] + [
-        (g, 1, new_amount) for g in after
-    ]:
-        _, count, total = deltas.get(entry, (index, 0, 0))
-        deltas[entry] = (index, count + sign, total + sign * amount)
-
-
-def _violation(
-    schema: Schema,
-    index: Index,
-    value: tuple[Any, ...],
-    holder: bytes,
-    key: bytes,
-    building: Index | None = None,
-) -> UniqueIndexError:
-    """A refused write names the holder; a build that meets two live holders of one value
-    (written before the index existed, or while it was write_only: uniqueness is only known
-    for the records a build has passed) names both and stays unfinished."""
-    shown = value[0] if len(value) == 1 else value
-    held = show_key(schema, holder)
-    new = show_key(schema, key)
-    if building is not None:
-        message = (
-            f"unique index {index.name!r}: the build found {shown!r} held by both {held!r} "
-            f"({show_bytes(holder)}) and {new!r} ({show_bytes(key)}); the index stays "
-            "write_only (its reads refused): change or delete one of them and build again"
-        )
-    else:
-        message = (
-            f"unique index {index.name!r}: {shown!r} already belongs to {held!r} "
-            f"({show_bytes(holder)}); the write of {new!r} was refused and nothing was written"
-        )
-    return UniqueIndexError(
-        message,
-        index=index.name,
-        value=shown,
-        key=held,
-        new_key=new,
-    )

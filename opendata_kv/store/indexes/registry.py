@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -21,7 +21,8 @@ from opendata_kv.errors import IndexStateError, StoreError
 from opendata_kv.keys import RecordType, Schema
 from opendata_kv.native import driver
 from opendata_kv.store.indexes.declare import Index
-from opendata_kv.store.indexes.layout import check_schema, meta_key
+from opendata_kv.store.indexes.layout import ROOT, check_schema, is_index_key, meta_key
+from opendata_kv.store.writes import Op
 
 READABLE = "readable"
 WRITE_ONLY = "write_only"
@@ -120,6 +121,34 @@ class IndexSet:
     @property
     def active(self) -> bool:
         return bool(self._by_type)
+
+    def indexed(self, key: bytes) -> RecordType | None:
+        """The record type of `key` when writing it maintains an index now, else None: the one
+        place that decides whether a write has index upkeep (never an index row's own key)."""
+        if not self._by_type or is_index_key(key):
+            return None
+        record_type = self.schema.try_record_type_of(key)
+        return record_type if record_type in self._by_type else None
+
+    def indexed_at(self, keys: Sequence[bytes]) -> list[tuple[int, RecordType]]:
+        """(position, record type) of the keys whose writes have index upkeep now (as
+        `indexed` decides, inlined: a build's batch is thousands of index rows)."""
+        by_type = self._by_type
+        if not by_type:
+            return []
+        of_key = self.schema.try_record_type_of
+        found = []
+        for at, key in enumerate(keys):
+            if not key.startswith(ROOT):
+                record_type = of_key(key)
+                if record_type in by_type:
+                    found.append((at, record_type))
+        return found
+
+    def tracked(self, ops: Sequence[Op]) -> list[tuple[bytes, RecordType, Op]]:
+        """The ops of `ops` that have index upkeep, with their record types."""
+        at_types = self.indexed_at([op[0] for op in ops]) if self._by_type else []
+        return [(ops[at][0], record_type, ops[at]) for at, record_type in at_types]
 
     def state(self, name: str) -> str:
         meta = self.stored.get(name)

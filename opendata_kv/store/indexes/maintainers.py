@@ -1,0 +1,243 @@
+"""Index maintainers, one per index kind: each turns the record changes of a write into the
+index operations that keep its entries current (RFC 0010, "Writes as values").
+
+A maintainer sees a record change as a `Change` (the replaced value as read, the new one),
+returns plain ops (writes.Put / writes.Delete), and reads what else it needs (unique holders,
+aggregate groups) through the `current` values the coordinator (maintain.plan) reads for all
+maintainers at once. It imports nothing from the writer, reader, batch or views and touches
+nothing private of anyone else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from opendata_kv.errors import UniqueIndexError, show_bytes
+from opendata_kv.keys import Schema
+from opendata_kv.keys.fields import Field
+from opendata_kv.store.indexes.declare import Index
+from opendata_kv.store.indexes.layout import decode_aggregate, encode_aggregate
+from opendata_kv.store.writes import UNDECODED, Delete, Op, Put
+
+Encode = Callable[[str, Sequence[tuple[str, Field]], tuple[Any, ...]], bytes]
+_new = tuple.__new__  # ops built without NamedTuple.__new__'s argument handling (per entry)
+
+
+class Change(NamedTuple):
+    """One record write as maintainers see it (the last write of its key in the batch)."""
+
+    key: bytes
+    key_obj: Any  # the decoded Key when an index reads key fields, else None
+    old: Any  # the replaced value (None: none), an expired one included
+    live_old: Any  # the replaced value while live (None: none, or expired)
+    new: Any  # the new value (None for a delete)
+    put: Put | None  # the put (None for a delete)
+    keep: bool  # kept entries stay as they are: neither old nor new value has a TTL
+
+
+def show_key(schema: Schema, key: bytes) -> Any:
+    """The primary key as a Key when it decodes, else its bytes."""
+    try:
+        return schema.decode(key)
+    except Exception:
+        return key
+
+
+class Maintainer:
+    """Collects the index ops of one index kind for one write (see the subclasses)."""
+
+    def __init__(self, schema: Schema, encode: Encode, building: Index | None) -> None:
+        self.schema = schema
+        self.encode = encode
+        self.building = building  # the index an online build fills, else None
+        self.ops: list[Op] = []
+
+    def entries(self, index: Index, change: Change, value: Any) -> dict[bytes, tuple[Any, ...]]:
+        """Entry keys (without the primary key) of a value, with their field values; compared
+        as the bytes they encode to, since (-0.0,) == (0.0,) as tuples."""
+        if value is None:
+            return {}
+        encode = self.encode
+        return {
+            encode(index.name, index.fields, v): v for v in index.entries(change.key_obj, value)
+        }
+
+    def change(self, index: Index, change: Change) -> None:
+        raise NotImplementedError
+
+    def wanted(self) -> list[bytes]:
+        """Index rows whose current values `settle` needs."""
+        return []
+
+    def settle(self, current: Mapping[bytes, bytes | None]) -> None:
+        """Finish with the current values of `wanted` rows."""
+
+
+class ValueMaintainer(Maintainer):
+    """A value index: an empty entry per field value, deleted when the record gives it up."""
+
+    def change(self, index: Index, change: Change) -> None:
+        # unpacked and inlined: this runs once per record and index, on the batched put path
+        key, key_obj, old, _, new, put, keep = change
+        encode, name, fields, ops = self.encode, index.name, index.fields, self.ops
+        after = (
+            {} if new is None else {encode(name, fields, v): v for v in index.entries(key_obj, new)}
+        )
+        before = (
+            {} if old is None else {encode(name, fields, v): v for v in index.entries(key_obj, old)}
+        )
+        if before:
+            for gone in before.keys() - after.keys():
+                ops.append(Delete(gone + key))
+        if not after:
+            return
+        expire_at = options = None
+        if put is not None:
+            expire_at, options = put[2], put[4]
+        for entry in after:  # kept entries too (they take the write's expiry) unless `keep`
+            if not (keep and entry in before):
+                ops.append(_new(Put, (entry + key, b"", expire_at, UNDECODED, options)))
+
+
+class CoveringMaintainer(Maintainer):
+    """A covering value index: every entry holds the record's stored bytes, so each write
+    rewrites all of them, changed or not."""
+
+    def change(self, index: Index, change: Change) -> None:
+        after = self.entries(index, change, change.new)
+        before = self.entries(index, change, change.old)
+        key, put = change.key, change.put
+        for gone in before.keys() - after.keys():
+            self.ops.append(Delete(gone + key))
+        if not after:
+            return
+        if put is None or put.data is None:
+            raise AssertionError(
+                f"index {index.name!r}: the put of {show_bytes(key)} came without "
+                "its stored bytes, which a covering index copies"
+            )
+        for entry in after:
+            copy = (entry + key, put.data, put.expire_at, UNDECODED, put.options)
+            self.ops.append(_new(Put, copy))
+
+
+class UniqueMaintainer(Maintainer):
+    """A unique index: one entry per value, holding the primary key; a value held by another
+    live record refuses the write (UniqueIndexError) before anything is written."""
+
+    def __init__(self, schema: Schema, encode: Encode, building: Index | None) -> None:
+        super().__init__(schema, encode, building)
+        self.adds: dict[bytes, tuple[Index, tuple[Any, ...], bytes, Put | None]] = {}
+        self.removes: dict[bytes, bytes] = {}
+
+    def change(self, index: Index, change: Change) -> None:
+        after = self.entries(index, change, change.new)
+        before = self.entries(index, change, change.old)
+        key = change.key
+        for gone in before.keys() - after.keys():
+            # the live holder giving a value up wins over an expired one in the batch
+            if change.live_old is not None or gone not in self.removes:
+                self.removes[gone] = key
+        for entry, added in after.items():
+            if change.keep and entry in before:
+                continue
+            other = self.adds.get(entry)
+            if other is not None and other[2] != key:
+                raise self.violation(index, added, other[2], key)
+            self.adds[entry] = (index, added, key, change.put)
+
+    def wanted(self) -> list[bytes]:
+        return list(self.adds.keys() | self.removes.keys())
+
+    def settle(self, current: Mapping[bytes, bytes | None]) -> None:
+        for entry, key in self.removes.items():
+            # a unique entry is removed only while it points at the record giving it up
+            if entry not in self.adds and current[entry] in (None, key):
+                self.ops.append(Delete(entry))
+        for entry, (index, added, key, put) in self.adds.items():
+            holder = current[entry]
+            if holder is not None and holder != key and self.removes.get(entry) != holder:
+                raise self.violation(index, added, holder, key)
+            expire_at, options = (None, None) if put is None else (put.expire_at, put.options)
+            self.ops.append(Put(entry, key, expire_at, UNDECODED, options))
+
+    def violation(
+        self, index: Index, value: tuple[Any, ...], holder: bytes, key: bytes
+    ) -> UniqueIndexError:
+        """A refused write names the holder; a build that meets two live holders of one value
+        (written before the index existed, or while it was write_only) names both and stays
+        unfinished."""
+        shown = value[0] if len(value) == 1 else value
+        held = show_key(self.schema, holder)
+        new = show_key(self.schema, key)
+        if self.building is not None:
+            message = (
+                f"unique index {index.name!r}: the build found {shown!r} held by both "
+                f"{held!r} ({show_bytes(holder)}) and {new!r} ({show_bytes(key)}); the index "
+                "stays write_only (its reads refused): change or delete one of them and build "
+                "again"
+            )
+        else:
+            message = (
+                f"unique index {index.name!r}: {shown!r} already belongs to {held!r} "
+                f"({show_bytes(holder)}); the write of {new!r} was refused and nothing was "
+                "written"
+            )
+        return UniqueIndexError(message, index=index.name, value=shown, key=held, new_key=new)
+
+
+class CountMaintainer(Maintainer):
+    """A count index: one row per group with its live record count (and, for a sum index, the
+    total of its amounts), read and rewritten with the write's net change."""
+
+    def __init__(self, schema: Schema, encode: Encode, building: Index | None) -> None:
+        super().__init__(schema, encode, building)
+        self.deltas: dict[bytes, tuple[Index, int, int | float]] = {}
+
+    def change(self, index: Index, change: Change) -> None:
+        # an expired value counts in no aggregate any more: only the live one is taken out
+        after = self.entries(index, change, change.new)
+        before = self.entries(index, change, change.live_old)
+        old_amount = index.amount_of(change.key_obj, change.live_old) if before else 0
+        new_amount = index.amount_of(change.key_obj, change.new) if after else 0
+        deltas = self.deltas
+        for group, sign, amount in [(g, -1, old_amount) for g in before] + [
+            (g, 1, new_amount) for g in after
+        ]:
+            _, count, total = deltas.get(group, (index, 0, 0))
+            deltas[group] = (index, count + sign, total + sign * amount)
+
+    def wanted(self) -> list[bytes]:
+        return list(self.deltas)
+
+    def settle(self, current: Mapping[bytes, bytes | None]) -> None:
+        for group, (index, count, total) in self.deltas.items():
+            if count == 0 and total == 0:
+                continue
+            data = current[group]
+            have = (0, 0) if data is None else decode_aggregate(index.name, group, data)
+            new_count, new_total = have[0] + count, have[1] + total
+            if new_count <= 0:
+                self.ops.append(Delete(group))
+            else:
+                self.ops.append(Put(group, encode_aggregate(new_count, new_total)))
+
+
+class SumMaintainer(CountMaintainer):
+    """A sum index: a count index whose rows also total each record's amount."""
+
+
+#: the maintainer of each kind, in the order they settle (unique clashes before aggregates)
+MAINTAINERS: dict[str, type[Maintainer]] = {
+    "value": ValueMaintainer,
+    "covering": CoveringMaintainer,
+    "unique": UniqueMaintainer,
+    "count": CountMaintainer,
+    "sum": SumMaintainer,
+}
+
+
+def kind_of(index: Index) -> str:
+    """The MAINTAINERS key of an index."""
+    return "covering" if index.covering else index.kind
