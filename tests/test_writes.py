@@ -25,7 +25,7 @@ from opendata_kv.errors import (
     TransactionConflictError,
     UniqueIndexError,
 )
-from opendata_kv.store import Batch, Store, SyncStore
+from opendata_kv.store import Batch, Store, SyncBatch, SyncStore
 from opendata_kv.store.indexes.layout import ROOT, encode_aggregate, encode_fields
 from opendata_kv.store.indexes.maintain import plan
 from opendata_kv.store.indexes.registry import READABLE, IndexSet
@@ -80,6 +80,16 @@ async def test_delete_range_on_a_batch_reads_through_the_store_it_is_given() -> 
         assert [op.key for op in batch.ops] == [post.encode("a", 1), post.encode("a", 2)]
         await store.write(batch)
         assert [r.key.rkey for r in await store.scan(post).to_list()] == [0, 3, 4]
+
+
+def test_a_sync_batch_made_on_a_store_deletes_a_range() -> None:
+    with SyncStore.open("memory://", SCHEMA) as db:
+        for n in range(4):
+            db.put(post, ("a", n), {"tag": "x"})
+        lone = SyncBatch(db)
+        assert lone.delete_range(post, "a", start=("a", 2)) == 2
+        db.write(lone)
+        assert [r.key.rkey for r in db.scan(post)] == [0, 1]
 
 
 @aio

@@ -248,7 +248,7 @@ class BatchHolder:
     batch: Batch
 
     def __init__(self, store: SyncStore) -> None:
-        self.batch = Batch(store.store)
+        self.batch = Batch(store.store, reader=store.store)  # delete_range reads through it
 
     @classmethod
     def _of(cls: type[H], batch: Batch) -> H:
