@@ -213,6 +213,8 @@ COLLECTION_FACES = (
             "key_type": "call",
             "create": "now",
             "put": "now",
+            "put_many": "now|loop:records",
+            "create_many": "now|loop:records",
             "delete": "now",
             "get": "now",
             "exists": "now",

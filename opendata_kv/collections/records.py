@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from opendata_kv.collections._common import Layout, Results, check_limit, key_of
 from opendata_kv.collections.backlinks import Backlink, Backlinks
@@ -42,6 +42,7 @@ from opendata_kv.errors import (
     InvalidInputError,
     RecordExistsError,
     TransactionConflictError,
+    check_count,
 )
 from opendata_kv.ids import did as did_ids
 from opendata_kv.ids import nsid as nsid_ids
@@ -189,6 +190,38 @@ class BacklinkPage:
         return len(self.records)
 
 
+#: a put_many record: (repo, collection, rkey, value)
+PutItem = tuple[str, str, str, Any]
+#: a create_many record: (repo, collection, value) or (repo, collection, value, rkey or None)
+CreateItem = tuple[str, str, Any] | tuple[str, str, Any, str | None]
+
+_ABSENT = object()
+
+
+class _NewRecord(NamedTuple):
+    """A create_many record past create's checks; rkey None: a fresh TID per attempt."""
+
+    repo: str
+    collection: str
+    value: Any
+    rkey: str | None
+    key_type: KeyType
+
+
+def _fields(item: object, count: int, what: str, shape: str) -> tuple[Any, ...]:
+    """`item` as a tuple of `count` fields, else InvalidInputError naming `what` takes."""
+    if not isinstance(item, tuple) or len(item) != count:
+        raise InvalidInputError(
+            f"{what}: each record is a tuple {shape}, got {_shown(item)}", value=item
+        )
+    return item
+
+
+def _shown(item: object) -> str:
+    text = repr(item)
+    return text if len(text) <= 80 else f"{text[:77]}..."
+
+
 class RecordCollection:
     """AT Protocol repository records in a Store (see the module docstring).
 
@@ -284,16 +317,7 @@ class RecordCollection:
         key_type = self.key_type(collection)
         generated = False
         if rkey is None:
-            if key_type.kind == "literal":
-                assert key_type.value is not None
-                rkey = key_type.value
-            elif key_type.kind in ("tid", "any"):
-                generated = True
-            else:
-                raise InvalidInputError(
-                    f"collection {collection!r} has record key type {key_type}: create needs "
-                    "an explicit rkey"
-                )
+            rkey, generated = self._made_rkey(collection, key_type)
         conflict: TransactionConflictError | None = None
         for _attempt in range(self.max_attempts):
             key = self.tids.next() if generated else rkey
@@ -324,6 +348,143 @@ class RecordCollection:
         self._check_value(collection, value)
         await self.store.put(self.record, (repo, collection, rkey), value)
         return RepoRecord(repo, collection, rkey, value)
+
+    async def put_many(
+        self,
+        records: Iterable[PutItem] | AsyncIterable[PutItem],
+        *,
+        batch_size: int = 1000,
+        durable: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Put `(repo, collection, rkey, value)` records, replacing any there, `batch_size` per
+        atomic batch (store.put_many); returns how many were put. Every record passes the
+        checks `put` makes, with its errors: a refused record's batch is not written (the
+        batches before it are; `progress(total_so_far)` is called after each one)."""
+
+        def checked(item: PutItem) -> tuple[RecordType, tuple[str, str, str], Any]:
+            repo, collection, rkey, value = _fields(
+                item, 4, "put_many", "(repo, collection, rkey, value)"
+            )
+            self._check_write(repo, collection, rkey)
+            self._check_value(collection, value)
+            return self.record, (repo, collection, rkey), value
+
+        source: Iterable[Any] | AsyncIterable[Any]
+        if isinstance(records, AsyncIterable):
+            source = (checked(item) async for item in records)
+        else:
+            source = map(checked, records)
+        return await self.store.put_many(
+            source, batch_size=batch_size, durable=durable, progress=progress
+        )
+
+    async def create_many(
+        self,
+        records: Iterable[CreateItem] | AsyncIterable[CreateItem],
+        *,
+        batch_size: int = 1000,
+        durable: bool = False,
+    ) -> builtins.list[RepoRecord]:
+        """Create `(repo, collection, value)` or `(repo, collection, value, rkey)` records, as
+        `create` does (the rkey made as `create` makes it when absent or None) but `batch_size`
+        per serializable transaction; returns the records made. Never overwrites: a key that
+        holds a record, or that the same batch names twice, raises RecordExistsError and the
+        batch writes nothing (the batches before it are written). Every record passes the
+        checks `create` makes, with its errors, before its batch is written."""
+        check_count(batch_size, "batch_size", 1)
+        made: builtins.list[RepoRecord] = []
+        batch: builtins.list[_NewRecord] = []
+        if isinstance(records, AsyncIterable):
+            async for item in records:
+                batch.append(self._new_record(item))
+                if len(batch) >= batch_size:
+                    made += await self._create_batch(batch)
+                    batch = []
+        else:
+            for item in records:
+                batch.append(self._new_record(item))
+                if len(batch) >= batch_size:
+                    made += await self._create_batch(batch)
+                    batch = []
+        if batch:
+            made += await self._create_batch(batch)
+        if durable:
+            await self.store.flush()
+        return made
+
+    def _new_record(self, item: CreateItem) -> _NewRecord:
+        """The checks `create` makes before its transaction, for one create_many record."""
+        if isinstance(item, tuple) and len(item) == 3:
+            repo, collection, value = item
+            rkey = None
+        else:
+            repo, collection, value, rkey = _fields(
+                item, 4, "create_many", "(repo, collection, value[, rkey])"
+            )
+        check_did(repo)
+        check_nsid(collection)
+        self._check_value(collection, value)
+        key_type = self.key_type(collection)
+        generated = False
+        if rkey is None:
+            rkey, generated = self._made_rkey(collection, key_type)
+        if not generated:
+            assert rkey is not None
+            rkey_ids.validate(rkey, key_type)
+        return _NewRecord(repo, collection, value, None if generated else rkey, key_type)
+
+    def _made_rkey(self, collection: str, key_type: KeyType) -> tuple[str | None, bool]:
+        """(the literal rkey, False) or (None, True: a TID per attempt) for a record given
+        no rkey; InvalidInputError for a collection whose rkeys must be given."""
+        if key_type.kind == "literal":
+            assert key_type.value is not None
+            return key_type.value, False
+        if key_type.kind in ("tid", "any"):
+            return None, True
+        raise InvalidInputError(
+            f"collection {collection!r} has record key type {key_type}: create needs "
+            "an explicit rkey"
+        )
+
+    async def _create_batch(self, batch: builtins.list[_NewRecord]) -> builtins.list[RepoRecord]:
+        """One serializable transaction creating every record of `batch`, retried on
+        conflicts (with fresh TIDs) as `create` retries."""
+        conflict: TransactionConflictError | None = None
+        for _attempt in range(self.max_attempts):
+            made = [
+                RepoRecord(r.repo, r.collection, r.rkey or self.tids.next(), r.value) for r in batch
+            ]
+            keys = [(r.repo, r.collection, r.rkey) for r in made]
+            for record, new in zip(made, batch, strict=True):
+                if new.rkey is None:
+                    rkey_ids.validate(record.rkey, new.key_type)
+            if len(set(keys)) != len(keys):
+                twice = next(k for i, k in enumerate(keys) if k in keys[:i])
+                raise RecordExistsError(
+                    "at://{}/{}/{} is named twice in one create_many batch; create never "
+                    "overwrites, so nothing of the batch was written".format(*twice)
+                )
+            try:
+                async with self.store.transaction("serializable") as tx:
+                    found = await tx.get_many(self.record, keys, default=_ABSENT, upgrade=False)
+                    for record, value in zip(made, found, strict=True):
+                        if value is not _ABSENT:
+                            raise RecordExistsError(
+                                f"{record.uri} already exists; create never overwrites (use "
+                                "put to replace a record), so nothing of the batch was written"
+                            )
+                    for key, record in zip(keys, made, strict=True):
+                        await tx.put(self.record, key, record.value)
+            except TransactionConflictError as exc:
+                conflict = exc
+                continue
+            return made
+        assert conflict is not None
+        raise TransactionConflictError(
+            f"create_many gave up on a batch of {len(batch)} after {self.max_attempts} "
+            f"conflicting attempts: {conflict}"
+        ) from conflict
 
     async def delete(self, repo: str, collection: str, rkey: str) -> None:
         """Remove the record (no error when there is none). The key type is enforced here too."""

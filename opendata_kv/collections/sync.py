@@ -14,7 +14,7 @@ hand-written part is opendata_kv/collections/sync_support.py).
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -31,6 +31,8 @@ from opendata_kv.collections.pages import PAGES, Page, PagesLayout, PageStore
 from opendata_kv.collections.records import (
     RECORDS,
     BacklinkPage,
+    CreateItem,
+    PutItem,
     RecordCollection,
     RecordList,
     RecordsLayout,
@@ -41,7 +43,7 @@ from opendata_kv.collections.sync_support import CollectionFace, SyncResults
 from opendata_kv.ids.muid import Muid, MuidGenerator
 from opendata_kv.ids.rkey import KeyType
 from opendata_kv.store.sync import SyncStore
-from opendata_kv.store.sync_support import _entered, _itself, _now
+from opendata_kv.store.sync_support import _entered, _itself, _loop, _now
 from opendata_kv.store.ttl import Duration
 
 
@@ -99,6 +101,45 @@ class SyncRecordCollection(CollectionFace):
     def put(self, repo: str, collection: str, rkey: str, value: Any) -> RepoRecord:
         """Store `value` under the key, replacing any record there (putRecord)."""
         result: RepoRecord = _now(self.collection.put(repo, collection, rkey, value))
+        return result
+
+    def put_many(
+        self,
+        records: Iterable[PutItem] | AsyncIterable[PutItem],
+        *,
+        batch_size: int = 1000,
+        durable: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Put `(repo, collection, rkey, value)` records, replacing any there, `batch_size` per
+        atomic batch (store.put_many); returns how many were put. Every record passes the
+        checks `put` makes, with its errors: a refused record's batch is not written (the
+        batches before it are; `progress(total_so_far)` is called after each one)."""
+        run = _loop if isinstance(records, AsyncIterable) else _now
+        result: int = run(
+            self.collection.put_many(
+                records, batch_size=batch_size, durable=durable, progress=progress
+            )
+        )
+        return result
+
+    def create_many(
+        self,
+        records: Iterable[CreateItem] | AsyncIterable[CreateItem],
+        *,
+        batch_size: int = 1000,
+        durable: bool = False,
+    ) -> builtins.list[RepoRecord]:
+        """Create `(repo, collection, value)` or `(repo, collection, value, rkey)` records, as
+        `create` does (the rkey made as `create` makes it when absent or None) but `batch_size`
+        per serializable transaction; returns the records made. Never overwrites: a key that
+        holds a record, or that the same batch names twice, raises RecordExistsError and the
+        batch writes nothing (the batches before it are written). Every record passes the
+        checks `create` makes, with its errors, before its batch is written."""
+        run = _loop if isinstance(records, AsyncIterable) else _now
+        result: builtins.list[RepoRecord] = run(
+            self.collection.create_many(records, batch_size=batch_size, durable=durable)
+        )
         return result
 
     def delete(self, repo: str, collection: str, rkey: str) -> None:
