@@ -222,6 +222,37 @@ def _shown(item: object) -> str:
     return text if len(text) <= 80 else f"{text[:77]}..."
 
 
+class _BulkChecks:
+    """The repo and collection checks of put and create for a bulk write: each distinct repo
+    DID and collection NSID is checked once (bulk writes repeat them), up to _REMEMBERED."""
+
+    def __init__(self, owner: RecordCollection) -> None:
+        self.owner = owner
+        self.repos: set[str] = set()
+        self.key_types: dict[str, KeyType] = {}
+
+    def repo(self, repo: object) -> None:
+        if type(repo) is str and repo in self.repos:
+            return
+        self.repos.add(check_did(repo))
+        if len(self.repos) > _REMEMBERED:
+            self.repos.clear()
+
+    def key_type(self, collection: object) -> KeyType:
+        found = self.key_types.get(collection) if type(collection) is str else None
+        if found is None:
+            nsid = check_nsid(collection)
+            found = self.owner.key_type(nsid)
+            if len(self.key_types) > _REMEMBERED:
+                self.key_types.clear()
+            self.key_types[nsid] = found
+        return found
+
+
+#: how many distinct repos (and collections) a bulk write remembers as checked
+_REMEMBERED = 65536
+
+
 class RecordCollection:
     """AT Protocol repository records in a Store (see the module docstring).
 
@@ -362,11 +393,14 @@ class RecordCollection:
         checks `put` makes, with its errors: a refused record's batch is not written (the
         batches before it are; `progress(total_so_far)` is called after each one)."""
 
+        checks = _BulkChecks(self)
+
         def checked(item: PutItem) -> tuple[RecordType, tuple[str, str, str], Any]:
             repo, collection, rkey, value = _fields(
                 item, 4, "put_many", "(repo, collection, rkey, value)"
             )
-            self._check_write(repo, collection, rkey)
+            checks.repo(repo)
+            rkey_ids.validate(rkey, checks.key_type(collection))
             self._check_value(collection, value)
             return self.record, (repo, collection, rkey), value
 
@@ -393,17 +427,18 @@ class RecordCollection:
         batch writes nothing (the batches before it are written). Every record passes the
         checks `create` makes, with its errors, before its batch is written."""
         check_count(batch_size, "batch_size", 1)
+        checks = _BulkChecks(self)
         made: builtins.list[RepoRecord] = []
         batch: builtins.list[_NewRecord] = []
         if isinstance(records, AsyncIterable):
             async for item in records:
-                batch.append(self._new_record(item))
+                batch.append(self._new_record(item, checks))
                 if len(batch) >= batch_size:
                     made += await self._create_batch(batch)
                     batch = []
         else:
             for item in records:
-                batch.append(self._new_record(item))
+                batch.append(self._new_record(item, checks))
                 if len(batch) >= batch_size:
                     made += await self._create_batch(batch)
                     batch = []
@@ -413,7 +448,7 @@ class RecordCollection:
             await self.store.flush()
         return made
 
-    def _new_record(self, item: CreateItem) -> _NewRecord:
+    def _new_record(self, item: CreateItem, checks: _BulkChecks) -> _NewRecord:
         """The checks `create` makes before its transaction, for one create_many record."""
         if isinstance(item, tuple) and len(item) == 3:
             repo, collection, value = item
@@ -422,10 +457,9 @@ class RecordCollection:
             repo, collection, value, rkey = _fields(
                 item, 4, "create_many", "(repo, collection, value[, rkey])"
             )
-        check_did(repo)
-        check_nsid(collection)
+        checks.repo(repo)
+        key_type = checks.key_type(collection)
         self._check_value(collection, value)
-        key_type = self.key_type(collection)
         generated = False
         if rkey is None:
             rkey, generated = self._made_rkey(collection, key_type)
