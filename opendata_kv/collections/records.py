@@ -32,9 +32,16 @@ import builtins
 import contextlib
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Generic, NamedTuple, Protocol
 
-from opendata_kv.collections._common import Layout, Results, check_limit, key_of
+from opendata_kv.collections._common import (
+    Layout,
+    Results,
+    StoreT,
+    check_limit,
+    key_of,
+    writer_of,
+)
 from opendata_kv.collections.backlinks import Backlink, Backlinks
 from opendata_kv.errors import (
     CursorError,
@@ -253,7 +260,7 @@ class _BulkChecks:
 _REMEMBERED = 65536
 
 
-class RecordCollection:
+class RecordCollection(Generic[StoreT]):
     """AT Protocol repository records in a Store (see the module docstring).
 
     key_types: collection NSID -> Lexicon record key type ("tid", "nsid", "literal:self",
@@ -267,7 +274,7 @@ class RecordCollection:
 
     def __init__(
         self,
-        store: Store,
+        store: StoreT,
         *,
         key_types: Mapping[str, str | KeyType] | None = None,
         default_key_type: str | KeyType = "any",
@@ -279,7 +286,7 @@ class RecordCollection:
         layout.check(store)
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise InvalidInputError(f"max_attempts must be a positive int, got {max_attempts!r}")
-        self.store = store
+        self.store: StoreT = store
         self.layout = layout
         self.record = layout.record
         self.default_key_type = KeyType.parse(default_key_type)
@@ -295,6 +302,10 @@ class RecordCollection:
 
     def __repr__(self) -> str:
         return f"<RecordCollection on {self.store.where} {self.layout!r}>"
+
+    def _writer(self) -> Store:
+        """The store, for a write (ReadOnlyError when this collection was given a reader)."""
+        return writer_of(self.store, "RecordCollection")
 
     @property
     def backlinks(self) -> Backlinks:
@@ -331,7 +342,12 @@ class RecordCollection:
     # --- writes ---------------------------------------------------------------------------------
 
     async def create(
-        self, repo: str, collection: str, value: Any, *, rkey: str | None = None
+        self: RecordCollection[Store],
+        repo: str,
+        collection: str,
+        value: Any,
+        *,
+        rkey: str | None = None,
     ) -> RepoRecord:
         """Store a new record and return it; never overwrites.
 
@@ -356,7 +372,7 @@ class RecordCollection:
             rkey_ids.validate(key, key_type)
             fields_ = (repo, collection, key)
             try:
-                async with self.store.transaction("serializable") as tx:
+                async with self._writer().transaction("serializable") as tx:
                     if await tx.exists(self.record, fields_):
                         raise RecordExistsError(
                             f"at://{repo}/{collection}/{key} already exists; create never "
@@ -373,15 +389,17 @@ class RecordCollection:
             f"attempts: {conflict}"
         ) from conflict
 
-    async def put(self, repo: str, collection: str, rkey: str, value: Any) -> RepoRecord:
+    async def put(
+        self: RecordCollection[Store], repo: str, collection: str, rkey: str, value: Any
+    ) -> RepoRecord:
         """Store `value` under the key, replacing any record there (putRecord)."""
         self._check_write(repo, collection, rkey)
         self._check_value(collection, value)
-        await self.store.put(self.record, (repo, collection, rkey), value)
+        await self._writer().put(self.record, (repo, collection, rkey), value)
         return RepoRecord(repo, collection, rkey, value)
 
     async def put_many(
-        self,
+        self: RecordCollection[Store],
         records: Iterable[PutItem] | AsyncIterable[PutItem],
         *,
         batch_size: int = 1000,
@@ -409,12 +427,12 @@ class RecordCollection:
             source = (checked(item) async for item in records)
         else:
             source = map(checked, records)
-        return await self.store.put_many(
+        return await self._writer().put_many(
             source, batch_size=batch_size, durable=durable, progress=progress
         )
 
     async def create_many(
-        self,
+        self: RecordCollection[Store],
         records: Iterable[CreateItem] | AsyncIterable[CreateItem],
         *,
         batch_size: int = 1000,
@@ -445,7 +463,7 @@ class RecordCollection:
         if batch:
             made += await self._create_batch(batch)
         if durable:
-            await self.store.flush()
+            await self._writer().flush()
         return made
 
     def _new_record(self, item: CreateItem, checks: _BulkChecks) -> _NewRecord:
@@ -500,7 +518,7 @@ class RecordCollection:
                     "overwrites, so nothing of the batch was written".format(*twice)
                 )
             try:
-                async with self.store.transaction("serializable") as tx:
+                async with self._writer().transaction("serializable") as tx:
                     found = await tx.get_many(self.record, keys, default=_ABSENT, upgrade=False)
                     for record, value in zip(made, found, strict=True):
                         if value is not _ABSENT:
@@ -520,10 +538,10 @@ class RecordCollection:
             f"conflicting attempts: {conflict}"
         ) from conflict
 
-    async def delete(self, repo: str, collection: str, rkey: str) -> None:
+    async def delete(self: RecordCollection[Store], repo: str, collection: str, rkey: str) -> None:
         """Remove the record (no error when there is none). The key type is enforced here too."""
         self._check_write(repo, collection, rkey)
-        await self.store.delete(self.record, (repo, collection, rkey))
+        await self._writer().delete(self.record, (repo, collection, rkey))
 
     # --- reads ----------------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import AsyncIterable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, Generic
 
 from opendata_kv.collections._common import Instant
 from opendata_kv.collections.backlinks import Backlink, Backlinks
@@ -39,7 +39,7 @@ from opendata_kv.collections.records import (
     RepoRecord,
     TidSource,
 )
-from opendata_kv.collections.sync_support import CollectionFace, SyncResults
+from opendata_kv.collections.sync_support import CollectionFace, SyncResults, SyncStoreT
 from opendata_kv.ids.muid import Muid, MuidGenerator
 from opendata_kv.ids.rkey import KeyType
 from opendata_kv.store.sync import SyncStore
@@ -47,14 +47,14 @@ from opendata_kv.store.sync_support import _entered, _itself, _loop, _now
 from opendata_kv.store.ttl import Duration
 
 
-class SyncRecordCollection(CollectionFace):
+class SyncRecordCollection(CollectionFace, Generic[SyncStoreT]):
     """RecordCollection for a SyncStore: the same methods, blocking."""
 
-    collection: RecordCollection
+    collection: RecordCollection[Any]
 
     def __init__(
         self,
-        store: SyncStore,
+        store: SyncStoreT,
         *,
         key_types: Mapping[str, str | KeyType] | None = None,
         default_key_type: str | KeyType = "any",
@@ -84,7 +84,12 @@ class SyncRecordCollection(CollectionFace):
         return self.collection.key_type(collection)
 
     def create(
-        self, repo: str, collection: str, value: Any, *, rkey: str | None = None
+        self: SyncRecordCollection[SyncStore],
+        repo: str,
+        collection: str,
+        value: Any,
+        *,
+        rkey: str | None = None,
     ) -> RepoRecord:
         """Store a new record and return it; never overwrites.
 
@@ -98,13 +103,15 @@ class SyncRecordCollection(CollectionFace):
         result: RepoRecord = _now(self.collection.create(repo, collection, value, rkey=rkey))
         return result
 
-    def put(self, repo: str, collection: str, rkey: str, value: Any) -> RepoRecord:
+    def put(
+        self: SyncRecordCollection[SyncStore], repo: str, collection: str, rkey: str, value: Any
+    ) -> RepoRecord:
         """Store `value` under the key, replacing any record there (putRecord)."""
         result: RepoRecord = _now(self.collection.put(repo, collection, rkey, value))
         return result
 
     def put_many(
-        self,
+        self: SyncRecordCollection[SyncStore],
         records: Iterable[PutItem] | AsyncIterable[PutItem],
         *,
         batch_size: int = 1000,
@@ -124,7 +131,7 @@ class SyncRecordCollection(CollectionFace):
         return result
 
     def create_many(
-        self,
+        self: SyncRecordCollection[SyncStore],
         records: Iterable[CreateItem] | AsyncIterable[CreateItem],
         *,
         batch_size: int = 1000,
@@ -142,7 +149,9 @@ class SyncRecordCollection(CollectionFace):
         )
         return result
 
-    def delete(self, repo: str, collection: str, rkey: str) -> None:
+    def delete(
+        self: SyncRecordCollection[SyncStore], repo: str, collection: str, rkey: str
+    ) -> None:
         """Remove the record (no error when there is none). The key type is enforced here too."""
         _now(self.collection.delete(repo, collection, rkey))
 
@@ -269,14 +278,14 @@ class SyncRecordCollection(CollectionFace):
         return result
 
 
-class SyncChangeLog(CollectionFace):
+class SyncChangeLog(CollectionFace, Generic[SyncStoreT]):
     """ChangeLog for a SyncStore: the same methods, blocking."""
 
-    collection: ChangeLog
+    collection: ChangeLog[Any]
 
     def __init__(
         self,
-        store: SyncStore,
+        store: SyncStoreT,
         *,
         generator: MuidGenerator | None = None,
         layout: ChangeLogLayout = CHANGELOG,
@@ -288,20 +297,27 @@ class SyncChangeLog(CollectionFace):
         """This writer's medallion."""
         return self.collection.medallion
 
-    def transaction(self, *, durable: bool = False) -> AbstractContextManager[ChangeTransaction]:
+    def transaction(
+        self: SyncChangeLog[SyncStore], *, durable: bool = False
+    ) -> AbstractContextManager[ChangeTransaction]:
         """`with log.transaction() as tx: tx.add(value)`: one timestamp and medallion,
         offsets 1..n, written atomically (with their index entries) when the block exits;
         nothing is written if it raises. `durable=True` flushes after the write."""
         return _entered(self.collection.transaction(durable=durable), _itself)
 
-    def put(self, muid: Muid | str, value: Any) -> Muid:
+    def put(self: SyncChangeLog[SyncStore], muid: Muid | str, value: Any) -> Muid:
         """Store one change under an explicit muid (a -1 sentinel container, or a change
         received from another writer), with its index entry, atomically. Replaces any change
         already stored under that muid."""
         result: Muid = _now(self.collection.put(muid, value))
         return result
 
-    def write(self, changes: Iterable[tuple[Muid | str, Any]], *, durable: bool = False) -> int:
+    def write(
+        self: SyncChangeLog[SyncStore],
+        changes: Iterable[tuple[Muid | str, Any]],
+        *,
+        durable: bool = False,
+    ) -> int:
         """Store many (muid, value) changes in one atomic batch; returns how many."""
         result: int = _now(self.collection.write(changes, durable=durable))
         return result
@@ -361,18 +377,18 @@ class SyncChangeLog(CollectionFace):
         return result
 
 
-class SyncPageStore(CollectionFace):
+class SyncPageStore(CollectionFace, Generic[SyncStoreT]):
     """PageStore for a SyncStore: the same methods, blocking."""
 
-    collection: PageStore
+    collection: PageStore[Any]
 
     def __init__(
-        self, store: SyncStore, *, default_ttl: Duration | None = None, layout: PagesLayout = PAGES
+        self, store: SyncStoreT, *, default_ttl: Duration | None = None, layout: PagesLayout = PAGES
     ) -> None:
         self.collection = PageStore(store.store, default_ttl=default_ttl, layout=layout)
 
     def save(
-        self,
+        self: SyncPageStore[SyncStore],
         requested: str,
         canonical: str,
         content: Any,
@@ -403,14 +419,16 @@ class SyncPageStore(CollectionFace):
         )
         return result
 
-    def delete(self, url: str) -> bool:
+    def delete(self: SyncPageStore[SyncStore], url: str) -> bool:
         """Remove a page (by requested or canonical URL, found as `fetch` finds it) and the
         id_map entries naming it, in one atomic batch. False when there was nothing to
         remove. Never removes another URL's records: a collision raises UrlCollisionError."""
         result: bool = _now(self.collection.delete(url))
         return result
 
-    def purge_expired(self, now: Instant | None = None, *, batch_size: int = 500) -> int:
+    def purge_expired(
+        self: SyncPageStore[SyncStore], now: Instant | None = None, *, batch_size: int = 500
+    ) -> int:
         """Delete every expired page (and its id_map entries); returns how many pages."""
         result: int = _now(self.collection.purge_expired(now, batch_size=batch_size))
         return result
