@@ -49,6 +49,8 @@ from opendata_kv.errors import (
     InvalidInputError,
     RecordExistsError,
     TransactionConflictError,
+    ValueDecodeError,
+    ValueEncodeError,
     check_count,
 )
 from opendata_kv.ids import did as did_ids
@@ -60,6 +62,7 @@ from opendata_kv.keys import RecordType, fields, prefix_successor
 from opendata_kv.store import Store
 from opendata_kv.store.cursor import decode_cursor, is_cursor
 from opendata_kv.store.scan import Record
+from opendata_kv.values import ValueCodec, as_codec, pack, unpack
 
 #: Default record type nibble of AT Protocol records.
 RECORD_TYPE = 0xA
@@ -210,7 +213,8 @@ class _NewRecord(NamedTuple):
 
     repo: str
     collection: str
-    value: Any
+    value: Any  # as given
+    stored: Any  # as stored (_stored_value)
     rkey: str | None
     key_type: KeyType
 
@@ -270,6 +274,10 @@ class RecordCollection(Generic[StoreT]):
     max_attempts: how often `create` runs its transaction before it gives up on conflicts.
     backlinks: the backlink indexes the backlink reads use (those of `layout` by default);
         the store must have been opened with their `indexes`.
+    value_types: collection NSID -> the type of its values (a dataclass, TypedDict or
+        msgspec.Struct, or a value codec): written through its codec's checks, stored as the
+        plain msgpack map, read back as that type; other collections hold plain data.
+    store: a Store, or a StoreReader for the read methods only.
     """
 
     def __init__(
@@ -282,6 +290,7 @@ class RecordCollection(Generic[StoreT]):
         max_attempts: int = 8,
         layout: RecordsLayout = RECORDS,
         backlinks: Backlinks | None = None,
+        value_types: Mapping[str, Any] | None = None,
     ) -> None:
         layout.check(store)
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
@@ -295,6 +304,9 @@ class RecordCollection(Generic[StoreT]):
             for nsid, key_type in (key_types or {}).items()
         }
         self.tids: TidSource = tids if tids is not None else TidGenerator()
+        self.value_codecs: dict[str, ValueCodec[Any]] = {
+            check_nsid(nsid): as_codec(spec) for nsid, spec in (value_types or {}).items()
+        }
         self.max_attempts = max_attempts
         if backlinks is None and layout is RECORDS:
             backlinks = BACKLINKS
@@ -326,6 +338,36 @@ class RecordCollection(Generic[StoreT]):
         check_nsid(collection)
         rkey_ids.validate(rkey, self.key_type(collection))
 
+    def _stored_value(self, collection: str, value: Any) -> Any:
+        """What is stored for `value` in `collection`: the plain data of its value type's
+        codec (value_types; ValueEncodeError for a value the codec refuses), else the value
+        itself; InvalidInputError for a `$type` that is not the collection."""
+        codec = self.value_codecs.get(collection)
+        if codec is not None:
+            try:
+                value = unpack(codec.encode(value))
+            except ValueEncodeError as exc:
+                raise ValueEncodeError(
+                    f"{collection}: {exc}",
+                    record=self.record.name,
+                    field=exc.field,
+                    value=exc.value,
+                ) from None
+        self._check_value(collection, value)
+        return value
+
+    def _typed_value(self, repo: str, collection: str, rkey: str, value: Any) -> Any:
+        """A stored value as its collection's value type (value_types), else as stored."""
+        codec = self.value_codecs.get(collection)
+        if codec is None or value is None:
+            return value
+        try:
+            return codec.decode(pack(value))
+        except ValueDecodeError as exc:
+            raise ValueDecodeError(
+                f"at://{repo}/{collection}/{rkey}: {exc}", record=self.record.name, value=value
+            ) from None
+
     @staticmethod
     def _check_value(collection: str, value: Any) -> None:
         if isinstance(value, Mapping):
@@ -337,7 +379,10 @@ class RecordCollection(Generic[StoreT]):
 
     def _record(self, record: Record) -> RepoRecord:
         key = key_of(record)
-        return RepoRecord(key.repo, key.collection, key.rkey, record.value)
+        repo, collection, rkey = key.repo, key.collection, key.rkey
+        return RepoRecord(
+            repo, collection, rkey, self._typed_value(repo, collection, rkey, record.value)
+        )
 
     # --- writes ---------------------------------------------------------------------------------
 
@@ -360,7 +405,7 @@ class RecordCollection(Generic[StoreT]):
         """
         check_did(repo)
         check_nsid(collection)
-        self._check_value(collection, value)
+        stored = self._stored_value(collection, value)
         key_type = self.key_type(collection)
         generated = False
         if rkey is None:
@@ -378,7 +423,7 @@ class RecordCollection(Generic[StoreT]):
                             f"at://{repo}/{collection}/{key} already exists; create never "
                             "overwrites (use put to replace a record)"
                         )
-                    await tx.put(self.record, fields_, value)
+                    await tx.put(self.record, fields_, stored)
             except TransactionConflictError as exc:
                 conflict = exc
                 continue
@@ -394,8 +439,8 @@ class RecordCollection(Generic[StoreT]):
     ) -> RepoRecord:
         """Store `value` under the key, replacing any record there (putRecord)."""
         self._check_write(repo, collection, rkey)
-        self._check_value(collection, value)
-        await self._writer().put(self.record, (repo, collection, rkey), value)
+        stored = self._stored_value(collection, value)
+        await self._writer().put(self.record, (repo, collection, rkey), stored)
         return RepoRecord(repo, collection, rkey, value)
 
     async def put_many(
@@ -419,8 +464,7 @@ class RecordCollection(Generic[StoreT]):
             )
             checks.repo(repo)
             rkey_ids.validate(rkey, checks.key_type(collection))
-            self._check_value(collection, value)
-            return self.record, (repo, collection, rkey), value
+            return self.record, (repo, collection, rkey), self._stored_value(collection, value)
 
         source: Iterable[Any] | AsyncIterable[Any]
         if isinstance(records, AsyncIterable):
@@ -477,14 +521,14 @@ class RecordCollection(Generic[StoreT]):
             )
         checks.repo(repo)
         key_type = checks.key_type(collection)
-        self._check_value(collection, value)
+        stored = self._stored_value(collection, value)
         generated = False
         if rkey is None:
             rkey, generated = self._made_rkey(collection, key_type)
         if not generated:
             assert rkey is not None
             rkey_ids.validate(rkey, key_type)
-        return _NewRecord(repo, collection, value, None if generated else rkey, key_type)
+        return _NewRecord(repo, collection, value, stored, None if generated else rkey, key_type)
 
     def _made_rkey(self, collection: str, key_type: KeyType) -> tuple[str | None, bool]:
         """(the literal rkey, False) or (None, True: a TID per attempt) for a record given
@@ -526,8 +570,8 @@ class RecordCollection(Generic[StoreT]):
                                 f"{record.uri} already exists; create never overwrites (use "
                                 "put to replace a record), so nothing of the batch was written"
                             )
-                    for key, record in zip(keys, made, strict=True):
-                        await tx.put(self.record, key, record.value)
+                    for key, new in zip(keys, batch, strict=True):
+                        await tx.put(self.record, key, new.stored)
             except TransactionConflictError as exc:
                 conflict = exc
                 continue
@@ -546,8 +590,11 @@ class RecordCollection(Generic[StoreT]):
     # --- reads ----------------------------------------------------------------------------------
 
     async def get(self, repo: str, collection: str, rkey: str, default: Any = None) -> Any:
-        """The record value, or `default` when there is none."""
-        return await self.store.get(self.record, (repo, collection, rkey), default=default)
+        """The record value (as its collection's value type), or `default` when there is none."""
+        value = await self.store.get(self.record, (repo, collection, rkey), default=_ABSENT)
+        if value is _ABSENT:
+            return default
+        return self._typed_value(repo, collection, rkey, value)
 
     async def exists(self, repo: str, collection: str, rkey: str) -> bool:
         """True when the record exists."""

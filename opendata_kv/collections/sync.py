@@ -62,6 +62,7 @@ class SyncRecordCollection(CollectionFace, Generic[SyncStoreT]):
         max_attempts: int = 8,
         layout: RecordsLayout = RECORDS,
         backlinks: Backlinks | None = None,
+        value_types: Mapping[str, Any] | None = None,
     ) -> None:
         self.collection = RecordCollection(
             store.store,
@@ -71,6 +72,7 @@ class SyncRecordCollection(CollectionFace, Generic[SyncStoreT]):
             max_attempts=max_attempts,
             layout=layout,
             backlinks=backlinks,
+            value_types=value_types,
         )
 
     @property
@@ -156,7 +158,7 @@ class SyncRecordCollection(CollectionFace, Generic[SyncStoreT]):
         _now(self.collection.delete(repo, collection, rkey))
 
     def get(self, repo: str, collection: str, rkey: str, default: Any = None) -> Any:
-        """The record value, or `default` when there is none."""
+        """The record value (as its collection's value type), or `default` when there is none."""
         result: Any = _now(self.collection.get(repo, collection, rkey, default))
         return result
 
