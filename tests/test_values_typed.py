@@ -20,6 +20,7 @@ from mypykit import mypy_strict
 from storekit import aio, run
 
 from opendata_kv import RecordType, Schema, Store, fields
+from opendata_kv.cli.common import jsonable
 from opendata_kv.errors import (
     ArgumentTypeError,
     ValueDecodeError,
@@ -276,3 +277,50 @@ def test_an_upgrade_must_take_the_old_value_type(tmp_path: Path, mypy_cache: Pat
     }
     assert flagged == expected, out
     assert status == 1
+
+
+def test_dump_with_a_struct_schema_shows_the_stored_map(tmp_path: Path) -> None:
+    url = str(tmp_path / "db")
+    run(_dataclass_then_struct(url))
+    (tmp_path / "struct_schema.py").write_text(
+        textwrap.dedent(
+            """
+            import msgspec
+            from opendata_kv import RecordType, Schema, fields
+            from opendata_kv.values import Values
+
+            class Post(msgspec.Struct, forbid_unknown_fields=True):
+                text: str
+                likes: int
+                langs: list[str] | None = None
+
+            post = RecordType("post", 1, [("repo", fields.string), ("rkey", fields.string)])
+            values = Values(Schema(post)).register(post, Post)
+            """
+        )
+    )
+    result = run_in_process(
+        "dump",
+        url,
+        "--values",
+        "--json",
+        "--limit",
+        "1",
+        "--schema",
+        "struct_schema:values",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    [row] = [json.loads(line) for line in result.stdout.splitlines()]
+    assert row["value"] == {"text": "t0", "likes": 0, "langs": ["en"]}
+
+
+def test_tools_show_a_struct_by_its_stored_field_names() -> None:
+    class Follow(msgspec.Struct, forbid_unknown_fields=True, rename={"type_": "$type"}):
+        type_: str
+        subject: str
+
+    assert jsonable(Follow("app.bsky.graph.follow", "did:plc:a")) == {
+        "$type": "app.bsky.graph.follow",
+        "subject": "did:plc:a",
+    }
