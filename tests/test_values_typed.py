@@ -324,3 +324,36 @@ def test_tools_show_a_struct_by_its_stored_field_names() -> None:
         "$type": "app.bsky.graph.follow",
         "subject": "did:plc:a",
     }
+
+
+class NoteV1(TypedDict):
+    body: str
+
+
+class NoteV2(msgspec.Struct, forbid_unknown_fields=True):
+    body: str
+    tags: list[str]
+
+
+def note_to_v2(old: NoteV1) -> NoteV2:
+    return NoteV2(old["body"], ["migrated"])
+
+
+@aio
+async def test_migrate_upgrades_a_typeddict_version_to_a_struct_one(tmp_path: Path) -> None:
+    v1 = RecordType("note", 3, [("id", fields.string)])
+    v2 = RecordType("note", 3, [("id", fields.string)], version=2)
+    values = Values(Schema(v1, v2)).register(v2, NoteV2).register(v1, NoteV1, upgrade=note_to_v2)
+    async with Store.open(str(tmp_path / "db"), values) as store:
+        await store.put_many((v1, (f"n{i}",), {"body": f"b{i}"}) for i in range(5))
+        assert await store.get(v1, ("n1",)) == NoteV2("b1", ["migrated"])  # upgraded on read
+        assert await store.get(v1, ("n1",), upgrade=False) == {"body": "b1"}
+        await store.migrate("note")
+        assert await store.count(v1) == 0
+        assert [r.value for r in await store.scan(v2).to_list()] == [
+            NoteV2(f"b{i}", ["migrated"]) for i in range(5)
+        ]
+        assert MsgpackCodec().decode(await store.get_raw(v2.encode("n0")) or b"") == {
+            "body": "b0",
+            "tags": ["migrated"],
+        }
