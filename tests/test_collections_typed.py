@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from pathlib import Path
 from typing import Any, TypedDict
 
 import msgspec
@@ -13,8 +14,16 @@ import pytest
 from storekit import aio
 
 from opendata_kv import Store
-from opendata_kv.collections import BACKLINKS, RecordCollection, default_schema
+from opendata_kv.collections import (
+    BACKLINKS,
+    CHANGELOG,
+    ChangeLog,
+    PageStore,
+    RecordCollection,
+    default_schema,
+)
 from opendata_kv.errors import InvalidInputError, ValueDecodeError, ValueEncodeError
+from opendata_kv.values import Values
 
 ALICE = "did:plc:4q2vy7fjsmu4xkzrsjbtwpoe"
 POST = "app.bsky.feed.post"
@@ -113,3 +122,40 @@ def test_value_types_must_name_collections_and_types() -> None:
         run(body(value_types={"not an nsid": Post}))
     with pytest.raises(Exception, match="not a value codec"):
         run(body(value_types={POST: 3}))
+
+
+class Edit(msgspec.Struct, forbid_unknown_fields=True):
+    path: str
+    size: int
+
+
+@dataclasses.dataclass
+class Article:
+    title: str
+    words: int
+
+
+@aio
+async def test_changelog_and_pagestore_hold_typed_values(tmp_path: Path) -> None:
+    values = Values(default_schema()).register(CHANGELOG.change, Edit)
+    async with Store.open(str(tmp_path / "db"), values) as store:
+        log = ChangeLog(store)
+        async with log.transaction() as tx:
+            first = tx.add(Edit("/a", 1))
+        assert await log.get(first) == Edit("/a", 1)
+        assert [c.value for c in await log.scan().to_list()] == [Edit("/a", 1)]
+        with pytest.raises(ValueEncodeError, match="must be a Edit"):
+            await log.put(first, {"path": "/b", "size": 2})
+        pages = PageStore(store, content_type=Article)
+        saved = await pages.save("https://example.com/a", "https://example.com/a", Article("A", 3))
+        assert saved.content == Article("A", 3)
+        fetched = await pages.fetch("https://example.com/a")
+        assert fetched is not None and fetched.content == Article("A", 3)
+        plain = await PageStore(store).fetch("https://example.com/a")
+        assert plain is not None and plain.content == {"title": "A", "words": 3}
+        with pytest.raises(ValueEncodeError, match=r"content: .*must be a Article"):
+            await pages.save("https://example.com/b", "https://example.com/b", {"title": "B"})
+        assert await PageStore(store).fetch("https://example.com/b") is None
+        await PageStore(store).save("https://example.com/c", "https://example.com/c", {"x": 1})
+        with pytest.raises(ValueDecodeError, match=r"content: .*unknown fields"):
+            await pages.fetch("https://example.com/c")

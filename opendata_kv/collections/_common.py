@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import AsyncIterator, Awaitable, Iterable
-from typing import TYPE_CHECKING, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from opendata_kv.errors import (
     ArgumentTypeError,
     InvalidInputError,
     ReadOnlyError,
     SchemaError,
+    ValueDecodeError,
+    ValueEncodeError,
     check_count,
 )
 from opendata_kv.ids import micros as micros_ids
 from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.store import Record, Store, StoreReader, SyncStoreReader
-from opendata_kv.values import MsgpackCodec, Values
+from opendata_kv.values import MsgpackCodec, ValueCodec, Values, pack, unpack
 
 T = TypeVar("T")
 
@@ -118,6 +120,26 @@ def writer_of(store: StoreReader, kind: str) -> Store:
 def is_reader_only(store: StoreReader) -> bool:
     """Whether `store` is a StoreReader that cannot write (not a Store)."""
     return isinstance(store, StoreReader) and not isinstance(store, Store)
+
+
+def to_plain(codec: ValueCodec[Any], value: Any, what: str, record: str) -> Any:
+    """The plain msgpack data `codec` stores for a typed `value` (a collection keeps typed
+    values inside values it builds, or under keys of one shared record type);
+    ValueEncodeError naming `what` and `record` for a value the codec refuses."""
+    try:
+        return unpack(codec.encode(value))
+    except ValueEncodeError as exc:
+        raise ValueEncodeError(
+            f"{what}: {exc}", record=record, field=exc.field, value=exc.value
+        ) from None
+
+
+def from_plain(codec: ValueCodec[Any], plain: Any, what: str, record: str) -> Any:
+    """`plain` (stored by to_plain) as `codec`'s type; ValueDecodeError naming `what`."""
+    try:
+        return codec.decode(pack(plain))
+    except ValueDecodeError as exc:
+        raise ValueDecodeError(f"{what}: {exc}", record=record, value=plain) from None
 
 
 def combined_schema(layouts: Iterable[Layout], *extra: RecordType) -> Schema:

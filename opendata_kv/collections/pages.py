@@ -38,8 +38,10 @@ from opendata_kv.collections._common import (
     Results,
     StoreT,
     check_limit,
+    from_plain,
     key_of,
     to_micros,
+    to_plain,
     writer_of,
 )
 from opendata_kv.errors import UrlCollisionError, ValueDecodeError
@@ -49,6 +51,7 @@ from opendata_kv.ids.micros import to_datetime as from_micros
 from opendata_kv.keys import RecordType, fields
 from opendata_kv.store import Batch, Store
 from opendata_kv.store.ttl import Duration, ttl_seconds
+from opendata_kv.values import as_codec
 
 #: Default record type nibbles: pages (scrape's `urls`) and the requested-URL map (`id_map`).
 PAGE_TYPE = 0xD
@@ -115,6 +118,10 @@ class PageStore(Generic[StoreT]):
     """Web pages keyed by URL key (see the module docstring).
 
     default_ttl: the `ttl` of pages saved without one (None: they never expire).
+    content_type: the type of every page's content (a dataclass, TypedDict or msgspec.Struct,
+        or a value codec): saved through its codec's checks as plain msgpack data inside the
+        page record, read back as that type (None: content is plain data).
+    store: a Store, or a StoreReader for the read methods only.
     """
 
     def __init__(
@@ -123,6 +130,7 @@ class PageStore(Generic[StoreT]):
         *,
         default_ttl: Duration | None = None,
         layout: PagesLayout = PAGES,
+        content_type: Any = None,
     ) -> None:
         layout.check(store)
         if default_ttl is not None:
@@ -132,6 +140,7 @@ class PageStore(Generic[StoreT]):
         self.page = layout.page
         self.page_id = layout.page_id
         self.default_ttl = default_ttl
+        self.content_codec = None if content_type is None else as_codec(content_type)
         #: the key function (scrape's Key over net/url's string); replaceable in tests
         self.url_key = urlkey.url_key
 
@@ -144,6 +153,14 @@ class PageStore(Generic[StoreT]):
 
     # --- values ---------------------------------------------------------------------------------
 
+    def _content(self, key: int, content: Any) -> Any:
+        codec = self.content_codec
+        if codec is None:
+            return content
+        return from_plain(
+            codec, content, f"{self.page.name} url_key {key:#x} content", self.page.name
+        )
+
     def _page(self, key: int, value: Any) -> Page:
         try:
             expires = value["expires"]
@@ -151,7 +168,7 @@ class PageStore(Generic[StoreT]):
                 key=key,
                 url=value["url"],
                 requested=value["requested"],
-                content=value["content"],
+                content=self._content(key, value["content"]),
                 fetched_at=from_micros(value["fetched"]),
                 expires_at=None if expires is None else from_micros(expires),
                 metadata=value.get("meta") or {},
@@ -227,7 +244,9 @@ class PageStore(Generic[StoreT]):
         value = {
             "url": canonical_url,
             "requested": requested_url,
-            "content": content,
+            "content": content
+            if self.content_codec is None
+            else to_plain(self.content_codec, content, "content", self.page.name),
             "fetched": fetched,
             "expires": expires,
             "meta": dict(metadata or {}),

@@ -39,7 +39,9 @@ from opendata_kv.collections._common import (
     Results,
     StoreT,
     check_limit,
+    from_plain,
     key_of,
+    to_plain,
     writer_of,
 )
 from opendata_kv.collections.backlinks import Backlink, Backlinks
@@ -49,8 +51,6 @@ from opendata_kv.errors import (
     InvalidInputError,
     RecordExistsError,
     TransactionConflictError,
-    ValueDecodeError,
-    ValueEncodeError,
     check_count,
 )
 from opendata_kv.ids import did as did_ids
@@ -62,7 +62,7 @@ from opendata_kv.keys import RecordType, fields, prefix_successor
 from opendata_kv.store import Store
 from opendata_kv.store.cursor import decode_cursor, is_cursor
 from opendata_kv.store.scan import Record
-from opendata_kv.values import ValueCodec, as_codec, pack, unpack
+from opendata_kv.values import ValueCodec, as_codec
 
 #: Default record type nibble of AT Protocol records.
 RECORD_TYPE = 0xA
@@ -344,15 +344,7 @@ class RecordCollection(Generic[StoreT]):
         itself; InvalidInputError for a `$type` that is not the collection."""
         codec = self.value_codecs.get(collection)
         if codec is not None:
-            try:
-                value = unpack(codec.encode(value))
-            except ValueEncodeError as exc:
-                raise ValueEncodeError(
-                    f"{collection}: {exc}",
-                    record=self.record.name,
-                    field=exc.field,
-                    value=exc.value,
-                ) from None
+            value = to_plain(codec, value, collection, self.record.name)
         self._check_value(collection, value)
         return value
 
@@ -361,12 +353,7 @@ class RecordCollection(Generic[StoreT]):
         codec = self.value_codecs.get(collection)
         if codec is None or value is None:
             return value
-        try:
-            return codec.decode(pack(value))
-        except ValueDecodeError as exc:
-            raise ValueDecodeError(
-                f"at://{repo}/{collection}/{rkey}: {exc}", record=self.record.name, value=value
-            ) from None
+        return from_plain(codec, value, f"at://{repo}/{collection}/{rkey}", self.record.name)
 
     @staticmethod
     def _check_value(collection: str, value: Any) -> None:

@@ -385,9 +385,16 @@ class SyncPageStore(CollectionFace, Generic[SyncStoreT]):
     collection: PageStore[Any]
 
     def __init__(
-        self, store: SyncStoreT, *, default_ttl: Duration | None = None, layout: PagesLayout = PAGES
+        self,
+        store: SyncStoreT,
+        *,
+        default_ttl: Duration | None = None,
+        layout: PagesLayout = PAGES,
+        content_type: Any = None,
     ) -> None:
-        self.collection = PageStore(store.store, default_ttl=default_ttl, layout=layout)
+        self.collection = PageStore(
+            store.store, default_ttl=default_ttl, layout=layout, content_type=content_type
+        )
 
     def save(
         self: SyncPageStore[SyncStore],
