@@ -245,7 +245,8 @@ class Decoder:
         if owner is None:
             return primary
         try:
-            return owner.decode(primary)
+            key: Key = owner.decode(primary)
+            return key
         except OpendataKvError:
             return primary
 
