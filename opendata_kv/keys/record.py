@@ -91,18 +91,22 @@ class Key(tuple):  # type: ignore[type-arg]
         return (_rebuild_key, (self.record_type, tuple(self)))
 
 
-if TYPE_CHECKING:  # defaults (PEP 696): a bare `RecordType` is RecordType[Any, Any]
-    from typing_extensions import TypeVar
+if TYPE_CHECKING:  # defaults (PEP 696): a bare `RecordType` is RecordType[Any, Any, ...]
+    from typing_extensions import ParamSpec, TypeVar
 
     #: A RecordType's key type: its declared NamedTuple class, or Key for the list form.
     K = TypeVar("K", bound=tuple[Any, ...], default=Any)
     #: A RecordType's value type: its declared `value=` class, or Any.
     V = TypeVar("V", default=Any)
+    #: The key fields as parameters (`repo: str, rkey: str`): those of the declared
+    #: NamedTuple's constructor, `...` (anything) for the list form.
+    P = ParamSpec("P", default=...)
 else:  # typing's TypeVar takes no default before Python 3.13
-    from typing import TypeVar
+    from typing import ParamSpec, TypeVar
 
     K = TypeVar("K", bound=tuple)
     V = TypeVar("V")
+    P = ParamSpec("P")
 
 #: Field names a RecordType refuses: every public attribute of Key (its methods, tuple's count
 #: and index, and `record_type`, set on each key class), which a field property of the same
@@ -199,7 +203,7 @@ def _class_name(name: str) -> str:
     return camel + "Key"
 
 
-class RecordType(Generic[K, V]):
+class RecordType(Generic[K, V, P]):
     """A key layout: `[keyspace][version][record_type << 4 | reserved]` then named fields.
 
     Beyond the seed's layout (RFC 0009, for OpenData's keys as they are today):
@@ -213,8 +217,9 @@ class RecordType(Generic[K, V]):
 
     `fields` is a list of (name, codec) pairs, a mapping, or a NamedTuple class whose fields
     are annotated `Annotated[type, codec]` (RFC 0011): its keys are then instances of that
-    class too, and a type checker sees `RecordType[ThatClass, V]`. `value` declares the
-    value class (`V`), used as the value codec unless the store registers another.
+    class too, and a type checker sees `RecordType[ThatClass, V]`, whose key() and encode()
+    take that class's fields. `value` declares the value class (`V`), used as the value
+    codec unless the store registers another.
     """
 
     __slots__ = (
@@ -283,10 +288,10 @@ class RecordType(Generic[K, V]):
 
     @overload
     def __init__(
-        self: RecordType[K, Any],
+        self: RecordType[K, Any, P],
         name: str,
         record_type: int,
-        fields: type[K],
+        fields: Callable[P, K],
         *,
         version: int = 1,
         reserved: int = 0,
@@ -300,10 +305,10 @@ class RecordType(Generic[K, V]):
 
     @overload
     def __init__(
-        self: RecordType[K, V],
+        self: RecordType[K, V, P],
         name: str,
         record_type: int,
-        fields: type[K],
+        fields: Callable[P, K],
         *,
         version: int = 1,
         reserved: int = 0,
@@ -319,7 +324,7 @@ class RecordType(Generic[K, V]):
         self,
         name: str,
         record_type: int,
-        fields: Mapping[str, Field] | Iterable[tuple[str, Field]] | type[Any],
+        fields: Mapping[str, Field] | Iterable[tuple[str, Field]] | Callable[..., Any],
         *,
         version: int = 1,
         reserved: int = 0,
@@ -347,9 +352,19 @@ class RecordType(Generic[K, V]):
         self.value_type: type[Any] | None = value
         #: the declared NamedTuple key class, or None for the list form
         self._declared: type[Any] | None = None
+        given: Mapping[str, Field] | Iterable[tuple[str, Field]]
         if isinstance(fields, type):
             self._declared = fields
-            fields = key_pairs(name, fields)
+            given = key_pairs(name, fields)
+        elif callable(fields):
+            raise SchemaError(
+                f"{name}: key fields are (name, codec) pairs, a mapping or a NamedTuple class, "
+                f"got {fields!r}",
+                record=name,
+                value=fields,
+            )
+        else:
+            given = fields
         if tag == "nibble":
             seed_head = build_prefix(version, record_type, reserved, keyspace)
             self.tag_byte = seed_head[-1]
@@ -362,7 +377,7 @@ class RecordType(Generic[K, V]):
             raise SchemaError(f"{name}: suffix must be bytes, got {type(suffix).__name__}")
         self.lead = subsystem_byte(name, subsystem) + keyspace + bytes((version,))
         head_pairs = tuple(header.items() if isinstance(header, Mapping) else header)
-        body = tuple(fields.items() if isinstance(fields, Mapping) else fields)
+        body = tuple(given.items() if isinstance(given, Mapping) else given)
         pairs = head_pairs + body
         self._check_fields(pairs)
         #: every named field in key order: the header fields, then the fields after the tag
@@ -471,6 +486,8 @@ class RecordType(Generic[K, V]):
                 (self._declared, Key),
                 {
                     "__slots__": (),
+                    # built from one tuple, as every Key (the compiled decoder calls Key(values))
+                    "__new__": tuple.__new__,
                     "record_type": self,
                     "__doc__": self._declared.__doc__,
                     "__module__": self._declared.__module__,
@@ -492,6 +509,19 @@ class RecordType(Generic[K, V]):
     def prefix_parts(self) -> RecordPrefix:
         """(version, record_type, reserved) of this layout."""
         return RecordPrefix(self.version, self.record_type, self.reserved)
+
+    if not TYPE_CHECKING:
+
+        def __class_getitem__(cls, params):
+            """`RecordType[K, V]` at run time too: the key-fields parameter defaults to `...`
+            (typing's defaults, PEP 696, only come with Python 3.13)."""
+            params = params if isinstance(params, tuple) else (params,)
+            return super().__class_getitem__((*params, ...) if len(params) == 2 else params)
+
+    @property
+    def declared(self) -> type[K] | None:
+        """The NamedTuple class the key fields were declared with, or None (list form)."""
+        return self._declared
 
     @property
     def field_names(self) -> tuple[str, ...]:
@@ -533,18 +563,14 @@ class RecordType(Generic[K, V]):
             return tuple(merged)
         return values
 
-    def encode(self, *values: Any, **named: Any) -> bytes:
-        """The full key for these field values (positional in key order, or by name; for a
-        NamedTuple-declared RecordType, or one instance of its class)."""
-        if named:
-            values = self._values(values, named)
-        elif len(values) == 1 and self._declared is not None and isinstance(values[0], tuple):
-            values = self._declared_values(values[0])
+    def encode(self, *values: P.args, **named: P.kwargs) -> bytes:
+        """The full key for these field values (positional in key order, or by name)."""
+        given: tuple[Any, ...] = self._values(values, named) if named else values
         try:
-            return self._encode(*values)
+            return self._encode(*given)
         except _FAST_PATH_ERRORS:
             pass
-        return self.encode_by_field(values)
+        return self.encode_by_field(given)
 
     def encode_by_field(self, values: Sequence[Any]) -> bytes:
         """Encode codec by codec: the reference path, and the one whose errors name the field."""
@@ -601,24 +627,13 @@ class RecordType(Generic[K, V]):
                 offset=offset,
             ) from None
 
-    def key(self, *values: Any, **named: Any) -> K:
+    def key(self, *values: P.args, **named: P.kwargs) -> K:
         """A validated Key object, exactly as decoding its bytes would give it.
 
         The values go through encode and decode, so the key holds canonical types (bytes for
-        a bytearray or memoryview, float for an int given to f64) and stays hashable. For a
-        NamedTuple-declared RecordType, an instance of that class stands for all the fields
-        (`post.key(PostKey(repo, rkey))`: the type checker checks them).
+        a bytearray or memoryview, float for an int given to f64) and stays hashable.
         """
-        if named:
-            values = self._values(values, named)
-        elif len(values) == 1 and self._declared is not None and isinstance(values[0], tuple):
-            values = self._declared_values(values[0])
-        return self.decode(self.encode(*values))
-
-    def _declared_values(self, value: tuple[Any, ...]) -> tuple[Any, ...]:
-        """The fields of an instance of the declared key class, else `(value,)` (one field)."""
-        declared = self._declared
-        return tuple(value) if declared is not None and isinstance(value, declared) else (value,)
+        return self.decode(self.encode(*values, **named))
 
     def prefix(self, *values: Any, partial: Any = None) -> bytes:
         """Bytes shared by every key whose leading fields equal `values`.
