@@ -160,9 +160,7 @@ class Batch:
         )
 
     @overload
-    def put(
-        self, target: Key | tuple[Any, ...], value: Any, /, *, ttl: TtlArg = None
-    ) -> None: ...
+    def put(self, target: Key | tuple[Any, ...], value: Any, /, *, ttl: TtlArg = None) -> None: ...
 
     @overload
     def put(

@@ -81,7 +81,12 @@ class SyncView(ViewMapping):
 
     @overload
     def get(
-        self, target: Target, fields: Fields = None, *, default: Any = None, upgrade: bool = True
+        self,
+        target: Key | tuple[Any, ...] | str,
+        fields: Fields = None,
+        *,
+        default: Any = None,
+        upgrade: bool = True,
     ) -> Any: ...
 
     def get(
@@ -119,7 +124,7 @@ class SyncView(ViewMapping):
     @overload
     def get_many(
         self,
-        target: RecordType | str | Iterable[Key | tuple[Any, ...]],
+        target: str | Iterable[Key | tuple[Any, ...]],
         many: Iterable[Fields] | None = None,
         *,
         default: Any = None,
@@ -737,6 +742,21 @@ class SyncStoreReader(SyncView, ReaderContext):
     @overload
     def index_scan(
         self,
+        index: str,
+        *leading: Any,
+        partial: Any = None,
+        prefix: Any = None,
+        start: tuple[Any, ...] | bytes | None = None,
+        end: tuple[Any, ...] | bytes | None = None,
+        after: str | bytes | None = None,
+        records: Literal[True] = True,
+        options: ScanOptions | None = None,
+        **keywords: Unpack[ScanKeywords],
+    ) -> SyncIndexScan[Any]: ...
+
+    @overload
+    def index_scan(
+        self,
         index: Index | str,
         *leading: Any,
         partial: Any = None,
@@ -759,7 +779,7 @@ class SyncStoreReader(SyncView, ReaderContext):
         start: tuple[Any, ...] | bytes | None = None,
         end: tuple[Any, ...] | bytes | None = None,
         after: str | bytes | None = None,
-        records: bool = True,
+        records: bool,
         options: ScanOptions | None = None,
         **keywords: Unpack[ScanKeywords],
     ) -> SyncIndexScan[Any]: ...

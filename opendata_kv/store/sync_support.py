@@ -197,7 +197,9 @@ class ViewMapping:
 
     if TYPE_CHECKING:  # generated in SyncView
 
-        def get(self, target: Target, fields: Fields = None, *, default: Any = None) -> Any: ...
+        def get(  # the generated overload for a Key or (record, fields), as used below
+            self, target: Key | tuple[Any, ...] | str, fields: Fields = None, *, default: Any = None
+        ) -> Any: ...
 
         def exists(self, target: Target, fields: Fields = None) -> bool: ...
 

@@ -341,7 +341,12 @@ class ReadView:
 
     @overload
     async def get(
-        self, target: Target, fields: Fields = None, *, default: Any = None, upgrade: bool = True
+        self,
+        target: Key | tuple[Any, ...] | str,
+        fields: Fields = None,
+        *,
+        default: Any = None,
+        upgrade: bool = True,
     ) -> Any: ...
 
     async def get(
@@ -411,7 +416,7 @@ class ReadView:
     @overload
     async def get_many(
         self,
-        target: RecordType | str | Iterable[Key | tuple[Any, ...]],
+        target: str | Iterable[Key | tuple[Any, ...]],
         many: Iterable[Fields] | None = None,
         *,
         default: Any = None,

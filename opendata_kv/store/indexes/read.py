@@ -324,6 +324,21 @@ class IndexReads:
     @overload
     def index_scan(
         self,
+        index: str,
+        *leading: Any,
+        partial: Any = None,
+        prefix: Any = None,
+        start: tuple[Any, ...] | bytes | None = None,
+        end: tuple[Any, ...] | bytes | None = None,
+        after: str | bytes | None = None,
+        records: Literal[True] = True,
+        options: ScanOptions | None = None,
+        **keywords: Unpack[ScanKeywords],
+    ) -> IndexScan[Any]: ...
+
+    @overload
+    def index_scan(
+        self,
         index: Index | str,
         *leading: Any,
         partial: Any = None,
@@ -346,7 +361,7 @@ class IndexReads:
         start: tuple[Any, ...] | bytes | None = None,
         end: tuple[Any, ...] | bytes | None = None,
         after: str | bytes | None = None,
-        records: bool = True,
+        records: bool,
         options: ScanOptions | None = None,
         **keywords: Unpack[ScanKeywords],
     ) -> IndexScan[Any]: ...
