@@ -3,6 +3,7 @@ decode plan, and the immutable Key objects it decodes to."""
 
 from __future__ import annotations
 
+import functools
 import operator
 import os
 import re
@@ -419,13 +420,18 @@ class RecordType(Generic[K, V, P]):
 
             self.decode_many: Callable[..., list[K]] = decode_each
         else:
+            # A declared key class inherits its NamedTuple's Python __new__ (and takes named
+            # fields): build its keys with tuple's own, as a plain Key class is built.
+            make = (
+                self.Key if self._declared is None else functools.partial(tuple.__new__, self.Key)
+            )
             self._encode, self.decode = compile_plan(
-                self.head, self._fields, self.Key, self._decode_fallback, _FAST_PATH_ERRORS
+                self.head, self._fields, make, self._decode_fallback, _FAST_PATH_ERRORS
             )
             #: decode_many(keys: list[bytes], prefixed=False) -> list[Key]: decode over a batch
             #: (scans), equal to [decode(k) for k in keys] and raising the same error on the
             #: first bad key; prefixed=True: the caller guarantees every key starts with `head`.
-            self.decode_many = compile_decode_many(self.head, self._fields, self.Key, self.decode)
+            self.decode_many = compile_decode_many(self.head, self._fields, make, self.decode)
         _BY_TOKEN[self._token] = self
         _BY_DEFINITION.setdefault(self._definition, self)
 
