@@ -1,4 +1,4 @@
-"""Key fields declared as a NamedTuple: `repo: Annotated[str, fields.string]` (RFC 0011).
+"""Key fields declared as a NamedTuple: `repo: Annotated[str, fields.string]` (RFC 0013).
 
 Reads a NamedTuple class into the (name, codec) pairs a RecordType compiles, so a typed and
 a list declaration of the same fields are one layout and encode identically.

@@ -217,7 +217,7 @@ class RecordType(Generic[K, V, P]):
     encode/decode do no planning per call. Keys decode to instances of `self.Key`.
 
     `fields` is a list of (name, codec) pairs, a mapping, or a NamedTuple class whose fields
-    are annotated `Annotated[type, codec]` (RFC 0011): its keys are then instances of that
+    are annotated `Annotated[type, codec]` (RFC 0013): its keys are then instances of that
     class too, and a type checker sees `RecordType[ThatClass, V]`, whose key() and encode()
     take that class's fields. `value` declares the value class (`V`), used as the value
     codec unless the store registers another.
