@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from itertools import repeat
 from types import GenericAlias
-from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, overload
 
 from opendata_kv.errors import (
     CursorError,
@@ -344,11 +344,23 @@ class Scan(Generic[R]):
         self._shape = "raw"
         return self  # type: ignore[return-value]
 
-    def keys(self) -> AsyncIterator[Key]:
+    @overload
+    def keys(self: Scan[Record[K, V]]) -> AsyncIterator[K]: ...
+
+    @overload
+    def keys(self) -> AsyncIterator[Key]: ...
+
+    def keys(self) -> AsyncIterator[Any]:
         """`async for key in store.scan(...).keys()`: the keys only; rows fetched from now on
         have their values skipped, not decoded (the cursor still advances)."""
         self._shape = "keys"
         return self._field(0)
+
+    @overload
+    def values(self: Scan[Record[K, V]]) -> AsyncIterator[V]: ...
+
+    @overload
+    def values(self) -> AsyncIterator[Any]: ...
 
     def values(self) -> AsyncIterator[Any]:
         """`async for value in store.scan(...).values()`: the values only; rows fetched from

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from opendata_kv.errors import OpendataKvError
 from opendata_kv.keys import Key, Schema
@@ -26,7 +26,7 @@ from opendata_kv.native import calls, driver
 from opendata_kv.store.batch import Batch
 from opendata_kv.store.indexes.read import IT, IndexScan
 from opendata_kv.store.reader import StoreReader
-from opendata_kv.store.scan import R, RawRecord, Scan
+from opendata_kv.store.scan import K, R, RawRecord, Record, Scan, V
 from opendata_kv.store.views import MISSING, Fields, ReadView, Target
 from opendata_kv.values import Values
 
@@ -100,10 +100,22 @@ class ScanIteration(Generic[R]):
         self.scan.undecoded()
         return self  # type: ignore[return-value]
 
-    def keys(self) -> Iterator[Key]:
+    @overload
+    def keys(self: ScanIteration[Record[K, V]]) -> Iterator[K]: ...
+
+    @overload
+    def keys(self) -> Iterator[Key]: ...
+
+    def keys(self) -> Iterator[Any]:
         """The keys only (values are not decoded), as Scan.keys."""
         self.scan.keys()
-        return (record.key for record in self)  # type: ignore[misc]
+        return (record.key for record in self)
+
+    @overload
+    def values(self: ScanIteration[Record[K, V]]) -> Iterator[V]: ...
+
+    @overload
+    def values(self) -> Iterator[Any]: ...
 
     def values(self) -> Iterator[Any]:
         """The values only (keys are not decoded), as Scan.values."""

@@ -65,3 +65,15 @@ def sync_reads(db: SyncStore) -> None:
     db.put(post, ("a", "t"), Post("hi"))
     with db.batch() as batch:
         batch.put(post, ("a", "t"), Post("hi"))
+
+
+async def halves(store: Store, db: SyncStore) -> None:
+    async for key in store.scan(post).keys():
+        reveal_type(key)  # R: fallback=typed_schema.PostKey]
+    async for value in store.scan(post).values():
+        reveal_type(value)  # R: typed_schema.Post
+    sync_keys = db.scan(post).keys()
+    for sync_key in sync_keys:
+        reveal_type(sync_key)  # R: fallback=typed_schema.PostKey]
+    for sync_value in db.scan(post).values():
+        reveal_type(sync_value)  # R: typed_schema.Post
