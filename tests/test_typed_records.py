@@ -17,7 +17,7 @@ from storekit import aio
 from test_keys_properties import BASIC, TRAILING, desc, id_specs
 
 from opendata_kv import Index, RecordType, Schema, Store, SyncStore, fields
-from opendata_kv.errors import SchemaError
+from opendata_kv.errors import ArgumentTypeError, SchemaError
 from opendata_kv.keys import Key
 from opendata_kv.store import Record
 
@@ -165,3 +165,9 @@ def test_a_plain_key_of_an_undeclared_class_is_refused() -> None:
     with SyncStore.open("memory://typed", SCHEMA) as db, pytest.raises(SchemaError) as caught:
         db.get(Other("did:plc:a"))
     assert "no RecordType of this schema declared with the key class" in str(caught.value)
+
+
+def test_a_plain_tuple_is_still_no_key() -> None:
+    with SyncStore.open("memory://typed", SCHEMA) as db, pytest.raises(ArgumentTypeError) as caught:
+        db.get(("did:plc:a", TID))
+    assert "expected a RecordType, a record name or a Key, got tuple" in str(caught.value)

@@ -86,8 +86,9 @@ def foreign_record_type(schema: Schema, record_type: RecordType) -> SchemaError:
     )
 
 
-def resolve(schema: Schema, record: RecordType | str) -> RecordType:
-    """The schema's RecordType for a RecordType (checked to be the schema's own) or a name."""
+def resolve(schema: Schema, record: object) -> RecordType:
+    """The schema's RecordType for a RecordType (checked to be the schema's own) or a name;
+    ArgumentTypeError for anything else."""
     if record.__class__ is RecordType:
         if record in schema:
             return record
@@ -114,7 +115,7 @@ def key_bytes(schema: Schema, target: Target, fields: Fields) -> tuple[RecordTyp
     if fields.__class__ is tuple and target.__class__ is RecordType and target in schema:
         # the common case first: no ABC isinstance checks (they cost ~1 µs per call)
         return target, target.encode(*fields)
-    if isinstance(target, tuple):
+    if isinstance(target, tuple) and target.__class__ is not tuple:  # a Key or a declared key
         record_type = (
             target.record_type if isinstance(target, Key) else schema.declaring(type(target))
         )
@@ -152,7 +153,7 @@ def key_bytes(schema: Schema, target: Target, fields: Fields) -> tuple[RecordTyp
 def put_args(target: Target, fields: Any, value: Any) -> tuple[Fields, Any]:
     """(fields, value) of a put: `put(key_obj, value)` or `put(record, fields, value)`; a
     missing value is an ArgumentTypeError (None is not stored by accident)."""
-    if isinstance(target, tuple):  # a Key, or an instance of a declared key class
+    if isinstance(target, tuple) and target.__class__ is not tuple:  # a Key or a declared key
         owner = target.record_type.name if isinstance(target, Key) else type(target).__name__
         if value is MISSING:
             if fields is MISSING:
