@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import dataclasses
 import inspect
+import re
 import signal
 import sys
 import textwrap
@@ -73,6 +74,7 @@ RENAMED = {
     "StoreReader": "SyncStoreReader",
     "Transaction": "SyncTransaction",
     "Snapshot": "SyncSnapshot",
+    "ScanIteration": "SyncScan",  # SyncScan's hand-written base, in its methods' `self`
 }
 #: public async members with no sync counterpart, and why
 ASYNC_ONLY = {
@@ -101,6 +103,7 @@ def _shape(function: Any) -> list[tuple[str, str, str, str]]:
         annotation = str(parameter.annotation)
         for old, new in RENAMED.items():
             annotation = annotation.replace(f"[{old}]", f"[{new}]")
+            annotation = re.sub(rf"^{old}\[", f"{new}[", annotation)  # `self: Scan[...]`
             if annotation == old:
                 annotation = new
         out.append((parameter.name, str(parameter.kind), repr(parameter.default), annotation))

@@ -187,7 +187,7 @@ FACES = (
     Face(
         "SyncIndexScan",
         ("opendata_kv.store.indexes.read:IndexScan",),
-        ("IndexScanIteration",),
+        ("IndexScanIteration[IT]",),
         "self.scan",
         "A blocking iterator over an IndexScan (`for record in db.index_scan(...)`).",
         {
@@ -293,7 +293,7 @@ RENAMES = {
 #: `wrap`: what the async return type (by its head) becomes; {arg}: its first type argument
 WRAPS = {
     "Scan": "SyncScan[Any]({call})",
-    "IndexScan": "SyncIndexScan({call})",
+    "IndexScan": "SyncIndexScan[Any]({call})",
     "AsyncGenerator": "SyncChanges({call}, self.store)",
     "Opening": "{arg}(_loop(_await({call})))",
     "Results": "SyncResults({call})",
@@ -546,7 +546,12 @@ def _method(face: Face, source: Source, cls: str, name: str, nodes: list[ast.Fun
     elif runner == "get":
         body.append(f"return {holder}.{name}")
     elif runner == "call":
-        body.append(call if returns == "None" else f"return {call}")
+        if returns == "None":
+            body.append(call)
+        elif overloads and returns != "Any":  # `twin` is Any: say what it returns
+            body += [f"result: {returns} = {call}", "return result"]
+        else:
+            body.append(f"return {call}")
     elif runner == "wrap":
         head, arg = _head(impl.returns)
         if head not in WRAPS:

@@ -17,6 +17,9 @@ from typing import Any
 
 from opendata_kv.keys.codecs import Field, TerminatedBytes, TerminatedStr, escape, unescape
 
+#: builds a key object from its tuple of field values: a Key class, called with the tuple
+KeyMaker = Callable[[Any], tuple[Any, ...]]
+
 
 class PlanMismatch(Exception):
     """Raised inside generated code when the input is not valid; never escapes RecordType."""
@@ -96,7 +99,7 @@ def _anchored_run(
 def compile_plan(
     head: bytes,
     fields: Sequence[Field],
-    key_class: type[tuple[Any, ...]],
+    key_class: KeyMaker,
     fallback: DecodeFn,
     errors: tuple[type[BaseException], ...],
 ) -> tuple[EncodeFn, DecodeFn]:
@@ -227,7 +230,7 @@ def compile_plan(
 
 
 def compile_decode_many(
-    head: bytes, fields: Sequence[Field], key_class: type[tuple[Any, ...]], decode: DecodeFn
+    head: bytes, fields: Sequence[Field], key_class: KeyMaker, decode: DecodeFn
 ) -> DecodeManyFn:
     """decode_many(keys) -> [decode(k) for k in keys], with the per-key Python call removed
     where it can be:
@@ -260,7 +263,7 @@ def compile_decode_many(
 
 
 def _compile_struct_many(
-    head: bytes, fields: Sequence[Field], key_class: type[tuple[Any, ...]], decode: DecodeFn
+    head: bytes, fields: Sequence[Field], key_class: KeyMaker, decode: DecodeFn
 ) -> DecodeManyFn:
     unpack = struct.Struct(f">{len(head)}x" + "".join(f.struct_code or "" for f in fields)).unpack
     starts = bytes.startswith
@@ -291,7 +294,7 @@ def _compile_run_many(
     fields: Sequence[Field],
     groups: list[list[int]],
     families: list[str],
-    key_class: type[tuple[Any, ...]],
+    key_class: KeyMaker,
 ) -> Callable[[list[bytes], bool], list[Any]]:
     """Columns for [struct fields] terminated run [struct fields], for _chunked.
 
@@ -372,7 +375,7 @@ def _compile_run_many(
 
 
 def _compile_struct_columns(
-    head: bytes, fields: Sequence[Field], key_class: type[tuple[Any, ...]]
+    head: bytes, fields: Sequence[Field], key_class: KeyMaker
 ) -> Callable[[list[bytes], bool], list[Any]]:
     """Columns of keys made of struct fields only: every key exactly head + the fields."""
     fmt = "".join(f.struct_code or "" for f in fields)

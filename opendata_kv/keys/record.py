@@ -3,6 +3,7 @@ decode plan, and the immutable Key objects it decodes to."""
 
 from __future__ import annotations
 
+import functools
 import operator
 import os
 import re
@@ -10,9 +11,10 @@ import struct
 import unicodedata
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, overload
 
 from opendata_kv.errors import KeyDecodeError, KeyEncodeError, SchemaError, show_bytes
+from opendata_kv.keys.declared import key_pairs
 from opendata_kv.keys.fields import Field
 from opendata_kv.keys.lenfields import Typed
 from opendata_kv.keys.plan import PlanMismatch, compile_decode_many, compile_plan
@@ -70,7 +72,8 @@ class Key(tuple):  # type: ignore[type-arg]
         if unknown:
             raise KeyEncodeError(f"{self.record_type.name}: no field named {sorted(unknown)}")
         values.update(changes)
-        return self.record_type.key(**values)
+        key: Key = self.record_type.key(**values)
+        return key
 
     def __eq__(self, other: object) -> bool:
         return other.__class__ is self.__class__ and tuple.__eq__(self, other)
@@ -88,6 +91,23 @@ class Key(tuple):  # type: ignore[type-arg]
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_key, (self.record_type, tuple(self)))
 
+
+if TYPE_CHECKING:  # defaults (PEP 696): a bare `RecordType` is RecordType[Any, Any, ...]
+    from typing_extensions import ParamSpec, TypeVar
+
+    #: A RecordType's key type: its declared NamedTuple class, or Key for the list form.
+    K = TypeVar("K", bound=tuple[Any, ...], default=Any)
+    #: A RecordType's value type: its declared `value=` class, or Any.
+    V = TypeVar("V", default=Any)
+    #: The key fields as parameters (`repo: str, rkey: str`): those of the declared
+    #: NamedTuple's constructor, `...` (anything) for the list form.
+    P = ParamSpec("P", default=...)
+else:  # typing's TypeVar takes no default before Python 3.13
+    from typing import ParamSpec, TypeVar
+
+    K = TypeVar("K", bound=tuple)
+    V = TypeVar("V")
+    P = ParamSpec("P")
 
 #: Field names a RecordType refuses: every public attribute of Key (its methods, tuple's count
 #: and index, and `record_type`, set on each key class), which a field property of the same
@@ -141,7 +161,8 @@ def _reserved_because(field_name: str) -> str | None:
 
 
 def _rebuild_key(record_type: RecordType, values: tuple[Any, ...]) -> Key:
-    return record_type.key(*values)
+    key: Key = record_type.key(*values)
+    return key
 
 
 # RecordTypes compare by identity (a look-alike built elsewhere is another layout), so
@@ -162,13 +183,15 @@ def _rebuild_record_type(token: bytes, definition: tuple[Any, ...]) -> RecordTyp
     name, version, record_type, reserved, keyspace, pairs, *extra = definition
     names = ("subsystem", "header", "tag", "suffix")
     options = dict(zip(names, extra[0], strict=True)) if extra else {}
+    declared, value = extra[1] if len(extra) > 1 else (None, None)
     return RecordType(
         name,
         record_type,
-        pairs,
+        pairs if declared is None else declared,
         version=version,
         reserved=reserved,
         keyspace=keyspace,
+        value=value,
         **options,
     )
 
@@ -181,7 +204,7 @@ def _class_name(name: str) -> str:
     return camel + "Key"
 
 
-class RecordType:
+class RecordType(Generic[K, V, P]):
     """A key layout: `[keyspace][version][record_type << 4 | reserved]` then named fields.
 
     Beyond the seed's layout (RFC 0009, for OpenData's keys as they are today):
@@ -192,11 +215,18 @@ class RecordType:
 
     Build it once (module level); it compiles its fields into struct runs and codec calls so
     encode/decode do no planning per call. Keys decode to instances of `self.Key`.
+
+    `fields` is a list of (name, codec) pairs, a mapping, or a NamedTuple class whose fields
+    are annotated `Annotated[type, codec]` (RFC 0013): its keys are then instances of that
+    class too, and a type checker sees `RecordType[ThatClass, V]`, whose key() and encode()
+    take that class's fields. `value` declares the value class (`V`), used as the value
+    codec unless the store registers another.
     """
 
     __slots__ = (
         "Key",
         "__weakref__",
+        "_declared",
         "_definition",
         "_encode",
         "_fields",
@@ -219,11 +249,13 @@ class RecordType:
         "suffix",
         "tag",
         "tag_byte",
+        "value_type",
         "version",
     )
 
+    @overload
     def __init__(
-        self,
+        self: RecordType[Key, Any],
         name: str,
         record_type: int,
         fields: Mapping[str, Field] | Iterable[tuple[str, Field]],
@@ -235,6 +267,74 @@ class RecordType:
         header: Mapping[str, Field] | Iterable[tuple[str, Field]] = (),
         tag: str = "nibble",
         suffix: bytes = b"",
+        value: None = None,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: RecordType[Key, V],
+        name: str,
+        record_type: int,
+        fields: Mapping[str, Field] | Iterable[tuple[str, Field]],
+        *,
+        version: int = 1,
+        reserved: int = 0,
+        keyspace: bytes = b"",
+        subsystem: int | None = None,
+        header: Mapping[str, Field] | Iterable[tuple[str, Field]] = (),
+        tag: str = "nibble",
+        suffix: bytes = b"",
+        value: type[V],
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: RecordType[K, Any, P],
+        name: str,
+        record_type: int,
+        fields: Callable[P, K],
+        *,
+        version: int = 1,
+        reserved: int = 0,
+        keyspace: bytes = b"",
+        subsystem: int | None = None,
+        header: Mapping[str, Field] | Iterable[tuple[str, Field]] = (),
+        tag: str = "nibble",
+        suffix: bytes = b"",
+        value: None = None,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: RecordType[K, V, P],
+        name: str,
+        record_type: int,
+        fields: Callable[P, K],
+        *,
+        version: int = 1,
+        reserved: int = 0,
+        keyspace: bytes = b"",
+        subsystem: int | None = None,
+        header: Mapping[str, Field] | Iterable[tuple[str, Field]] = (),
+        tag: str = "nibble",
+        suffix: bytes = b"",
+        value: type[V],
+    ) -> None: ...
+
+    def __init__(
+        self,
+        name: str,
+        record_type: int,
+        fields: Mapping[str, Field] | Iterable[tuple[str, Field]] | Callable[..., Any],
+        *,
+        version: int = 1,
+        reserved: int = 0,
+        keyspace: bytes = b"",
+        subsystem: int | None = None,
+        header: Mapping[str, Field] | Iterable[tuple[str, Field]] = (),
+        tag: str = "nibble",
+        suffix: bytes = b"",
+        value: type[Any] | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise SchemaError(f"a RecordType needs a non-empty name, got {name!r}")
@@ -247,6 +347,25 @@ class RecordType:
         self.subsystem = subsystem
         self.tag = tag
         self.suffix = suffix
+        if value is not None and not isinstance(value, type):
+            raise SchemaError(f"{name}: value must be a class, got {value!r}", record=name)
+        #: the declared value class (`value=`), or None
+        self.value_type: type[Any] | None = value
+        #: the declared NamedTuple key class, or None for the list form
+        self._declared: type[Any] | None = None
+        given: Mapping[str, Field] | Iterable[tuple[str, Field]]
+        if isinstance(fields, type):
+            self._declared = fields
+            given = key_pairs(name, fields)
+        elif callable(fields):
+            raise SchemaError(
+                f"{name}: key fields are (name, codec) pairs, a mapping or a NamedTuple class, "
+                f"got {fields!r}",
+                record=name,
+                value=fields,
+            )
+        else:
+            given = fields
         if tag == "nibble":
             seed_head = build_prefix(version, record_type, reserved, keyspace)
             self.tag_byte = seed_head[-1]
@@ -259,7 +378,7 @@ class RecordType:
             raise SchemaError(f"{name}: suffix must be bytes, got {type(suffix).__name__}")
         self.lead = subsystem_byte(name, subsystem) + keyspace + bytes((version,))
         head_pairs = tuple(header.items() if isinstance(header, Mapping) else header)
-        body = tuple(fields.items() if isinstance(fields, Mapping) else fields)
+        body = tuple(given.items() if isinstance(given, Mapping) else given)
         pairs = head_pairs + body
         self._check_fields(pairs)
         #: every named field in key order: the header fields, then the fields after the tag
@@ -278,14 +397,17 @@ class RecordType:
             head_pairs or suffix or self._selectors or subsystem is not None or tag != "nibble"
         )
         self._definition: tuple[Any, ...] = (name, version, record_type, reserved, keyspace, pairs)
-        if self.extended:  # the fields after the tag, and the rest of the layout
+        if self.extended or self._declared or value:  # the rest of the layout, the classes
             extra = (subsystem, head_pairs, tag, suffix)
+            declared = (self._declared, value)
             self._definition = (name, version, record_type, reserved, keyspace, body, extra)
+            if self._declared or value:
+                self._definition += (declared,)
         self._token = os.urandom(16)
         self.Key: type[Key] = self._key_class()
-        #: decode(key: bytes) -> Key: the compiled decoder; on bad input it re-walks the key
+        #: decode(key: bytes) -> K: the compiled decoder; on bad input it re-walks the key
         #: codec by codec and raises a KeyDecodeError naming the field, offset and bytes.
-        self.decode: Callable[[bytes], Key]
+        self.decode: Callable[[bytes], K]
         if self.extended:
             # OpenData's layouts are read by tools, not scanned by the million: the reference
             # path is their only path (no compiled plan to keep in step with it).
@@ -293,18 +415,23 @@ class RecordType:
             self.decode = self._decode_fallback
             decode = self.decode
 
-            def decode_each(keys: list[bytes], prefixed: bool = False) -> list[Key]:
+            def decode_each(keys: list[bytes], prefixed: bool = False) -> list[K]:
                 return list(map(decode, keys))
 
-            self.decode_many = decode_each
+            self.decode_many: Callable[..., list[K]] = decode_each
         else:
+            # A declared key class inherits its NamedTuple's Python __new__ (and takes named
+            # fields): build its keys with tuple's own, as a plain Key class is built.
+            make = (
+                self.Key if self._declared is None else functools.partial(tuple.__new__, self.Key)
+            )
             self._encode, self.decode = compile_plan(
-                self.head, self._fields, self.Key, self._decode_fallback, _FAST_PATH_ERRORS
+                self.head, self._fields, make, self._decode_fallback, _FAST_PATH_ERRORS
             )
             #: decode_many(keys: list[bytes], prefixed=False) -> list[Key]: decode over a batch
             #: (scans), equal to [decode(k) for k in keys] and raising the same error on the
             #: first bad key; prefixed=True: the caller guarantees every key starts with `head`.
-            self.decode_many = compile_decode_many(self.head, self._fields, self.Key, self.decode)
+            self.decode_many = compile_decode_many(self.head, self._fields, make, self.decode)
         _BY_TOKEN[self._token] = self
         _BY_DEFINITION.setdefault(self._definition, self)
 
@@ -359,6 +486,19 @@ class RecordType:
         return selectors
 
     def _key_class(self) -> type[Key]:
+        if self._declared is not None:  # the user's NamedTuple gives fields and repr
+            return type(
+                self._declared.__name__,
+                (self._declared, Key),
+                {
+                    "__slots__": (),
+                    # built from one tuple, as every Key (the compiled decoder calls Key(values))
+                    "__new__": tuple.__new__,
+                    "record_type": self,
+                    "__doc__": self._declared.__doc__,
+                    "__module__": self._declared.__module__,
+                },
+            )
         namespace: dict[str, Any] = {
             "__slots__": (),
             "record_type": self,
@@ -375,6 +515,19 @@ class RecordType:
     def prefix_parts(self) -> RecordPrefix:
         """(version, record_type, reserved) of this layout."""
         return RecordPrefix(self.version, self.record_type, self.reserved)
+
+    if not TYPE_CHECKING:
+
+        def __class_getitem__(cls, params):
+            """`RecordType[K, V]` at run time too: the key-fields parameter defaults to `...`
+            (typing's defaults, PEP 696, only come with Python 3.13)."""
+            params = params if isinstance(params, tuple) else (params,)
+            return super().__class_getitem__((*params, ...) if len(params) == 2 else params)
+
+    @property
+    def declared(self) -> type[K] | None:
+        """The NamedTuple class the key fields were declared with, or None (list form)."""
+        return self._declared
 
     @property
     def field_names(self) -> tuple[str, ...]:
@@ -416,15 +569,14 @@ class RecordType:
             return tuple(merged)
         return values
 
-    def encode(self, *values: Any, **named: Any) -> bytes:
+    def encode(self, *values: P.args, **named: P.kwargs) -> bytes:
         """The full key for these field values (positional in key order, or by name)."""
-        if named:
-            values = self._values(values, named)
+        given: tuple[Any, ...] = self._values(values, named) if named else values
         try:
-            return self._encode(*values)
+            return self._encode(*given)
         except _FAST_PATH_ERRORS:
             pass
-        return self.encode_by_field(values)
+        return self.encode_by_field(given)
 
     def encode_by_field(self, values: Sequence[Any]) -> bytes:
         """Encode codec by codec: the reference path, and the one whose errors name the field."""
@@ -481,15 +633,13 @@ class RecordType:
                 offset=offset,
             ) from None
 
-    def key(self, *values: Any, **named: Any) -> Key:
+    def key(self, *values: P.args, **named: P.kwargs) -> K:
         """A validated Key object, exactly as decoding its bytes would give it.
 
         The values go through encode and decode, so the key holds canonical types (bytes for
         a bytearray or memoryview, float for an int given to f64) and stays hashable.
         """
-        if named:
-            values = self._values(values, named)
-        return self.decode(self.encode(*values))
+        return self.decode(self.encode(*values, **named))
 
     def prefix(self, *values: Any, partial: Any = None) -> bytes:
         """Bytes shared by every key whose leading fields equal `values`.
@@ -540,9 +690,9 @@ class RecordType:
         """True when `key` starts with this layout's prefix (keyspace, version, record tag)."""
         return key.startswith(self.head)
 
-    def _decode_fallback(self, key: object) -> Key:
-        key_obj: Key = tuple.__new__(self.Key, self.decode_by_field(key))
-        return key_obj
+    def _decode_fallback(self, key: object) -> K:
+        key_obj: Any = tuple.__new__(self.Key, self.decode_by_field(key))
+        return key_obj  # type: ignore[no-any-return]
 
     def decode_by_field(self, key: object) -> tuple[Any, ...]:
         """Decode codec by codec: the reference path, whose errors name field, offset, bytes."""

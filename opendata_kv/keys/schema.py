@@ -132,6 +132,20 @@ class Schema:
             and (version is None or t.version == version)
         ]
 
+    def declaring(self, key_class: type[Any]) -> RecordType:
+        """The one RecordType of this schema declared with the NamedTuple `key_class`;
+        SchemaError when none is, or several are (then give the RecordType with the fields)."""
+        found = [t for t in self._types if t.declared is key_class]
+        if len(found) != 1:
+            which = "no RecordType" if not found else f"{len(found)} RecordTypes"
+            raise SchemaError(
+                f"{which} of this schema declared with the key class {key_class.__qualname__}"
+                f"{': ' + str([f'{t.name}@v{t.version}' for t in found]) if found else ''}; "
+                "address the record with its RecordType and fields",
+                value=key_class,
+            )
+        return found[0]
+
     # --- decoding -------------------------------------------------------------------------------
 
     def record_type_of(self, key: bytes) -> RecordType:

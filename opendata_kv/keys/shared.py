@@ -83,7 +83,8 @@ class SharedHead:
         found = self.pick(key)
         if found is None:
             raise self.unknown(key)
-        return found.decode(key)
+        decoded: Key = found.decode(key)
+        return decoded
 
     def unknown(self, key: bytes) -> UnknownRecordError:
         """Why no record type here takes `key`, naming the offset where decoding stopped."""

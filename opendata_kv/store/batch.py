@@ -16,6 +16,7 @@ from opendata_kv.store.deletes import MAX_KEYS
 from opendata_kv.store.indexes.maintain import Tracked, plan
 from opendata_kv.store.indexes.old_values import point_reads
 from opendata_kv.store.indexes.registry import IndexSet
+from opendata_kv.store.scan import V
 from opendata_kv.store.views import (
     MISSING,
     Bound,
@@ -159,12 +160,15 @@ class Batch:
         )
 
     @overload
-    def put(self, target: Key, value: Any, /, *, ttl: TtlArg = None) -> None: ...
+    def put(self, target: Key | tuple[Any, ...], value: Any, /, *, ttl: TtlArg = None) -> None: ...
 
     @overload
     def put(
-        self, target: RecordType | str, fields: Fields, value: Any, *, ttl: TtlArg = None
+        self, target: RecordType[Any, V], fields: Fields, value: V, *, ttl: TtlArg = None
     ) -> None: ...
+
+    @overload
+    def put(self, target: str, fields: Fields, value: Any, *, ttl: TtlArg = None) -> None: ...
 
     def put(
         self, target: Target, fields: Any = MISSING, value: Any = MISSING, *, ttl: TtlArg = None
@@ -297,12 +301,17 @@ class Transaction(ReadView):
         self._generation: int | None = None  # the index generation its entries were planned at
 
     @overload
-    async def put(self, target: Key, value: Any, /, *, ttl: TtlArg = None) -> None: ...
+    async def put(
+        self, target: Key | tuple[Any, ...], value: Any, /, *, ttl: TtlArg = None
+    ) -> None: ...
 
     @overload
     async def put(
-        self, target: RecordType | str, fields: Fields, value: Any, *, ttl: TtlArg = None
+        self, target: RecordType[Any, V], fields: Fields, value: V, *, ttl: TtlArg = None
     ) -> None: ...
+
+    @overload
+    async def put(self, target: str, fields: Fields, value: Any, *, ttl: TtlArg = None) -> None: ...
 
     async def put(
         self, target: Target, fields: Any = MISSING, value: Any = MISSING, *, ttl: TtlArg = None

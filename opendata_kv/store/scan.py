@@ -7,10 +7,12 @@ a cursor (naming the last raw key yielded) from which a later scan can resume.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any, Generic, Literal, NamedTuple, TypeVar
+from types import GenericAlias
+from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, overload
 
 from opendata_kv.errors import (
     CursorError,
@@ -34,13 +36,36 @@ from opendata_kv.store.cursor import encode_cursor
 from opendata_kv.store.expiry import live_columns, live_positions
 from opendata_kv.values import UnknownPolicy, Values, batch_decoder
 
+if TYPE_CHECKING:  # defaults (PEP 696): a bare `Record` is Record[Key, Any]
+    from typing_extensions import TypeVar as DefaultTypeVar
 
-class Record(NamedTuple):
-    """One stored record: the decoded key, the decoded value, and the raw key bytes."""
+    K = DefaultTypeVar("K", bound=tuple[Any, ...], default=Key)
+    V = DefaultTypeVar("V", default=Any)
+else:
+    K = TypeVar("K", bound=tuple)
+    V = TypeVar("V")
 
-    key: Key
-    value: Any
-    raw_key: bytes
+
+if TYPE_CHECKING or sys.version_info >= (3, 11):
+
+    class Record(NamedTuple, Generic[K, V]):
+        """One stored record: the decoded key, the decoded value, and the raw key bytes.
+        `Record[PostKey, Post]` for a RecordType[PostKey, Post] (bare: Record[Any, Any])."""
+
+        key: K
+        value: V
+        raw_key: bytes
+
+else:  # Python 3.10 has no generic NamedTuple: the same class, subscriptable
+
+    class Record(NamedTuple):
+        """One stored record: the decoded key, the decoded value, and the raw key bytes."""
+
+        key: Key
+        value: Any
+        raw_key: bytes
+
+        __class_getitem__ = classmethod(GenericAlias)
 
 
 def object_gone(exc: BaseException) -> bool:
@@ -61,7 +86,7 @@ class RawRecord(NamedTuple):
     error: OpendataKvError | None = None
 
 
-R = TypeVar("R", bound=Record | RawRecord)
+R = TypeVar("R", bound=Record[Any, Any] | RawRecord)
 
 ErrorPolicy = Literal["raise", "skip", "raw"]
 ERROR_POLICIES: tuple[ErrorPolicy, ...] = ("raise", "skip", "raw")
@@ -319,11 +344,23 @@ class Scan(Generic[R]):
         self._shape = "raw"
         return self  # type: ignore[return-value]
 
-    def keys(self) -> AsyncIterator[Key]:
+    @overload
+    def keys(self: Scan[Record[K, V]]) -> AsyncIterator[K]: ...
+
+    @overload
+    def keys(self) -> AsyncIterator[Key]: ...
+
+    def keys(self) -> AsyncIterator[Any]:
         """`async for key in store.scan(...).keys()`: the keys only; rows fetched from now on
         have their values skipped, not decoded (the cursor still advances)."""
         self._shape = "keys"
         return self._field(0)
+
+    @overload
+    def values(self: Scan[Record[K, V]]) -> AsyncIterator[V]: ...
+
+    @overload
+    def values(self) -> AsyncIterator[Any]: ...
 
     def values(self) -> AsyncIterator[Any]:
         """`async for value in store.scan(...).values()`: the values only; rows fetched from
@@ -517,7 +554,7 @@ class Scan(Generic[R]):
         shape = self._shape
         try:
             return Record(
-                None if shape == "values" else record_type.decode(key),  # type: ignore[arg-type]
+                None if shape == "values" else record_type.decode(key),
                 None
                 if shape == "keys"
                 else self._values.decode(record_type, key, value, upgrade=self._upgrade),

@@ -28,7 +28,7 @@ def as_schema(schema: Any, values: Values | None = None) -> tuple[Schema, Values
         )
     result, carried = found
     if values is None:
-        return result, carried or Values(result)
+        return result, with_declared(carried or Values(result))
     if not isinstance(values, Values):
         raise SchemaError(
             f"values must be a Values, got {type(values).__name__} {values!r:.80}", value=values
@@ -39,4 +39,15 @@ def as_schema(schema: Any, values: Values | None = None) -> tuple[Schema, Values
             "build it as Values(schema), or pass the Values alone as the schema",
             value=values,
         )
-    return result, values
+    return result, with_declared(values)
+
+
+def with_declared(values: Values) -> Values:
+    """`values` with the declared value class (`RecordType(..., value=Post)`) as the codec of
+    each RecordType that declares one and has no codec registered, so a store reads back the
+    type its RecordType promises the type checker."""
+    for record_type in values.schema:
+        declared = record_type.value_type
+        if declared is not None and values.plan(record_type).codec is values.default:
+            values.register(record_type, declared)
+    return values

@@ -21,8 +21,9 @@ from opendata_kv.keys import Key, RecordType
 from opendata_kv.objstore.deadline import READER_TIMEOUT
 from opendata_kv.store.batch import Batch, Snapshot, Transaction
 from opendata_kv.store.deletes import MAX_KEYS
-from opendata_kv.store.indexes.declare import Index
+from opendata_kv.store.indexes.declare import IR, Index
 from opendata_kv.store.indexes.maintain import Tracked
+from opendata_kv.store.indexes.read import IT, IndexEntry
 from opendata_kv.store.indexes.registry import IndexSet
 from opendata_kv.store.open_options import OpenOptions
 from opendata_kv.store.ops.checkpoints import Checkpoint
@@ -31,7 +32,7 @@ from opendata_kv.store.ops.feed import ChangeBatch
 from opendata_kv.store.ops.feed_rows import Change, IndexChange, RawChange
 from opendata_kv.store.options import ScanKeywords, ScanOptions
 from opendata_kv.store.reader import StoreReader
-from opendata_kv.store.scan import R, RawRecord, Record
+from opendata_kv.store.scan import K, R, RawRecord, Record, V
 from opendata_kv.store.schema_arg import SchemaArg
 from opendata_kv.store.sync_support import (
     BatchHolder,
@@ -45,7 +46,7 @@ from opendata_kv.store.sync_support import (
     _loop,
     _now,
 )
-from opendata_kv.store.views import MISSING, Bound, Fields, Target, TtlArg
+from opendata_kv.store.views import MISSING, Bound, D, Fields, Target, TtlArg
 from opendata_kv.store.writer import Store
 from opendata_kv.store.writes import Op
 from opendata_kv.values import Values
@@ -63,20 +64,76 @@ class SyncView(ViewMapping):
         result: bytes | None = _now(self._view.get_raw(key))
         return result
 
+    @overload
+    def get(
+        self,
+        target: RecordType[Any, V],
+        fields: Fields,
+        *,
+        default: None = None,
+        upgrade: bool = True,
+    ) -> V | None: ...
+
+    @overload
+    def get(
+        self, target: RecordType[Any, V], fields: Fields, *, default: D, upgrade: bool = True
+    ) -> V | D: ...
+
+    @overload
+    def get(
+        self,
+        target: Key | tuple[Any, ...] | str,
+        fields: Fields = None,
+        *,
+        default: Any = None,
+        upgrade: bool = True,
+    ) -> Any: ...
+
     def get(
         self, target: Target, fields: Fields = None, *, default: Any = None, upgrade: bool = True
     ) -> Any:
         """The decoded value stored under the key, or `default` when there is none."""
-        return self._view._get_now(target, fields, default=default, upgrade=upgrade)
+        twin: Any = self._view
+        return twin._get_now(target, fields, default=default, upgrade=upgrade)
 
     def exists(self, target: Target, fields: Fields = None) -> bool:
         """True when a record is stored under the key."""
         result: bool = _now(self._view.exists(target, fields))
         return result
 
+    @overload
     def get_many(
         self,
-        target: RecordType | str | Iterable[Key],
+        target: RecordType[Any, V],
+        many: Iterable[Fields],
+        *,
+        default: None = None,
+        upgrade: bool = True,
+    ) -> list[V | None]: ...
+
+    @overload
+    def get_many(
+        self,
+        target: RecordType[Any, V],
+        many: Iterable[Fields],
+        *,
+        default: D,
+        upgrade: bool = True,
+    ) -> list[V | D]: ...
+
+    @overload
+    def get_many(
+        self,
+        target: str | Iterable[Key | tuple[Any, ...]],
+        many: Iterable[Fields] | None = None,
+        *,
+        default: Any = None,
+        upgrade: bool = True,
+    ) -> list[Any]: ...
+
+    def get_many(
+        self,
+        target: RecordType | str | Iterable[Key | tuple[Any, ...]],
         many: Iterable[Fields] | None = None,
         *,
         default: Any = None,
@@ -85,12 +142,46 @@ class SyncView(ViewMapping):
         """The decoded values of many records, in the order asked, `default` for each one that
         is missing: `get_many(record, [fields, ...])` or `get_many([key, ...])`. The reads are
         in flight together, so each costs a fraction of a single get."""
-        return self._view._get_many_now(target, many, default=default, upgrade=upgrade)
+        twin: Any = self._view
+        result: list[Any] = twin._get_many_now(target, many, default=default, upgrade=upgrade)
+        return result
 
     @overload
     def scan(
         self,
-        record: RecordType | str,
+        record: RecordType[K, V],
+        *leading: Any,
+        partial: Any = None,
+        version: int | None = None,
+        prefix: bytes | None = None,
+        start: Bound = None,
+        end: Bound = None,
+        after: str | bytes | Key | None = None,
+        options: ScanOptions | None = None,
+        on_error: Literal["raise", "skip"] | None = None,
+        **keywords: Unpack[ScanKeywords],
+    ) -> SyncScan[Record[K, V]]: ...
+
+    @overload
+    def scan(
+        self,
+        record: RecordType[K, V],
+        *leading: Any,
+        partial: Any = None,
+        version: int | None = None,
+        prefix: bytes | None = None,
+        start: Bound = None,
+        end: Bound = None,
+        after: str | bytes | Key | None = None,
+        options: ScanOptions | None = None,
+        on_error: str,
+        **keywords: Unpack[ScanKeywords],
+    ) -> SyncScan[Record[K, V] | RawRecord]: ...
+
+    @overload
+    def scan(
+        self,
+        record: str,
         *leading: Any,
         partial: Any = None,
         version: int | None = None,
@@ -106,7 +197,7 @@ class SyncView(ViewMapping):
     @overload
     def scan(
         self,
-        record: RecordType | str,
+        record: str,
         *leading: Any,
         partial: Any = None,
         version: int | None = None,
@@ -132,7 +223,7 @@ class SyncView(ViewMapping):
         options: ScanOptions | None = None,
         on_error: str | None = None,
         **keywords: Unpack[ScanKeywords],
-    ) -> SyncScan[Record] | SyncScan[Record | RawRecord]:
+    ) -> SyncScan[Record[Any, Any]] | SyncScan[Record[Any, Any] | RawRecord]:
         """Records of one RecordType (or every registered version of a record name), in key
         order, optionally narrowed to leading field values, a partial string (the next field
         starts with it), a raw key `prefix`, and [start, end).
@@ -265,12 +356,15 @@ class SyncTransaction(SyncView):
     _view: Transaction
 
     @overload
-    def put(self, target: Key, value: Any, /, *, ttl: TtlArg = None) -> None: ...
+    def put(self, target: Key | tuple[Any, ...], value: Any, /, *, ttl: TtlArg = None) -> None: ...
 
     @overload
     def put(
-        self, target: RecordType | str, fields: Fields, value: Any, *, ttl: TtlArg = None
+        self, target: RecordType[Any, V], fields: Fields, value: V, *, ttl: TtlArg = None
     ) -> None: ...
+
+    @overload
+    def put(self, target: str, fields: Fields, value: Any, *, ttl: TtlArg = None) -> None: ...
 
     def put(
         self, target: Target, fields: Any = MISSING, value: Any = MISSING, *, ttl: TtlArg = None
@@ -306,12 +400,15 @@ class SyncBatch(BatchHolder):
         return self.batch.ops
 
     @overload
-    def put(self, target: Key, value: Any, /, *, ttl: TtlArg = None) -> None: ...
+    def put(self, target: Key | tuple[Any, ...], value: Any, /, *, ttl: TtlArg = None) -> None: ...
 
     @overload
     def put(
-        self, target: RecordType | str, fields: Fields, value: Any, *, ttl: TtlArg = None
+        self, target: RecordType[Any, V], fields: Fields, value: V, *, ttl: TtlArg = None
     ) -> None: ...
+
+    @overload
+    def put(self, target: str, fields: Fields, value: Any, *, ttl: TtlArg = None) -> None: ...
 
     def put(
         self, target: Target, fields: Any = MISSING, value: Any = MISSING, *, ttl: TtlArg = None
@@ -627,6 +724,66 @@ class SyncStoreReader(SyncView, ReaderContext):
         """
         _now(self.store.close())
 
+    @overload
+    def index_scan(
+        self,
+        index: Index[IR],
+        *leading: Any,
+        partial: Any = None,
+        prefix: Any = None,
+        start: tuple[Any, ...] | bytes | None = None,
+        end: tuple[Any, ...] | bytes | None = None,
+        after: str | bytes | None = None,
+        records: Literal[True] = True,
+        options: ScanOptions | None = None,
+        **keywords: Unpack[ScanKeywords],
+    ) -> SyncIndexScan[IR]: ...
+
+    @overload
+    def index_scan(
+        self,
+        index: str,
+        *leading: Any,
+        partial: Any = None,
+        prefix: Any = None,
+        start: tuple[Any, ...] | bytes | None = None,
+        end: tuple[Any, ...] | bytes | None = None,
+        after: str | bytes | None = None,
+        records: Literal[True] = True,
+        options: ScanOptions | None = None,
+        **keywords: Unpack[ScanKeywords],
+    ) -> SyncIndexScan[Any]: ...
+
+    @overload
+    def index_scan(
+        self,
+        index: Index | str,
+        *leading: Any,
+        partial: Any = None,
+        prefix: Any = None,
+        start: tuple[Any, ...] | bytes | None = None,
+        end: tuple[Any, ...] | bytes | None = None,
+        after: str | bytes | None = None,
+        records: Literal[False],
+        options: ScanOptions | None = None,
+        **keywords: Unpack[ScanKeywords],
+    ) -> SyncIndexScan[IndexEntry]: ...
+
+    @overload
+    def index_scan(
+        self,
+        index: Index | str,
+        *leading: Any,
+        partial: Any = None,
+        prefix: Any = None,
+        start: tuple[Any, ...] | bytes | None = None,
+        end: tuple[Any, ...] | bytes | None = None,
+        after: str | bytes | None = None,
+        records: bool,
+        options: ScanOptions | None = None,
+        **keywords: Unpack[ScanKeywords],
+    ) -> SyncIndexScan[Any]: ...
+
     def index_scan(
         self,
         index: Index | str,
@@ -639,15 +796,16 @@ class SyncStoreReader(SyncView, ReaderContext):
         records: bool = True,
         options: ScanOptions | None = None,
         **keywords: Unpack[ScanKeywords],
-    ) -> SyncIndexScan:
+    ) -> SyncIndexScan[Any]:
         """The records of a value or unique index in index order (entries only, no record
         read, with records=False; aggregates always come as entries), narrowed to leading
         field values, a `partial` value the next field starts with (as in scan; `prefix=` is
         an older name for it), and [start, end) (tuples of leading field values). `after`: a
         cursor. How it reads: `options=ScanOptions(...)` and/or its settings as keywords, as
         for scan (batch_size defaults to 256 here; on_error does not apply)."""
-        return SyncIndexScan(
-            self.store.index_scan(
+        twin: Any = self.store
+        return SyncIndexScan[Any](
+            twin.index_scan(
                 index,
                 *leading,
                 partial=partial,
@@ -661,11 +819,18 @@ class SyncStoreReader(SyncView, ReaderContext):
             )
         )
 
-    def lookup(self, index: Index | str, *values: Any) -> Record | None:
+    @overload
+    def lookup(self, index: Index[IR], *values: Any) -> IR | None: ...
+
+    @overload
+    def lookup(self, index: str, *values: Any) -> Record | None: ...
+
+    def lookup(self, index: Index | str, *values: Any) -> Any:
         """The record holding `values` in a unique index, or None. The entry and the record
         are two reads: a record that no longer holds the value is read again (LOOKUP_TRIES
         times, then through a snapshot when the store has one), never returned."""
-        result: Record | None = _now(self.store.lookup(index, *values))
+        twin: Any = self.store
+        result: Any = _now(twin.lookup(index, *values))
         return result
 
     def index_count(self, index: Index | str, *group: Any) -> int:
@@ -825,12 +990,15 @@ class SyncStore(SyncStoreReader):
         )
 
     @overload
-    def put(self, target: Key, value: Any, /, *, ttl: TtlArg = None) -> None: ...
+    def put(self, target: Key | tuple[Any, ...], value: Any, /, *, ttl: TtlArg = None) -> None: ...
 
     @overload
     def put(
-        self, target: RecordType | str, fields: Fields, value: Any, *, ttl: TtlArg = None
+        self, target: RecordType[Any, V], fields: Fields, value: V, *, ttl: TtlArg = None
     ) -> None: ...
+
+    @overload
+    def put(self, target: str, fields: Fields, value: Any, *, ttl: TtlArg = None) -> None: ...
 
     def put(
         self, target: Target, fields: Any = MISSING, value: Any = MISSING, *, ttl: TtlArg = None
@@ -1033,7 +1201,7 @@ class SyncScan(ScanIteration[R]):
         return result
 
 
-class SyncIndexScan(IndexScanIteration):
+class SyncIndexScan(IndexScanIteration[IT]):
     """A blocking iterator over an IndexScan (`for record in db.index_scan(...)`)."""
 
     @property
@@ -1046,9 +1214,9 @@ class SyncIndexScan(IndexScanIteration):
         """The entry key `cursor` names."""
         return self.scan.position
 
-    def next_chunk(self, size: int | None = None) -> list[Any]:
+    def next_chunk(self, size: int | None = None) -> list[IT]:
         """Up to `size` items (the rest of the current batch by default); [] at the end."""
-        result: list[Any] = _now(self.scan.next_chunk(size))
+        result: list[IT] = _now(self.scan.next_chunk(size))
         return result
 
     def has_more(self) -> bool:
@@ -1057,8 +1225,8 @@ class SyncIndexScan(IndexScanIteration):
         result: bool = _now(self.scan.has_more())
         return result
 
-    def to_list(self) -> list[Any]:
-        result: list[Any] = _now(self.scan.to_list())
+    def to_list(self) -> list[IT]:
+        result: list[IT] = _now(self.scan.to_list())
         return result
 
 

@@ -18,16 +18,16 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from opendata_kv.errors import OpendataKvError
-from opendata_kv.keys import Key, RecordType, Schema
+from opendata_kv.keys import Key, Schema
 from opendata_kv.native import calls, driver
 from opendata_kv.store.batch import Batch
-from opendata_kv.store.indexes.read import IndexScan
+from opendata_kv.store.indexes.read import IT, IndexScan
 from opendata_kv.store.reader import StoreReader
-from opendata_kv.store.scan import R, RawRecord, Scan
-from opendata_kv.store.views import MISSING, Fields, ReadView
+from opendata_kv.store.scan import K, R, RawRecord, Record, Scan, V
+from opendata_kv.store.views import MISSING, Fields, ReadView, Target
 from opendata_kv.values import Values
 
 if TYPE_CHECKING:
@@ -100,10 +100,22 @@ class ScanIteration(Generic[R]):
         self.scan.undecoded()
         return self  # type: ignore[return-value]
 
-    def keys(self) -> Iterator[Key]:
+    @overload
+    def keys(self: ScanIteration[Record[K, V]]) -> Iterator[K]: ...
+
+    @overload
+    def keys(self) -> Iterator[Key]: ...
+
+    def keys(self) -> Iterator[Any]:
         """The keys only (values are not decoded), as Scan.keys."""
         self.scan.keys()
-        return (record.key for record in self)  # type: ignore[misc]
+        return (record.key for record in self)
+
+    @overload
+    def values(self: ScanIteration[Record[K, V]]) -> Iterator[V]: ...
+
+    @overload
+    def values(self) -> Iterator[Any]: ...
 
     def values(self) -> Iterator[Any]:
         """The values only (keys are not decoded), as Scan.values."""
@@ -111,18 +123,19 @@ class ScanIteration(Generic[R]):
         return (record[1] for record in self)
 
 
-class IndexScanIteration:
+class IndexScanIteration(Generic[IT]):
     """SyncIndexScan's iteration: `for record in db.index_scan(...)`."""
 
-    def __init__(self, scan: IndexScan) -> None:
+    def __init__(self, scan: IndexScan[IT]) -> None:
         self.scan = scan
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[IT]:
         return self
 
-    def __next__(self) -> Any:
+    def __next__(self) -> IT:
         try:
-            return _now(self.scan.__anext__())
+            item: IT = _now(self.scan.__anext__())
+            return item
         except StopAsyncIteration:
             raise StopIteration from None
 
@@ -196,24 +209,30 @@ class ViewMapping:
 
     if TYPE_CHECKING:  # generated in SyncView
 
-        def get(
-            self, target: Key | RecordType | str, fields: Fields = None, *, default: Any = None
+        def get(  # the generated overload for a Key or (record, fields), as used below
+            self, target: Key | tuple[Any, ...] | str, fields: Fields = None, *, default: Any = None
         ) -> Any: ...
 
-        def exists(self, target: Key | RecordType | str, fields: Fields = None) -> bool: ...
+        def exists(self, target: Target, fields: Fields = None) -> bool: ...
 
-    def __getitem__(self, key: Key | tuple[RecordType | str, Fields]) -> Any:
+    def __getitem__(self, key: Key | tuple[Any, ...]) -> Any:
         """`db[key_obj]` or `db[record, fields]`: the value; KeyError when there is none."""
-        target, fields = (key, None) if isinstance(key, Key) else key
+        target, fields = (key, None) if _is_key(key) else key
         value = self.get(target, fields, default=MISSING)
         if value is MISSING:
             raise KeyError(key)
         return value
 
-    def __contains__(self, key: Key | tuple[RecordType | str, Fields]) -> bool:
+    def __contains__(self, key: Key | tuple[Any, ...]) -> bool:
         """`key_obj in db` or `(record, fields) in db`."""
-        target, fields = (key, None) if isinstance(key, Key) else key
+        target, fields = (key, None) if _is_key(key) else key
         return self.exists(target, fields)
+
+
+def _is_key(key: object) -> bool:
+    """A Key, or an instance of a declared NamedTuple key class: `db[PostKey(...)]` (a plain
+    tuple is `db[record, fields]`)."""
+    return isinstance(key, tuple) and key.__class__ is not tuple
 
 
 class ReaderContext(ViewMapping):

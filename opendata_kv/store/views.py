@@ -31,10 +31,12 @@ from opendata_kv.store.indexes.layout import ROOT as INDEX_ROOT
 from opendata_kv.store.indexes.layout import without_index_keys
 from opendata_kv.store.options import ScanKeywords, ScanOptions, scan_settings
 from opendata_kv.store.scan import (
+    K,
     KeySpan,
     RawRecord,
     Record,
     Scan,
+    V,
     check_cursor,
     check_error_policy,
 )
@@ -47,11 +49,14 @@ if TYPE_CHECKING:
     from opendata_kv.store.indexes.registry import IndexSet
 
 Fields = Sequence[Any] | Mapping[str, Any] | None
-#: how a record is addressed: a Key, or a RecordType / record name plus field values
-Target = Key | RecordType | str
+#: how a record is addressed: a Key (or an instance of a RecordType's declared NamedTuple
+#: key class, typed as the tuple it is), or a RecordType / record name plus field values
+Target = Key | tuple[Any, ...] | RecordType | str
 #: a scan bound: raw key bytes, a Key, or a tuple of leading field values (typed scans only)
 Bound = bytes | Key | tuple[Any, ...] | None
 TtlArg = float | datetime.timedelta | None
+#: what get and get_many return for a missing record, when not None
+D = TypeVar("D")
 
 
 class _Missing:
@@ -81,8 +86,9 @@ def foreign_record_type(schema: Schema, record_type: RecordType) -> SchemaError:
     )
 
 
-def resolve(schema: Schema, record: RecordType | str) -> RecordType:
-    """The schema's RecordType for a RecordType (checked to be the schema's own) or a name."""
+def resolve(schema: Schema, record: object) -> RecordType:
+    """The schema's RecordType for a RecordType (checked to be the schema's own) or a name;
+    ArgumentTypeError for anything else."""
     if record.__class__ is RecordType:
         if record in schema:
             return record
@@ -109,8 +115,10 @@ def key_bytes(schema: Schema, target: Target, fields: Fields) -> tuple[RecordTyp
     if fields.__class__ is tuple and target.__class__ is RecordType and target in schema:
         # the common case first: no ABC isinstance checks (they cost ~1 µs per call)
         return target, target.encode(*fields)
-    if isinstance(target, Key):
-        record_type = target.record_type
+    if isinstance(target, tuple) and target.__class__ is not tuple:  # a Key or a declared key
+        record_type = (
+            target.record_type if isinstance(target, Key) else schema.declaring(type(target))
+        )
         if fields is not None:
             raise KeyEncodeError(
                 f"{record_type.name}: give either a Key object or a RecordType with fields, "
@@ -145,17 +153,18 @@ def key_bytes(schema: Schema, target: Target, fields: Fields) -> tuple[RecordTyp
 def put_args(target: Target, fields: Any, value: Any) -> tuple[Fields, Any]:
     """(fields, value) of a put: `put(key_obj, value)` or `put(record, fields, value)`; a
     missing value is an ArgumentTypeError (None is not stored by accident)."""
-    if isinstance(target, Key):
+    if isinstance(target, tuple) and target.__class__ is not tuple:  # a Key or a declared key
+        owner = target.record_type.name if isinstance(target, Key) else type(target).__name__
         if value is MISSING:
             if fields is MISSING:
-                raise _no_value(target.record_type.name)
+                raise _no_value(owner)
             return None, fields
         if fields is MISSING:
             return None, value
         raise KeyEncodeError(
-            f"{target.record_type.name}: put(key, value) takes a Key and a value; "
+            f"{owner}: put(key, value) takes a Key and a value; "
             "fields belong with a RecordType or record name",
-            record=target.record_type.name,
+            record=owner,
             field="fields",
             value=fields,
         )
@@ -316,6 +325,31 @@ class ReadView:
         """The stored bytes under a raw key, or None (also once its TTL has passed)."""
         return await self._fetch(key)
 
+    @overload
+    async def get(
+        self,
+        target: RecordType[Any, V],
+        fields: Fields,
+        *,
+        default: None = None,
+        upgrade: bool = True,
+    ) -> V | None: ...
+
+    @overload
+    async def get(
+        self, target: RecordType[Any, V], fields: Fields, *, default: D, upgrade: bool = True
+    ) -> V | D: ...
+
+    @overload
+    async def get(
+        self,
+        target: Key | tuple[Any, ...] | str,
+        fields: Fields = None,
+        *,
+        default: Any = None,
+        upgrade: bool = True,
+    ) -> Any: ...
+
     async def get(
         self, target: Target, fields: Fields = None, *, default: Any = None, upgrade: bool = True
     ) -> Any:
@@ -360,9 +394,39 @@ class ReadView:
         _, key = key_bytes(self.schema, target, fields)
         return await self._fetch(key) is not None
 
+    @overload
     async def get_many(
         self,
-        target: RecordType | str | Iterable[Key],
+        target: RecordType[Any, V],
+        many: Iterable[Fields],
+        *,
+        default: None = None,
+        upgrade: bool = True,
+    ) -> list[V | None]: ...
+
+    @overload
+    async def get_many(
+        self,
+        target: RecordType[Any, V],
+        many: Iterable[Fields],
+        *,
+        default: D,
+        upgrade: bool = True,
+    ) -> list[V | D]: ...
+
+    @overload
+    async def get_many(
+        self,
+        target: str | Iterable[Key | tuple[Any, ...]],
+        many: Iterable[Fields] | None = None,
+        *,
+        default: Any = None,
+        upgrade: bool = True,
+    ) -> list[Any]: ...
+
+    async def get_many(
+        self,
+        target: RecordType | str | Iterable[Key | tuple[Any, ...]],
         many: Iterable[Fields] | None = None,
         *,
         default: Any = None,
@@ -377,7 +441,7 @@ class ReadView:
 
     def _get_many_now(
         self,
-        target: RecordType | str | Iterable[Key],
+        target: RecordType | str | Iterable[Key | tuple[Any, ...]],
         many: Iterable[Fields] | None = None,
         *,
         default: Any = None,
@@ -399,7 +463,9 @@ class ReadView:
         return self._decoded(addressed, found, default, upgrade)
 
     def _addressed(
-        self, target: RecordType | str | Iterable[Key], many: Iterable[Fields] | None
+        self,
+        target: RecordType | str | Iterable[Key | tuple[Any, ...]],
+        many: Iterable[Fields] | None,
     ) -> list[tuple[RecordType, bytes]]:
         """get_many's records as (RecordType, key bytes), in the order asked."""
         schema = self.schema
@@ -436,7 +502,39 @@ class ReadView:
     @overload
     def scan(
         self,
-        record: RecordType | str,
+        record: RecordType[K, V],
+        *leading: Any,
+        partial: Any = None,
+        version: int | None = None,
+        prefix: bytes | None = None,
+        start: Bound = None,
+        end: Bound = None,
+        after: str | bytes | Key | None = None,
+        options: ScanOptions | None = None,
+        on_error: Literal["raise", "skip"] | None = None,
+        **keywords: Unpack[ScanKeywords],
+    ) -> Scan[Record[K, V]]: ...
+
+    @overload
+    def scan(
+        self,
+        record: RecordType[K, V],
+        *leading: Any,
+        partial: Any = None,
+        version: int | None = None,
+        prefix: bytes | None = None,
+        start: Bound = None,
+        end: Bound = None,
+        after: str | bytes | Key | None = None,
+        options: ScanOptions | None = None,
+        on_error: str,
+        **keywords: Unpack[ScanKeywords],
+    ) -> Scan[Record[K, V] | RawRecord]: ...
+
+    @overload
+    def scan(
+        self,
+        record: str,
         *leading: Any,
         partial: Any = None,
         version: int | None = None,
@@ -452,7 +550,7 @@ class ReadView:
     @overload
     def scan(
         self,
-        record: RecordType | str,
+        record: str,
         *leading: Any,
         partial: Any = None,
         version: int | None = None,
@@ -478,7 +576,7 @@ class ReadView:
         options: ScanOptions | None = None,
         on_error: str | None = None,
         **keywords: Unpack[ScanKeywords],
-    ) -> Scan[Record] | Scan[Record | RawRecord]:
+    ) -> Scan[Record[Any, Any]] | Scan[Record[Any, Any] | RawRecord]:
         """Records of one RecordType (or every registered version of a record name), in key
         order, optionally narrowed to leading field values, a partial string (the next field
         starts with it), a raw key `prefix`, and [start, end).

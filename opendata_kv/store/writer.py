@@ -45,6 +45,7 @@ from opendata_kv.store.open_options import OpenOptions, open_options
 from opendata_kv.store.opening import bounded, open_db
 from opendata_kv.store.ops import migrate as _migrate
 from opendata_kv.store.reader import Opening, StoreReader, _open_reader
+from opendata_kv.store.scan import V
 from opendata_kv.store.schema_arg import SchemaArg, as_schema
 from opendata_kv.store.views import (
     MISSING,
@@ -192,12 +193,17 @@ class Store(StoreReader):
     # --- writes ---------------------------------------------------------------------------------
 
     @overload
-    async def put(self, target: Key, value: Any, /, *, ttl: TtlArg = None) -> None: ...
+    async def put(
+        self, target: Key | tuple[Any, ...], value: Any, /, *, ttl: TtlArg = None
+    ) -> None: ...
 
     @overload
     async def put(
-        self, target: RecordType | str, fields: Fields, value: Any, *, ttl: TtlArg = None
+        self, target: RecordType[Any, V], fields: Fields, value: V, *, ttl: TtlArg = None
     ) -> None: ...
+
+    @overload
+    async def put(self, target: str, fields: Fields, value: Any, *, ttl: TtlArg = None) -> None: ...
 
     async def put(
         self, target: Target, fields: Any = MISSING, value: Any = MISSING, *, ttl: TtlArg = None

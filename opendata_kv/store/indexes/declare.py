@@ -15,13 +15,27 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal, overload
 
 from opendata_kv.errors import KeyEncodeError, SchemaError
 from opendata_kv.keys import Key, RecordType
 from opendata_kv.keys.fields import Field
 from opendata_kv.keys.record import check_field_name
 from opendata_kv.store.indexes.library import callable_name
+from opendata_kv.store.scan import K, Record, V
+
+if TYPE_CHECKING:  # defaults (PEP 696): a bare `Index` is Index[Any]
+    from typing_extensions import TypeVar
+
+    from opendata_kv.store.indexes.read import IndexEntry
+
+    #: what index_scan yields and lookup returns: Record[K, V] for a value or unique index
+    #: over a RecordType[K, V], IndexEntry for a count or sum index, Any for record names
+    IR = TypeVar("IR", default=Any)
+else:
+    from typing import TypeVar
+
+    IR = TypeVar("IR")
 
 Kind = Literal["value", "unique", "count", "sum"]
 KINDS: tuple[Kind, ...] = ("value", "unique", "count", "sum")
@@ -57,8 +71,11 @@ def field_of(key: Key | None, value: Any, name: str) -> Any:
     return None if found is _ABSENT else found
 
 
-class Index:
-    """One secondary index (immutable once built): see the module docstring and RFC 0010."""
+class Index(Generic[IR]):
+    """One secondary index (immutable once built): see the module docstring and RFC 0010.
+
+    `records`: record names, or a RecordType (its name): then the type checker knows what
+    index_scan and lookup give (`Index[Record[PostKey, Post]]`)."""
 
     __slots__ = (
         "amount",
@@ -72,10 +89,52 @@ class Index:
         "version",
     )
 
+    @overload
+    def __init__(
+        self: Index[Record[K, V]],
+        name: str,
+        records: RecordType[K, V, Any],
+        fields: Mapping[str, Field] | Iterable[tuple[str, Field]],
+        *,
+        kind: Literal["value", "unique"] = "value",
+        using: Using | None = None,
+        amount: str | Amount | None = None,
+        covering: bool = False,
+        version: int = 1,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Index[IndexEntry],
+        name: str,
+        records: RecordType | str | Sequence[str | RecordType],
+        fields: Mapping[str, Field] | Iterable[tuple[str, Field]],
+        *,
+        kind: Literal["count", "sum"],
+        using: Using | None = None,
+        amount: str | Amount | None = None,
+        covering: bool = False,
+        version: int = 1,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Index[Any],
+        name: str,
+        records: RecordType | str | Sequence[str | RecordType],
+        fields: Mapping[str, Field] | Iterable[tuple[str, Field]],
+        *,
+        kind: Kind = "value",
+        using: Using | None = None,
+        amount: str | Amount | None = None,
+        covering: bool = False,
+        version: int = 1,
+    ) -> None: ...
+
     def __init__(
         self,
         name: str,
-        records: str | Sequence[str],
+        records: RecordType | str | Sequence[str | RecordType],
         fields: Mapping[str, Field] | Iterable[tuple[str, Field]],
         *,
         kind: Kind = "value",
@@ -85,7 +144,8 @@ class Index:
         version: int = 1,
     ) -> None:
         self.name = check_index_name(name)
-        names = (records,) if isinstance(records, str) else tuple(records)
+        listed = (records,) if isinstance(records, (str, RecordType)) else tuple(records)
+        names = tuple(n.name if isinstance(n, RecordType) else n for n in listed)
         if not names or not all(isinstance(n, str) and n for n in names):
             raise SchemaError(
                 f"index {name!r}: records must be one or more record names, got {records!r}",

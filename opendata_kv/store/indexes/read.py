@@ -5,7 +5,7 @@ check_indexes. IndexReads is mixed into StoreReader, so a Store and a reader bot
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, overload
 
 from opendata_kv.checks.integrity import Problem
 from opendata_kv.errors import (
@@ -20,7 +20,7 @@ from opendata_kv.native.errors import translating
 from opendata_kv.store.cursor import encode_cursor
 from opendata_kv.store.expiry import live_value
 from opendata_kv.store.indexes.check import check_index
-from opendata_kv.store.indexes.declare import Index
+from opendata_kv.store.indexes.declare import IR, Index
 from opendata_kv.store.indexes.layout import (
     decode_aggregate,
     decode_entry,
@@ -52,7 +52,11 @@ class IndexEntry(NamedTuple):
     amount: int | float | None = None
 
 
-class IndexScan:
+#: what an IndexScan yields
+IT = TypeVar("IT")
+
+
+class IndexScan(Generic[IT]):
     """`async for item in store.index_scan(...)`: Records (or IndexEntry with records=False)
     in index order. `cursor` names the entry of the last item yielded: pass it as `after=`.
     Entries whose record no longer holds them (moved by a concurrent write) are skipped;
@@ -86,23 +90,24 @@ class IndexScan:
             return self._buffer[self._pos - 1][1]
         return self._cursor
 
-    def __aiter__(self) -> AsyncIterator[Any]:
+    def __aiter__(self) -> AsyncIterator[IT]:
         return self._items()  # an async generator: cheaper per item than __anext__
 
-    async def _items(self) -> AsyncIterator[Any]:
+    async def _items(self) -> AsyncIterator[IT]:
         while self._pos < len(self._buffer) or await self._fill():
             buffer = self._buffer
             while self._pos < len(buffer) and self._buffer is buffer:
                 self._pos += 1
                 yield buffer[self._pos - 1][0]
 
-    async def __anext__(self) -> Any:
+    async def __anext__(self) -> IT:
         if self._pos >= len(self._buffer) and not await self._fill():
             raise StopAsyncIteration
         self._pos += 1
-        return self._buffer[self._pos - 1][0]
+        item: IT = self._buffer[self._pos - 1][0]
+        return item
 
-    async def next_chunk(self, size: int | None = None) -> list[Any]:
+    async def next_chunk(self, size: int | None = None) -> list[IT]:
         """Up to `size` items (the rest of the current batch by default); [] at the end."""
         if self._pos >= len(self._buffer) and not await self._fill():
             return []
@@ -122,8 +127,8 @@ class IndexScan:
                 return True
         return False
 
-    async def to_list(self) -> list[Any]:
-        out: list[Any] = []
+    async def to_list(self) -> list[IT]:
+        out: list[IT] = []
         while chunk := await self.next_chunk():
             out += chunk
         return out
@@ -301,6 +306,66 @@ class IndexReads:
             )
         return self._indexes.readable(index, f"{what} on {self.where}")
 
+    @overload
+    def index_scan(
+        self,
+        index: Index[IR],
+        *leading: Any,
+        partial: Any = None,
+        prefix: Any = None,
+        start: tuple[Any, ...] | bytes | None = None,
+        end: tuple[Any, ...] | bytes | None = None,
+        after: str | bytes | None = None,
+        records: Literal[True] = True,
+        options: ScanOptions | None = None,
+        **keywords: Unpack[ScanKeywords],
+    ) -> IndexScan[IR]: ...
+
+    @overload
+    def index_scan(
+        self,
+        index: str,
+        *leading: Any,
+        partial: Any = None,
+        prefix: Any = None,
+        start: tuple[Any, ...] | bytes | None = None,
+        end: tuple[Any, ...] | bytes | None = None,
+        after: str | bytes | None = None,
+        records: Literal[True] = True,
+        options: ScanOptions | None = None,
+        **keywords: Unpack[ScanKeywords],
+    ) -> IndexScan[Any]: ...
+
+    @overload
+    def index_scan(
+        self,
+        index: Index | str,
+        *leading: Any,
+        partial: Any = None,
+        prefix: Any = None,
+        start: tuple[Any, ...] | bytes | None = None,
+        end: tuple[Any, ...] | bytes | None = None,
+        after: str | bytes | None = None,
+        records: Literal[False],
+        options: ScanOptions | None = None,
+        **keywords: Unpack[ScanKeywords],
+    ) -> IndexScan[IndexEntry]: ...
+
+    @overload
+    def index_scan(
+        self,
+        index: Index | str,
+        *leading: Any,
+        partial: Any = None,
+        prefix: Any = None,
+        start: tuple[Any, ...] | bytes | None = None,
+        end: tuple[Any, ...] | bytes | None = None,
+        after: str | bytes | None = None,
+        records: bool,
+        options: ScanOptions | None = None,
+        **keywords: Unpack[ScanKeywords],
+    ) -> IndexScan[Any]: ...
+
     def index_scan(
         self,
         index: Index | str,
@@ -313,7 +378,7 @@ class IndexReads:
         records: bool = True,
         options: ScanOptions | None = None,
         **keywords: Unpack[ScanKeywords],
-    ) -> IndexScan:
+    ) -> IndexScan[Any]:
         """The records of a value or unique index in index order (entries only, no record
         read, with records=False; aggregates always come as entries), narrowed to leading
         field values, a `partial` value the next field starts with (as in scan; `prefix=` is
@@ -352,7 +417,13 @@ class IndexReads:
         )
         return IndexScan(view, found, scan.undecoded(), records, limit)
 
-    async def lookup(self, index: Index | str, *values: Any) -> Record | None:
+    @overload
+    async def lookup(self, index: Index[IR], *values: Any) -> IR | None: ...
+
+    @overload
+    async def lookup(self, index: str, *values: Any) -> Record | None: ...
+
+    async def lookup(self, index: Index | str, *values: Any) -> Any:
         """The record holding `values` in a unique index, or None. The entry and the record
         are two reads: a record that no longer holds the value is read again (LOOKUP_TRIES
         times, then through a snapshot when the store has one), never returned."""

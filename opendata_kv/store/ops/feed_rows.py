@@ -14,9 +14,11 @@ for, as they are index bookkeeping, not records.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from types import GenericAlias
+from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar
 
 import msgpack
 
@@ -34,6 +36,7 @@ from opendata_kv.store.indexes.layout import (
     decode_entry,
     decode_meta,
 )
+from opendata_kv.store.scan import K, V
 from opendata_kv.values import Values
 
 OPS = {RowEntryKind.VALUE: "put", RowEntryKind.TOMBSTONE: "delete", RowEntryKind.MERGE: "merge"}
@@ -41,21 +44,57 @@ OPS = {RowEntryKind.VALUE: "put", RowEntryKind.TOMBSTONE: "delete", RowEntryKind
 UnknownPolicy = Literal["raise", "skip", "raw"]
 
 
-class Change(NamedTuple):
-    """One write of a record the schema owns, as the change feed yields it.
+K2 = TypeVar("K2", bound=tuple[Any, ...])
+V2 = TypeVar("V2")
 
-    `op` is "put", "delete" or "merge"; `key` the decoded Key; `value` decoded by the key
-    version's codec (None for a delete). `cursor` resumes the feed right after this change.
-    """
 
-    cursor: str
-    seq: int
-    op: str
-    key: Key
-    value: Any
-    raw_key: bytes
-    raw_value: bytes | None
-    expire_at: int | None  # Unix ms, for a put with a TTL
+def _change_of(change: Any, record_type: RecordType) -> Any:
+    """Change.of (one body for both definitions of Change)."""
+    return change if change.key.record_type is record_type else None
+
+
+if TYPE_CHECKING or sys.version_info >= (3, 11):
+
+    class Change(NamedTuple, Generic[K, V]):
+        """One write of a record the schema owns, as the change feed yields it.
+
+        `op` is "put", "delete" or "merge"; `key` the decoded Key; `value` decoded by the key
+        version's codec (None for a delete). `cursor` resumes the feed right after this
+        change. The feed mixes record types, so it yields `Change[Key, Any]`; `change.of(post)`
+        is the same change as a `Change[PostKey, Post]` when it is a post's, else None.
+        """
+
+        cursor: str
+        seq: int
+        op: str
+        key: K
+        value: V | None
+        raw_key: bytes
+        raw_value: bytes | None
+        expire_at: int | None  # Unix ms, for a put with a TTL
+
+        def of(self, record_type: RecordType[K2, V2, Any]) -> Change[K2, V2] | None:
+            """This change typed as one of `record_type`'s (key a K2, value a V2 or None for
+            a delete) when its key is of that very RecordType, else None."""
+            typed: Change[K2, V2] | None = _change_of(self, record_type)
+            return typed
+
+else:  # Python 3.10 has no generic NamedTuple: the same class, subscriptable
+
+    class Change(NamedTuple):
+        """One write of a record the schema owns, as the change feed yields it (see above)."""
+
+        cursor: str
+        seq: int
+        op: str
+        key: Key
+        value: Any
+        raw_key: bytes
+        raw_value: bytes | None
+        expire_at: int | None
+
+        __class_getitem__ = classmethod(GenericAlias)
+        of = _change_of
 
 
 class RawChange(NamedTuple):
@@ -245,7 +284,8 @@ class Decoder:
         if owner is None:
             return primary
         try:
-            return owner.decode(primary)
+            key: Key = owner.decode(primary)
+            return key
         except OpendataKvError:
             return primary
 
