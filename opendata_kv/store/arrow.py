@@ -72,7 +72,7 @@ def _key_form(field: Field) -> str:
         return f"uint:{_UNSIGNED[kind]}"
     if kind in ("i32", "i64"):
         return f"int:{kind[1:]}"
-    if kind in ("f64", "boolean", "muid", "u128"):
+    if kind in ("f64", "bool", "muid", "u128"):
         return kind
     if kind in _STRINGS or kind.startswith("rkey"):
         return "string"
@@ -93,7 +93,7 @@ def key_arrow_type(field: Field) -> Any:
         return pa.binary(int(form[6:]))
     simple = {
         "f64": pa.float64(),
-        "boolean": pa.bool_(),
+        "bool": pa.bool_(),
         "muid": pa.binary(16),
         "u128": pa.binary(16),
         "string": pa.string(),
@@ -287,8 +287,10 @@ class _ValueLayout:
         for column in self.columns:
             names.add(column.name)
             cells = [_MISSING if m is None else m.get(column.name, _MISSING) for m in mappings]
-            if not column.msgpack and set(map(type, cells)) <= {column.scalar} and (
-                column.scalar is not int or _ints_fit(cells)
+            if (
+                not column.msgpack
+                and set(map(type, cells)) <= {column.scalar}
+                and (column.scalar is not int or _ints_fit(cells))
             ):
                 out.append(pa.array(cells, column.arrow_type(pa)))
                 continue
@@ -394,9 +396,7 @@ class RowLayout:
                 if column not in self._key_columns:
                     self._key_columns[column] = (arrow_type, field)
                     kind = field.kind.encode()
-                    fields.append(
-                        pa.field(column, arrow_type, metadata={ROLE: b"key", KIND: kind})
-                    )
+                    fields.append(pa.field(column, arrow_type, metadata={ROLE: b"key", KIND: kind}))
                 placed.append((column, _key_out(field)))
             self._placement[id(record_type)] = placed
         codecs = []
@@ -422,9 +422,7 @@ class RowLayout:
                 arrow_type = value_column.arrow_type(pa)
                 fields.append(pa.field(value_column.column, arrow_type, metadata=meta))
             fields.append(
-                pa.field(
-                    EXTRA_COLUMN, pa.binary(), metadata={ROLE: b"extra", ENCODING: b"msgpack"}
-                )
+                pa.field(EXTRA_COLUMN, pa.binary(), metadata={ROLE: b"extra", ENCODING: b"msgpack"})
             )
         if expiry:
             fields.append(
@@ -488,9 +486,7 @@ class RowLayout:
                     )
                 for (column, convert), cell in zip(found, key, strict=True):
                     columns[column][i] = cell if convert is None else convert(cell)
-        return [
-            pa.array(columns[name], self._key_columns[name][0]) for name in self._key_names
-        ]
+        return [pa.array(columns[name], self._key_columns[name][0]) for name in self._key_names]
 
 
 def record_batches(
