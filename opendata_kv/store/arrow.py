@@ -7,6 +7,7 @@ import dataclasses
 import importlib
 import typing
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import chain
 from types import ModuleType, NoneType, UnionType
 from typing import Any
 
@@ -214,13 +215,29 @@ def typed_fields(codec: Any) -> list[tuple[str, Any]] | None:
     return [(n, hints.get(n, Any)) for n in names]
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...] | None:
+    """The fields a dataclass or Struct class stores (init fields), None for other classes."""
+    try:
+        return _FIELD_NAMES[cls]
+    except KeyError:
+        pass
+    names: tuple[str, ...] | None = None
+    if dataclasses.is_dataclass(cls):
+        names = tuple(f.name for f in dataclasses.fields(cls) if f.init)
+    elif hasattr(cls, "__struct_fields__"):
+        names = tuple(cls.__struct_fields__)
+    _FIELD_NAMES[cls] = names
+    return names
+
+
 def _as_mapping(value: Any) -> dict[Any, Any] | None:
     """A value's fields as a dict (dataclass, Struct, map), or None for any other value."""
     if type(value) is dict:
         return value
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
-    names = getattr(type(value), "__struct_fields__", None)
+    names = _field_names(type(value))
     if names is not None:
         return {n: getattr(value, n) for n in names}
     if isinstance(value, dict):
@@ -283,15 +300,11 @@ class _ValueLayout:
         mappings = list(map(_as_mapping, values))
         leftovers: dict[int, dict[Any, Any]] = {}
         out = []
-        names = set()
+        names = {column.name for column in self.columns}
         for column in self.columns:
-            names.add(column.name)
-            cells = [_MISSING if m is None else m.get(column.name, _MISSING) for m in mappings]
-            if (
-                not column.msgpack
-                and set(map(type, cells)) <= {column.scalar}
-                and (column.scalar is not int or _ints_fit(cells))
-            ):
+            get = column.name
+            cells = [_MISSING if m is None else m.get(get, _MISSING) for m in mappings]
+            if not column.msgpack and _all_fit(column, cells, self.none_is_null):
                 out.append(pa.array(cells, column.arrow_type(pa)))
                 continue
             kept: list[Any] = []
@@ -310,7 +323,7 @@ class _ValueLayout:
                 extra.append(pack(values[i], EXTRA_COLUMN))
                 continue
             left = leftovers.get(i, {})
-            if len(mapping) > len(names) or any(n not in names for n in mapping):
+            if not mapping.keys() <= names:
                 left.update((n, v) for n, v in mapping.items() if n not in names)
             extra.append(pack(left, EXTRA_COLUMN) if left else None)
         out.append(pa.array(extra, pa.binary()))
@@ -322,6 +335,21 @@ class _Missing:
 
 
 _MISSING = _Missing()
+
+
+def _all_fit(column: _ValueColumn, cells: list[Any], none_is_null: bool) -> bool:
+    """Whether every cell fits the column (None too, as null, when `none_is_null`), checked a
+    type set at a time: the common case, with no per-cell Python code."""
+    scalar = column.scalar
+    allowed: set[Any] = {scalar, NoneType} if none_is_null else {scalar}
+    if column.listed:
+        if not set(map(type, cells)) <= ({list, NoneType} if none_is_null else {list}):
+            return False
+        cells = list(chain.from_iterable(c for c in cells if c is not None))
+        allowed = {scalar}
+    if not set(map(type, cells)) <= allowed:
+        return False
+    return scalar is not int or _ints_fit([c for c in cells if c is not None])
 
 
 def _ints_fit(cells: list[Any]) -> bool:
