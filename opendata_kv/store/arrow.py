@@ -8,6 +8,7 @@ import importlib
 import typing
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain
+from operator import attrgetter
 from types import ModuleType, NoneType, UnionType
 from typing import Any
 
@@ -297,13 +298,20 @@ class _ValueLayout:
                         f"{where(i)}: a raw codec's value is {type(value).__name__}, not bytes"
                     )
             return [pa.array(values, pa.binary())]
-        mappings = list(map(_as_mapping, values))
+        names = {column.name for column in self.columns}
+        kinds = set(map(type, values))
+        stored = _field_names(next(iter(kinds))) if len(kinds) == 1 else None
+        # objects of one class whose fields are the columns: read by attribute, no dicts
+        objects = stored is not None and set(stored) == names
+        mappings = [] if objects else list(map(_as_mapping, values))
         leftovers: dict[int, dict[Any, Any]] = {}
         out = []
-        names = {column.name for column in self.columns}
         for column in self.columns:
             get = column.name
-            cells = [_MISSING if m is None else m.get(get, _MISSING) for m in mappings]
+            if objects:
+                cells = list(map(attrgetter(get), values))
+            else:
+                cells = [_MISSING if m is None else m.get(get, _MISSING) for m in mappings]
             if not column.msgpack and _all_fit(column, cells, self.none_is_null):
                 out.append(pa.array(cells, column.arrow_type(pa)))
                 continue
@@ -318,6 +326,10 @@ class _ValueLayout:
                     leftovers.setdefault(i, {})[column.name] = cell
             out.append(pa.array(kept, column.arrow_type(pa)))
         extra: list[bytes | None] = []
+        if objects:
+            for i in range(len(values)):
+                left = leftovers.get(i)
+                extra.append(None if left is None else pack(left, EXTRA_COLUMN))
         for i, mapping in enumerate(mappings):
             if mapping is None:
                 extra.append(pack(values[i], EXTRA_COLUMN))
