@@ -25,7 +25,13 @@ from opendata_kv.errors import InvalidArgumentError, MissingExtraError
 from opendata_kv.ids import tid as tid_ids
 from opendata_kv.ids.muid import Muid
 from opendata_kv.store import SyncStore
-from opendata_kv.store.arrow import key_arrow_type, key_from_arrow, key_to_arrow, value_from_row
+from opendata_kv.store.arrow import (
+    key_arrow_type,
+    key_from_arrow,
+    key_to_arrow,
+    value_columns,
+    value_from_row,
+)
 from opendata_kv.values import Values
 
 EXAMPLES = int(os.environ.get("ARROW_EXAMPLES", "25"))
@@ -113,9 +119,7 @@ def test_msgpack_values_are_never_dropped(stored: list[Any], batch: int) -> None
             if value is not None:
                 db.put(thing, (n,), value)
         reader = db.scan(thing, batch_size=batch).to_arrow()
-        layout = [
-            (f.name, f.name) for f in reader.schema if f.metadata[b"opendata_kv.role"] == b"value"
-        ]
+        layout = value_columns(reader.schema)
         rows = reader.read_all().to_pylist()
     expected = [(n, v) for n, v in enumerate(stored) if v is not None]
     assert [(row["n"], value_from_row(row, layout)) for row in rows] == expected
@@ -155,7 +159,9 @@ def test_typed_values_become_their_declared_columns() -> None:
         ]
         assert table.schema.field("likes").type == pa.int64()
         assert table.schema.field("tags").type == pa.list_(pa.string())
-        assert table.schema.field("meta").metadata[b"opendata_kv.encoding"] == b"msgpack"
+        # a dict field: JSON text (DuckDB's ->> reads it)
+        assert table.schema.field("meta").metadata[b"opendata_kv.encoding"] == b"json"
+        assert table.column("meta").to_pylist() == ['{"k":[1]}', None]
         assert table.column("score").to_pylist() == [None, 2.5]
         assert table.column("_extra").to_pylist() == [None, None]
         db.put(follow, ("did:a",), {"subject": "did:b", "since": 5})

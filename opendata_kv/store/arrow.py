@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
+import math
 import typing
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain
@@ -37,6 +39,7 @@ RESERVED = frozenset(
 ROLE = b"opendata_kv.role"
 KIND = b"opendata_kv.kind"
 ENCODING = b"opendata_kv.encoding"
+FIELD = b"opendata_kv.field"
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 
@@ -155,20 +158,42 @@ class _ValueColumn:
     column: str  # the Arrow column's name
     scalar: type | None  # the Python type of its values (of its items when `listed`)
     listed: bool = False  # a list of `scalar`
-    msgpack: bool = False  # any value, held as msgpack bytes
+    json: bool = False  # any value JSON holds exactly, as JSON text (None as "null")
 
     def arrow_type(self, pa: ModuleType) -> Any:
-        if self.msgpack or self.scalar is None:
-            return pa.binary()
+        if self.json or self.scalar is None:
+            return pa.string()
         item = getattr(pa, _SCALARS[self.scalar])()
         return pa.list_(item) if self.listed else item
 
     def fits(self, value: Any) -> bool:
-        if self.msgpack:
-            return True
+        if self.json:
+            return _json_exact(value)
         if self.listed:
             return type(value) is list and all(_scalar_fits(self.scalar, v) for v in value)
         return _scalar_fits(self.scalar, value)
+
+
+_JSON_SCALARS = (bool, int, str, NoneType)
+
+
+def _json_exact(value: Any) -> bool:
+    """Whether JSON holds `value` exactly (json.loads gives it back, types and all): maps with
+    str keys, lists, str, int, finite float, bool, None; no bytes, no other key types."""
+    kind = type(value)
+    if kind in _JSON_SCALARS:
+        return True
+    if kind is float:
+        return bool(math.isfinite(value))
+    if kind is list:
+        return all(map(_json_exact, value))
+    if kind is dict:
+        return all(type(k) is str for k in value) and all(map(_json_exact, value.values()))
+    return False
+
+
+def _to_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def _scalar_fits(scalar: type | None, value: Any) -> bool:
@@ -192,7 +217,7 @@ def _hint_column(name: str, hint: Any) -> _ValueColumn:
         (item,) = typing.get_args(hint) or (Any,)
         if item in _SCALARS:
             return _ValueColumn(name, name, item, listed=True)
-    return _ValueColumn(name, name, None, msgpack=True)
+    return _ValueColumn(name, name, None, json=True)
 
 
 def typed_fields(codec: Any) -> list[tuple[str, Any]] | None:
@@ -203,7 +228,7 @@ def typed_fields(codec: Any) -> list[tuple[str, Any]] | None:
         return None
     try:
         hints = typing.get_type_hints(cls, include_extras=True)
-    except Exception:  # an unresolvable forward reference: the fields, held as msgpack
+    except Exception:  # an unresolvable forward reference: the fields, held as JSON
         hints = {}
     if dataclasses.is_dataclass(cls):
         names = [f.name for f in dataclasses.fields(cls) if f.init]
@@ -247,8 +272,9 @@ def _as_mapping(value: Any) -> dict[Any, Any] | None:
 
 
 def _infer_columns(values: Sequence[Any]) -> list[_ValueColumn]:
-    """Columns for the str-keyed fields of the maps among `values` whose non-None values all
-    have one type (the first batch of a plain msgpack scan)."""
+    """A column for each str-keyed field of the maps among `values` (the first batch of a
+    plain msgpack scan): typed when its non-None values all have one scalar type (or are lists
+    of one), else JSON text."""
     seen: dict[str, set[Any]] = {}
     for value in values:
         mapping = _as_mapping(value)
@@ -266,22 +292,23 @@ def _infer_columns(values: Sequence[Any]) -> list[_ValueColumn]:
                 kinds.add(type(item))
     columns = []
     for name, kinds in seen.items():
-        if len(kinds) != 1:
-            continue
-        (kind,) = kinds
+        kind = next(iter(kinds)) if len(kinds) == 1 else None
         if kind in _SCALARS:
             columns.append(_ValueColumn(name, name, kind))
-        elif isinstance(kind, tuple) and len(kind[1]) == 1:
+            continue
+        if isinstance(kind, tuple) and len(kind[1]) == 1:
             (item,) = kind[1]
             if item in _SCALARS:
                 columns.append(_ValueColumn(name, name, item, listed=True))
+                continue
+        columns.append(_ValueColumn(name, name, None, json=True))
     return columns
 
 
 class _ValueLayout:
-    """How a scan's values become columns: `raw` (bytes in `_value`), or fields as columns
-    plus `_extra` holding, as msgpack, what did not fit (a map of the leftover fields, or the
-    whole value when it is not a map)."""
+    """How a scan's values become columns: `raw` (bytes in `_value`), or fields as typed or
+    JSON columns plus `_extra` holding, as msgpack, what did not fit (a map of the leftover
+    fields, or the whole value when it is not a map)."""
 
     def __init__(self, raw: bool, columns: list[_ValueColumn], none_is_null: bool) -> None:
         self.raw = raw
@@ -312,15 +339,15 @@ class _ValueLayout:
                 cells = list(map(attrgetter(get), values))
             else:
                 cells = [_MISSING if m is None else m.get(get, _MISSING) for m in mappings]
-            if not column.msgpack and _all_fit(column, cells, self.none_is_null):
+            if not column.json and _all_fit(column, cells, self.none_is_null):
                 out.append(pa.array(cells, column.arrow_type(pa)))
                 continue
             kept: list[Any] = []
             for i, cell in enumerate(cells):
                 if cell is _MISSING or (cell is None and self.none_is_null):
                     kept.append(None)
-                elif cell is not None and column.fits(cell):
-                    kept.append(pack(cell, column.name) if column.msgpack else cell)
+                elif (cell is not None or column.json) and column.fits(cell):
+                    kept.append(_to_json(cell) if column.json else cell)
                 else:
                     kept.append(None)
                     leftovers.setdefault(i, {})[column.name] = cell
@@ -382,16 +409,33 @@ def _value_layout(codecs: list[Any], sample: list[Any]) -> _ValueLayout:
     return _ValueLayout(False, _infer_columns(sample), False)
 
 
-def value_from_row(row: dict[str, Any], layout_columns: Iterable[tuple[str, str]]) -> Any:
-    """A row's value put back together: `layout_columns` is (field name, column name) of each
-    value column; `_extra` (msgpack) adds the fields that did not fit, or is the value."""
-    extra = row.get(EXTRA_COLUMN)
+def value_columns(schema: Any) -> list[tuple[str, str, bool]]:
+    """(field name, column name, JSON text or not) of each value column of a to_arrow schema
+    (from its metadata, so a Parquet file's schema serves as well)."""
+    out = []
+    for field in schema:
+        meta = field.metadata or {}
+        if meta.get(ROLE) == b"value" and field.name != VALUE_COLUMN:
+            name = meta.get(FIELD, field.name.encode()).decode()
+            out.append((name, field.name, meta.get(ENCODING) == b"json"))
+    return out
+
+
+def value_from_row(row: dict[str, Any], columns: Iterable[tuple[str, str, bool]]) -> Any:
+    """A row's value put back together (a dict, or `_value`'s bytes): `columns` from
+    value_columns; a null cell is an absent field, `_extra` adds the fields that did not fit or
+    is the whole value when it was not a map. For dataclass/Struct codecs, absent means None."""
     if VALUE_COLUMN in row:
         return row[VALUE_COLUMN]
+    extra = row.get(EXTRA_COLUMN)
     rest = None if extra is None else unpack(extra)
     if rest is not None and not isinstance(rest, dict):
         return rest
-    value = {name: row[column] for name, column in layout_columns if row.get(column) is not None}
+    value = {}
+    for name, column, is_json in columns:
+        cell = row.get(column)
+        if cell is not None:
+            value[name] = json.loads(cell) if is_json else cell
     if rest:
         value.update(rest)
     return value
@@ -456,9 +500,9 @@ class RowLayout:
                     value_column.column = f"value.{value_column.name}"
                 taken.add(value_column.column)
                 self.value_columns.append((value_column.name, value_column.column))
-                meta = {ROLE: b"value"}
-                if value_column.msgpack:
-                    meta[ENCODING] = b"msgpack"
+                meta = {ROLE: b"value", FIELD: value_column.name.encode()}
+                if value_column.json:
+                    meta[ENCODING] = b"json"
                 arrow_type = value_column.arrow_type(pa)
                 fields.append(pa.field(value_column.column, arrow_type, metadata=meta))
             fields.append(
