@@ -388,3 +388,18 @@ def test_struct_and_typeddict_codecs_give_their_declared_columns() -> None:
     ]
     assert follows.schema.field("since").type == pa.int64()
     assert follows.to_pylist() == [{"n": 1, "subject": "did:b", "since": 7, "_extra": None}]
+
+
+def test_limits_reverse_and_shapes() -> None:
+    thing = RecordType("thing", 1, [("n", fields.u32)])
+    with SyncStore.open("memory://arrow-shapes", [thing]) as db:
+        db.put_many((thing, (n,), {"v": n}) for n in range(50))
+        table = db.scan(thing, reverse=True, limit=7, batch_size=3).to_arrow().read_all()
+        assert table.column("n").to_pylist() == list(range(49, 42, -1))
+        assert [b.num_rows for b in db.scan(thing, batch_size=16).to_arrow()] == [16, 16, 16, 2]
+        empty = db.scan(thing, 99).to_arrow().read_all()
+        assert empty.num_rows == 0 and empty.schema.names == ["n", "_extra"]
+        scan = db.scan(thing)
+        scan.keys()
+        with pytest.raises(InvalidArgumentError, match="yields keys"):
+            scan.to_arrow()
