@@ -10,7 +10,7 @@ import math
 import typing
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from types import ModuleType, NoneType, UnionType
 from typing import Any
 
@@ -352,6 +352,11 @@ class _ValueLayout:
                     kept.append(None)
                     leftovers.setdefault(i, {})[column.name] = cell
             out.append(pa.array(kept, column.arrow_type(pa)))
+        if not leftovers and (
+            objects or (None not in mappings and all(map(names.issuperset, mappings)))  # type: ignore[arg-type]
+        ):  # everything fits the columns
+            out.append(pa.nulls(len(values), pa.binary()))
+            return out
         extra: list[bytes | None] = []
         if objects:
             for i in range(len(values)):
@@ -374,6 +379,8 @@ class _Missing:
 
 
 _MISSING = _Missing()
+_FIRST = itemgetter(0)
+_SECOND = itemgetter(1)
 
 
 def _all_fit(column: _ValueColumn, cells: list[Any], none_is_null: bool) -> bool:
@@ -388,7 +395,9 @@ def _all_fit(column: _ValueColumn, cells: list[Any], none_is_null: bool) -> bool
         allowed = {scalar}
     if not set(map(type, cells)) <= allowed:
         return False
-    return scalar is not int or _ints_fit([c for c in cells if c is not None])
+    if scalar is not int:
+        return True
+    return _ints_fit([c for c in cells if c is not None] if none_is_null else cells)
 
 
 def _ints_fit(cells: list[Any]) -> bool:
@@ -520,8 +529,9 @@ class RowLayout:
     def batch(self, records: list[Any], expiries: dict[bytes, int] | None = None) -> Any:
         """One RecordBatch of `records` (Records; anything else is refused)."""
         pa = self._pa
-        for record in records:
-            if record.__class__.__name__ == "RawRecord":
+        for kind in set(map(type, records)):
+            if kind.__name__ == "RawRecord":
+                record: Any = next(r for r in records if type(r) is kind)
                 raise InvalidArgumentError(
                     f"to_arrow: the row at key {show_bytes(record.raw_key)} was not decoded"
                     + (f" ({record.error})" if record.error is not None else " (unknown record)")
@@ -529,7 +539,7 @@ class RowLayout:
                     field="on_error",
                     value=record.raw_key,
                 )
-        keys = [r.key for r in records]
+        keys = list(map(_FIRST, records))
         arrays: list[Any] = []
         if self.multi:
             arrays.append(pa.array([k.record_type.name for k in keys], pa.string()))
@@ -540,7 +550,7 @@ class RowLayout:
             key = records[i].key
             return f"{key.record_type.name} key {show_bytes(records[i].raw_key)}"
 
-        arrays += self.values.arrays(pa, [r.value for r in records], where)
+        arrays += self.values.arrays(pa, list(map(_SECOND, records)), where)
         if self.expiry:
             got: dict[bytes, int] = {} if expiries is None else expiries
             ms = [got.pop(r.raw_key, None) for r in records]  # popped: the dict stays small
