@@ -341,42 +341,26 @@ def test_memory_is_bounded_by_the_batch_not_the_scan(tmp_path: Path) -> None:
         assert count == rows
     # beside a plain typed scan (slatedb's read-ahead and buffers), streaming adds little; the
     # whole table, for contrast (the measure can fail), adds about the scan's size
-    assert grown["all"] - grown["plain"] > 25, grown
-    assert grown["stream"] - grown["plain"] < 10, grown
+    # (streaming's extra is 2-13 MiB over runs: one batch and what the allocators keep)
+    whole = grown["all"] - grown["plain"]
+    assert whole > 25, grown
+    assert grown["stream"] - grown["plain"] < min(20, whole / 2), grown
     print(f"RSS growth (MiB) over 40,000 rows of ~1 KiB: {grown}")
-
-
-class _ClassCodec:
-    """A codec over a TypedDict or msgspec Struct class, exposing it as `cls` (the public
-    surface to_arrow reads a typed codec's fields from)."""
-
-    def __init__(self, cls: Any) -> None:
-        import msgspec
-
-        self.cls = cls
-        self.name = f"class:{cls.__name__}"
-        self._encoder = msgspec.msgpack.Encoder()
-        self._decoder = msgspec.msgpack.Decoder(cls)
-
-    def encode(self, value: Any) -> bytes:
-        return self._encoder.encode(value)
-
-    def decode(self, data: bytes) -> Any:
-        return self._decoder.decode(data)
 
 
 def test_struct_and_typeddict_codecs_give_their_declared_columns() -> None:
     import msgspec
 
-    class Repost(msgspec.Struct):
+    class Repost(msgspec.Struct, forbid_unknown_fields=True):
         subject: str
         count: int
         note: str | None = None
 
     repost = RecordType("repost", 1, [("n", fields.u32)])
     follow = RecordType("follow", 2, [("n", fields.u32)])
-    values = Values(Schema(repost, follow))
-    values.register(repost, _ClassCodec(Repost)).register(follow, _ClassCodec(Follow))
+    values = Values(Schema(repost, follow)).register(repost, Repost).register(follow, Follow)
+    assert type(values.plan(repost).codec).__name__ == "StructCodec"
+    assert type(values.plan(follow).codec).__name__ == "TypedDictCodec"
     with SyncStore.open("memory://arrow-struct", values) as db:
         db.put(repost, (1,), Repost("at://x", 2))
         db.put(follow, (1,), Follow(subject="did:b", since=7))

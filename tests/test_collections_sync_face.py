@@ -10,7 +10,8 @@ import inspect
 from typing import Any
 
 import pytest
-from test_store_sync_face import _public, _shape
+from test_store_sync_face import _public
+from test_store_sync_face import _shape as _store_shape
 
 from opendata_kv import SyncStore
 from opendata_kv.collections import (
@@ -27,6 +28,27 @@ from opendata_kv.collections import (
 from opendata_kv.collections.backlinks import LIKE
 from opendata_kv.errors import ArgumentTypeError, RecordExistsError
 from opendata_kv.native import calls
+
+#: collection names in annotations (write methods take `self: RecordCollection[Store]`)
+COLLECTION_RENAMES = {
+    "RecordCollection[": "SyncRecordCollection[",
+    "ChangeLog[": "SyncChangeLog[",
+    "PageStore[": "SyncPageStore[",
+}
+
+
+def _shape(function: Any) -> list[tuple[str, str, str, str]]:
+    """test_store_sync_face's shape, with the collections' own names mapped to sync ones."""
+    out = []
+    for name, kind, default, annotation in _store_shape(function):
+        if annotation == "StoreT":
+            annotation = "SyncStoreT"
+        for old, new in COLLECTION_RENAMES.items():
+            if annotation.startswith(old):
+                annotation = new + annotation[len(old) :]
+        out.append((name, kind, default, annotation))
+    return out
+
 
 PAIRS = [
     (RecordCollection, SyncRecordCollection),
@@ -47,9 +69,10 @@ def test_every_public_method_has_a_sync_twin_with_the_same_signature(
             assert isinstance(sync_members[name], property), name
             continue
         assert _shape(member) == _shape(sync_members[name]), f"{sync_cls.__name__}.{name}"
-    # the same constructor, taking a SyncStore where the async one takes a Store
+    # the same constructor, taking a SyncStore (or SyncStoreReader) where the async one takes
+    # a Store (or StoreReader)
     assert _shape(sync_cls.__init__) == _shape(async_cls.__init__)
-    assert inspect.signature(sync_cls.__init__).parameters["store"].annotation == "SyncStore"
+    assert inspect.signature(sync_cls.__init__).parameters["store"].annotation == "SyncStoreT"
 
 
 def like(uri: str) -> dict[str, Any]:

@@ -13,6 +13,9 @@
                                     and rocksdict side by side (see tools/bench_scale.py)
     python tools/bench.py indexes   secondary indexes: indexed put_many, index_scan and online
                                     build rates vs the same without indexes / a primary scan
+    python tools/bench.py collections
+                                    RecordCollection put_many/create_many/create vs
+                                    store.put_many, backlink indexes on (bench_collections.py)
     python tools/bench.py listing [--repos N] [--per-repo N] [--store s3|file]
                                     RecordCollection.repos()/collections() vs a keys-only
                                     scan (see tools/bench_listing.py)
@@ -32,7 +35,7 @@ import importlib
 import sys
 from pathlib import Path
 
-SECTIONS = ("codec", "ids", "store", "values", "feed", "indexes", "arrow")
+SECTIONS = ("codec", "ids", "store", "values", "feed", "indexes", "collections", "arrow")
 #: sections with options of their own -> what --quick becomes for their main(argv)
 OWN_OPTIONS = {"scale": ["--records", "20000"], "store": ["--quick"], "listing": ["--quick"]}
 

@@ -6,12 +6,15 @@ Side by side on the same stored bytes, interleaved rounds (see bench_codec.py):
 - msgpack.unpackb as the binding-free baseline vs MsgpackCodec.decode (caps on) on a small
   record and on a 20 KiB record with 300 containers (past the cheap depth bound: it walks);
 - DataclassCodec with check_types=True vs check_types=False;
+- a scan's batch decoding (store scans decode 100 values at once), per value: MsgpackCodec
+  (today's dict scan), DataclassCodec, and StructCodec (msgspec, when installed);
 - the time a hostile value (2 levels of 3000 empty arrays, 9 MB) takes to be refused.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import statistics
 import sys
 import time
@@ -23,11 +26,26 @@ from bench_timing import interleaved, loop, ratio
 
 try:
     from opendata_kv.errors import ValueLimitError
-    from opendata_kv.values import DataclassCodec, MsgpackCodec
+    from opendata_kv.values import DataclassCodec, MsgpackCodec, batch_decoder
 except ImportError:  # run from a checkout without installing: use the checkout
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from opendata_kv.errors import ValueLimitError
-    from opendata_kv.values import DataclassCodec, MsgpackCodec
+    from opendata_kv.values import DataclassCodec, MsgpackCodec, batch_decoder
+
+try:
+    import msgspec
+
+    from opendata_kv.values import StructCodec
+
+    class PostStruct(msgspec.Struct, forbid_unknown_fields=True):
+        text: str
+        lang: str
+        likes: int
+        tags: list[str]
+        reply_to: str | None = None
+
+except ImportError:  # the msgspec extra is not installed: no Struct case
+    msgspec = None
 
 
 @dataclasses.dataclass
@@ -62,6 +80,14 @@ def run(quick: bool) -> None:
         "dataclass checked": lambda: loop(checked.decode, small),
         "dataclass unchecked": lambda: loop(unchecked.decode, small),
     }
+    # a scan decodes its values a batch at a time (batch_decoder): 100 per batch here
+    batches = [small[i : i + 100] for i in range(0, count, 100)]
+    scans = {"scan msgpack": codec, "scan dataclass": checked}
+    if msgspec is not None:
+        scans["scan struct"] = StructCodec(PostStruct)
+        assert scans["scan struct"].decode(small[0]) == PostStruct(**codec.decode(small[0]))
+    for name, scan_codec in scans.items():
+        cases[name] = functools.partial(loop, batch_decoder(scan_codec), batches)
     samples = interleaved(cases, count, rounds, repeat)
     big_ops = len(big) / count  # the big cases ran len(big) items but were divided by count
     print(
@@ -75,6 +101,8 @@ def run(quick: bool) -> None:
         ("caps, small record", "small MsgpackCodec", "small unpackb"),
         ("caps, 300-container record", "big MsgpackCodec", "big unpackb"),
         ("type checks", "dataclass checked", "dataclass unchecked"),
+        ("dataclass scan", "scan dataclass", "scan msgpack"),
+        *([("Struct scan", "scan struct", "scan msgpack")] if msgspec is not None else []),
     ):
         median, low, high = ratio(samples, mine, other)
         print(f"  {label}: {mine} / {other} = {median:.2f}x (range {low:.2f}-{high:.2f})")

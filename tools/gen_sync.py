@@ -206,7 +206,7 @@ COLLECTION_FACES = (
     Face(
         "SyncRecordCollection",
         ("opendata_kv.collections.records:RecordCollection",),
-        ("CollectionFace",),
+        ("CollectionFace", "Generic[SyncStoreT]"),
         "self.collection",
         "RecordCollection for a SyncStore: the same methods, blocking.",
         {
@@ -215,6 +215,8 @@ COLLECTION_FACES = (
             "key_type": "call",
             "create": "now",
             "put": "now",
+            "put_many": "now|loop:records",
+            "create_many": "now|loop:records",
             "delete": "now",
             "get": "now",
             "exists": "now",
@@ -232,12 +234,12 @@ COLLECTION_FACES = (
             "backlink_page": "now",
             "backlink_count": "now",
         },
-        {"collection": "RecordCollection"},
+        {"collection": "RecordCollection[Any]"},
     ),
     Face(
         "SyncChangeLog",
         ("opendata_kv.collections.changelog:ChangeLog",),
-        ("CollectionFace",),
+        ("CollectionFace", "Generic[SyncStoreT]"),
         "self.collection",
         "ChangeLog for a SyncStore: the same methods, blocking.",
         {
@@ -253,12 +255,12 @@ COLLECTION_FACES = (
             "medallions": "now",
             "count": "now",
         },
-        {"collection": "ChangeLog"},
+        {"collection": "ChangeLog[Any]"},
     ),
     Face(
         "SyncPageStore",
         ("opendata_kv.collections.pages:PageStore",),
-        ("CollectionFace",),
+        ("CollectionFace", "Generic[SyncStoreT]"),
         "self.collection",
         "PageStore for a SyncStore: the same methods, blocking.",
         {
@@ -270,7 +272,7 @@ COLLECTION_FACES = (
             "expired": "wrap",
             "scan": "wrap",
         },
-        {"collection": "PageStore"},
+        {"collection": "PageStore[Any]"},
     ),
 )
 
@@ -284,6 +286,11 @@ RENAMES = {
     "StoreReader": "SyncStoreReader",
     "Transaction": "SyncTransaction",
     "Results": "SyncResults",
+    # a collection's store type (write methods take `self: RecordCollection[Store]`)
+    "StoreT": "SyncStoreT",
+    "RecordCollection": "SyncRecordCollection",
+    "ChangeLog": "SyncChangeLog",
+    "PageStore": "SyncPageStore",
 }
 #: `wrap`: what the async return type (by its head) becomes; {arg}: its first type argument
 WRAPS = {
@@ -296,7 +303,7 @@ WRAPS = {
 #: `enter`: how the object a context manager yields is wrapped, by the async return type
 ENTERS = {"_BatchContext": "SyncBatch._of", "AsyncIterator": "{arg}"}
 #: a parameter of a sync class is passed to the twin as its async object
-UNWRAP = {"SyncBatch": "{}.batch", "SyncStore": "{}.store"}
+UNWRAP = {"SyncBatch": "{}.batch", "SyncStore": "{}.store", "SyncStoreT": "{}.store"}
 #: names the renames bring in that no async source imports
 EXTRA_IMPORTS = {"AbstractContextManager": "contextlib", "Iterator": "collections.abc"}
 #: docstring phrases of the async face and what the sync face says instead
@@ -618,6 +625,11 @@ def render(target: Target) -> str:
         for node in tree.body:
             if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                 support_names.setdefault(node.name, module)
+            if isinstance(node, ast.If):  # a TypeVar defined per TYPE_CHECKING (SyncStoreT)
+                for branch in (node.body, node.orelse):
+                    for inner in branch:
+                        if isinstance(inner, ast.Assign) and isinstance(inner.targets[0], ast.Name):
+                            support_names.setdefault(inner.targets[0].id, module)
             if isinstance(node, ast.ClassDef):
                 support_members[node.name] = {
                     m.name for m in node.body if isinstance(m, ast.FunctionDef)

@@ -184,6 +184,10 @@ def jsonable(obj: Any) -> Any:
         return sorted((jsonable(v) for v in obj), key=repr)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    stored_names = getattr(type(obj), "__struct_encode_fields__", None)  # a msgspec.Struct
+    if isinstance(stored_names, tuple):
+        names = type(obj).__struct_fields__
+        return {s: jsonable(getattr(obj, n)) for n, s in zip(names, stored_names, strict=True)}
     if isinstance(obj, (datetime.datetime, datetime.date, datetime.time)):
         return obj.isoformat()
     return str(obj)

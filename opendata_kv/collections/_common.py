@@ -5,20 +5,32 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import AsyncIterator, Awaitable, Iterable
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from opendata_kv.errors import (
     ArgumentTypeError,
     InvalidInputError,
+    ReadOnlyError,
     SchemaError,
+    ValueDecodeError,
+    ValueEncodeError,
     check_count,
 )
 from opendata_kv.ids import micros as micros_ids
 from opendata_kv.keys import Key, RecordType, Schema
-from opendata_kv.store import Record, Store, SyncStore
-from opendata_kv.values import MsgpackCodec, Values
+from opendata_kv.store import Record, Store, StoreReader, SyncStoreReader
+from opendata_kv.values import MsgpackCodec, ValueCodec, Values, pack, unpack
 
 T = TypeVar("T")
+
+if TYPE_CHECKING:  # a TypeVar default (PEP 696) for the type checker only: no runtime dependency
+    from typing_extensions import TypeVar as DefaultingTypeVar
+
+    #: what a collection reads through: a Store (reads and writes, the default) or a
+    #: StoreReader (reads only: mypy flags its write methods, typed `self: ...[Store]`)
+    StoreT = DefaultingTypeVar("StoreT", bound=StoreReader, default=Store)
+else:
+    StoreT = TypeVar("StoreT", bound=StoreReader)
 
 Instant = int | datetime.datetime
 
@@ -51,18 +63,22 @@ class Layout:
             values.register(record_type, MsgpackCodec())
         return values
 
-    def check(self, store: Store) -> None:
+    def check(self, store: StoreReader) -> None:
         """SchemaError unless `store` can hold this layout's records; ArgumentTypeError unless it
-        is an async Store (a SyncStore wraps one: pass `sync_store.store`, or use the
-        collection's sync face, collections/sync.py)."""
-        given: object = store  # typed as Store, but callers pass what they have
-        if isinstance(given, SyncStore) or not isinstance(getattr(given, "schema", None), Schema):
+        is an async Store or StoreReader (a SyncStore wraps one: pass `sync_store.store`, or
+        use the collection's sync face, collections/sync.py)."""
+        given: object = store  # typed as StoreReader, but callers pass what they have
+        if isinstance(given, SyncStoreReader) or not isinstance(
+            getattr(given, "schema", None), Schema
+        ):
             raise ArgumentTypeError(
-                f"{self.kind} needs an async opendata_kv Store, got {type(store).__name__}"
+                f"{self.kind} needs an async opendata_kv Store or StoreReader, got "
+                f"{type(store).__name__}"
                 + (
                     "; a SyncStore wraps one as its .store, or use the sync face "
-                    "(SyncRecordCollection, SyncChangeLog, SyncPageStore take a SyncStore)"
-                    if isinstance(given, SyncStore)
+                    "(SyncRecordCollection, SyncChangeLog, SyncPageStore take a SyncStore "
+                    "or SyncStoreReader)"
+                    if isinstance(given, SyncStoreReader)
                     else ""
                 ),
                 field="store",
@@ -88,6 +104,42 @@ class Layout:
     def __repr__(self) -> str:
         inner = ", ".join(f"{t.name}=0x{t.record_type:X}" for t in self.record_types)
         return f"{type(self).__name__}({inner})"
+
+
+def writer_of(store: StoreReader, kind: str) -> Store:
+    """`store` when it can write; ReadOnlyError for a collection opened on a StoreReader (mypy
+    already flags the call: write methods take `self` over a Store)."""
+    if is_reader_only(store):
+        raise ReadOnlyError(
+            f"{kind} on {store.where} was given a StoreReader: it reads only (open the "
+            "store with Store.open to write)"
+        )
+    return cast(Store, store)  # a Store, or something standing in for one (tests' proxies)
+
+
+def is_reader_only(store: StoreReader) -> bool:
+    """Whether `store` is a StoreReader that cannot write (not a Store)."""
+    return isinstance(store, StoreReader) and not isinstance(store, Store)
+
+
+def to_plain(codec: ValueCodec[Any], value: Any, what: str, record: str) -> Any:
+    """The plain msgpack data `codec` stores for a typed `value` (a collection keeps typed
+    values inside values it builds, or under keys of one shared record type);
+    ValueEncodeError naming `what` and `record` for a value the codec refuses."""
+    try:
+        return unpack(codec.encode(value))
+    except ValueEncodeError as exc:
+        raise ValueEncodeError(
+            f"{what}: {exc}", record=record, field=exc.field, value=exc.value
+        ) from None
+
+
+def from_plain(codec: ValueCodec[Any], plain: Any, what: str, record: str) -> Any:
+    """`plain` (stored by to_plain) as `codec`'s type; ValueDecodeError naming `what`."""
+    try:
+        return codec.decode(pack(plain))
+    except ValueDecodeError as exc:
+        raise ValueDecodeError(f"{what}: {exc}", record=record, value=plain) from None
 
 
 def combined_schema(layouts: Iterable[Layout], *extra: RecordType) -> Schema:

@@ -31,15 +31,18 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic
 
 from opendata_kv.collections._common import (
     Instant,
     Layout,
     Results,
+    StoreT,
     check_limit,
+    is_reader_only,
     key_of,
     to_micros,
+    writer_of,
 )
 from opendata_kv.errors import InvalidInputError, StoreClosedError, StoreDataError
 from opendata_kv.ids.muid import (
@@ -181,7 +184,7 @@ class ChangeTransaction:
         return f"<ChangeTransaction {self.muid} changes={len(self.changes)}>"
 
 
-class ChangeLog:
+class ChangeLog(Generic[StoreT]):
     """Changes keyed by muid in a Store (see the module docstring).
 
     generator: the MuidGenerator of this writer (one medallion); a new one with a random
@@ -190,17 +193,21 @@ class ChangeLog:
 
     def __init__(
         self,
-        store: Store,
+        store: StoreT,
         *,
         generator: MuidGenerator | None = None,
         layout: ChangeLogLayout = CHANGELOG,
     ) -> None:
         layout.check(store)
-        self.store = store
+        self.store: StoreT = store
         self.layout = layout
         self.change = layout.change
         self.index = layout.by_medallion
         self.generator = generator if generator is not None else MuidGenerator()
+
+    def _writer(self) -> Store:
+        """The store, for a write (ReadOnlyError when this log was given a reader)."""
+        return writer_of(self.store, "ChangeLog")
 
     @property
     def medallion(self) -> int:
@@ -218,19 +225,21 @@ class ChangeLog:
         batch.put_raw(self.index.encode(medallion_field(muid.medallion), muid), b"\xc0")
 
     @asynccontextmanager
-    async def transaction(self, *, durable: bool = False) -> AsyncIterator[ChangeTransaction]:
+    async def transaction(
+        self: ChangeLog[Store], *, durable: bool = False
+    ) -> AsyncIterator[ChangeTransaction]:
         """`async with log.transaction() as tx: tx.add(value)`: one timestamp and medallion,
         offsets 1..n, written atomically (with their index entries) when the block exits;
         nothing is written if it raises. `durable=True` flushes after the write."""
         muids = self.generator.transaction()
-        async with self.store.batch(durable=durable) as batch:
+        async with self._writer().batch(durable=durable) as batch:
             tx = ChangeTransaction(self, muids, batch)
             try:
                 yield tx
             finally:
                 tx._open = False
 
-    async def put(self, muid: Muid | str, value: Any) -> Muid:
+    async def put(self: ChangeLog[Store], muid: Muid | str, value: Any) -> Muid:
         """Store one change under an explicit muid (a -1 sentinel container, or a change
         received from another writer), with its index entry, atomically. Replaces any change
         already stored under that muid."""
@@ -239,15 +248,16 @@ class ChangeLog:
         return muid
 
     async def write(
-        self, changes: Iterable[tuple[Muid | str, Any]], *, durable: bool = False
+        self: ChangeLog[Store], changes: Iterable[tuple[Muid | str, Any]], *, durable: bool = False
     ) -> int:
         """Store many (muid, value) changes in one atomic batch; returns how many."""
-        batch = Batch(self.store)
+        writer = self._writer()
+        batch = Batch(writer)
         count = 0
         for muid, value in changes:
             self._queue(batch, as_muid(muid), value)
             count += 1
-        await self.store.write(batch, durable=durable)
+        await writer.write(batch, durable=durable)
         return count
 
     # --- reads ----------------------------------------------------------------------------------
@@ -360,10 +370,10 @@ class ChangeLog:
     @asynccontextmanager
     async def _view(self) -> AsyncIterator[ReadView]:
         """A snapshot on a writer; the reader itself on a read-only store."""
-        if self.store.readonly:
+        if self.store.readonly or is_reader_only(self.store):
             yield self.store
             return
-        async with self.store.snapshot() as snap:
+        async with self._writer().snapshot() as snap:
             yield snap
 
     async def medallions(self) -> list[int]:

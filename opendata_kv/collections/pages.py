@@ -30,15 +30,19 @@ from __future__ import annotations
 import datetime
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic
 
 from opendata_kv.collections._common import (
     Instant,
     Layout,
     Results,
+    StoreT,
     check_limit,
+    from_plain,
     key_of,
     to_micros,
+    to_plain,
+    writer_of,
 )
 from opendata_kv.errors import UrlCollisionError, ValueDecodeError
 from opendata_kv.ids import urlkey
@@ -47,6 +51,7 @@ from opendata_kv.ids.micros import to_datetime as from_micros
 from opendata_kv.keys import RecordType, fields
 from opendata_kv.store import Batch, Store
 from opendata_kv.store.ttl import Duration, ttl_seconds
+from opendata_kv.values import as_codec
 
 #: Default record type nibbles: pages (scrape's `urls`) and the requested-URL map (`id_map`).
 PAGE_TYPE = 0xD
@@ -109,34 +114,52 @@ class Page:
         return to_micros(self.expires_at, "expires_at") <= at
 
 
-class PageStore:
+class PageStore(Generic[StoreT]):
     """Web pages keyed by URL key (see the module docstring).
 
     default_ttl: the `ttl` of pages saved without one (None: they never expire).
+    content_type: the type of every page's content (a dataclass, TypedDict or msgspec.Struct,
+        or a value codec): saved through its codec's checks as plain msgpack data inside the
+        page record, read back as that type (None: content is plain data).
+    store: a Store, or a StoreReader for the read methods only.
     """
 
     def __init__(
         self,
-        store: Store,
+        store: StoreT,
         *,
         default_ttl: Duration | None = None,
         layout: PagesLayout = PAGES,
+        content_type: Any = None,
     ) -> None:
         layout.check(store)
         if default_ttl is not None:
             ttl_seconds(default_ttl, "default_ttl")
-        self.store = store
+        self.store: StoreT = store
         self.layout = layout
         self.page = layout.page
         self.page_id = layout.page_id
         self.default_ttl = default_ttl
+        self.content_codec = None if content_type is None else as_codec(content_type)
         #: the key function (scrape's Key over net/url's string); replaceable in tests
         self.url_key = urlkey.url_key
 
     def __repr__(self) -> str:
         return f"<PageStore on {self.store.where}>"
 
+    def _writer(self) -> Store:
+        """The store, for a write (ReadOnlyError when this PageStore was given a reader)."""
+        return writer_of(self.store, "PageStore")
+
     # --- values ---------------------------------------------------------------------------------
+
+    def _content(self, key: int, content: Any) -> Any:
+        codec = self.content_codec
+        if codec is None:
+            return content
+        return from_plain(
+            codec, content, f"{self.page.name} url_key {key:#x} content", self.page.name
+        )
 
     def _page(self, key: int, value: Any) -> Page:
         try:
@@ -145,7 +168,7 @@ class PageStore:
                 key=key,
                 url=value["url"],
                 requested=value["requested"],
-                content=value["content"],
+                content=self._content(key, value["content"]),
                 fetched_at=from_micros(value["fetched"]),
                 expires_at=None if expires is None else from_micros(expires),
                 metadata=value.get("meta") or {},
@@ -185,7 +208,7 @@ class PageStore:
     # --- writes ---------------------------------------------------------------------------------
 
     async def save(
-        self,
+        self: PageStore[Store],
         requested: str,
         canonical: str,
         content: Any,
@@ -203,6 +226,7 @@ class PageStore:
         fetched_at + evict_after. Raises UrlCollisionError, writing nothing, when either key
         already holds another URL's record.
         """
+        writer = self._writer()
         canonical_url = urlkey.normalize(canonical)
         requested_url = urlkey.clean_url(requested)
         page_key = self.url_key(canonical)
@@ -220,23 +244,26 @@ class PageStore:
         value = {
             "url": canonical_url,
             "requested": requested_url,
-            "content": content,
+            "content": content
+            if self.content_codec is None
+            else to_plain(self.content_codec, content, "content", self.page.name),
             "fetched": fetched,
             "expires": expires,
             "meta": dict(metadata or {}),
         }
         entry = {"requested": requested_url, "url": canonical_url, "key": page_key}
-        async with self.store.batch() as batch:
+        async with writer.batch() as batch:
             batch.put(self.page, (page_key,), value, ttl=evict)
             batch.put(self.page_id, (id_key,), entry, ttl=evict)
         return self._page(page_key, value)
 
-    async def delete(self, url: str) -> bool:
+    async def delete(self: PageStore[Store], url: str) -> bool:
         """Remove a page (by requested or canonical URL, found as `fetch` finds it) and the
         id_map entries naming it, in one atomic batch. False when there was nothing to
         remove. Never removes another URL's records: a collision raises UrlCollisionError."""
+        writer = self._writer()
         id_key, page_key, page = await self._locate(url)
-        batch = Batch(self.store)
+        batch = Batch(writer)
         if id_key is not None:
             batch.delete(self.page_id, (id_key,))
         if page is not None:
@@ -252,15 +279,18 @@ class PageStore:
                 ):
                     batch.delete(self.page_id, (back_key,))
         removed = bool(batch)
-        await self.store.write(batch)
+        await writer.write(batch)
         return removed
 
-    async def purge_expired(self, now: Instant | None = None, *, batch_size: int = 500) -> int:
+    async def purge_expired(
+        self: PageStore[Store], now: Instant | None = None, *, batch_size: int = 500
+    ) -> int:
         """Delete every expired page (and its id_map entries); returns how many pages."""
+        writer = self._writer()
         removed = 0
         pending = await self.expired(now).to_list()
         for start in range(0, len(pending), batch_size):
-            batch = Batch(self.store)
+            batch = Batch(writer)
             for page in pending[start : start + batch_size]:
                 batch.delete(self.page, (page.key,))
                 back_key = self.url_key(page.requested)
@@ -268,7 +298,7 @@ class PageStore:
                 if isinstance(back, dict) and back.get("key") == page.key:
                     batch.delete(self.page_id, (back_key,))
                 removed += 1
-            await self.store.write(batch)
+            await writer.write(batch)
         return removed
 
     # --- reads ----------------------------------------------------------------------------------

@@ -30,11 +30,20 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, NamedTuple, Protocol
 
-from opendata_kv.collections._common import Layout, Results, check_limit, key_of
+from opendata_kv.collections._common import (
+    Layout,
+    Results,
+    StoreT,
+    check_limit,
+    from_plain,
+    key_of,
+    to_plain,
+    writer_of,
+)
 from opendata_kv.collections.backlinks import Backlink, Backlinks
 from opendata_kv.errors import (
     CursorError,
@@ -42,6 +51,7 @@ from opendata_kv.errors import (
     InvalidInputError,
     RecordExistsError,
     TransactionConflictError,
+    check_count,
 )
 from opendata_kv.ids import did as did_ids
 from opendata_kv.ids import nsid as nsid_ids
@@ -52,6 +62,7 @@ from opendata_kv.keys import RecordType, fields, prefix_successor
 from opendata_kv.store import Store
 from opendata_kv.store.cursor import decode_cursor, is_cursor
 from opendata_kv.store.scan import Record
+from opendata_kv.values import ValueCodec, as_codec
 
 #: Default record type nibble of AT Protocol records.
 RECORD_TYPE = 0xA
@@ -189,7 +200,71 @@ class BacklinkPage:
         return len(self.records)
 
 
-class RecordCollection:
+#: a put_many record: (repo, collection, rkey, value)
+PutItem = tuple[str, str, str, Any]
+#: a create_many record: (repo, collection, value) or (repo, collection, value, rkey or None)
+CreateItem = tuple[str, str, Any] | tuple[str, str, Any, str | None]
+
+_ABSENT = object()
+
+
+class _NewRecord(NamedTuple):
+    """A create_many record past create's checks; rkey None: a fresh TID per attempt."""
+
+    repo: str
+    collection: str
+    value: Any  # as given
+    stored: Any  # as stored (_stored_value)
+    rkey: str | None
+    key_type: KeyType
+
+
+def _fields(item: object, count: int, what: str, shape: str) -> tuple[Any, ...]:
+    """`item` as a tuple of `count` fields, else InvalidInputError naming `what` takes."""
+    if not isinstance(item, tuple) or len(item) != count:
+        raise InvalidInputError(
+            f"{what}: each record is a tuple {shape}, got {_shown(item)}", value=item
+        )
+    return item
+
+
+def _shown(item: object) -> str:
+    text = repr(item)
+    return text if len(text) <= 80 else f"{text[:77]}..."
+
+
+class _BulkChecks:
+    """The repo and collection checks of put and create for a bulk write: each distinct repo
+    DID and collection NSID is checked once (bulk writes repeat them), up to _REMEMBERED."""
+
+    def __init__(self, owner: RecordCollection) -> None:
+        self.owner = owner
+        self.repos: set[str] = set()
+        self.key_types: dict[str, KeyType] = {}
+
+    def repo(self, repo: object) -> None:
+        if type(repo) is str and repo in self.repos:
+            return
+        self.repos.add(check_did(repo))
+        if len(self.repos) > _REMEMBERED:
+            self.repos.clear()
+
+    def key_type(self, collection: object) -> KeyType:
+        found = self.key_types.get(collection) if type(collection) is str else None
+        if found is None:
+            nsid = check_nsid(collection)
+            found = self.owner.key_type(nsid)
+            if len(self.key_types) > _REMEMBERED:
+                self.key_types.clear()
+            self.key_types[nsid] = found
+        return found
+
+
+#: how many distinct repos (and collections) a bulk write remembers as checked
+_REMEMBERED = 65536
+
+
+class RecordCollection(Generic[StoreT]):
     """AT Protocol repository records in a Store (see the module docstring).
 
     key_types: collection NSID -> Lexicon record key type ("tid", "nsid", "literal:self",
@@ -199,11 +274,15 @@ class RecordCollection:
     max_attempts: how often `create` runs its transaction before it gives up on conflicts.
     backlinks: the backlink indexes the backlink reads use (those of `layout` by default);
         the store must have been opened with their `indexes`.
+    value_types: collection NSID -> the type of its values (a dataclass, TypedDict or
+        msgspec.Struct, or a value codec): written through its codec's checks, stored as the
+        plain msgpack map, read back as that type; other collections hold plain data.
+    store: a Store, or a StoreReader for the read methods only.
     """
 
     def __init__(
         self,
-        store: Store,
+        store: StoreT,
         *,
         key_types: Mapping[str, str | KeyType] | None = None,
         default_key_type: str | KeyType = "any",
@@ -211,11 +290,12 @@ class RecordCollection:
         max_attempts: int = 8,
         layout: RecordsLayout = RECORDS,
         backlinks: Backlinks | None = None,
+        value_types: Mapping[str, Any] | None = None,
     ) -> None:
         layout.check(store)
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise InvalidInputError(f"max_attempts must be a positive int, got {max_attempts!r}")
-        self.store = store
+        self.store: StoreT = store
         self.layout = layout
         self.record = layout.record
         self.default_key_type = KeyType.parse(default_key_type)
@@ -224,6 +304,9 @@ class RecordCollection:
             for nsid, key_type in (key_types or {}).items()
         }
         self.tids: TidSource = tids if tids is not None else TidGenerator()
+        self.value_codecs: dict[str, ValueCodec[Any]] = {
+            check_nsid(nsid): as_codec(spec) for nsid, spec in (value_types or {}).items()
+        }
         self.max_attempts = max_attempts
         if backlinks is None and layout is RECORDS:
             backlinks = BACKLINKS
@@ -231,6 +314,10 @@ class RecordCollection:
 
     def __repr__(self) -> str:
         return f"<RecordCollection on {self.store.where} {self.layout!r}>"
+
+    def _writer(self) -> Store:
+        """The store, for a write (ReadOnlyError when this collection was given a reader)."""
+        return writer_of(self.store, "RecordCollection")
 
     @property
     def backlinks(self) -> Backlinks:
@@ -251,6 +338,23 @@ class RecordCollection:
         check_nsid(collection)
         rkey_ids.validate(rkey, self.key_type(collection))
 
+    def _stored_value(self, collection: str, value: Any) -> Any:
+        """What is stored for `value` in `collection`: the plain data of its value type's
+        codec (value_types; ValueEncodeError for a value the codec refuses), else the value
+        itself; InvalidInputError for a `$type` that is not the collection."""
+        codec = self.value_codecs.get(collection)
+        if codec is not None:
+            value = to_plain(codec, value, collection, self.record.name)
+        self._check_value(collection, value)
+        return value
+
+    def _typed_value(self, repo: str, collection: str, rkey: str, value: Any) -> Any:
+        """A stored value as its collection's value type (value_types), else as stored."""
+        codec = self.value_codecs.get(collection)
+        if codec is None or value is None:
+            return value
+        return from_plain(codec, value, f"at://{repo}/{collection}/{rkey}", self.record.name)
+
     @staticmethod
     def _check_value(collection: str, value: Any) -> None:
         if isinstance(value, Mapping):
@@ -262,12 +366,20 @@ class RecordCollection:
 
     def _record(self, record: Record) -> RepoRecord:
         key = key_of(record)
-        return RepoRecord(key.repo, key.collection, key.rkey, record.value)
+        repo, collection, rkey = key.repo, key.collection, key.rkey
+        return RepoRecord(
+            repo, collection, rkey, self._typed_value(repo, collection, rkey, record.value)
+        )
 
     # --- writes ---------------------------------------------------------------------------------
 
     async def create(
-        self, repo: str, collection: str, value: Any, *, rkey: str | None = None
+        self: RecordCollection[Store],
+        repo: str,
+        collection: str,
+        value: Any,
+        *,
+        rkey: str | None = None,
     ) -> RepoRecord:
         """Store a new record and return it; never overwrites.
 
@@ -280,20 +392,11 @@ class RecordCollection:
         """
         check_did(repo)
         check_nsid(collection)
-        self._check_value(collection, value)
+        stored = self._stored_value(collection, value)
         key_type = self.key_type(collection)
         generated = False
         if rkey is None:
-            if key_type.kind == "literal":
-                assert key_type.value is not None
-                rkey = key_type.value
-            elif key_type.kind in ("tid", "any"):
-                generated = True
-            else:
-                raise InvalidInputError(
-                    f"collection {collection!r} has record key type {key_type}: create needs "
-                    "an explicit rkey"
-                )
+            rkey, generated = self._made_rkey(collection, key_type)
         conflict: TransactionConflictError | None = None
         for _attempt in range(self.max_attempts):
             key = self.tids.next() if generated else rkey
@@ -301,13 +404,13 @@ class RecordCollection:
             rkey_ids.validate(key, key_type)
             fields_ = (repo, collection, key)
             try:
-                async with self.store.transaction("serializable") as tx:
+                async with self._writer().transaction("serializable") as tx:
                     if await tx.exists(self.record, fields_):
                         raise RecordExistsError(
                             f"at://{repo}/{collection}/{key} already exists; create never "
                             "overwrites (use put to replace a record)"
                         )
-                    await tx.put(self.record, fields_, value)
+                    await tx.put(self.record, fields_, stored)
             except TransactionConflictError as exc:
                 conflict = exc
                 continue
@@ -318,23 +421,167 @@ class RecordCollection:
             f"attempts: {conflict}"
         ) from conflict
 
-    async def put(self, repo: str, collection: str, rkey: str, value: Any) -> RepoRecord:
+    async def put(
+        self: RecordCollection[Store], repo: str, collection: str, rkey: str, value: Any
+    ) -> RepoRecord:
         """Store `value` under the key, replacing any record there (putRecord)."""
         self._check_write(repo, collection, rkey)
-        self._check_value(collection, value)
-        await self.store.put(self.record, (repo, collection, rkey), value)
+        stored = self._stored_value(collection, value)
+        await self._writer().put(self.record, (repo, collection, rkey), stored)
         return RepoRecord(repo, collection, rkey, value)
 
-    async def delete(self, repo: str, collection: str, rkey: str) -> None:
+    async def put_many(
+        self: RecordCollection[Store],
+        records: Iterable[PutItem] | AsyncIterable[PutItem],
+        *,
+        batch_size: int = 1000,
+        durable: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Put `(repo, collection, rkey, value)` records, replacing any there, `batch_size` per
+        atomic batch (store.put_many); returns how many were put. Every record passes the
+        checks `put` makes, with its errors: a refused record's batch is not written (the
+        batches before it are; `progress(total_so_far)` is called after each one)."""
+
+        checks = _BulkChecks(self)
+
+        def checked(item: PutItem) -> tuple[RecordType, tuple[str, str, str], Any]:
+            repo, collection, rkey, value = _fields(
+                item, 4, "put_many", "(repo, collection, rkey, value)"
+            )
+            checks.repo(repo)
+            rkey_ids.validate(rkey, checks.key_type(collection))
+            return self.record, (repo, collection, rkey), self._stored_value(collection, value)
+
+        source: Iterable[Any] | AsyncIterable[Any]
+        if isinstance(records, AsyncIterable):
+            source = (checked(item) async for item in records)
+        else:
+            source = map(checked, records)
+        return await self._writer().put_many(
+            source, batch_size=batch_size, durable=durable, progress=progress
+        )
+
+    async def create_many(
+        self: RecordCollection[Store],
+        records: Iterable[CreateItem] | AsyncIterable[CreateItem],
+        *,
+        batch_size: int = 1000,
+        durable: bool = False,
+    ) -> builtins.list[RepoRecord]:
+        """Create `(repo, collection, value)` or `(repo, collection, value, rkey)` records, as
+        `create` does (the rkey made as `create` makes it when absent or None) but `batch_size`
+        per serializable transaction; returns the records made. Never overwrites: a key that
+        holds a record, or that the same batch names twice, raises RecordExistsError and the
+        batch writes nothing (the batches before it are written). Every record passes the
+        checks `create` makes, with its errors, before its batch is written."""
+        check_count(batch_size, "batch_size", 1)
+        checks = _BulkChecks(self)
+        made: builtins.list[RepoRecord] = []
+        batch: builtins.list[_NewRecord] = []
+        if isinstance(records, AsyncIterable):
+            async for item in records:
+                batch.append(self._new_record(item, checks))
+                if len(batch) >= batch_size:
+                    made += await self._create_batch(batch)
+                    batch = []
+        else:
+            for item in records:
+                batch.append(self._new_record(item, checks))
+                if len(batch) >= batch_size:
+                    made += await self._create_batch(batch)
+                    batch = []
+        if batch:
+            made += await self._create_batch(batch)
+        if durable:
+            await self._writer().flush()
+        return made
+
+    def _new_record(self, item: CreateItem, checks: _BulkChecks) -> _NewRecord:
+        """The checks `create` makes before its transaction, for one create_many record."""
+        if isinstance(item, tuple) and len(item) == 3:
+            repo, collection, value = item
+            rkey = None
+        else:
+            repo, collection, value, rkey = _fields(
+                item, 4, "create_many", "(repo, collection, value[, rkey])"
+            )
+        checks.repo(repo)
+        key_type = checks.key_type(collection)
+        stored = self._stored_value(collection, value)
+        generated = False
+        if rkey is None:
+            rkey, generated = self._made_rkey(collection, key_type)
+        if not generated:
+            assert rkey is not None
+            rkey_ids.validate(rkey, key_type)
+        return _NewRecord(repo, collection, value, stored, None if generated else rkey, key_type)
+
+    def _made_rkey(self, collection: str, key_type: KeyType) -> tuple[str | None, bool]:
+        """(the literal rkey, False) or (None, True: a TID per attempt) for a record given
+        no rkey; InvalidInputError for a collection whose rkeys must be given."""
+        if key_type.kind == "literal":
+            assert key_type.value is not None
+            return key_type.value, False
+        if key_type.kind in ("tid", "any"):
+            return None, True
+        raise InvalidInputError(
+            f"collection {collection!r} has record key type {key_type}: create needs "
+            "an explicit rkey"
+        )
+
+    async def _create_batch(self, batch: builtins.list[_NewRecord]) -> builtins.list[RepoRecord]:
+        """One serializable transaction creating every record of `batch`, retried on
+        conflicts (with fresh TIDs) as `create` retries."""
+        conflict: TransactionConflictError | None = None
+        for _attempt in range(self.max_attempts):
+            made = [
+                RepoRecord(r.repo, r.collection, r.rkey or self.tids.next(), r.value) for r in batch
+            ]
+            keys = [(r.repo, r.collection, r.rkey) for r in made]
+            for record, new in zip(made, batch, strict=True):
+                if new.rkey is None:
+                    rkey_ids.validate(record.rkey, new.key_type)
+            if len(set(keys)) != len(keys):
+                twice = next(k for i, k in enumerate(keys) if k in keys[:i])
+                raise RecordExistsError(
+                    "at://{}/{}/{} is named twice in one create_many batch; create never "
+                    "overwrites, so nothing of the batch was written".format(*twice)
+                )
+            try:
+                async with self._writer().transaction("serializable") as tx:
+                    found = await tx.get_many(self.record, keys, default=_ABSENT, upgrade=False)
+                    for record, value in zip(made, found, strict=True):
+                        if value is not _ABSENT:
+                            raise RecordExistsError(
+                                f"{record.uri} already exists; create never overwrites (use "
+                                "put to replace a record), so nothing of the batch was written"
+                            )
+                    for key, new in zip(keys, batch, strict=True):
+                        await tx.put(self.record, key, new.stored)
+            except TransactionConflictError as exc:
+                conflict = exc
+                continue
+            return made
+        assert conflict is not None
+        raise TransactionConflictError(
+            f"create_many gave up on a batch of {len(batch)} after {self.max_attempts} "
+            f"conflicting attempts: {conflict}"
+        ) from conflict
+
+    async def delete(self: RecordCollection[Store], repo: str, collection: str, rkey: str) -> None:
         """Remove the record (no error when there is none). The key type is enforced here too."""
         self._check_write(repo, collection, rkey)
-        await self.store.delete(self.record, (repo, collection, rkey))
+        await self._writer().delete(self.record, (repo, collection, rkey))
 
     # --- reads ----------------------------------------------------------------------------------
 
     async def get(self, repo: str, collection: str, rkey: str, default: Any = None) -> Any:
-        """The record value, or `default` when there is none."""
-        return await self.store.get(self.record, (repo, collection, rkey), default=default)
+        """The record value (as its collection's value type), or `default` when there is none."""
+        value = await self.store.get(self.record, (repo, collection, rkey), default=_ABSENT)
+        if value is _ABSENT:
+            return default
+        return self._typed_value(repo, collection, rkey, value)
 
     async def exists(self, repo: str, collection: str, rkey: str) -> bool:
         """True when the record exists."""

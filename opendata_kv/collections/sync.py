@@ -14,9 +14,9 @@ hand-written part is opendata_kv/collections/sync_support.py).
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, Generic
 
 from opendata_kv.collections._common import Instant
 from opendata_kv.collections.backlinks import Backlink, Backlinks
@@ -31,28 +31,30 @@ from opendata_kv.collections.pages import PAGES, Page, PagesLayout, PageStore
 from opendata_kv.collections.records import (
     RECORDS,
     BacklinkPage,
+    CreateItem,
+    PutItem,
     RecordCollection,
     RecordList,
     RecordsLayout,
     RepoRecord,
     TidSource,
 )
-from opendata_kv.collections.sync_support import CollectionFace, SyncResults
+from opendata_kv.collections.sync_support import CollectionFace, SyncResults, SyncStoreT
 from opendata_kv.ids.muid import Muid, MuidGenerator
 from opendata_kv.ids.rkey import KeyType
 from opendata_kv.store.sync import SyncStore
-from opendata_kv.store.sync_support import _entered, _itself, _now
+from opendata_kv.store.sync_support import _entered, _itself, _loop, _now
 from opendata_kv.store.ttl import Duration
 
 
-class SyncRecordCollection(CollectionFace):
+class SyncRecordCollection(CollectionFace, Generic[SyncStoreT]):
     """RecordCollection for a SyncStore: the same methods, blocking."""
 
-    collection: RecordCollection
+    collection: RecordCollection[Any]
 
     def __init__(
         self,
-        store: SyncStore,
+        store: SyncStoreT,
         *,
         key_types: Mapping[str, str | KeyType] | None = None,
         default_key_type: str | KeyType = "any",
@@ -60,6 +62,7 @@ class SyncRecordCollection(CollectionFace):
         max_attempts: int = 8,
         layout: RecordsLayout = RECORDS,
         backlinks: Backlinks | None = None,
+        value_types: Mapping[str, Any] | None = None,
     ) -> None:
         self.collection = RecordCollection(
             store.store,
@@ -69,6 +72,7 @@ class SyncRecordCollection(CollectionFace):
             max_attempts=max_attempts,
             layout=layout,
             backlinks=backlinks,
+            value_types=value_types,
         )
 
     @property
@@ -82,7 +86,12 @@ class SyncRecordCollection(CollectionFace):
         return self.collection.key_type(collection)
 
     def create(
-        self, repo: str, collection: str, value: Any, *, rkey: str | None = None
+        self: SyncRecordCollection[SyncStore],
+        repo: str,
+        collection: str,
+        value: Any,
+        *,
+        rkey: str | None = None,
     ) -> RepoRecord:
         """Store a new record and return it; never overwrites.
 
@@ -96,17 +105,60 @@ class SyncRecordCollection(CollectionFace):
         result: RepoRecord = _now(self.collection.create(repo, collection, value, rkey=rkey))
         return result
 
-    def put(self, repo: str, collection: str, rkey: str, value: Any) -> RepoRecord:
+    def put(
+        self: SyncRecordCollection[SyncStore], repo: str, collection: str, rkey: str, value: Any
+    ) -> RepoRecord:
         """Store `value` under the key, replacing any record there (putRecord)."""
         result: RepoRecord = _now(self.collection.put(repo, collection, rkey, value))
         return result
 
-    def delete(self, repo: str, collection: str, rkey: str) -> None:
+    def put_many(
+        self: SyncRecordCollection[SyncStore],
+        records: Iterable[PutItem] | AsyncIterable[PutItem],
+        *,
+        batch_size: int = 1000,
+        durable: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Put `(repo, collection, rkey, value)` records, replacing any there, `batch_size` per
+        atomic batch (store.put_many); returns how many were put. Every record passes the
+        checks `put` makes, with its errors: a refused record's batch is not written (the
+        batches before it are; `progress(total_so_far)` is called after each one)."""
+        run = _loop if isinstance(records, AsyncIterable) else _now
+        result: int = run(
+            self.collection.put_many(
+                records, batch_size=batch_size, durable=durable, progress=progress
+            )
+        )
+        return result
+
+    def create_many(
+        self: SyncRecordCollection[SyncStore],
+        records: Iterable[CreateItem] | AsyncIterable[CreateItem],
+        *,
+        batch_size: int = 1000,
+        durable: bool = False,
+    ) -> builtins.list[RepoRecord]:
+        """Create `(repo, collection, value)` or `(repo, collection, value, rkey)` records, as
+        `create` does (the rkey made as `create` makes it when absent or None) but `batch_size`
+        per serializable transaction; returns the records made. Never overwrites: a key that
+        holds a record, or that the same batch names twice, raises RecordExistsError and the
+        batch writes nothing (the batches before it are written). Every record passes the
+        checks `create` makes, with its errors, before its batch is written."""
+        run = _loop if isinstance(records, AsyncIterable) else _now
+        result: builtins.list[RepoRecord] = run(
+            self.collection.create_many(records, batch_size=batch_size, durable=durable)
+        )
+        return result
+
+    def delete(
+        self: SyncRecordCollection[SyncStore], repo: str, collection: str, rkey: str
+    ) -> None:
         """Remove the record (no error when there is none). The key type is enforced here too."""
         _now(self.collection.delete(repo, collection, rkey))
 
     def get(self, repo: str, collection: str, rkey: str, default: Any = None) -> Any:
-        """The record value, or `default` when there is none."""
+        """The record value (as its collection's value type), or `default` when there is none."""
         result: Any = _now(self.collection.get(repo, collection, rkey, default))
         return result
 
@@ -228,14 +280,14 @@ class SyncRecordCollection(CollectionFace):
         return result
 
 
-class SyncChangeLog(CollectionFace):
+class SyncChangeLog(CollectionFace, Generic[SyncStoreT]):
     """ChangeLog for a SyncStore: the same methods, blocking."""
 
-    collection: ChangeLog
+    collection: ChangeLog[Any]
 
     def __init__(
         self,
-        store: SyncStore,
+        store: SyncStoreT,
         *,
         generator: MuidGenerator | None = None,
         layout: ChangeLogLayout = CHANGELOG,
@@ -247,20 +299,27 @@ class SyncChangeLog(CollectionFace):
         """This writer's medallion."""
         return self.collection.medallion
 
-    def transaction(self, *, durable: bool = False) -> AbstractContextManager[ChangeTransaction]:
+    def transaction(
+        self: SyncChangeLog[SyncStore], *, durable: bool = False
+    ) -> AbstractContextManager[ChangeTransaction]:
         """`with log.transaction() as tx: tx.add(value)`: one timestamp and medallion,
         offsets 1..n, written atomically (with their index entries) when the block exits;
         nothing is written if it raises. `durable=True` flushes after the write."""
         return _entered(self.collection.transaction(durable=durable), _itself)
 
-    def put(self, muid: Muid | str, value: Any) -> Muid:
+    def put(self: SyncChangeLog[SyncStore], muid: Muid | str, value: Any) -> Muid:
         """Store one change under an explicit muid (a -1 sentinel container, or a change
         received from another writer), with its index entry, atomically. Replaces any change
         already stored under that muid."""
         result: Muid = _now(self.collection.put(muid, value))
         return result
 
-    def write(self, changes: Iterable[tuple[Muid | str, Any]], *, durable: bool = False) -> int:
+    def write(
+        self: SyncChangeLog[SyncStore],
+        changes: Iterable[tuple[Muid | str, Any]],
+        *,
+        durable: bool = False,
+    ) -> int:
         """Store many (muid, value) changes in one atomic batch; returns how many."""
         result: int = _now(self.collection.write(changes, durable=durable))
         return result
@@ -320,18 +379,25 @@ class SyncChangeLog(CollectionFace):
         return result
 
 
-class SyncPageStore(CollectionFace):
+class SyncPageStore(CollectionFace, Generic[SyncStoreT]):
     """PageStore for a SyncStore: the same methods, blocking."""
 
-    collection: PageStore
+    collection: PageStore[Any]
 
     def __init__(
-        self, store: SyncStore, *, default_ttl: Duration | None = None, layout: PagesLayout = PAGES
+        self,
+        store: SyncStoreT,
+        *,
+        default_ttl: Duration | None = None,
+        layout: PagesLayout = PAGES,
+        content_type: Any = None,
     ) -> None:
-        self.collection = PageStore(store.store, default_ttl=default_ttl, layout=layout)
+        self.collection = PageStore(
+            store.store, default_ttl=default_ttl, layout=layout, content_type=content_type
+        )
 
     def save(
-        self,
+        self: SyncPageStore[SyncStore],
         requested: str,
         canonical: str,
         content: Any,
@@ -362,14 +428,16 @@ class SyncPageStore(CollectionFace):
         )
         return result
 
-    def delete(self, url: str) -> bool:
+    def delete(self: SyncPageStore[SyncStore], url: str) -> bool:
         """Remove a page (by requested or canonical URL, found as `fetch` finds it) and the
         id_map entries naming it, in one atomic batch. False when there was nothing to
         remove. Never removes another URL's records: a collision raises UrlCollisionError."""
         result: bool = _now(self.collection.delete(url))
         return result
 
-    def purge_expired(self, now: Instant | None = None, *, batch_size: int = 500) -> int:
+    def purge_expired(
+        self: SyncPageStore[SyncStore], now: Instant | None = None, *, batch_size: int = 500
+    ) -> int:
         """Delete every expired page (and its id_map entries); returns how many pages."""
         result: int = _now(self.collection.purge_expired(now, batch_size=batch_size))
         return result

@@ -5,12 +5,22 @@ members every sync collection has."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from opendata_kv.collections._common import Results
+from opendata_kv.store.sync import SyncStore, SyncStoreReader
 from opendata_kv.store.sync_support import _now
 
 T = TypeVar("T")
+
+if TYPE_CHECKING:  # a TypeVar default (PEP 696) for the type checker only, as StoreT
+    from typing_extensions import TypeVar as DefaultingTypeVar
+
+    #: what a sync collection reads through: a SyncStore (the default) or a SyncStoreReader
+    #: (reads only: mypy flags its write methods)
+    SyncStoreT = DefaultingTypeVar("SyncStoreT", bound=SyncStoreReader, default=SyncStore)
+else:
+    SyncStoreT = TypeVar("SyncStoreT", bound=SyncStoreReader)
 
 
 class SyncResults(Generic[T]):

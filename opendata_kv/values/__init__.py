@@ -10,7 +10,6 @@ from opendata_kv.values.codecs import (
     MsgpackCodec,
     RawCodec,
     ValueCodec,
-    as_codec,
     batch_decoder,
     msgpack_codec,
     pack,
@@ -25,6 +24,8 @@ from opendata_kv.values.registry import (
     VersionCodec,
     check_policy,
 )
+from opendata_kv.values.specs import as_codec
+from opendata_kv.values.typed import StructCodec, TypedDictCodec
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -35,6 +36,8 @@ __all__ = [
     "LimitsAware",
     "MsgpackCodec",
     "RawCodec",
+    "StructCodec",
+    "TypedDictCodec",
     "UnknownPolicy",
     "ValueCodec",
     "Values",

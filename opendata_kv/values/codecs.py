@@ -320,20 +320,3 @@ def _show_value(value: Any) -> str:
 
 raw = RawCodec()
 msgpack_codec = MsgpackCodec()
-
-
-def as_codec(spec: Any) -> ValueCodec[Any]:
-    """Accept a codec, a dataclass type, `bytes` (raw) or `dict` (msgpack) as a codec spec."""
-    if spec is None or spec is dict:
-        return msgpack_codec
-    if spec is bytes:
-        return raw
-    if isinstance(spec, type) and dataclasses.is_dataclass(spec):
-        return DataclassCodec(spec)
-    if isinstance(spec, ValueCodec):
-        return spec
-    raise ArgumentTypeError(
-        f"not a value codec: {spec!r} (give a codec, a dataclass, bytes or dict)",
-        field="codec",
-        value=spec,
-    )

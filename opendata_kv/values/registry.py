@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, overload
 
 from opendata_kv.errors import (
     SchemaError,
@@ -21,7 +21,7 @@ from opendata_kv.errors import (
     show_bytes,
 )
 from opendata_kv.keys import Key, RecordType, Schema
-from opendata_kv.values.codecs import ValueCodec, as_codec, with_limits
+from opendata_kv.values.codecs import ValueCodec, with_limits
 from opendata_kv.values.limits import (
     DEFAULT_LIMITS,
     DecodeLimits,
@@ -29,11 +29,13 @@ from opendata_kv.values.limits import (
     limited_unpackb,
     may_exceed,
 )
+from opendata_kv.values.specs import as_codec
 
 UnknownPolicy = Literal["raise", "skip", "raw"]
 UNKNOWN_POLICIES: tuple[UnknownPolicy, ...] = ("raise", "skip", "raw")
 
 Upgrade = Callable[[Any], Any]
+T = TypeVar("T")
 KeyUpgrade = Callable[[Key], Sequence[Any]]
 
 
@@ -88,6 +90,36 @@ class Values:
     def _limited(self, codec: ValueCodec[Any]) -> ValueCodec[Any]:
         return with_limits(codec, self.limits)
 
+    @overload
+    def register(
+        self,
+        record_type: RecordType,
+        codec: type[T],
+        *,
+        upgrade: Callable[[T], object] | None = None,
+        upgrade_key: KeyUpgrade | None = None,
+    ) -> Values: ...
+
+    @overload
+    def register(
+        self,
+        record_type: RecordType,
+        codec: ValueCodec[T],
+        *,
+        upgrade: Callable[[T], object] | None = None,
+        upgrade_key: KeyUpgrade | None = None,
+    ) -> Values: ...
+
+    @overload
+    def register(
+        self,
+        record_type: RecordType,
+        codec: None = None,
+        *,
+        upgrade: Upgrade | None = None,
+        upgrade_key: KeyUpgrade | None = None,
+    ) -> Values: ...
+
     def register(
         self,
         record_type: RecordType,
@@ -96,7 +128,9 @@ class Values:
         upgrade: Upgrade | None = None,
         upgrade_key: KeyUpgrade | None = None,
     ) -> Values:
-        """Set the codec of one RecordType version (a codec, dataclass, bytes or dict)."""
+        """Set the codec of one RecordType version (a codec; a dataclass, TypedDict or
+        msgspec.Struct type; bytes or dict). mypy checks that `upgrade` takes what the codec
+        decodes (`register(v1, PostV1, upgrade=to_v2)` needs `to_v2(old: PostV1)`)."""
         if record_type not in self.schema:
             raise SchemaError(f"{record_type.name!r} v{record_type.version} is not in the schema")
         self._plans[record_type.head] = VersionCodec(
@@ -132,7 +166,10 @@ class Values:
         except ValueEncodeError as exc:
             where = f" key {show_bytes(key)}" if key is not None else ""
             raise ValueEncodeError(
-                f"{record_type.name} v{record_type.version}{where}: {exc}"
+                f"{record_type.name} v{record_type.version}{where}: {exc}",
+                record=record_type.name,
+                field=exc.field,
+                value=exc.value,
             ) from None
         self.check_caps(record_type, data, key)
         return data

@@ -64,6 +64,8 @@ def checker_for(annotation: Any) -> Checker | None:
         return lambda value: (
             isinstance(value, dict) and _all(key, value.keys()) and _all(item, value.values())
         )
+    if isinstance(annotation, type) and typing.is_typeddict(annotation):
+        return _typeddict_checker(annotation)
     if annotation in (list, tuple, set, frozenset):
         return lambda value: isinstance(value, (list, tuple))
     if annotation is dict:
@@ -71,6 +73,26 @@ def checker_for(annotation: Any) -> Checker | None:
     if isinstance(annotation, type) and origin is None:
         return lambda value: isinstance(value, annotation)
     return None
+
+
+def _typeddict_checker(cls: type[Any]) -> Checker:
+    """A nested TypedDict: a dict with its required keys, no others, each value checked."""
+    hints = typing.get_type_hints(cls)  # Required/NotRequired stripped
+    required: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
+    checks = {name: checker_for(annotation) for name, annotation in hints.items()}
+
+    def check(value: Any) -> bool:
+        if not isinstance(value, dict) or not required <= value.keys():
+            return False
+        for name, item in value.items():
+            if name not in checks:
+                return False
+            inner = checks[name]
+            if inner is not None and not inner(item):
+                return False
+        return True
+
+    return check
 
 
 def field_checkers(cls: type[Any]) -> dict[str, tuple[Checker, str]]:
