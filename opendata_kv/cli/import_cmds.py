@@ -1,0 +1,232 @@
+"""`opendata-kv import`: write the rows of an `export` file back into a database in atomic
+batches, each row checked against --schema first; resumable after an interrupt through a
+marker beside the database (`opendata-kv/import.json`) naming the rows committed."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from opendata_kv.cli.common import EXIT_OK, CliError, SchemaSpec, jsonable, load_schema
+from opendata_kv.cli.db_args import database_arg, read_limit_args
+from opendata_kv.cli.db_read import ReadLimits, endpoint_text
+from opendata_kv.cli.export_format import FORMATS, format_of, read_rows
+from opendata_kv.cli.index_cmds import StepProgress
+from opendata_kv.cli.rows import Decoder
+from opendata_kv.errors import OpendataKvError, show_text
+from opendata_kv.keys import Schema
+from opendata_kv.store import Store
+from opendata_kv.store.ops.bulk_load import check_pair, write_pairs
+from opendata_kv.values import Values
+
+MARKER = "import.json"
+#: One row to write: its line (or row) number, the row object, its key and value bytes.
+Item = tuple[int, dict[str, Any], bytes, bytes]
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `import`."""
+    parser = subparsers.add_parser(
+        "import",
+        help="write the rows of an export file into a database, in atomic batches",
+        description=(
+            "Write the rows of FILE (made by `export`) into the database (created if missing), "
+            "--batch-size rows per atomic batch, indexed as typed puts are. With --schema every "
+            "key must belong to one of its records and every value decode with its codec; the "
+            "row's record, fields and value, when given, must match its bytes. A refused row "
+            "stops the import before anything of its batch is written. Interrupted, the same "
+            "command resumes after the last batch committed."
+        ),
+    )
+    parser.add_argument("db", metavar="URL", type=database_arg, help="database directory or URL")
+    parser.add_argument("file", metavar="FILE", help="the export file (- for stdin: jsonl, csv)")
+    parser.add_argument("--format", choices=FORMATS, help="default: from the extension, else jsonl")
+    parser.add_argument(
+        "--schema", metavar="MODULE:ATTR", help="check keys and values with this Schema (or Values)"
+    )
+    parser.add_argument(
+        "--batch-size", type=_batch_size, default=1000, metavar="N", help="rows per atomic batch"
+    )
+    read_limit_args(parser)
+    parser.set_defaults(handler=run_import)
+
+
+def _batch_size(text: str) -> int:
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"batch size must be an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"batch size must be >= 1, got {value}")
+    return value
+
+
+def run_import(args: argparse.Namespace) -> int:
+    fmt = format_of(args.file, args.format)
+    if args.file == "-" and fmt == "parquet":
+        raise CliError("a Parquet file cannot be read from stdin: give its path")
+    spec = load_schema(args.schema) if args.schema else None
+    total, skipped = asyncio.run(_import(args, fmt, spec))
+    resumed = f" (resumed: the first {skipped:,} were committed before)" if skipped else ""
+    sys.stderr.write(f"imported {total:,} records{resumed}\n")
+    return EXIT_OK
+
+
+def file_identity(path: str, fmt: str) -> dict[str, Any] | None:
+    """What the marker records of FILE to know it again (None for stdin: not resumable)."""
+    if path == "-":
+        return None
+    try:
+        stat = os.stat(path)
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror}") from None
+    return {"file": os.path.abspath(path), "size": stat.st_size, "format": fmt}
+
+
+async def _import(args: argparse.Namespace, fmt: str, spec: SchemaSpec | None) -> tuple[int, int]:
+    from opendata_kv.objstore import sidecar
+    from opendata_kv.objstore.location import parse_location
+
+    identity = file_identity(args.file, fmt)
+    rows = read_rows(args.file, fmt, sys.stdin if args.file == "-" else None)
+    schema = spec.schema if spec is not None else Schema()
+    values = (spec.values or Values(spec.schema)) if spec is not None else None
+    location = parse_location(args.db)
+    limits = ReadLimits.from_args(args)
+    try:
+        store = await Store.open(
+            args.db,
+            schema,
+            values=values,
+            timeout=limits.timeout,
+            object_store_max_retries=limits.retries,
+            object_store_options=limits.object_store_options(location),
+        )
+    except OpendataKvError as exc:
+        raise CliError(f"cannot open {args.db}{endpoint_text(location)}: {exc}") from None
+    side = sidecar.Sidecar(location, limits.object_store_options(location), limits.timeout)
+    keep = identity is not None and side.available
+    marker = await side.get_json(MARKER) if keep else None
+    skip = 0
+    if marker and identity and all(marker.get(k) == v for k, v in identity.items()):
+        skip = int(marker.get("rows") or 0)
+    loader = Loader(store, Decoder(schema if spec else None, values, None), spec is not None)
+    progress = StepProgress(sys.stderr, "import")
+    try:
+        done = skip
+        for batch in loader.batches(rows, skip, args.batch_size, args.file):
+            await loader.write(batch, args.file)
+            done += len(batch)
+            if keep:  # durable first, so the marker never names rows that could be lost
+                await store.flush()
+                await side.put_json(MARKER, {**(identity or {}), "rows": done})
+            progress.step(done, "rows written")
+        await store.flush()
+    finally:
+        progress.done()
+        await store.close()
+    if keep:
+        await side.delete(MARKER)
+    return done - skip, skip
+
+
+class Loader:
+    """Turns rows into checked (key, value) bytes, batch by batch."""
+
+    def __init__(self, store: Store, decoder: Decoder, strict: bool) -> None:
+        self.store = store
+        self.decoder = decoder
+        self.strict = strict
+
+    def batches(
+        self, rows: Iterator[tuple[int, Any]], skip: int, size: int, path: str
+    ) -> Iterator[list[Item]]:
+        batch: list[Item] = []
+        seen = 0
+        for number, obj in rows:
+            seen += 1
+            if seen <= skip:
+                continue
+            key, data = self.pair(number, obj, path)
+            batch.append((number, obj, key, data))
+            if len(batch) >= size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    def pair(self, number: int, obj: Any, path: str) -> tuple[bytes, bytes]:
+        """The exact bytes of one row: CliError naming the line/row and the column."""
+        if not isinstance(obj, dict):
+            raise CliError(f"{path} {_where(number, path)}: not a JSON object")
+        return (
+            _hex_cell(obj, "key_hex", number, path),
+            _hex_cell(obj, "value_hex", number, path),
+        )
+
+    async def write(self, batch: list[Item], path: str) -> None:
+        """Check every row of `batch`, then write it in one atomic batch."""
+        for number, obj, key, data in batch:
+            self.check(number, key, data, path)
+            self.compare(number, obj, key, data, path)
+        await write_pairs(self.store, [(key, data) for _, _, key, data in batch])
+
+    def check(self, number: int, key: bytes, data: bytes, path: str) -> None:
+        where = f"{path} {_where(number, path)}"
+        try:
+            check_pair(self.store, key, data, strict=self.strict)
+        except OpendataKvError as exc:
+            field = f" field {exc.field}" if exc.field else ""
+            raise CliError(f"{where}:{field} refused by the schema: {exc}") from None
+
+    def compare(self, number: int, obj: dict[str, Any], key: bytes, data: bytes, path: str) -> None:
+        """The row's decoded parts (record, fields, value), where given, match its bytes."""
+        shown = self.decoder.row(key, data, with_values=True).obj
+        where = f"{path} {_where(number, path)}"
+        if obj.get("record") is not None and obj["record"] != shown["record"]:
+            raise CliError(
+                f"{where}: record {show_text(str(obj['record']))} but key_hex is a "
+                f"{shown['record'] or 'key of no record of the schema'}"
+            )
+        given = obj.get("fields")
+        if given is not None:
+            _same(where, "fields", given, shown["fields"])
+        if obj.get("value") is not None and "value" in shown:
+            _same(where, "value", obj["value"], jsonable(shown["value"]))
+
+
+def _same(where: str, column: str, given: Any, stored: Any) -> None:
+    if given == stored:
+        return
+    if isinstance(given, dict) and isinstance(stored, dict):
+        for name in sorted(set(given) | set(stored), key=str):
+            if given.get(name) != stored.get(name) or (name in given) != (name in stored):
+                have = show_text(repr(stored.get(name)))
+                raise CliError(
+                    f"{where}: {column} field {name}: {show_text(repr(given.get(name)))} does "
+                    f"not match the bytes of the row, which hold {have}"
+                )
+    raise CliError(f"{where}: {column} does not match the bytes of the row")
+
+
+def _where(number: int, path: str) -> str:
+    return f"row {number}" if path.lower().endswith((".parquet", ".pq")) else f"line {number}"
+
+
+def _hex_cell(obj: dict[str, Any], name: str, number: int, path: str) -> bytes:
+    text = obj.get(name)
+    if not isinstance(text, str):
+        raise CliError(
+            f"{path} {_where(number, path)}: {name} must be a hex string, got "
+            f"{show_text(repr(text))}"
+        )
+    try:
+        return bytes.fromhex(text)
+    except ValueError:
+        raise CliError(
+            f"{path} {_where(number, path)}: {name} is not hex: {show_text(text)}"
+        ) from None

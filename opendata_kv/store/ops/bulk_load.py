@@ -1,0 +1,76 @@
+"""Bulk load: exact (key, value) bytes written in atomic batches, each checked against the
+store's schema first and indexed as a typed put would be (what `opendata-kv import` runs)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, Callable, Iterable
+from typing import Any
+
+from opendata_kv.errors import InvalidArgumentError, check_count
+from opendata_kv.store.writer import Store
+from opendata_kv.store.writes import UNDECODED, Op, Put
+from opendata_kv.values.limits import check_stored_size
+
+#: One stored pair to load: its raw key and value bytes.
+Pair = tuple[bytes, bytes]
+
+
+def check_pair(store: Store, key: bytes, data: bytes, *, strict: bool) -> None:
+    """Raise the KeyDecodeError / ValueDecodeError (naming record, key and bytes) that the
+    store's schema gives `key` and `data`; with `strict`, a key no record owns is refused
+    too (UnknownRecordError), else it is stored as raw bytes like put_raw does."""
+    check_stored_size(data)
+    schema = store.schema
+    owner = schema.record_type_of(key) if strict else schema.try_record_type_of(key)
+    if owner is None:
+        return
+    owner.decode(key)
+    store.values.check_caps(owner, data, key)
+    store.values.decode(owner, key, data, upgrade=False)
+
+
+async def write_pairs(store: Store, pairs: list[Pair]) -> None:
+    """Write `pairs` (already checked) in one atomic native write with their index ops."""
+    ops: list[Op] = [Put(key, data, None, UNDECODED, None) for key, data in pairs]
+    await store._write_ops(store._writable(), ops)
+
+
+async def load_pairs(
+    store: Store,
+    pairs: Iterable[Pair] | AsyncIterable[Pair],
+    *,
+    batch_size: int = 1000,
+    strict: bool = True,
+    progress: Callable[[int], Any] | None = None,
+) -> int:
+    """Check and write `pairs`, `batch_size` per atomic batch (a pair the schema refuses
+    raises before anything of its batch is written); returns how many were written."""
+    check_count(batch_size, "batch_size", 1)
+    if not isinstance(strict, bool):
+        raise InvalidArgumentError(f"strict must be a bool, got {strict!r}", field="strict")
+    total = 0
+    batch: list[Pair] = []
+
+    async def send() -> None:
+        nonlocal total, batch
+        for key, data in batch:
+            check_pair(store, key, data, strict=strict)
+        await write_pairs(store, batch)
+        total += len(batch)
+        batch = []
+        if progress is not None:
+            progress(total)
+
+    if isinstance(pairs, AsyncIterable):
+        async for pair in pairs:
+            batch.append(pair)
+            if len(batch) >= batch_size:
+                await send()
+    else:
+        for pair in pairs:
+            batch.append(pair)
+            if len(batch) >= batch_size:
+                await send()
+    if batch:
+        await send()
+    return total
