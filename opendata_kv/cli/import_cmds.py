@@ -17,6 +17,7 @@ from opendata_kv.cli.db_read import ReadLimits, endpoint_text
 from opendata_kv.cli.export_format import FORMATS, format_of, read_rows
 from opendata_kv.cli.index_cmds import StepProgress
 from opendata_kv.cli.rows import Decoder
+from opendata_kv.cli.text import json_text
 from opendata_kv.errors import OpendataKvError, show_text
 from opendata_kv.keys import Schema
 from opendata_kv.store import Store
@@ -187,6 +188,8 @@ class Loader:
         """The row's decoded parts (record, fields, value), where given, match its bytes."""
         shown = self.decoder.row(key, data, with_values=True).obj
         where = f"{path} {_where(number, path)}"
+        if shown["record"]:
+            where += f" ({shown['record']} v{shown['version']})"
         if obj.get("record") is not None and obj["record"] != shown["record"]:
             raise CliError(
                 f"{where}: record {show_text(str(obj['record']))} but key_hex is a "
@@ -202,15 +205,18 @@ class Loader:
 def _same(where: str, column: str, given: Any, stored: Any) -> None:
     if given == stored:
         return
+    held = "key_hex" if column == "fields" else "value_hex"
     if isinstance(given, dict) and isinstance(stored, dict):
         for name in sorted(set(given) | set(stored), key=str):
             if given.get(name) != stored.get(name) or (name in given) != (name in stored):
-                have = show_text(repr(stored.get(name)))
+                mine = show_text(json_text(given.get(name)), quote=False)
+                have = show_text(json_text(stored.get(name)), quote=False)
                 raise CliError(
-                    f"{where}: {column} field {name}: {show_text(repr(given.get(name)))} does "
-                    f"not match the bytes of the row, which hold {have}"
+                    f"{where}: {column} field {name}: {mine} does not match {held}, which "
+                    f"holds {have}"
                 )
-    raise CliError(f"{where}: {column} does not match the bytes of the row")
+    mine = show_text(json_text(given), quote=False)
+    raise CliError(f"{where}: {column} {mine} does not match {held}")
 
 
 def _where(number: int, path: str) -> str:
@@ -222,7 +228,7 @@ def _hex_cell(obj: dict[str, Any], name: str, number: int, path: str) -> bytes:
     if not isinstance(text, str):
         raise CliError(
             f"{path} {_where(number, path)}: {name} must be a hex string, got "
-            f"{show_text(repr(text))}"
+            f"{show_text(json_text(text), quote=False)}"
         )
     try:
         return bytes.fromhex(text)
