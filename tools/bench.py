@@ -13,6 +13,8 @@
                                     and rocksdict side by side (see tools/bench_scale.py)
     python tools/bench.py indexes   secondary indexes: indexed put_many, index_scan and online
                                     build rates vs the same without indexes / a primary scan
+    python tools/bench.py bulk      put_many vs load_pairs and `import` (same schema and
+                                    indexes); `export` vs a typed scan (see tools/bench_bulk.py)
     python tools/bench.py listing [--repos N] [--per-repo N] [--store s3|file]
                                     RecordCollection.repos()/collections() vs a keys-only
                                     scan (see tools/bench_listing.py)
@@ -31,7 +33,7 @@ import importlib
 import sys
 from pathlib import Path
 
-SECTIONS = ("codec", "ids", "store", "values", "feed", "indexes")
+SECTIONS = ("codec", "ids", "store", "values", "feed", "indexes", "bulk")
 #: sections with options of their own -> what --quick becomes for their main(argv)
 OWN_OPTIONS = {"scale": ["--records", "20000"], "store": ["--quick"], "listing": ["--quick"]}
 

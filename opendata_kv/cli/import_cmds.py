@@ -8,6 +8,7 @@ import argparse
 import asyncio
 import os
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,16 +16,20 @@ from opendata_kv.cli.common import EXIT_OK, CliError, SchemaSpec, jsonable, load
 from opendata_kv.cli.db_args import database_arg, read_limit_args
 from opendata_kv.cli.db_read import ReadLimits, endpoint_text
 from opendata_kv.cli.export_format import FORMATS, format_of, read_rows
+from opendata_kv.cli.index_args import load_indexes
 from opendata_kv.cli.index_cmds import StepProgress
 from opendata_kv.cli.rows import Decoder
 from opendata_kv.cli.text import json_text
 from opendata_kv.errors import OpendataKvError, show_text
 from opendata_kv.keys import Schema
 from opendata_kv.store import Store
-from opendata_kv.store.ops.bulk_load import check_pair, write_pairs
+from opendata_kv.store.ops.bulk_load import Checked, check_pair, write_checked
 from opendata_kv.values import Values
 
 MARKER = "import.json"
+#: Seconds between marker updates (each flushes first): a resume after SIGKILL writes again
+#: at most this long of rows, the same bytes under the same keys.
+MARK_EVERY = 1.0
 #: One row to write: its line (or row) number, the row object, its key and value bytes.
 Item = tuple[int, dict[str, Any], bytes, bytes]
 
@@ -50,6 +55,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--schema", metavar="MODULE:ATTR", help="check keys and values with this Schema (or Values)"
     )
     parser.add_argument(
+        "--indexes",
+        metavar="MODULE:ATTR",
+        help="keep these secondary indexes (a list of opendata_kv.Index) up to date",
+    )
+    parser.add_argument(
         "--batch-size", type=_batch_size, default=1000, metavar="N", help="rows per atomic batch"
     )
     read_limit_args(parser)
@@ -71,6 +81,7 @@ def run_import(args: argparse.Namespace) -> int:
     if args.file == "-" and fmt == "parquet":
         raise CliError("a Parquet file cannot be read from stdin: give its path")
     spec = load_schema(args.schema) if args.schema else None
+    args.declared = load_indexes(args.indexes) if args.indexes else ()
     total, skipped = asyncio.run(_import(args, fmt, spec))
     resumed = f" (resumed: the first {skipped:,} were committed before)" if skipped else ""
     sys.stderr.write(f"imported {total:,} records{resumed}\n")
@@ -103,6 +114,7 @@ async def _import(args: argparse.Namespace, fmt: str, spec: SchemaSpec | None) -
             args.db,
             schema,
             values=values,
+            indexes=args.declared,
             timeout=limits.timeout,
             object_store_max_retries=limits.retries,
             object_store_options=limits.object_store_options(location),
@@ -117,18 +129,30 @@ async def _import(args: argparse.Namespace, fmt: str, spec: SchemaSpec | None) -
         skip = int(marker.get("rows") or 0)
     loader = Loader(store, Decoder(schema if spec else None, values, None), spec is not None)
     progress = StepProgress(sys.stderr, "import")
+    done = marked = skip
+    next_mark = time.monotonic() + MARK_EVERY
+
+    async def mark() -> None:
+        nonlocal marked, next_mark
+        if keep and done > marked:  # durable first: the marker never names rows that could be lost
+            await store.flush()
+            await side.put_json(MARKER, {**(identity or {}), "rows": done})
+            marked = done
+        next_mark = time.monotonic() + MARK_EVERY
+
     try:
-        done = skip
-        for batch in loader.batches(rows, skip, args.batch_size, args.file):
-            await loader.write(batch, args.file)
-            done += len(batch)
-            if keep:  # durable first, so the marker never names rows that could be lost
-                await store.flush()
-                await side.put_json(MARKER, {**(identity or {}), "rows": done})
-            progress.step(done, "rows written")
+        try:
+            for batch in loader.batches(rows, skip, args.batch_size, args.file):
+                await loader.write(batch, args.file)
+                done += len(batch)
+                if time.monotonic() >= next_mark:
+                    await mark()
+                progress.step(done, "rows written")
+        finally:  # a refused row or an interrupt: note what is committed, to resume after it
+            progress.done()
+            await mark()
         await store.flush()
     finally:
-        progress.done()
         await store.close()
     if keep:
         await side.delete(MARKER)
@@ -171,35 +195,40 @@ class Loader:
 
     async def write(self, batch: list[Item], path: str) -> None:
         """Check every row of `batch`, then write it in one atomic batch."""
-        for number, obj, key, data in batch:
-            self.check(number, key, data, path)
-            self.compare(number, obj, key, data, path)
-        await write_pairs(self.store, [(key, data) for _, _, key, data in batch])
+        await write_checked(self.store, [self.check(*item, path) for item in batch])
 
-    def check(self, number: int, key: bytes, data: bytes, path: str) -> None:
+    def check(
+        self, number: int, obj: dict[str, Any], key: bytes, data: bytes, path: str
+    ) -> Checked:
+        """The row read by the schema, its record, fields and value (where given) matching
+        its bytes; else a CliError naming the line or row and the field."""
         where = f"{path} {_where(number, path)}"
         try:
-            check_pair(self.store, key, data, strict=self.strict)
+            checked = check_pair(self.store, key, data, strict=self.strict)
         except OpendataKvError as exc:
             field = f" field {exc.field}" if exc.field else ""
             raise CliError(f"{where}:{field} refused by the schema: {exc}") from None
-
-    def compare(self, number: int, obj: dict[str, Any], key: bytes, data: bytes, path: str) -> None:
-        """The row's decoded parts (record, fields, value), where given, match its bytes."""
-        shown = self.decoder.row(key, data, with_values=True).obj
-        where = f"{path} {_where(number, path)}"
-        if shown["record"]:
-            where += f" ({shown['record']} v{shown['version']})"
-        if obj.get("record") is not None and obj["record"] != shown["record"]:
+        if checked.owner is None:  # read as dump reads keys no record owns
+            shown = self.decoder.row(key, data, with_values=True).obj
+            record, fields, value = shown["record"], shown["fields"], shown.get("value", _NONE)
+        else:
+            record = checked.owner.name
+            where += f" ({record} v{checked.owner.version})"
+            fields = {n: jsonable(v) for n, v in checked.fields.asdict().items()}
+            value = _NONE if isinstance(checked.value, bytes) else checked.value
+        if obj.get("record") is not None and obj["record"] != record:
             raise CliError(
                 f"{where}: record {show_text(str(obj['record']))} but key_hex is a "
-                f"{shown['record'] or 'key of no record of the schema'}"
+                f"{record or 'key of no record of the schema'}"
             )
-        given = obj.get("fields")
-        if given is not None:
-            _same(where, "fields", given, shown["fields"])
-        if obj.get("value") is not None and "value" in shown:
-            _same(where, "value", obj["value"], jsonable(shown["value"]))
+        if obj.get("fields") is not None:
+            _same(where, "fields", obj["fields"], fields)
+        if obj.get("value") is not None and value is not _NONE:
+            _same(where, "value", obj["value"], jsonable(value))
+        return checked
+
+
+_NONE: Any = object()  # no decoded value to compare (dump shows value_hex for it)
 
 
 def _same(where: str, column: str, given: Any, stored: Any) -> None:

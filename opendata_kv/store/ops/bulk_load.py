@@ -4,9 +4,10 @@ store's schema first and indexed as a typed put would be (what `opendata-kv impo
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from opendata_kv.errors import InvalidArgumentError, check_count
+from opendata_kv.keys import RecordType
 from opendata_kv.store.writer import Store
 from opendata_kv.store.writes import UNDECODED, Op, Put
 from opendata_kv.values.limits import check_stored_size
@@ -15,23 +16,45 @@ from opendata_kv.values.limits import check_stored_size
 Pair = tuple[bytes, bytes]
 
 
-def check_pair(store: Store, key: bytes, data: bytes, *, strict: bool) -> None:
-    """Raise the KeyDecodeError / ValueDecodeError (naming record, key and bytes) that the
-    store's schema gives `key` and `data`; with `strict`, a key no record owns is refused
-    too (UnknownRecordError), else it is stored as raw bytes like put_raw does."""
+class Checked(NamedTuple):
+    """One pair as the schema read it (owner None: a key no record owns, stored raw)."""
+
+    key: bytes
+    data: bytes
+    owner: RecordType | None
+    fields: Any
+    value: Any
+
+
+def check_pair(store: Store, key: bytes, data: bytes, *, strict: bool) -> Checked:
+    """The pair decoded by the store's schema and codecs, or the KeyDecodeError /
+    ValueDecodeError (naming record, key and bytes) they raise; with `strict`, a key no record
+    owns is refused too (UnknownRecordError), else it is stored as raw bytes like put_raw."""
     check_stored_size(data)
     schema = store.schema
     owner = schema.record_type_of(key) if strict else schema.try_record_type_of(key)
     if owner is None:
-        return
-    owner.decode(key)
+        return Checked(key, data, None, None, UNDECODED)
+    fields = owner.decode(key)
     store.values.check_caps(owner, data, key)
-    store.values.decode(owner, key, data, upgrade=False)
+    value = store.values.decode(owner, key, data, upgrade=False)
+    return Checked(key, data, owner, fields, value)
 
 
-async def write_pairs(store: Store, pairs: list[Pair]) -> None:
-    """Write `pairs` (already checked) in one atomic native write with their index ops."""
-    ops: list[Op] = [Put(key, data, None, UNDECODED, None) for key, data in pairs]
+async def write_checked(store: Store, pairs: list[Checked]) -> None:
+    """Write checked pairs in one atomic native write with their index ops (the value each
+    decoded to is handed on, so index upkeep does not decode it again)."""
+    plan = store.values.plan
+    ops: list[Op] = [
+        Put(
+            p.key,
+            p.data,
+            None,
+            p.value if p.owner is not None and plan(p.owner).upgrade is None else UNDECODED,
+            None,
+        )
+        for p in pairs
+    ]
     await store._write_ops(store._writable(), ops)
 
 
@@ -53,9 +76,8 @@ async def load_pairs(
 
     async def send() -> None:
         nonlocal total, batch
-        for key, data in batch:
-            check_pair(store, key, data, strict=strict)
-        await write_pairs(store, batch)
+        checked = [check_pair(store, key, data, strict=strict) for key, data in batch]
+        await write_checked(store, checked)
         total += len(batch)
         batch = []
         if progress is not None:
