@@ -202,29 +202,43 @@ class Loader:
     ) -> Checked:
         """The row read by the schema, its record, fields and value (where given) matching
         its bytes; else a CliError naming the line or row and the field."""
-        where = f"{path} {_where(number, path)}"
         try:
             checked = check_pair(self.store, key, data, strict=self.strict)
         except OpendataKvError as exc:
             field = f" field {exc.field}" if exc.field else ""
+            where = f"{path} {_where(number, path)}"
             raise CliError(f"{where}:{field} refused by the schema: {exc}") from None
+        given_fields, given_value = obj.get("fields"), obj.get("value")
         if checked.owner is None:  # read as dump reads keys no record owns
             shown = self.decoder.row(key, data, with_values=True).obj
             record, fields, value = shown["record"], shown["fields"], shown.get("value", _NONE)
         else:
             record = checked.owner.name
-            where += f" ({record} v{checked.owner.version})"
-            fields = {n: jsonable(v) for n, v in checked.fields.asdict().items()}
+            fields = checked.fields.asdict()
             value = _NONE if isinstance(checked.value, bytes) else checked.value
+        # the common case first: the row's JSON equals what the bytes decode to as it is
+        if (
+            obj.get("record") in (None, record)
+            and (given_fields is None or given_fields == fields)
+            and (given_value is None or value is _NONE or given_value == value)
+        ):
+            return checked
+        where = f"{path} {_where(number, path)}"
+        if record:
+            where += (
+                f" ({record} v{checked.owner.version if checked.owner else obj.get('version')})"
+            )
         if obj.get("record") is not None and obj["record"] != record:
             raise CliError(
                 f"{where}: record {show_text(str(obj['record']))} but key_hex is a "
                 f"{record or 'key of no record of the schema'}"
             )
-        if obj.get("fields") is not None:
-            _same(where, "fields", obj["fields"], fields)
-        if obj.get("value") is not None and value is not _NONE:
-            _same(where, "value", obj["value"], jsonable(value))
+        if given_fields is not None and fields is not None:
+            _same(where, "fields", given_fields, {n: jsonable(v) for n, v in fields.items()})
+        elif given_fields is not None:
+            raise CliError(f"{where}: fields given, but key_hex is a key of no record")
+        if given_value is not None and value is not _NONE:
+            _same(where, "value", given_value, jsonable(value))
         return checked
 
 
