@@ -84,7 +84,8 @@ def run_import(args: argparse.Namespace) -> int:
     args.declared = load_indexes(args.indexes) if args.indexes else ()
     total, skipped = asyncio.run(_import(args, fmt, spec))
     resumed = f" (resumed: the first {skipped:,} were committed before)" if skipped else ""
-    sys.stderr.write(f"imported {total:,} records{resumed}\n")
+    plural = "record" if total == 1 else "records"
+    sys.stderr.write(f"imported {total:,} {plural}{resumed}\n")
     return EXIT_OK
 
 
@@ -104,7 +105,8 @@ async def _import(args: argparse.Namespace, fmt: str, spec: SchemaSpec | None) -
     from opendata_kv.objstore.location import parse_location
 
     identity = file_identity(args.file, fmt)
-    rows = read_rows(args.file, fmt, sys.stdin if args.file == "-" else None)
+    shown = "stdin" if args.file == "-" else args.file  # what error messages call the file
+    rows = read_rows(shown, fmt, sys.stdin if args.file == "-" else None)
     schema = spec.schema if spec is not None else Schema()
     values = (spec.values or Values(spec.schema)) if spec is not None else None
     location = parse_location(args.db)
@@ -142,8 +144,8 @@ async def _import(args: argparse.Namespace, fmt: str, spec: SchemaSpec | None) -
 
     try:
         try:
-            for batch in loader.batches(rows, skip, args.batch_size, args.file):
-                await loader.write(batch, args.file)
+            for batch in loader.batches(rows, skip, args.batch_size, shown):
+                await loader.write(batch, shown)
                 done += len(batch)
                 if time.monotonic() >= next_mark:
                     await mark()
