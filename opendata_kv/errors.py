@@ -118,6 +118,11 @@ def check_choice(value: object, choices: tuple[_T, ...], field: str) -> _T:
     )
 
 
+class MissingExtraError(OpendataKvError, ImportError):
+    """An optional feature whose package is not installed; `field` names the extra to
+    install (`pip install 'opendata-kv[<extra>]'`), `value` the missing module."""
+
+
 class ArgumentTypeError(OpendataKvError, TypeError):
     """A call argument of the wrong type, or a required one missing (`put` without a value);
     `field` names the argument."""
@@ -394,6 +399,7 @@ __all__ = [
     "KeyDecodeError",
     "KeyEncodeError",
     "KeyFormatError",
+    "MissingExtraError",
     "MuidError",
     "OpendataKvError",
     "ReadOnlyError",

@@ -18,6 +18,7 @@
     python tools/bench.py listing [--repos N] [--per-repo N] [--store s3|file]
                                     RecordCollection.repos()/collections() vs a keys-only
                                     scan (see tools/bench_listing.py)
+    python tools/bench.py arrow     scan.to_arrow() read to the end vs a plain typed scan (rows/s)
     python tools/bench.py all       every section but scale and listing (run on their own)
 
 Each section lives in tools/bench_<section>.py and exposes run(quick: bool) -> None; one that
@@ -33,7 +34,7 @@ import importlib
 import sys
 from pathlib import Path
 
-SECTIONS = ("codec", "ids", "store", "values", "feed", "indexes", "bulk")
+SECTIONS = ("codec", "ids", "store", "values", "feed", "indexes", "arrow", "bulk")
 #: sections with options of their own -> what --quick becomes for their main(argv)
 OWN_OPTIONS = {"scale": ["--records", "20000"], "store": ["--quick"], "listing": ["--quick"]}
 

@@ -178,6 +178,7 @@ FACES = (
             "next_chunk": "now",
             "has_more": "now",
             "to_list": "now",
+            "to_arrow": "call",
             "undecoded": "hand",
             "keys": "hand",
             "values": "hand",
@@ -196,6 +197,7 @@ FACES = (
             "next_chunk": "now",
             "has_more": "now",
             "to_list": "now",
+            "to_arrow": "call",
         },
     ),
 )

@@ -51,7 +51,7 @@ def format_of(path: str, given: str | None) -> str:
 def need_pyarrow() -> Any:
     """pyarrow.parquet, or a CliError naming the extra that installs it."""
     try:
-        import pyarrow.parquet as pq  # type: ignore[import-untyped]
+        import pyarrow.parquet as pq
     except ImportError:
         raise CliError("--format parquet needs pyarrow: pip install 'opendata-kv[arrow]'") from None
     return pq

@@ -7,13 +7,14 @@ a cursor (naming the last raw key yielded) from which a later scan can resume.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 from opendata_kv.errors import (
     CursorError,
+    InvalidArgumentError,
     KeyDecodeError,
     OpendataKvError,
     ValueDecodeError,
@@ -22,7 +23,7 @@ from opendata_kv.errors import (
     show_bytes,
 )
 from opendata_kv.keys import Key, RecordType, Schema, intersect, is_empty, prefix_successor
-from opendata_kv.native import calls
+from opendata_kv.native import calls, driver
 from opendata_kv.native.errors import FOREIGN, translating
 from opendata_kv.native.slatedb import (
     DurabilityLevel,
@@ -30,6 +31,7 @@ from opendata_kv.native.slatedb import (
     KeyRange,
     ScanOptions,
 )
+from opendata_kv.store.arrow import record_batches, require_pyarrow
 from opendata_kv.store.cursor import encode_cursor
 from opendata_kv.store.expiry import live_columns, live_positions
 from opendata_kv.values import UnknownPolicy, Values, batch_decoder
@@ -312,6 +314,39 @@ class Scan(Generic[R]):
         while chunk := await self.next_chunk():
             out += chunk
         return out
+
+    def to_arrow(self, *, expiry: bool = False, raw_key: bool = False) -> Any:
+        """The remaining records as a pyarrow.RecordBatchReader (docs/arrow.md), read a batch
+        at a time as it is consumed; `expiry` adds an `_expires` column, `raw_key` a `_key`
+        column. Needs the `arrow` extra."""
+        require_pyarrow()
+        if self._shape != "records":
+            raise InvalidArgumentError(
+                f"to_arrow: this scan yields {self._shape}; call to_arrow on a scan of records",
+                field="to_arrow",
+            )
+        expiries: dict[bytes, int] | None = None
+        if expiry:
+            expiries = self.expiries = {} if self.expiries is None else self.expiries
+        run = calls.sync if self.on_gone is None else driver.run
+
+        def chunks() -> Iterator[list[R]]:
+            while chunk := run(self.next_chunk()):
+                yield chunk
+
+        spans = self._spans
+        types = [s.record_type for s in spans if s.record_type is not None]
+        if len(types) < len(spans):  # a scan_all: any record type of the schema
+            types = list(self._schema)
+        return record_batches(
+            chunks(),
+            list(dict.fromkeys(types)),
+            self._values,
+            rows=self._max_batch,
+            upgrade=self._upgrade,
+            expiry=expiries,
+            raw_key=raw_key,
+        )
 
     def undecoded(self) -> Scan[RawRecord]:
         """This scan yielding every row as a RawRecord, neither key nor value decoded (the

@@ -1026,6 +1026,12 @@ class SyncScan(ScanIteration[R]):
         result: list[R] = _now(self.scan.to_list())
         return result
 
+    def to_arrow(self, *, expiry: bool = False, raw_key: bool = False) -> Any:
+        """The remaining records as a pyarrow.RecordBatchReader (docs/arrow.md), read a batch
+        at a time as it is consumed; `expiry` adds an `_expires` column, `raw_key` a `_key`
+        column. Needs the `arrow` extra."""
+        return self.scan.to_arrow(expiry=expiry, raw_key=raw_key)
+
     def count(self) -> int:
         """How many live rows remain (up to `limit`), read a batch at a time; nothing is
         decoded. Consumes the scan."""
@@ -1060,6 +1066,12 @@ class SyncIndexScan(IndexScanIteration):
     def to_list(self) -> list[Any]:
         result: list[Any] = _now(self.scan.to_list())
         return result
+
+    def to_arrow(self, *, raw_key: bool = False) -> Any:
+        """The remaining records, in index order, as a pyarrow.RecordBatchReader read a batch
+        at a time as it is consumed (docs/arrow.md); `raw_key` adds the record key bytes as
+        `_key`. Needs the `arrow` extra; not for records=False scans (entries)."""
+        return self.scan.to_arrow(raw_key=raw_key)
 
 
 __all__ = [

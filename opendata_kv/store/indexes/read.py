@@ -4,7 +4,7 @@ check_indexes. IndexReads is mixed into StoreReader, so a Store and a reader bot
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from opendata_kv.checks.integrity import Problem
@@ -15,8 +15,9 @@ from opendata_kv.errors import (
     InvalidArgumentError,
 )
 from opendata_kv.keys import Key, prefix_successor
-from opendata_kv.native import calls
+from opendata_kv.native import calls, driver
 from opendata_kv.native.errors import translating
+from opendata_kv.store.arrow import record_batches, require_pyarrow
 from opendata_kv.store.cursor import encode_cursor
 from opendata_kv.store.expiry import live_value
 from opendata_kv.store.indexes.check import check_index
@@ -69,6 +70,7 @@ class IndexScan:
         self._pos = 0
         self._cursor: bytes | None = scan.position
         self._remaining = limit
+        self._scan_rows = scan._max_batch  # to_arrow's batch size
         self._ahead: list[tuple[Any, bytes]] = []  # items read past `limit` (has_more)
         self.failed = 0
         self.last_error = None
@@ -127,6 +129,30 @@ class IndexScan:
         while chunk := await self.next_chunk():
             out += chunk
         return out
+
+    def to_arrow(self, *, raw_key: bool = False) -> Any:
+        """The remaining records, in index order, as a pyarrow.RecordBatchReader read a batch
+        at a time as it is consumed (docs/arrow.md); `raw_key` adds the record key bytes as
+        `_key`. Needs the `arrow` extra; not for records=False scans (entries)."""
+        require_pyarrow()
+        if not self._records:
+            raise InvalidArgumentError(
+                f"to_arrow: index {self._index.name!r} is scanned for entries (records=False "
+                "or an aggregate); to_arrow takes a scan of records",
+                field="records",
+                value=False,
+            )
+        run = calls.sync if self._scan.on_gone is None else driver.run
+
+        def chunks() -> Iterator[list[Any]]:
+            while chunk := run(self.next_chunk()):
+                yield chunk
+
+        schema = self._view.schema
+        types = [t for name in self._index.records for t in schema.versions(name)]
+        return record_batches(
+            chunks(), types, self._view.values, rows=self._scan_rows, raw_key=raw_key
+        )
 
     async def _fill(self) -> bool:
         while True:
