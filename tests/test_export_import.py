@@ -126,6 +126,21 @@ def test_export_selects_a_record_and_a_prefix(tmp_path: Path) -> None:
     out = ok("export", str(db), "--prefix", "0110").stdout
     assert [r["key_hex"][:4] for r in json_lines(out)] == ["0110"] * 2
     assert "--record NAME needs --schema" in fails("export", str(db), "--record", "like")
+    rows = tmp_path / "likes.jsonl"
+    ok(
+        "export",
+        str(db),
+        "--schema",
+        "cli_schema:SCHEMA",
+        "--record",
+        "like",
+        "--output",
+        str(rows),
+    )
+    report = json_lines(ok("import", str(tmp_path / "copy"), str(rows), "--json").stdout)
+    assert report == [
+        {"db": str(tmp_path / "copy"), "file": str(rows), "imported": 3, "resumed_after": 0}
+    ]
 
 
 async def _fill(db: Path) -> None:

@@ -12,13 +12,20 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from opendata_kv.cli.common import EXIT_OK, CliError, SchemaSpec, jsonable, load_schema
+from opendata_kv.cli.common import (
+    EXIT_OK,
+    CliError,
+    SchemaSpec,
+    add_json_flag,
+    emit_json,
+    jsonable,
+    load_schema,
+)
 from opendata_kv.cli.db_args import database_arg, read_limit_args
 from opendata_kv.cli.db_read import ReadLimits, endpoint_text
 from opendata_kv.cli.export_format import FORMATS, format_of, read_rows
 from opendata_kv.cli.index_args import load_indexes
 from opendata_kv.cli.index_cmds import StepProgress
-from opendata_kv.cli.rows import Decoder
 from opendata_kv.cli.text import json_text
 from opendata_kv.errors import OpendataKvError, show_text
 from opendata_kv.keys import Schema
@@ -63,6 +70,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--batch-size", type=_batch_size, default=1000, metavar="N", help="rows per atomic batch"
     )
     read_limit_args(parser)
+    add_json_flag(parser)
     parser.set_defaults(handler=run_import)
 
 
@@ -84,6 +92,9 @@ def run_import(args: argparse.Namespace) -> int:
     args.declared = load_indexes(args.indexes) if args.indexes else ()
     total, skipped = asyncio.run(_import(args, fmt, spec))
     resumed = f" (resumed: the first {skipped:,} were committed before)" if skipped else ""
+    if args.json:
+        emit_json({"db": args.db, "file": args.file, "imported": total, "resumed_after": skipped})
+        return EXIT_OK
     plural = "record" if total == 1 else "records"
     sys.stderr.write(f"imported {total:,} {plural}{resumed}\n")
     return EXIT_OK
@@ -129,7 +140,7 @@ async def _import(args: argparse.Namespace, fmt: str, spec: SchemaSpec | None) -
     skip = 0
     if marker and identity and all(marker.get(k) == v for k, v in identity.items()):
         skip = int(marker.get("rows") or 0)
-    loader = Loader(store, Decoder(schema if spec else None, values, None), spec is not None)
+    loader = Loader(store, spec is not None)
     progress = StepProgress(sys.stderr, "import")
     done = marked = skip
     next_mark = time.monotonic() + MARK_EVERY
@@ -164,9 +175,8 @@ async def _import(args: argparse.Namespace, fmt: str, spec: SchemaSpec | None) -
 class Loader:
     """Turns rows into checked (key, value) bytes, batch by batch."""
 
-    def __init__(self, store: Store, decoder: Decoder, strict: bool) -> None:
+    def __init__(self, store: Store, strict: bool) -> None:
         self.store = store
-        self.decoder = decoder
         self.strict = strict
 
     def batches(
@@ -211,13 +221,11 @@ class Loader:
             where = f"{path} {_where(number, path)}"
             raise CliError(f"{where}:{field} refused by the schema: {exc}") from None
         given_fields, given_value = obj.get("fields"), obj.get("value")
-        if checked.owner is None:  # read as dump reads keys no record owns
-            shown = self.decoder.row(key, data, with_values=True).obj
-            record, fields, value = shown["record"], shown["fields"], shown.get("value", _NONE)
-        else:
-            record = checked.owner.name
-            fields = checked.fields.asdict()
-            value = _NONE if isinstance(checked.value, bytes) else checked.value
+        if checked.owner is None:  # no --schema, or a key none of its records owns: raw bytes
+            return checked
+        record = checked.owner.name
+        fields = checked.fields.asdict()
+        value = _NONE if isinstance(checked.value, bytes) else checked.value
         # the common case first: the row's JSON equals what the bytes decode to as it is
         if (
             obj.get("record") in (None, record)
@@ -225,20 +233,13 @@ class Loader:
             and (given_value is None or value is _NONE or given_value == value)
         ):
             return checked
-        where = f"{path} {_where(number, path)}"
-        if record:
-            where += (
-                f" ({record} v{checked.owner.version if checked.owner else obj.get('version')})"
-            )
+        where = f"{path} {_where(number, path)} ({record} v{checked.owner.version})"
         if obj.get("record") is not None and obj["record"] != record:
             raise CliError(
-                f"{where}: record {show_text(str(obj['record']))} but key_hex is a "
-                f"{record or 'key of no record of the schema'}"
+                f"{where}: record {show_text(str(obj['record']))} but key_hex is a {record}"
             )
-        if given_fields is not None and fields is not None:
+        if given_fields is not None:
             _same(where, "fields", given_fields, {n: jsonable(v) for n, v in fields.items()})
-        elif given_fields is not None:
-            raise CliError(f"{where}: fields given, but key_hex is a key of no record")
         if given_value is not None and value is not _NONE:
             _same(where, "value", given_value, jsonable(value))
         return checked
