@@ -78,7 +78,17 @@ def test_interrupted_import_resumes_without_gaps_or_repeats(
     db, out = source
     copy = tmp_path / "copy"
     marker = copy / "opendata-kv" / "import.json"
-    args = ("import", str(copy), str(out), "--schema", "cli_schema:SCHEMA", "--batch-size", "200")
+    args = (
+        "import",
+        str(copy),
+        str(out),
+        "--schema",
+        "cli_schema:SCHEMA",
+        "--batch-size",
+        "200",
+        "--mark-every",
+        "0",
+    )
     proc = child(*args)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:

@@ -21,7 +21,7 @@ from opendata_kv.cli.common import (
     jsonable,
     load_schema,
 )
-from opendata_kv.cli.db_args import database_arg, read_limit_args
+from opendata_kv.cli.db_args import database_arg, read_limit_args, timeout_arg
 from opendata_kv.cli.db_read import ReadLimits, endpoint_text
 from opendata_kv.cli.export_format import FORMATS, format_of, read_rows
 from opendata_kv.cli.index_args import load_indexes
@@ -34,8 +34,8 @@ from opendata_kv.store.ops.bulk_load import Checked, check_pair, write_checked
 from opendata_kv.values import Values
 
 MARKER = "import.json"
-#: Seconds between marker updates (each flushes first): a resume after SIGKILL writes again
-#: at most this long of rows, the same bytes under the same keys.
+#: Default seconds between marker updates (each flushes first): a resume after SIGKILL writes
+#: again at most this long of rows, the same bytes under the same keys.
 MARK_EVERY = 1.0
 #: One row to write: its line (or row) number, the row object, its key and value bytes.
 Item = tuple[int, dict[str, Any], bytes, bytes]
@@ -68,6 +68,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--batch-size", type=_batch_size, default=1000, metavar="N", help="rows per atomic batch"
+    )
+    parser.add_argument(
+        "--mark-every",
+        type=timeout_arg,
+        default=MARK_EVERY,
+        metavar="SECONDS",
+        help=f"how often the resume marker is updated, each time after a flush (default "
+        f"{MARK_EVERY:g}; 0: after every batch)",
     )
     read_limit_args(parser)
     add_json_flag(parser)
@@ -143,7 +151,7 @@ async def _import(args: argparse.Namespace, fmt: str, spec: SchemaSpec | None) -
     loader = Loader(store, spec is not None)
     progress = StepProgress(sys.stderr, "import")
     done = marked = skip
-    next_mark = time.monotonic() + MARK_EVERY
+    next_mark = time.monotonic() + args.mark_every
 
     async def mark() -> None:
         nonlocal marked, next_mark
@@ -151,7 +159,7 @@ async def _import(args: argparse.Namespace, fmt: str, spec: SchemaSpec | None) -
             await store.flush()
             await side.put_json(MARKER, {**(identity or {}), "rows": done})
             marked = done
-        next_mark = time.monotonic() + MARK_EVERY
+        next_mark = time.monotonic() + args.mark_every
 
     try:
         try:
