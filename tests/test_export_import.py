@@ -282,6 +282,21 @@ def test_a_refused_row_writes_nothing_of_its_batch(tmp_path: Path) -> None:
     assert stored(copy) == stored(db)
 
 
+def test_truncated_or_non_object_jsonl_lines_are_refused(tmp_path: Path) -> None:
+    _, lines = _export_lines(tmp_path)
+    text = "".join(json.dumps(r) + "\n" for r in lines)
+    copy = tmp_path / "copy"
+    (tmp_path / "cut.jsonl").write_text(text[: len(text) - 30])  # an export cut short
+    err = fails("import", str(copy), str(tmp_path / "cut.jsonl"), "--batch-size", "4")
+    assert f"cut.jsonl line {len(lines)}: not a JSON object" in err
+    # the batches before the cut line are written, the one holding it is not
+    written = (len(lines) - 1) // 4 * 4
+    assert [k for k, _ in stored(copy)] == [r["key_hex"] for r in lines[:written]]
+    (tmp_path / "list.jsonl").write_text("[1, 2]\n")
+    err = fails("import", str(tmp_path / "copy2"), str(tmp_path / "list.jsonl"))
+    assert "list.jsonl line 1: not a JSON object" in err
+
+
 def test_csv_with_a_missing_column_is_refused(tmp_path: Path) -> None:
     db, _ = _export_lines(tmp_path)
     out = tmp_path / "rows.csv"

@@ -84,7 +84,8 @@ async def _write(
     args: argparse.Namespace, fmt: str, decoder: Decoder, walk: Walk, out: IO[Any]
 ) -> int:
     total = failed = 0
-    progress = Progress(sys.stderr)
+    progress = Progress(sys.stderr)  # a count on a terminal's stderr, unless rows go there too
+    progress.enabled = progress.enabled and (args.output is not None or not sys.stdout.isatty())
     store = await open_reader(args.db, walk.limits, args.checkpoint)
     try:
         writer = RowWriter(fmt, out)
