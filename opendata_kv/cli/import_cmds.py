@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from opendata_kv.cli.common import (
+    EXIT_INTERRUPTED,
     EXIT_OK,
     CliError,
     SchemaSpec,
@@ -98,7 +99,14 @@ def run_import(args: argparse.Namespace) -> int:
         raise CliError("a Parquet file cannot be read from stdin: give its path")
     spec = load_schema(args.schema) if args.schema else None
     args.declared = load_indexes(args.indexes) if args.indexes else ()
-    total, skipped = asyncio.run(_import(args, fmt, spec))
+    try:
+        total, skipped = asyncio.run(_import(args, fmt, spec))
+    except KeyboardInterrupt:
+        again = " (stdin cannot be resumed)" if args.file == "-" else ": run it again to resume"
+        sys.stderr.write(
+            f"opendata-kv: import interrupted; the batches committed so far are kept{again}\n"
+        )
+        return EXIT_INTERRUPTED
     resumed = f" (resumed: the first {skipped:,} were committed before)" if skipped else ""
     if args.json:
         emit_json({"db": args.db, "file": args.file, "imported": total, "resumed_after": skipped})
