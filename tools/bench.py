@@ -16,6 +16,8 @@
     python tools/bench.py collections
                                     RecordCollection put_many/create_many/create vs
                                     store.put_many, backlink indexes on (bench_collections.py)
+    python tools/bench.py bulk      put_many vs load_pairs and `import` (same schema and
+                                    indexes); `export` vs a typed scan (see tools/bench_bulk.py)
     python tools/bench.py listing [--repos N] [--per-repo N] [--store s3|file]
                                     RecordCollection.repos()/collections() vs a keys-only
                                     scan (see tools/bench_listing.py)
@@ -35,7 +37,7 @@ import importlib
 import sys
 from pathlib import Path
 
-SECTIONS = ("codec", "ids", "store", "values", "feed", "indexes", "collections", "arrow")
+SECTIONS = ("codec", "ids", "store", "values", "feed", "indexes", "collections", "arrow", "bulk")
 #: sections with options of their own -> what --quick becomes for their main(argv)
 OWN_OPTIONS = {"scale": ["--records", "20000"], "store": ["--quick"], "listing": ["--quick"]}
 

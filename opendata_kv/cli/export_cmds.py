@@ -1,0 +1,119 @@
+"""`opendata-kv export`: write the records of a database to a JSONL, CSV or Parquet file,
+read-only: keys decoded by the schema (or a layout), values by their codec, and the exact
+bytes beside them so `import` rebuilds them (cli/export_format.py)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+from typing import IO, Any
+
+from opendata_kv.cli.common import EXIT_BAD_INPUT, EXIT_OK, CliError
+from opendata_kv.cli.db_args import database_arg, read_limit_args, schema_args
+from opendata_kv.cli.db_read import Walk, checkpoint_arg, open_reader, walk_from_args
+from opendata_kv.cli.export_format import FORMATS, RowWriter, format_of
+from opendata_kv.cli.layout_arg import layout_arg
+from opendata_kv.cli.rows import Decoder
+from opendata_kv.cli.stats_cmds import Progress
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `export`."""
+    export = subparsers.add_parser(
+        "export",
+        help="write the records of a database to a JSONL, CSV or Parquet file (read-only)",
+        description=(
+            "Write every record (index rows are left out: import rebuilds them) as one row: "
+            "what `dump --json --values` prints for it, with value_hex always there so "
+            "`import` gives back the exact bytes. Read-only; exit status 1 if a record did "
+            "not decode (it is still written, raw, with the reason)."
+        ),
+    )
+    export.add_argument("db", metavar="URL", type=database_arg, help="database directory or URL")
+    schema_args(export)
+    export.add_argument("--record", metavar="NAME", help="only the records NAME of --schema")
+    export.add_argument("--prefix", metavar="HEX", help="only keys starting with these bytes")
+    export.add_argument(
+        "--format", choices=FORMATS, help="jsonl (default), csv or parquet (needs pyarrow)"
+    )
+    export.add_argument("--output", metavar="FILE", help="write here instead of stdout")
+    checkpoint_arg(export)
+    layout_arg(export)
+    read_limit_args(export)
+    export.set_defaults(handler=run_export)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    if args.record is not None and not args.schema:
+        raise CliError("--record NAME needs --schema to know the record")
+    fmt = format_of(args.output or "", args.format)
+    if fmt == "parquet" and args.output is None:
+        raise CliError("--format parquet writes a binary file: give --output FILE")
+    decoder = Decoder.from_args(args)
+    for name in ("start", "end", "limit", "version"):
+        setattr(args, name, None)
+    args.reverse = False
+    args.type = args.record
+    walk = walk_from_args(args, decoder.keyspace, decoder.schema)
+    walk.index_rows = "skip"
+    return asyncio.run(_export(args, fmt, decoder, walk))
+
+
+async def _export(args: argparse.Namespace, fmt: str, decoder: Decoder, walk: Walk) -> int:
+    with contextlib.ExitStack() as stack:
+        out: IO[Any] = sys.stdout
+        if args.output is not None:
+            binary = fmt == "parquet"
+            try:
+                out = stack.enter_context(
+                    open(
+                        args.output,
+                        "wb" if binary else "w",
+                        encoding=None if binary else "utf-8",
+                        newline=None if binary else "",
+                    )
+                )
+            except OSError as exc:
+                raise CliError(f"cannot write {args.output}: {exc.strerror}") from None
+        return await _write(args, fmt, decoder, walk, out)
+
+
+async def _write(
+    args: argparse.Namespace, fmt: str, decoder: Decoder, walk: Walk, out: IO[Any]
+) -> int:
+    total = failed = 0
+    progress = Progress(sys.stderr)  # a count on a terminal's stderr, unless rows go there too
+    progress.enabled = progress.enabled and (args.output is not None or not sys.stdout.isatty())
+    store = await open_reader(args.db, walk.limits, args.checkpoint)
+    try:
+        writer = RowWriter(fmt, out)
+        size = 0
+        async for chunk in walk.chunks(store):
+            objs = [export_row(decoder, key, data) for key, data in chunk]
+            failed += sum(1 for obj in objs if obj["error"])
+            writer.rows(objs)
+            total += len(objs)
+            size += sum(len(k) + len(v) for k, v in chunk)
+            progress.update(total, size)
+        writer.close()
+    finally:
+        progress.done()
+        await store.close()
+    if failed:
+        sys.stdout.flush()
+        sys.stderr.write(
+            f"opendata-kv: error: {failed} of {total} records did not decode "
+            "(written raw with the reason)\n"
+        )
+        return EXIT_BAD_INPUT
+    return EXIT_OK
+
+
+def export_row(decoder: Decoder, key: bytes, data: bytes) -> dict[str, Any]:
+    """The dump --json --values object of one record, with `value_hex` (its stored bytes)."""
+    obj = decoder.row(key, data, with_values=True).obj
+    if "value" in obj:
+        obj["value_hex"] = data.hex()
+    return obj

@@ -1,0 +1,216 @@
+"""The files of `export` and `import`: one row per stored record in JSONL, CSV or Parquet.
+
+A row is what `dump --json --values` prints for the record (key_hex, version, record_type,
+reserved, record, fields, value or value_hex, value_size, error) with `value_hex` always
+present, so the exact stored bytes come back; CSV and Parquet hold the same names as
+columns, `fields` and `value` as JSON text.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from typing import IO, Any
+
+from opendata_kv.cli.common import CliError
+from opendata_kv.cli.text import json_text
+from opendata_kv.errors import show_text
+
+FORMATS = ("jsonl", "csv", "parquet")
+#: Columns of CSV and Parquet, in order (`keyspace_hex` empty outside a keyspace).
+COLUMNS = (
+    "key_hex",
+    "keyspace_hex",
+    "version",
+    "record_type",
+    "reserved",
+    "record",
+    "fields",
+    "value",
+    "value_hex",
+    "value_size",
+    "error",
+)
+#: Columns every imported row needs: the exact bytes.
+REQUIRED = ("key_hex", "value_hex")
+_JSON_COLUMNS = ("fields", "value")
+
+
+def format_of(path: str, given: str | None) -> str:
+    """--format, else the file's extension (.jsonl/.json, .csv, .parquet), else jsonl."""
+    if given is not None:
+        return given
+    lower = path.lower()
+    for ext, fmt in ((".csv", "csv"), (".parquet", "parquet"), (".pq", "parquet")):
+        if lower.endswith(ext):
+            return fmt
+    return "jsonl"
+
+
+def need_pyarrow() -> Any:
+    """pyarrow.parquet, or a CliError naming the extra that installs it."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise CliError("--format parquet needs pyarrow: pip install 'opendata-kv[arrow]'") from None
+    return pq
+
+
+def flat(obj: dict[str, Any]) -> dict[str, Any]:
+    """A row object as CSV/Parquet cells: every column, `fields` and `value` as JSON text."""
+    cells = {name: obj.get(name) for name in COLUMNS}
+    for name in _JSON_COLUMNS:
+        if name in obj and obj[name] is not None:
+            cells[name] = json.dumps(obj[name], ensure_ascii=False)
+    return cells
+
+
+class RowWriter:
+    """Writes row objects to one output in one format."""
+
+    def __init__(self, fmt: str, out: IO[Any]) -> None:
+        self.fmt = fmt
+        self.out = out
+        self._csv: Any = None
+        self._parquet: Any = None
+        if fmt == "csv":
+            self._csv = csv.DictWriter(out, COLUMNS, lineterminator="\n")
+            self._csv.writeheader()
+
+    def rows(self, objs: list[dict[str, Any]]) -> None:
+        if self.fmt == "jsonl":
+            self.out.write("".join(json_text(obj) + "\n" for obj in objs))
+        elif self.fmt == "csv":
+            self._csv.writerows(flat(obj) for obj in objs)
+        else:
+            self._parquet_rows(objs)
+
+    def _parquet_rows(self, objs: list[dict[str, Any]]) -> None:
+        import pyarrow as pa
+
+        pq = need_pyarrow()
+        schema = pa.schema(
+            [(name, pa.int64() if name in _INT_COLUMNS else pa.string()) for name in COLUMNS]
+        )
+        if self._parquet is None:
+            self._parquet = pq.ParquetWriter(self.out, schema)
+        cells = [flat(obj) for obj in objs]
+        table = pa.Table.from_pylist(cells, schema=schema)
+        self._parquet.write_table(table)
+
+    def close(self) -> None:
+        """Finish the file (a Parquet footer; an empty Parquet file still gets its schema)."""
+        if self.fmt == "parquet":
+            if self._parquet is None:
+                self._parquet_rows([])
+            self._parquet.close()
+
+
+_INT_COLUMNS = ("version", "record_type", "reserved", "value_size")
+
+
+def read_rows(path: str, fmt: str, stream: IO[str] | None = None) -> Iterator[tuple[int, Any]]:
+    """(line or row number, row object) of every row of `path` (or `stream`, for jsonl and
+    csv): JSONL line numbers, CSV line numbers (the header is line 1), Parquet row numbers
+    from 1. A file that cannot be read as `fmt` is a CliError naming it and where."""
+    if fmt == "jsonl":
+        return _jsonl_rows(path, stream)
+    if fmt == "csv":
+        return _csv_rows(path, stream)
+    return _parquet_rows(path)
+
+
+def _open_text(path: str, stream: IO[str] | None) -> IO[str]:
+    if stream is not None:
+        return stream
+    try:
+        return open(path, encoding="utf-8", newline="")
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _jsonl_rows(path: str, stream: IO[str] | None) -> Iterator[tuple[int, Any]]:
+    handle = _open_text(path, stream)
+    try:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                yield number, json.loads(line)
+            except ValueError as exc:
+                raise CliError(f"{path} line {number}: not a JSON object: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise CliError(f"{path}: not UTF-8 text: {exc}") from None
+    finally:
+        if stream is None:
+            handle.close()
+
+
+def _csv_rows(path: str, stream: IO[str] | None) -> Iterator[tuple[int, Any]]:
+    handle = _open_text(path, stream)
+    try:
+        reader = csv.DictReader(handle)
+        header = reader.fieldnames or []
+        missing = [name for name in REQUIRED if name not in header]
+        if missing:
+            raise CliError(
+                f"{path}: the CSV header has no {' or '.join(missing)} column (it has "
+                f"{show_text(','.join(header), 200)})"
+            )
+        for row in reader:
+            if None in row or any(v is None for v in row.values()):
+                raise CliError(
+                    f"{path} line {reader.line_num}: {len(header)} columns in the header, "
+                    "a different number on this line"
+                )
+            obj: dict[str, Any] = {k: (v if v != "" else None) for k, v in row.items()}
+            for name in _JSON_COLUMNS:
+                if obj.get(name) is not None:
+                    try:
+                        obj[name] = json.loads(obj[name])
+                    except ValueError:
+                        raise CliError(
+                            f"{path} line {reader.line_num}: column {name}: not JSON: "
+                            f"{show_text(obj[name])}"
+                        ) from None
+            yield reader.line_num, obj
+    except UnicodeDecodeError as exc:
+        raise CliError(f"{path}: not UTF-8 text: {exc}") from None
+    except csv.Error as exc:
+        raise CliError(f"{path}: not readable as CSV: {exc}") from None
+    finally:
+        if stream is None:
+            handle.close()
+
+
+def _parquet_rows(path: str) -> Iterator[tuple[int, Any]]:
+    pq = need_pyarrow()
+    import pyarrow as pa
+
+    try:
+        parquet = pq.ParquetFile(path)
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc}") from None
+    except pa.ArrowException as exc:
+        raise CliError(f"{path} is not a readable Parquet file: {exc}") from None
+    names = parquet.schema_arrow.names
+    missing = [name for name in REQUIRED if name not in names]
+    if missing:
+        raise CliError(f"{path}: the Parquet file has no {' or '.join(missing)} column")
+    number = 0
+    try:
+        for batch in parquet.iter_batches(batch_size=4096):
+            for obj in batch.to_pylist():
+                number += 1
+                for name in _JSON_COLUMNS:
+                    if isinstance(obj.get(name), str):
+                        try:
+                            obj[name] = json.loads(obj[name])
+                        except ValueError:
+                            raise CliError(
+                                f"{path} row {number}: column {name}: not JSON"
+                            ) from None
+                yield number, obj
+    except pa.ArrowException as exc:
+        raise CliError(f"{path} after row {number}: not readable as Parquet: {exc}") from None

@@ -1,0 +1,300 @@
+"""`opendata-kv import`: write the rows of an `export` file back into a database in atomic
+batches, each row checked against --schema first; resumable after an interrupt through a
+marker beside the database (`opendata-kv/import.json`) naming the rows committed."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from opendata_kv.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    CliError,
+    SchemaSpec,
+    add_json_flag,
+    emit_json,
+    jsonable,
+    load_schema,
+)
+from opendata_kv.cli.db_args import database_arg, read_limit_args, timeout_arg
+from opendata_kv.cli.db_read import ReadLimits, endpoint_text
+from opendata_kv.cli.export_format import FORMATS, format_of, read_rows
+from opendata_kv.cli.index_args import load_indexes
+from opendata_kv.cli.index_cmds import StepProgress
+from opendata_kv.cli.text import json_text
+from opendata_kv.errors import OpendataKvError, show_text
+from opendata_kv.keys import Schema
+from opendata_kv.store import Store
+from opendata_kv.store.ops.bulk_load import Checked, check_pair, write_checked
+from opendata_kv.values import Values
+
+MARKER = "import.json"
+#: Default seconds between marker updates (each flushes first): a resume after SIGKILL writes
+#: again at most this long of rows, the same bytes under the same keys.
+MARK_EVERY = 1.0
+#: One row to write: its line (or row) number, the row object, its key and value bytes.
+Item = tuple[int, dict[str, Any], bytes, bytes]
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `import`."""
+    parser = subparsers.add_parser(
+        "import",
+        help="write the rows of an export file into a database, in atomic batches",
+        description=(
+            "Write the rows of FILE (made by `export`) into the database (created if missing), "
+            "--batch-size rows per atomic batch, indexed as typed puts are. With --schema every "
+            "key must belong to one of its records and every value decode with its codec; the "
+            "row's record, fields and value, when given, must match its bytes. A refused row "
+            "stops the import before anything of its batch is written. Interrupted, the same "
+            "command resumes after the last batch committed."
+        ),
+    )
+    parser.add_argument("db", metavar="URL", type=database_arg, help="database directory or URL")
+    parser.add_argument("file", metavar="FILE", help="the export file (- for stdin: jsonl, csv)")
+    parser.add_argument("--format", choices=FORMATS, help="default: from the extension, else jsonl")
+    parser.add_argument(
+        "--schema", metavar="MODULE:ATTR", help="check keys and values with this Schema (or Values)"
+    )
+    parser.add_argument(
+        "--indexes",
+        metavar="MODULE:ATTR",
+        help="keep these secondary indexes (a list of opendata_kv.Index) up to date",
+    )
+    parser.add_argument(
+        "--batch-size", type=_batch_size, default=1000, metavar="N", help="rows per atomic batch"
+    )
+    parser.add_argument(
+        "--mark-every",
+        type=timeout_arg,
+        default=MARK_EVERY,
+        metavar="SECONDS",
+        help=f"how often the resume marker is updated, each time after a flush (default "
+        f"{MARK_EVERY:g}; 0: after every batch)",
+    )
+    read_limit_args(parser)
+    add_json_flag(parser)
+    parser.set_defaults(handler=run_import)
+
+
+def _batch_size(text: str) -> int:
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"batch size must be an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"batch size must be >= 1, got {value}")
+    return value
+
+
+def run_import(args: argparse.Namespace) -> int:
+    fmt = format_of(args.file, args.format)
+    if args.file == "-" and fmt == "parquet":
+        raise CliError("a Parquet file cannot be read from stdin: give its path")
+    spec = load_schema(args.schema) if args.schema else None
+    args.declared = load_indexes(args.indexes) if args.indexes else ()
+    try:
+        total, skipped = asyncio.run(_import(args, fmt, spec))
+    except KeyboardInterrupt:
+        again = " (stdin cannot be resumed)" if args.file == "-" else ": run it again to resume"
+        sys.stderr.write(
+            f"opendata-kv: import interrupted; the batches committed so far are kept{again}\n"
+        )
+        return EXIT_INTERRUPTED
+    resumed = f" (resumed: the first {skipped:,} were committed before)" if skipped else ""
+    if args.json:
+        emit_json({"db": args.db, "file": args.file, "imported": total, "resumed_after": skipped})
+        return EXIT_OK
+    plural = "record" if total == 1 else "records"
+    sys.stderr.write(f"imported {total:,} {plural}{resumed}\n")
+    return EXIT_OK
+
+
+def file_identity(path: str, fmt: str) -> dict[str, Any] | None:
+    """What the marker records of FILE to know it again (None for stdin: not resumable)."""
+    if path == "-":
+        return None
+    try:
+        stat = os.stat(path)
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror}") from None
+    return {"file": os.path.abspath(path), "size": stat.st_size, "format": fmt}
+
+
+async def _import(args: argparse.Namespace, fmt: str, spec: SchemaSpec | None) -> tuple[int, int]:
+    from opendata_kv.objstore import sidecar
+    from opendata_kv.objstore.location import parse_location
+
+    identity = file_identity(args.file, fmt)
+    shown = "stdin" if args.file == "-" else args.file  # what error messages call the file
+    rows = read_rows(shown, fmt, sys.stdin if args.file == "-" else None)
+    schema = spec.schema if spec is not None else Schema()
+    values = (spec.values or Values(spec.schema)) if spec is not None else None
+    location = parse_location(args.db)
+    limits = ReadLimits.from_args(args)
+    try:
+        store = await Store.open(
+            args.db,
+            schema,
+            values=values,
+            indexes=args.declared,
+            timeout=limits.timeout,
+            object_store_max_retries=limits.retries,
+            object_store_options=limits.object_store_options(location),
+        )
+    except OpendataKvError as exc:
+        raise CliError(f"cannot open {args.db}{endpoint_text(location)}: {exc}") from None
+    side = sidecar.Sidecar(location, limits.object_store_options(location), limits.timeout)
+    keep = identity is not None and side.available
+    marker = await side.get_json(MARKER) if keep else None
+    skip = 0
+    if marker and identity and all(marker.get(k) == v for k, v in identity.items()):
+        skip = int(marker.get("rows") or 0)
+    loader = Loader(store, spec is not None)
+    progress = StepProgress(sys.stderr, "import")
+    done = marked = skip
+    next_mark = time.monotonic() + args.mark_every
+
+    async def mark() -> None:
+        nonlocal marked, next_mark
+        if keep and done > marked:  # durable first: the marker never names rows that could be lost
+            await store.flush()
+            await side.put_json(MARKER, {**(identity or {}), "rows": done})
+            marked = done
+        next_mark = time.monotonic() + args.mark_every
+
+    try:
+        try:
+            for batch in loader.batches(rows, skip, args.batch_size, shown):
+                await loader.write(batch, shown)
+                done += len(batch)
+                if time.monotonic() >= next_mark:
+                    await mark()
+                progress.step(done, "rows written")
+        finally:  # a refused row or an interrupt: note what is committed, to resume after it
+            progress.done()
+            await mark()
+        await store.flush()
+    finally:
+        await store.close()
+    if keep:
+        await side.delete(MARKER)
+    return done - skip, skip
+
+
+class Loader:
+    """Turns rows into checked (key, value) bytes, batch by batch."""
+
+    def __init__(self, store: Store, strict: bool) -> None:
+        self.store = store
+        self.strict = strict
+
+    def batches(
+        self, rows: Iterator[tuple[int, Any]], skip: int, size: int, path: str
+    ) -> Iterator[list[Item]]:
+        batch: list[Item] = []
+        seen = 0
+        for number, obj in rows:
+            seen += 1
+            if seen <= skip:
+                continue
+            key, data = self.pair(number, obj, path)
+            batch.append((number, obj, key, data))
+            if len(batch) >= size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    def pair(self, number: int, obj: Any, path: str) -> tuple[bytes, bytes]:
+        """The exact bytes of one row: CliError naming the line/row and the column."""
+        if not isinstance(obj, dict):
+            raise CliError(f"{path} {_where(number, path)}: not a JSON object")
+        return (
+            _hex_cell(obj, "key_hex", number, path),
+            _hex_cell(obj, "value_hex", number, path),
+        )
+
+    async def write(self, batch: list[Item], path: str) -> None:
+        """Check every row of `batch`, then write it in one atomic batch."""
+        await write_checked(self.store, [self.check(*item, path) for item in batch])
+
+    def check(
+        self, number: int, obj: dict[str, Any], key: bytes, data: bytes, path: str
+    ) -> Checked:
+        """The row read by the schema, its record, fields and value (where given) matching
+        its bytes; else a CliError naming the line or row and the field."""
+        try:
+            checked = check_pair(self.store, key, data, strict=self.strict)
+        except OpendataKvError as exc:
+            field = f" field {exc.field}" if exc.field else ""
+            where = f"{path} {_where(number, path)}"
+            raise CliError(f"{where}:{field} refused by the schema: {exc}") from None
+        given_fields, given_value = obj.get("fields"), obj.get("value")
+        if checked.owner is None:  # no --schema, or a key none of its records owns: raw bytes
+            return checked
+        record = checked.owner.name
+        fields = checked.fields.asdict()
+        value = _NONE if isinstance(checked.value, bytes) else checked.value
+        # the common case first: the row's JSON equals what the bytes decode to as it is
+        if (
+            obj.get("record") in (None, record)
+            and (given_fields is None or given_fields == fields)
+            and (given_value is None or value is _NONE or given_value == value)
+        ):
+            return checked
+        where = f"{path} {_where(number, path)} ({record} v{checked.owner.version})"
+        if obj.get("record") is not None and obj["record"] != record:
+            raise CliError(
+                f"{where}: record {show_text(str(obj['record']))} but key_hex is a {record}"
+            )
+        if given_fields is not None:
+            _same(where, "fields", given_fields, {n: jsonable(v) for n, v in fields.items()})
+        if given_value is not None and value is not _NONE:
+            _same(where, "value", given_value, jsonable(value))
+        return checked
+
+
+_NONE: Any = object()  # no decoded value to compare (dump shows value_hex for it)
+
+
+def _same(where: str, column: str, given: Any, stored: Any) -> None:
+    if given == stored:
+        return
+    held = "key_hex" if column == "fields" else "value_hex"
+    if isinstance(given, dict) and isinstance(stored, dict):
+        for name in sorted(set(given) | set(stored), key=str):
+            if given.get(name) != stored.get(name) or (name in given) != (name in stored):
+                mine = show_text(json_text(given.get(name)), quote=False)
+                have = show_text(json_text(stored.get(name)), quote=False)
+                raise CliError(
+                    f"{where}: {column} field {name}: {mine} does not match {held}, which "
+                    f"holds {have}"
+                )
+    mine = show_text(json_text(given), quote=False)
+    raise CliError(f"{where}: {column} {mine} does not match {held}")
+
+
+def _where(number: int, path: str) -> str:
+    return f"row {number}" if path.lower().endswith((".parquet", ".pq")) else f"line {number}"
+
+
+def _hex_cell(obj: dict[str, Any], name: str, number: int, path: str) -> bytes:
+    text = obj.get(name)
+    if not isinstance(text, str):
+        raise CliError(
+            f"{path} {_where(number, path)}: {name} must be a hex string, got "
+            f"{show_text(json_text(text), quote=False)}"
+        )
+    try:
+        return bytes.fromhex(text)
+    except ValueError:
+        raise CliError(
+            f"{path} {_where(number, path)}: {name} is not hex: {show_text(text)}"
+        ) from None
