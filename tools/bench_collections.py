@@ -6,8 +6,8 @@ Like records (each one a backlink index entry and a count update) into a fresh l
 database per run, written four ways, rounds interleaved so drift hits all alike:
 - store.put_many(RECORDS.record, ...): no checks (what a user bypassing the collection does);
 - RecordCollection.put_many: put's checks on every record (DID, NSID, rkey type, $type);
-- RecordCollection.create_many: create's checks and one serializable transaction per batch
-  that reads every key first (never overwrites), TIDs generated;
+- RecordCollection.create_many: create's checks and one atomic batch of creates per batch
+  (Batch.create: every key read under the write lock, never overwrites), TIDs generated;
 - RecordCollection.create, one record at a time (a few hundred records only).
 Printed as records/s (median of the rounds) and ratios to store.put_many.
 """
