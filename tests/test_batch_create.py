@@ -3,18 +3,22 @@ batch is written; a refused batch writes nothing (RFC 0010, "Creates")."""
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from typing import Any
 
 import pytest
-from storekit import aio
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from storekit import aio, run
 
 from opendata_kv import Index, RecordType, Store, SyncStore, fields
 from opendata_kv.errors import RecordExistsError, TransactionConflictError
 from opendata_kv.store import Batch
 
 THING = RecordType("thing", 1, [("id", fields.string)])
+EXAMPLES = int(os.environ.get("OPENDATA_KV_CREATE_EXAMPLES", "20"))
 BY_TAG = Index("by_tag", "thing", [("tag", fields.string)])
 
 
@@ -114,3 +118,51 @@ async def test_a_transaction_that_read_a_key_a_batch_then_creates_cannot_commit(
         assert await stored(store) == {"k": {"tag": "batch"}}
         if indexed:
             assert await store.check_indexes() == []
+
+
+op = st.tuples(
+    st.sampled_from(["put", "create", "delete"]), st.integers(0, 5), st.sampled_from("xy")
+)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(st.lists(st.lists(op, max_size=6), max_size=5), st.booleans())
+def test_batches_of_puts_creates_and_deletes_match_a_model_and_a_recount(
+    batches: list[list[tuple[str, int, str]]], indexed: bool
+) -> None:
+    """A batch is refused whole exactly when a create meets a stored key or an earlier put or
+    create of its batch; otherwise applied in order. Indexes equal a recount (check_indexes)."""
+
+    async def body() -> None:
+        async with open_store(indexed) as store:
+            model: dict[str, Any] = {}
+            for ops in batches:
+                batch = Batch(store)
+                written: set[str] = set()
+                refused = False
+                after = dict(model)
+                for kind, n, tag in ops:
+                    key = f"k{n}"
+                    if kind == "delete":
+                        batch.delete(THING, (key,))
+                        after.pop(key, None)
+                        continue
+                    if kind == "create" and (key in model or key in written):
+                        refused = True
+                    getattr(batch, kind)(THING, (key,), {"tag": tag})
+                    written.add(key)
+                    after[key] = {"tag": tag}
+                if refused:
+                    with pytest.raises(RecordExistsError):
+                        await store.write(batch)
+                else:
+                    await store.write(batch)
+                    model = after
+                assert await stored(store) == model
+            if indexed:
+                assert await store.check_indexes() == []
+                for tag in "xy":
+                    found = sorted([r.key.id async for r in store.index_scan("by_tag", tag)])
+                    assert found == sorted(k for k, v in model.items() if v["tag"] == tag)
+
+    run(body())
