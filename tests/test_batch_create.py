@@ -3,6 +3,7 @@ batch is written; a refused batch writes nothing (RFC 0010, "Creates")."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 import uuid
@@ -166,3 +167,27 @@ def test_batches_of_puts_creates_and_deletes_match_a_model_and_a_recount(
                     assert found == sorted(k for k, v in model.items() if v["tag"] == tag)
 
     run(body())
+
+
+@pytest.mark.parametrize("indexed", [False, True])
+@aio
+async def test_a_transaction_commits_only_while_no_create_holds_the_write_lock(
+    indexed: bool,
+) -> None:
+    """Commits wait for the lock a batch's creates are checked and written under, with or
+    without indexes, so none lands between a create's check and its write."""
+    async with open_store(indexed) as store:
+        order: list[str] = []
+
+        async def holder() -> None:
+            async with store._write_lock().held(store.where):
+                await asyncio.sleep(0.05)
+                order.append("released")
+
+        async def committer() -> None:
+            async with store.transaction() as tx:
+                await tx.put(THING, ("t",), {"tag": "x"})
+            order.append("committed")
+
+        await asyncio.gather(holder(), committer())
+        assert order == ["released", "committed"]
