@@ -191,3 +191,28 @@ async def test_a_transaction_commits_only_while_no_create_holds_the_write_lock(
 
         await asyncio.gather(holder(), committer())
         assert order == ["released", "committed"]
+
+
+@pytest.mark.parametrize("indexed", [False, True])
+@aio
+async def test_a_batch_of_creates_reads_its_keys_once(
+    indexed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Indexed: the check uses the values index upkeep reads (no read of its own); without
+    indexes, one read of the batch's keys."""
+    from opendata_kv.store import writer
+    from opendata_kv.store.indexes.old_values import old_values as real
+
+    reads: list[int] = []
+
+    async def counted(source: Any, where: str, keys: list[bytes], **kw: Any) -> Any:
+        reads.append(len(keys))
+        return await real(source, where, keys, **kw)
+
+    monkeypatch.setattr(writer, "old_values", counted)
+    async with open_store(indexed) as store:
+        async with store.batch() as batch:
+            for n in range(20):
+                batch.create(THING, (f"k{n}",), {"tag": "x"})
+        assert reads == [20]
+        assert len(await stored(store)) == 20

@@ -8,8 +8,7 @@ from typing import Any
 
 from opendata_kv.errors import RecordExistsError
 from opendata_kv.keys import Schema
-from opendata_kv.store.indexes.maintain import Expired, Tracked
-from opendata_kv.store.indexes.registry import IndexSet
+from opendata_kv.store.indexes.maintain import Expired
 from opendata_kv.store.writes import Fetch
 
 
@@ -33,7 +32,7 @@ def exists_error(schema: Schema, where: str, key: bytes, holder: str) -> RecordE
 class AbsentCheck:
     """Refuses a batch when a key it creates holds a live record (an expired one is absent,
     as for reads). The values index upkeep reads anyway are checked as they come (`reading`);
-    the rest (`unread`) are read once more, in one read, before the plan."""
+    the rest (`unread`: whatever the plan did not read) in one more read after it."""
 
     __slots__ = ("_creates", "_pending", "_schema", "_where")
 
@@ -43,15 +42,10 @@ class AbsentCheck:
         self._creates = creates
         self._pending = set(creates)
 
-    def unread(self, tracked: Sequence[Tracked], indexes: IndexSet | None) -> list[bytes]:
-        """The created keys whose replaced value the index plan does not read (maintain.plan
-        reads those of record types with indexes), in order, each once."""
-        planned = (
-            set()
-            if indexes is None
-            else {key for key, record_type, _ in tracked if indexes.of(record_type)}
-        )
-        return [key for key in dict.fromkeys(self._creates) if key not in planned]
+    def unread(self) -> list[bytes]:
+        """The created keys not checked yet (none read by the index plan), in order."""
+        pending = self._pending
+        return [key for key in dict.fromkeys(self._creates) if key in pending]
 
     def seen(self, keys: Sequence[bytes], values: Sequence[bytes | None]) -> None:
         """RecordExistsError when one of `keys` still to check holds a live value."""

@@ -421,19 +421,18 @@ class Store(StoreReader):
         indexes = self._indexes
         async with self._write_lock().held(self.where):
             check = AbsentCheck(self.schema, self.where, creates)
-            replaced: Fetch = functools.partial(
+            read: Fetch = functools.partial(
                 old_values, self._source, self.where, check_expiry=self.check_expiry
             )
-            if creates:  # keys the plan reads anyway are checked from its read
-                unread = check.unread(tracked, indexes)
-                if unread:
-                    check.seen(unread, await replaced(unread))
-                replaced = check.reading(replaced)
             index_ops: list[Op] = []
-            if tracked:
+            if tracked:  # created keys the plan reads anyway are checked from its read
                 assert indexes is not None
+                replaced = check.reading(read) if creates else read
                 reads = FetchReads(replaced, self._fetch_many)
                 index_ops = await plan(indexes, self.values, tracked, reads)
+            unread = check.unread()
+            if unread:  # the others in one read
+                check.seen(unread, await read(unread))
             if isinstance(ops, Batch):  # its records' ops are in its native batch already
                 native = ops.write_batch()
                 fill(native, index_ops, self.where)
