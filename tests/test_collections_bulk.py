@@ -176,3 +176,56 @@ def test_put_many_writes_exactly_the_batches_before_the_first_refusal(
             assert await repo.like_count(SUBJECT) == len(expected)
 
     run(body())
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(
+    st.lists(st.integers(0, 12), max_size=6),
+    st.lists(st.integers(0, 24), max_size=30),
+    st.integers(1, 8),
+)
+def test_create_many_writes_the_batches_before_the_first_existing_key_and_indexes_recount(
+    stored: list[int], creates: list[int], batch_size: int
+) -> None:
+    """Keys already stored, or named twice in one batch, refuse their batch; the batches
+    before it are written; the backlink indexes equal a recount of the records."""
+
+    async def body() -> None:
+        async with open_store() as store:
+            repo = RecordCollection(store, key_types=KEY_TYPES)
+            await repo.put_many((ALICE, LIKE, tid_of(i), like(i)) for i in stored)
+            expected = {tid_of(i): like(i) for i in stored}
+            batches = [creates[at : at + batch_size] for at in range(0, len(creates), batch_size)]
+            refused = None
+            for n, batch in enumerate(batches):
+                keys = [tid_of(i) for i in batch]
+                if len(set(keys)) != len(keys) or set(keys) & set(expected):
+                    refused = n
+                    break
+                expected.update((tid_of(i), like(i)) for i in batch)
+            items = [(ALICE, LIKE, like(i), tid_of(i)) for i in creates]
+            if refused is None:
+                assert len(await repo.create_many(items, batch_size=batch_size)) == len(creates)
+            else:
+                with pytest.raises(RecordExistsError, match=r"at://.* (already exists|twice)"):
+                    await repo.create_many(items, batch_size=batch_size)
+            assert {r.rkey: r.value async for r in repo.scan(ALICE)} == expected
+            assert await repo.like_count(SUBJECT) == len(expected)
+            assert sorted(r.rkey for r in await repo.likes(SUBJECT)) == sorted(expected)
+            assert await store.check_indexes() == []
+
+    run(body())
+
+
+def test_the_sync_face_refuses_an_existing_record_writing_nothing_of_its_batch() -> None:
+    with SyncStore.open(
+        f"memory://bulk-sync-{uuid.uuid4().hex}", default_schema(), indexes=BACKLINKS.indexes
+    ) as db:
+        repo = SyncRecordCollection(db, key_types=KEY_TYPES)
+        repo.create_many([(ALICE, LIKE, like(0), tid_of(0))])
+        with pytest.raises(RecordExistsError, match="already exists") as info:
+            repo.create_many([(ALICE, LIKE, like(1), tid_of(1)), (ALICE, LIKE, like(2), tid_of(0))])
+        assert info.value.value == f"at://{ALICE}/{LIKE}/{tid_of(0)}"
+        assert [r.rkey for r in repo.scan(ALICE)] == [tid_of(0)]
+        assert repo.like_count(SUBJECT) == 1
+        assert db.check_indexes() == []

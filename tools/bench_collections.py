@@ -1,13 +1,14 @@
 """RecordCollection bulk writes vs store.put_many with the same backlink indexes.
 
     python tools/bench.py collections [--quick]
+    python tools/bench_collections.py [--quick] [--no-indexes]   # the same, no index at all
 
 Like records (each one a backlink index entry and a count update) into a fresh local
 database per run, written four ways, rounds interleaved so drift hits all alike:
 - store.put_many(RECORDS.record, ...): no checks (what a user bypassing the collection does);
 - RecordCollection.put_many: put's checks on every record (DID, NSID, rkey type, $type);
-- RecordCollection.create_many: create's checks and one serializable transaction per batch
-  that reads every key first (never overwrites), TIDs generated;
+- RecordCollection.create_many: create's checks and one atomic batch of creates per batch
+  (Batch.create: every key read under the write lock, never overwrites), TIDs generated;
 - RecordCollection.create, one record at a time (a few hundred records only).
 Printed as records/s (median of the rounds) and ratios to store.put_many.
 """
@@ -67,11 +68,12 @@ async def _create(repo: RecordCollection, values: list[dict[str, Any]], rkeys: l
         await repo.create(REPO, LIKE, value)
 
 
-async def _timed(case: Case, count: int) -> float:
+async def _timed(case: Case, count: int, indexed: bool) -> float:
     """Records/s of one run of `case` writing `count` records into a fresh database."""
     directory = tempfile.mkdtemp(prefix="bench-collections-")
+    indexes = BACKLINKS.indexes if indexed else ()
     try:
-        async with Store.open(directory, default_schema(), indexes=BACKLINKS.indexes) as store:
+        async with Store.open(directory, default_schema(), indexes=indexes) as store:
             repo = RecordCollection(store)
             values = [_like(i) for i in range(count)]
             rkeys = [tid.encode(((1 << 50) + i) << 10) for i in range(count)]
@@ -84,7 +86,7 @@ async def _timed(case: Case, count: int) -> float:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def run(quick: bool) -> None:
+def run(quick: bool, indexed: bool = True) -> None:
     count, few, rounds = (2_000, 100, 3) if quick else (20_000, 500, 5)
     cases: dict[str, tuple[Case, int]] = {
         "store.put_many": (_store_put_many, count),
@@ -98,9 +100,10 @@ def run(quick: bool) -> None:
         names = names[r % len(names) :] + names[: r % len(names)]
         for name in names:
             case, n = cases[name]
-            samples[name].append(asyncio.run(_timed(case, n)))
+            samples[name].append(asyncio.run(_timed(case, n, indexed)))
     print(
-        f"like records with backlink indexes, local directory, batches of 1000; {count} "
+        f"like records {'with backlink indexes' if indexed else 'without indexes'}, local "
+        f"directory, batches of 1000; {count} "
         f"records per run ({few} for create), {rounds} interleaved rounds"
     )
     base = samples["store.put_many"]
@@ -114,4 +117,4 @@ def run(quick: bool) -> None:
 
 
 if __name__ == "__main__":
-    run("--quick" in sys.argv)
+    run("--quick" in sys.argv, indexed="--no-indexes" not in sys.argv)

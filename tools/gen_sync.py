@@ -102,6 +102,8 @@ FACES = (
         "by SyncStore.write).",
         {
             "put": "call",
+            "create": "call",
+            "creates": "call",
             "delete": "call",
             "delete_range": "now",
             "put_raw": "call",

@@ -59,7 +59,7 @@ from opendata_kv.ids import rkey as rkey_ids
 from opendata_kv.ids.rkey import KeyType
 from opendata_kv.ids.tid import TidGenerator
 from opendata_kv.keys import RecordType, fields, prefix_successor
-from opendata_kv.store import Store
+from opendata_kv.store import Batch, Store
 from opendata_kv.store.cursor import decode_cursor, is_cursor
 from opendata_kv.store.scan import Record
 from opendata_kv.values import ValueCodec, as_codec
@@ -471,10 +471,12 @@ class RecordCollection(Generic[StoreT]):
     ) -> builtins.list[RepoRecord]:
         """Create `(repo, collection, value)` or `(repo, collection, value, rkey)` records, as
         `create` does (the rkey made as `create` makes it when absent or None) but `batch_size`
-        per serializable transaction; returns the records made. Never overwrites: a key that
-        holds a record, or that the same batch names twice, raises RecordExistsError and the
-        batch writes nothing (the batches before it are written). Every record passes the
-        checks `create` makes, with its errors, before its batch is written."""
+        per atomic batch of creates (Batch.create); returns the records made. Never overwrites:
+        a key that holds a record, or that the same batch names twice, raises
+        RecordExistsError and the batch writes nothing (the batches before it are written).
+        Every record passes the checks `create` makes, with its errors, before its batch is
+        written. The existence check and the write are atomic under the store's write lock
+        (docs/collections.md, "Bulk writes")."""
         check_count(batch_size, "batch_size", 1)
         checks = _BulkChecks(self)
         made: builtins.list[RepoRecord] = []
@@ -531,43 +533,40 @@ class RecordCollection(Generic[StoreT]):
         )
 
     async def _create_batch(self, batch: builtins.list[_NewRecord]) -> builtins.list[RepoRecord]:
-        """One serializable transaction creating every record of `batch`, retried on
-        conflicts (with fresh TIDs) as `create` retries."""
-        conflict: TransactionConflictError | None = None
-        for _attempt in range(self.max_attempts):
-            made = [
-                RepoRecord(r.repo, r.collection, r.rkey or self.tids.next(), r.value) for r in batch
-            ]
-            keys = [(r.repo, r.collection, r.rkey) for r in made]
-            for record, new in zip(made, batch, strict=True):
-                if new.rkey is None:
-                    rkey_ids.validate(record.rkey, new.key_type)
-            if len(set(keys)) != len(keys):
-                twice = next(k for i, k in enumerate(keys) if k in keys[:i])
-                raise RecordExistsError(
-                    "at://{}/{}/{} is named twice in one create_many batch; create never "
-                    "overwrites, so nothing of the batch was written".format(*twice)
-                )
-            try:
-                async with self._writer().transaction("serializable") as tx:
-                    found = await tx.get_many(self.record, keys, default=_ABSENT, upgrade=False)
-                    for record, value in zip(made, found, strict=True):
-                        if value is not _ABSENT:
-                            raise RecordExistsError(
-                                f"{record.uri} already exists; create never overwrites (use "
-                                "put to replace a record), so nothing of the batch was written"
-                            )
-                    for key, new in zip(keys, batch, strict=True):
-                        await tx.put(self.record, key, new.stored)
-            except TransactionConflictError as exc:
-                conflict = exc
-                continue
-            return made
-        assert conflict is not None
-        raise TransactionConflictError(
-            f"create_many gave up on a batch of {len(batch)} after {self.max_attempts} "
-            f"conflicting attempts: {conflict}"
-        ) from conflict
+        """One atomic batch of creates (Batch.create: refused whole, nothing written, when a
+        key holds a record), each generated rkey a fresh TID checked as `create` checks it."""
+        store = self._writer()
+        made = [
+            RepoRecord(r.repo, r.collection, r.rkey or self.tids.next(), r.value) for r in batch
+        ]
+        keys = [(r.repo, r.collection, r.rkey) for r in made]
+        if len(set(keys)) != len(keys):
+            twice = next(k for i, k in enumerate(keys) if k in keys[:i])
+            raise RecordExistsError(
+                "at://{}/{}/{} is named twice in one create_many batch; create never "
+                "overwrites, so nothing of the batch was written".format(*twice),
+                record=self.record.name,
+                value="at://{}/{}/{}".format(*twice),
+            )
+        writes = Batch(store)
+        create = writes.create
+        record_type = self.record
+        for key, new in zip(keys, batch, strict=True):
+            if new.rkey is None:
+                rkey_ids.validate(key[2], new.key_type)
+            create(record_type, key, new.stored)
+        try:
+            await store.write(writes)
+        except RecordExistsError as exc:
+            key = exc.value
+            uri = f"at://{key.repo}/{key.collection}/{key.rkey}"
+            raise RecordExistsError(
+                f"{uri} already exists; create never overwrites (use put to replace a "
+                "record), so nothing of the batch was written",
+                record=self.record.name,
+                value=uri,
+            ) from exc
+        return made
 
     async def delete(self: RecordCollection[Store], repo: str, collection: str, rkey: str) -> None:
         """Remove the record (no error when there is none). The key type is enforced here too."""

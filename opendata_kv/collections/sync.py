@@ -141,10 +141,12 @@ class SyncRecordCollection(CollectionFace, Generic[SyncStoreT]):
     ) -> builtins.list[RepoRecord]:
         """Create `(repo, collection, value)` or `(repo, collection, value, rkey)` records, as
         `create` does (the rkey made as `create` makes it when absent or None) but `batch_size`
-        per serializable transaction; returns the records made. Never overwrites: a key that
-        holds a record, or that the same batch names twice, raises RecordExistsError and the
-        batch writes nothing (the batches before it are written). Every record passes the
-        checks `create` makes, with its errors, before its batch is written."""
+        per atomic batch of creates (Batch.create); returns the records made. Never overwrites:
+        a key that holds a record, or that the same batch names twice, raises
+        RecordExistsError and the batch writes nothing (the batches before it are written).
+        Every record passes the checks `create` makes, with its errors, before its batch is
+        written. The existence check and the write are atomic under the store's write lock
+        (docs/collections.md, "Bulk writes")."""
         run = _loop if isinstance(records, AsyncIterable) else _now
         result: builtins.list[RepoRecord] = run(
             self.collection.create_many(records, batch_size=batch_size, durable=durable)

@@ -12,10 +12,11 @@ from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.native import calls
 from opendata_kv.native.errors import FOREIGN, call, translate
 from opendata_kv.native.slatedb import WriteBatch
+from opendata_kv.store.absent import exists_error
 from opendata_kv.store.deletes import MAX_KEYS
 from opendata_kv.store.indexes.maintain import Tracked, plan
 from opendata_kv.store.indexes.old_values import point_reads
-from opendata_kv.store.indexes.registry import IndexSet
+from opendata_kv.store.indexes.registry import IndexSet, WriteLock
 from opendata_kv.store.scan import V
 from opendata_kv.store.views import (
     MISSING,
@@ -96,6 +97,7 @@ class Batch:
     # batch set off the cyclic collector ~1 to 2 times a batch, which made put_many without
     # indexes 6-9% slower. The slatedb WriteBatch is filled as ops are queued.
     __slots__ = (
+        "_absent",
         "_data",
         "_expires",
         "_keep",
@@ -125,6 +127,7 @@ class Batch:
         self._typed: dict[int, Any] = {}  # position -> the typed value of a put
         self._native: Any = None
         self._written = False
+        self._absent: list[int] = []  # positions of the puts queued by create()
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -195,6 +198,40 @@ class Batch:
         self._keys.append(key)
         self._data.append(data)
         self._expires.append(expire_at)
+
+    @overload
+    def create(self, target: Key, value: Any, /, *, ttl: TtlArg = None) -> None: ...
+
+    @overload
+    def create(
+        self, target: RecordType | str, fields: Fields, value: Any, *, ttl: TtlArg = None
+    ) -> None: ...
+
+    def create(
+        self, target: Target, fields: Any = MISSING, value: Any = MISSING, *, ttl: TtlArg = None
+    ) -> None:
+        """Queue a put that never overwrites: the write refuses the whole batch
+        (RecordExistsError, nothing written) when the key holds a live record then, or an
+        earlier put or create of this batch writes it (RFC 0010, "Creates")."""
+        self.put(target, fields, value, ttl=ttl)  # type: ignore[arg-type]
+        self._absent.append(len(self._keys) - 1)
+
+    def creates(self) -> list[bytes]:
+        """The keys queued by create(), which must hold no live record when written;
+        RecordExistsError when an earlier put or create of this batch writes one of them."""
+        if not self._absent:
+            return []
+        created = set(self._absent)
+        keys, data = self._keys, self._data
+        written: set[bytes] = set()
+        for at, key in enumerate(keys):
+            if at in created and key in written:
+                raise exists_error(
+                    self.schema, self.where, key, "an earlier put or create of the same batch"
+                )
+            if data[at] is not None:
+                written.add(key)
+        return [keys[at] for at in self._absent]
 
     def delete(self, target: Target, fields: Fields = None) -> None:
         """Queue a typed delete."""
@@ -295,8 +332,9 @@ class Batch:
 class Transaction(ReadView):
     """Reads and writes inside one SlateDB transaction (see Store.transaction)."""
 
-    def __init__(self, txn: Any, view: ReadView) -> None:
+    def __init__(self, txn: Any, view: ReadView, lock: WriteLock | None = None) -> None:
         self._view_of(txn, view, "transaction on")
+        self._lock = lock  # the store's write lock (Store._write_lock), held by the commit
         self._done = False
         self._generation: int | None = None  # the index generation its entries were planned at
 
@@ -366,13 +404,15 @@ class Transaction(ReadView):
             return
         self._done = True
         indexes = self._indexes
-        if self._generation is None or indexes is None:
+        lock = self._lock if indexes is None else indexes.lock
+        if lock is None:
             await call(calls.method(self._source, "commit"), f"commit of {self.where}")
             return
-        # index entries are committed under the index lock, refused when an index's state or
-        # build position moved since they were planned
-        async with indexes.lock.held(self.where):
-            if self._generation != indexes.generation:
+        # committed under the store's write lock: index entries are refused when an index's
+        # state or build position moved since they were planned, and a batch's creates
+        # (read, then written, under that lock) never land between this commit's checks
+        async with lock.held(self.where):
+            if indexes is not None and self._generation not in (None, indexes.generation):
                 await call(calls.method(self._source, "rollback"), f"rollback of {self.where}")
                 raise TransactionConflictError(
                     f"commit of {self.where}: an index build or state change happened while "

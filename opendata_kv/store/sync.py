@@ -417,6 +417,28 @@ class SyncBatch(BatchHolder):
         twin: Any = self.batch
         twin.put(target, fields, value, ttl=ttl)
 
+    @overload
+    def create(self, target: Key, value: Any, /, *, ttl: TtlArg = None) -> None: ...
+
+    @overload
+    def create(
+        self, target: RecordType | str, fields: Fields, value: Any, *, ttl: TtlArg = None
+    ) -> None: ...
+
+    def create(
+        self, target: Target, fields: Any = MISSING, value: Any = MISSING, *, ttl: TtlArg = None
+    ) -> None:
+        """Queue a put that never overwrites: the write refuses the whole batch
+        (RecordExistsError, nothing written) when the key holds a live record then, or an
+        earlier put or create of this batch writes it (RFC 0010, "Creates")."""
+        twin: Any = self.batch
+        twin.create(target, fields, value, ttl=ttl)
+
+    def creates(self) -> list[bytes]:
+        """The keys queued by create(), which must hold no live record when written;
+        RecordExistsError when an earlier put or create of this batch writes one of them."""
+        return self.batch.creates()
+
     def delete(self, target: Target, fields: Fields = None) -> None:
         """Queue a typed delete."""
         self.batch.delete(target, fields)

@@ -35,12 +35,14 @@ from opendata_kv.native.slatedb import (
 )
 from opendata_kv.objstore.deadline import READER_TIMEOUT
 from opendata_kv.objstore.location import parse_location
+from opendata_kv.store.absent import AbsentCheck
 from opendata_kv.store.batch import Batch, Snapshot, Transaction, fill, native_batch
 from opendata_kv.store.deletes import MAX_KEYS, check_max_keys, keys_in
 from opendata_kv.store.indexes import admin as index_admin
 from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.maintain import Tracked, plan
 from opendata_kv.store.indexes.old_values import old_values
+from opendata_kv.store.indexes.registry import WriteLock
 from opendata_kv.store.open_options import OpenOptions, open_options
 from opendata_kv.store.opening import bounded, open_db
 from opendata_kv.store.ops import migrate as _migrate
@@ -57,7 +59,7 @@ from opendata_kv.store.views import (
     key_bytes,
     options_at,
 )
-from opendata_kv.store.writes import UNDECODED, Delete, FetchReads, Op, Put
+from opendata_kv.store.writes import UNDECODED, Delete, Fetch, FetchReads, Op, Put
 from opendata_kv.values import Values
 from opendata_kv.values.limits import check_stored_size
 
@@ -393,8 +395,9 @@ class Store(StoreReader):
         if batch:
             indexes = self._indexes
             tracked = [] if indexes is None else batch.tracked(indexes)
-            if tracked:
-                await self._write_indexed(db, batch, tracked)
+            creates = batch.creates()  # RecordExistsError for a key created after a put of it
+            if tracked or creates:
+                await self._write_indexed(db, batch, tracked, creates)
             else:
                 with translating(f"batch write on {self.where}"):
                     await calls.write(db, batch.write_batch())
@@ -412,18 +415,30 @@ class Store(StoreReader):
                 await calls.write(db, native_batch(ops, (), self.where))
 
     async def _write_indexed(
-        self, db: Any, ops: Batch | Sequence[Op], tracked: list[Tracked]
+        self,
+        db: Any,
+        ops: Batch | Sequence[Op],
+        tracked: list[Tracked],
+        creates: Sequence[bytes] = (),
     ) -> None:
         """Write record ops with the index ops of `tracked` (planned from the values they
-        replace), reading and writing under the index lock so no other writer slips in."""
+        replace), reading and writing under the write lock so no other writer slips in;
+        RecordExistsError, nothing written, when a key of `creates` holds a live record."""
         indexes = self._indexes
-        assert indexes is not None
-        async with indexes.lock.held(self.where):
-            replaced = functools.partial(
+        async with self._write_lock().held(self.where):
+            check = AbsentCheck(self.schema, self.where, creates)
+            read: Fetch = functools.partial(
                 old_values, self._source, self.where, check_expiry=self.check_expiry
             )
-            reads = FetchReads(replaced, self._fetch_many)
-            index_ops = await plan(indexes, self.values, tracked, reads)
+            index_ops: list[Op] = []
+            if tracked:  # created keys the plan reads anyway are checked from its read
+                assert indexes is not None
+                replaced = check.reading(read) if creates else read
+                reads = FetchReads(replaced, self._fetch_many)
+                index_ops = await plan(indexes, self.values, tracked, reads)
+            unread = check.unread()
+            if unread:  # the others in one read
+                check.seen(unread, await read(unread))
             if isinstance(ops, Batch):  # its records' ops are in its native batch already
                 native = ops.write_batch()
                 fill(native, index_ops, self.where)
@@ -431,6 +446,16 @@ class Store(StoreReader):
                 native = native_batch(ops, index_ops, self.where)
             with translating(f"batch write on {self.where}"):
                 await calls.write(db, native)
+
+    def _write_lock(self) -> WriteLock:
+        """The lock of reads-then-writes (index upkeep, creates): the IndexSet's, or one of
+        this store's own when it has no indexes."""
+        if self._indexes is not None:
+            return self._indexes.lock
+        lock: WriteLock | None = getattr(self, "_own_lock", None)
+        if lock is None:
+            lock = self._own_lock = WriteLock()
+        return lock
 
     @asynccontextmanager
     async def transaction(
@@ -448,7 +473,7 @@ class Store(StoreReader):
                 value=isolation,
             )
         txn = await call(calls.method(db, "begin", level), f"begin transaction on {self.where}")
-        tx = Transaction(txn, self)
+        tx = Transaction(txn, self, self._write_lock())
         try:
             yield tx
         except BaseException:
