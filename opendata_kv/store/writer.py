@@ -40,7 +40,7 @@ from opendata_kv.store.deletes import MAX_KEYS, check_max_keys, keys_in
 from opendata_kv.store.indexes import admin as index_admin
 from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.maintain import Tracked, plan
-from opendata_kv.store.indexes.old_values import old_values
+from opendata_kv.store.indexes.old_values import current_values, old_values
 from opendata_kv.store.open_options import OpenOptions, open_options
 from opendata_kv.store.opening import bounded, open_db
 from opendata_kv.store.ops import migrate as _migrate
@@ -416,7 +416,11 @@ class Store(StoreReader):
             replaced = functools.partial(
                 old_values, self._source, self.where, check_expiry=self.check_expiry
             )
-            reads = FetchReads(replaced, self._fetch_many)
+            # unique holders and aggregate groups sit side by side in their index: walked too
+            current = functools.partial(
+                current_values, self._source, self.where, check_expiry=self.check_expiry
+            )
+            reads = FetchReads(replaced, current)
             index_ops = await plan(indexes, self.values, tracked, reads)
             if isinstance(ops, Batch):  # its records' ops are in its native batch already
                 native = ops.write_batch()

@@ -100,7 +100,7 @@ async def plan(
         olds = await reads.replaced(keys)
     maintainers: dict[str, Maintainer] = {}
     by_index: dict[Index, Maintainer] = {}
-    encode = _entry_cache()
+    encode = _entry_cache(indexes.entry_keys)
     for key, old_data in zip(keys, olds, strict=True):
         record_type, new = final[key]
         if only is not None:
@@ -169,10 +169,18 @@ def _reads_key(indexes: IndexSet, index: Index, record_type: RecordType) -> bool
     return found
 
 
-def _entry_cache() -> Callable[[str, Sequence[tuple[str, Field]], tuple[Any, ...]], bytes]:
-    """layout.encode_fields, remembering each entry key for one plan: a batch's records share
-    few groups and field values. Keyed by the values' types too, so 1 and True stay apart."""
-    cache: dict[tuple[str, tuple[Any, ...], tuple[type, ...]], bytes] = {}
+#: entry keys an IndexSet remembers before it starts afresh (~100 B each: a few MB at most)
+ENTRY_CACHE_SIZE = 32_768
+
+
+def _entry_cache(
+    cache: dict[tuple[str, tuple[Any, ...], tuple[type, ...]], bytes],
+) -> Callable[[str, Sequence[tuple[str, Field]], tuple[Any, ...]], bytes]:
+    """layout.encode_fields, remembering each entry key in the store's IndexSet: writes share
+    few groups and field values (the subjects a stream of likes points at), within a batch
+    and across batches. Keyed by the values' types too, so 1 and True stay apart."""
+    if len(cache) > ENTRY_CACHE_SIZE:
+        cache.clear()
 
     def encode(name: str, fields: Sequence[tuple[str, Field]], values: tuple[Any, ...]) -> bytes:
         types = tuple(map(type, values))
