@@ -164,6 +164,11 @@ class IndexSet:
             )
         return str(meta["state"])
 
+    def covers_all(self, record_type: RecordType) -> bool:
+        """True when covers() holds for every index of `record_type` and any key: they are
+        all readable (no build under way)."""
+        return all(self.stored[i.name]["state"] == READABLE for i in self.of(record_type))
+
     def covers(self, index: Index, key: bytes) -> bool:
         """True when writes of the record under `key` maintain `index` now: it is readable,
         or being built and its build has passed `key` (the build indexes the rest)."""
