@@ -547,17 +547,26 @@ def batch_put_many(batch: Any, keys: Sequence[bytes], values: Sequence[bytes]) -
     status = _Status()
     ref = _byref(status)
     handle = batch._handle
-    lowered, one_copy, clone, put = _lowered, _one_copy, _clone_batch_raw, _batch_put
+    frame, pack, clone, put = _from_bytes, _pack_i32, _clone_batch_raw, _batch_put
     for key, value in zip(keys, values, strict=True):
-        if not (one_copy(key) and one_copy(value)):
+        # _one_copy and _lowered inlined: this loop runs once per index entry
+        if not (
+            key.__class__ is bytes
+            and value.__class__ is bytes
+            and len(key) <= _FRAMED_INLINE
+            and len(value) <= _FRAMED_INLINE
+        ):
             batch_put(batch, key, value)
             continue
-        key_buffer = lowered(key, status)
-        try:
-            value_buffer = lowered(value, status)
-        except BaseException:
+        size = len(key)
+        key_buffer = frame(size + 4, pack(size) + key, ref)
+        if status.code:
+            _check(None, status)
+        size = len(value)
+        value_buffer = frame(size + 4, pack(size) + value, ref)
+        if status.code:
             wire.free(key_buffer)
-            raise
+            _check(None, status)
         cloned = clone(handle, ref)
         if status.code:
             wire.free(key_buffer)
