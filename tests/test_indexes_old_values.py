@@ -92,3 +92,43 @@ def test_expired_rows_count_as_absent_on_both_paths() -> None:
     assert walked == direct and list(map(type, walked)) == list(map(type, direct))
     assert [isinstance(value, Expired) for value in walked] == [n % 2 == 1 for n in range(40)]
     assert None not in walked
+
+
+def test_a_dense_run_is_read_in_growing_reads_without_seeks() -> None:
+    """Keys that are consecutive stored rows (a batch's aggregate groups) are read on from
+    where the iterator stands, each read twice the last: a few reads for hundreds of keys,
+    the same values as point reads, and current_values gives the live ones as plain bytes."""
+    asked = list(range(3, 400))
+    sizes: list[int] = []
+    seeks: list[bytes] = []
+    real_next, real_seek = calls.next_columns, calls.seek
+
+    def counting_next(iterator: Any, limit: int) -> Any:
+        sizes.append(limit)
+        return real_next(iterator, limit)
+
+    def counting_seek(iterator: Any, key: bytes) -> Any:
+        seeks.append(key)
+        return real_seek(iterator, key)
+
+    calls.next_columns = counting_next  # type: ignore[assignment]
+    calls.seek = counting_seek  # type: ignore[assignment]
+    try:
+        walked, direct = asyncio.run(both({n: b"v%d" % n for n in range(420)}, [], asked))
+    finally:
+        calls.next_columns = real_next  # type: ignore[assignment]
+        calls.seek = real_seek  # type: ignore[assignment]
+    assert walked == direct and None not in walked
+    assert seeks == [] and sizes == [8, 16, 32, 64, 128, 256]
+
+    async def current() -> Any:
+        async with Store.open("memory://", [rec]) as store:
+            for n in range(40):
+                await store.put(rec, (n,), {"n": n}, ttl=0.01 if n % 2 else 60)
+            time.sleep(0.05)
+            keys = [rec.encode(n) for n in range(40)]
+            return await walk.current_values(store._source, "test", keys)
+
+    values = asyncio.run(current())
+    assert [value is None for value in values] == [n % 2 == 1 for n in range(40)]
+    assert {type(value) for value in values if value is not None} == {bytes}

@@ -259,11 +259,13 @@ def test_an_indexed_put_encodes_once_and_builds_one_native_batch() -> None:
         ("store/reader.py", "_writable"),
         ("store/indexes/registry.py", "indexed"),
         ("store/indexes/maintain.py", "plan"),
-        ("store/indexes/old_values.py", "old_values"),
+        ("store/indexes/old_values.py", "current_values"),  # unique holders and groups
         ("store/batch.py", "native_batch"),
         ("native/calls.py", "write"),
     ]
     assert {f: calls[f] for f in once} == dict.fromkeys(once, 1)
+    # one read of the replaced values, one (through current_values) of holders and groups
+    assert calls["store/indexes/old_values.py", "old_values"] == 2
     # no Batch object, no hooks: batch.py only builds the one native batch
-    assert {n for f, n in calls if f == "store/batch.py"} == {"native_batch", "fill"}
+    assert {n for f, n in calls if f == "store/batch.py"} == {"native_batch", "fill", "_put_run"}
     assert not any("hooks" in f for f in files)

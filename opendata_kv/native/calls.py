@@ -17,7 +17,7 @@ import functools
 import struct
 import threading
 import types
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from typing import Any, Final, TypeVar
 
 from opendata_kv.native import driver, selfcheck, wire
@@ -82,6 +82,9 @@ _db_delete = _lib.uniffi_slatedb_uniffi_fn_method_db_delete
 _db_write = _lib.uniffi_slatedb_uniffi_fn_method_db_write
 _next_batch = _lib.uniffi_slatedb_uniffi_fn_method_dbiterator_next_batch
 _batch_put = _lib.uniffi_slatedb_uniffi_fn_method_writebatch_put
+_batch_delete = _lib.uniffi_slatedb_uniffi_fn_method_writebatch_delete
+_batch_put_with_options = _lib.uniffi_slatedb_uniffi_fn_method_writebatch_put_with_options
+_seek = _lib.uniffi_slatedb_uniffi_fn_method_dbiterator_seek
 _free_write_handle = _rust_call(_lib.uniffi_slatedb_uniffi_fn_free_writehandle)
 
 
@@ -513,6 +516,147 @@ def batch_put(batch: Any, key: bytes, value: bytes) -> None:
     _batch_put(handle, key_buffer, value_buffer, _byref(status))
     if status.code:
         _check(_Errors, status)
+
+
+def _lowered(data: bytes, status: Any) -> Any:
+    """`data` framed as a Bytes RustBuffer in one call (the caller checked the size and that
+    _from_bytes exists); `status` is reused, so it is checked here."""
+    size = len(data)
+    buffer = _from_bytes(size + 4, _pack_i32(size) + data, _byref(status))
+    if status.code:
+        _check(None, status)
+    return buffer
+
+
+def _one_copy(data: Any) -> bool:
+    return data.__class__ is bytes and len(data) <= _FRAMED_INLINE
+
+
+def batch_put_many(batch: Any, keys: Sequence[bytes], values: Sequence[bytes]) -> None:
+    """batch_put of each (key, value) in order: the index ops of a write, queued in one loop
+    with the status, clone and framing bound once (about 1 us less per entry than a call
+    each)."""
+    if batch.__class__ is not _B.WriteBatch:
+        raise TypeError(f"batch_put_many needs a WriteBatch, got {type(batch).__name__}")
+    if len(keys) != len(values):
+        raise ValueError(f"batch_put_many: {len(keys)} keys but {len(values)} values")
+    if _from_bytes is None or not active():
+        for key, value in zip(keys, values, strict=True):
+            batch_put(batch, key, value)
+        return
+    status = _Status()
+    ref = _byref(status)
+    handle = batch._handle
+    frame, pack, clone, put = _from_bytes, _pack_i32, _clone_batch_raw, _batch_put
+    for key, value in zip(keys, values, strict=True):
+        # _one_copy and _lowered inlined: this loop runs once per index entry
+        if not (
+            key.__class__ is bytes
+            and value.__class__ is bytes
+            and len(key) <= _FRAMED_INLINE
+            and len(value) <= _FRAMED_INLINE
+        ):
+            batch_put(batch, key, value)
+            continue
+        size = len(key)
+        key_buffer = frame(size + 4, pack(size) + key, ref)
+        if status.code:
+            _check(None, status)
+        size = len(value)
+        value_buffer = frame(size + 4, pack(size) + value, ref)
+        if status.code:
+            wire.free(key_buffer)
+            _check(None, status)
+        cloned = clone(handle, ref)
+        if status.code:
+            wire.free(key_buffer)
+            wire.free(value_buffer)
+            _check(_Errors, status)
+        put(cloned, key_buffer, value_buffer, ref)  # Rust owns both buffers and the clone
+        if status.code:
+            _check(_Errors, status)
+
+
+def batch_delete(batch: Any, key: bytes) -> None:
+    """batch.delete(key), a direct call (the generated one lowers the key byte by byte:
+    19.7 us against about 3)."""
+    if batch.__class__ is not _B.WriteBatch:
+        raise TypeError(f"batch_delete needs a WriteBatch, got {type(batch).__name__}")
+    if _from_bytes is None or not _one_copy(key) or not active():
+        batch.delete(key)
+        return
+    status = _Status()
+    key_buffer = _lowered(key, status)
+    handle = _clone_batch_raw(batch._handle, _byref(status))
+    if status.code:
+        wire.free(key_buffer)
+        _check(_Errors, status)
+    _batch_delete(handle, key_buffer, _byref(status))
+    if status.code:
+        _check(_Errors, status)
+
+
+_TTL_EXPIRE_AT: Final = 4  # the Ttl variant EXPIRE_AT_MILLIS, as PutOptions lowers it
+_put_options = struct.Struct(">iq").pack
+
+
+def batch_put_expiring(batch: Any, key: bytes, value: bytes, expire_at: int) -> None:
+    """batch.put_with_options(key, value, PutOptions(ttl=EXPIRE_AT_MILLIS(expire_at))), a
+    direct call: the options lowered as their 12 bytes (i32 variant, i64 ms), not through
+    the generated converters (52.6 us against about 5)."""
+    if batch.__class__ is not _B.WriteBatch:
+        raise TypeError(f"batch_put_expiring needs a WriteBatch, got {type(batch).__name__}")
+    if (
+        _from_bytes is None
+        or not (_one_copy(key) and _one_copy(value))
+        or expire_at.__class__ is not int
+        or not -(1 << 63) <= expire_at < 1 << 63
+        or not active()
+    ):
+        options = _B.PutOptions(ttl=_B.Ttl.EXPIRE_AT_MILLIS(expire_at))
+        batch.put_with_options(key, value, options)
+        return
+    status = _Status()
+    ref = _byref(status)
+    key_buffer = _lowered(key, status)
+    buffers = [key_buffer]
+    try:
+        buffers.append(_lowered(value, status))
+        options = _from_bytes(12, _put_options(_TTL_EXPIRE_AT, expire_at), ref)
+        if status.code:
+            _check(None, status)
+        buffers.append(options)
+        handle = _clone_batch_raw(batch._handle, ref)
+        if status.code:
+            _check(_Errors, status)
+    except BaseException:
+        for buffer in buffers:
+            wire.free(buffer)
+        raise
+    _batch_put_with_options(handle, *buffers, ref)  # Rust owns the buffers and the clone
+    if status.code:
+        _check(_Errors, status)
+
+
+def seek(iterator: Any, key: bytes) -> Awaitable[None]:
+    """iterator.seek(key): a direct call (the generated one lowers the key byte by byte:
+    22.7 us against 6.1), awaitable by either face."""
+    if (
+        iterator.__class__ is not _B.DbIterator
+        or _from_bytes is None
+        or not _one_copy(key)
+        or not active()
+    ):
+        awaitable: Awaitable[None] = method(iterator, "seek", key)
+        return awaitable
+    status = _Status()
+    key_buffer = _lowered(key, status)
+    handle = _cloned(_clone_iterator, iterator, key_buffer)
+    return Pending(_seek(handle, key_buffer), _VOID, _none)
+
+
+def _none(_: Any) -> None:
+    return None
 
 
 def many(calls: list[Awaitable[T]]) -> Awaitable[list[T]]:

@@ -70,22 +70,46 @@ def native_batch(ops: Sequence[Op], more: Sequence[Op], where: str) -> Any:
 
 
 def fill(wb: Any, ops: Iterable[Op], where: str) -> None:
-    """Queue `ops` in the slatedb WriteBatch `wb`."""
-    batch_put = calls.batch_put
+    """Queue `ops` in the slatedb WriteBatch `wb`, in order: each run of plain puts in one
+    calls.batch_put_many (index ops are mostly that), the rest a direct call each."""
+    keys: list[bytes] = []
+    data: list[bytes] = []
     try:
         for op in ops:
             if op.__class__ is Put:
-                key, data, _, _, options = op
-                if data is None:  # only an index build's tracked puts lack bytes
+                key, value, expire_at, _, options = op
+                if value is None:  # only an index build's tracked puts lack bytes
                     raise AssertionError(f"a put of {key!r} without its bytes")
                 if options is None:
-                    batch_put(wb, key, data)
-                else:
-                    wb.put_with_options(key, data, options)  # a plain call: no future
+                    keys.append(key)
+                    data.append(value)
+                    continue
+                _put_run(wb, keys, data)
+                _put_with_options(wb, key, value, expire_at, options)
             else:
-                wb.delete(op[0])
+                _put_run(wb, keys, data)
+                calls.batch_delete(wb, op[0])
+        _put_run(wb, keys, data)
     except FOREIGN as exc:
         raise translate(exc, f"batch write on {where}") from exc
+
+
+def _put_run(wb: Any, keys: list[bytes], data: list[bytes]) -> None:
+    """Queue the run of plain puts collected so far, and empty it."""
+    if keys:
+        calls.batch_put_many(wb, keys, data)
+        keys.clear()
+        data.clear()
+
+
+def _put_with_options(
+    wb: Any, key: bytes, data: bytes, expire_at: int | None, options: Any
+) -> None:
+    """A put with its PutOptions (which carry `expire_at`): a direct call when it is that."""
+    if expire_at is not None:
+        calls.batch_put_expiring(wb, key, data, expire_at)
+    else:
+        wb.put_with_options(key, data, options)  # a plain call: no future
 
 
 class Batch:
@@ -190,7 +214,7 @@ class Batch:
             if options is None:
                 calls.batch_put(native, key, data)
             else:
-                native.put_with_options(key, data, options)  # a plain call: no future
+                _put_with_options(native, key, data, expire_at, options)
         except FOREIGN as exc:
             raise translate(exc, f"batch put on {self.where}") from exc
         if self._keep:
@@ -277,7 +301,7 @@ class Batch:
             if options is None:
                 calls.batch_put(self._wb(), key, data)
             else:
-                self._wb().put_with_options(key, data, options)  # a plain call: no future
+                _put_with_options(self._wb(), key, data, expire_at, options)
         except FOREIGN as exc:
             raise translate(exc, f"batch put on {self.where}") from exc
         self._keys.append(key)
@@ -288,7 +312,7 @@ class Batch:
         if self._written:
             raise self._reused()
         try:  # not `with translating` nor fill(): ~0.3 us a call on a per-record path
-            self._wb().delete(key)
+            calls.batch_delete(self._wb(), key)
         except FOREIGN as exc:
             raise translate(exc, f"batch delete on {self.where}") from exc
         self._keys.append(key)

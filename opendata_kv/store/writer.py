@@ -41,7 +41,7 @@ from opendata_kv.store.deletes import MAX_KEYS, check_max_keys, keys_in
 from opendata_kv.store.indexes import admin as index_admin
 from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.maintain import Tracked, plan
-from opendata_kv.store.indexes.old_values import old_values
+from opendata_kv.store.indexes.old_values import current_values, old_values
 from opendata_kv.store.indexes.registry import WriteLock
 from opendata_kv.store.open_options import OpenOptions, open_options
 from opendata_kv.store.opening import bounded, open_db
@@ -434,7 +434,11 @@ class Store(StoreReader):
             if tracked:  # created keys the plan reads anyway are checked from its read
                 assert indexes is not None
                 replaced = check.reading(read) if creates else read
-                reads = FetchReads(replaced, self._fetch_many)
+                # unique holders and aggregate groups sit side by side in their index: walked
+                current = functools.partial(
+                    current_values, self._source, self.where, check_expiry=self.check_expiry
+                )
+                reads = FetchReads(replaced, current)
                 index_ops = await plan(indexes, self.values, tracked, reads)
             unread = check.unread()
             if unread:  # the others in one read

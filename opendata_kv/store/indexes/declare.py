@@ -65,6 +65,8 @@ def field_of(key: Key | None, value: Any, name: str) -> Any:
     index is a key field (Index.reads_key), so the key was not decoded."""
     if key is not None and name in key._fields:
         return getattr(key, name)
+    if value.__class__ is dict:  # the common case, without the ABC check
+        return value.get(name)
     if isinstance(value, Mapping):
         return value.get(name)
     found = getattr(value, name, _ABSENT)

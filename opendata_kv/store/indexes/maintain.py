@@ -100,23 +100,32 @@ async def plan(
         olds = await reads.replaced(keys)
     maintainers: dict[str, Maintainer] = {}
     by_index: dict[Index, Maintainer] = {}
-    encode = _entry_cache()
+    encode = _entry_cache(indexes.entry_keys)
+    # per record type whose indexes are all readable: (its indexes, whether any reads the
+    # key), decided once per plan instead of per record; None: asked key by key (a build)
+    per_type: dict[RecordType, tuple[Sequence[Index], bool] | None] = {}
     for key, old_data in zip(keys, olds, strict=True):
         record_type, new = final[key]
+        active: Sequence[Index]
         if only is not None:
             active = [only]
+            reads_key = _reads_key(indexes, only, record_type)
         else:
-            active = [i for i in indexes.of(record_type) if indexes.covers(i, key)]
+            if record_type in per_type:
+                known = per_type[record_type]
+            else:
+                known = per_type[record_type] = _whole(indexes, record_type)
+            if known is None:
+                active = [i for i in indexes.of(record_type) if indexes.covers(i, key)]
+                reads_key = any(_reads_key(indexes, i, record_type) for i in active)
+            else:
+                active, reads_key = known
         put = new if type(new) is Put else None
         if put is not None and put.expire_at is not None:
             _refuse_ttl(indexes, only, record_type, key)
         if not active:
             continue
-        key_obj: Any = (
-            record_type.decode(key)
-            if any(_reads_key(indexes, i, record_type) for i in active)
-            else None
-        )
+        key_obj: Any = record_type.decode(key) if reads_key else None
         old = _old_value(indexes, values, key, old_data)
         # an expired value's entries are removed (a store with check_expiry=False would show
         # them) but it counts in no aggregate and holds no unique value any more
@@ -161,6 +170,15 @@ def _refuse_ttl(indexes: IndexSet, only: Index | None, record_type: RecordType, 
             )
 
 
+def _whole(indexes: IndexSet, record_type: RecordType) -> tuple[Sequence[Index], bool] | None:
+    """(the indexes of `record_type`, whether any reads the key) when every one covers every
+    key (IndexSet.covers_all), else None."""
+    if not indexes.covers_all(record_type):
+        return None
+    found = indexes.of(record_type)
+    return found, any(_reads_key(indexes, i, record_type) for i in found)
+
+
 def _reads_key(indexes: IndexSet, index: Index, record_type: RecordType) -> bool:
     """Index.reads_key, remembered by the store's IndexSet per index and record type."""
     found = indexes.reads_key.get((index, record_type))
@@ -169,10 +187,18 @@ def _reads_key(indexes: IndexSet, index: Index, record_type: RecordType) -> bool
     return found
 
 
-def _entry_cache() -> Callable[[str, Sequence[tuple[str, Field]], tuple[Any, ...]], bytes]:
-    """layout.encode_fields, remembering each entry key for one plan: a batch's records share
-    few groups and field values. Keyed by the values' types too, so 1 and True stay apart."""
-    cache: dict[tuple[str, tuple[Any, ...], tuple[type, ...]], bytes] = {}
+#: entry keys an IndexSet remembers before it starts afresh (~100 B each: a few MB at most)
+ENTRY_CACHE_SIZE = 32_768
+
+
+def _entry_cache(
+    cache: dict[tuple[str, tuple[Any, ...], tuple[type, ...]], bytes],
+) -> Callable[[str, Sequence[tuple[str, Field]], tuple[Any, ...]], bytes]:
+    """layout.encode_fields, remembering each entry key in the store's IndexSet: writes share
+    few groups and field values (the subjects a stream of likes points at), within a batch
+    and across batches. Keyed by the values' types too, so 1 and True stay apart."""
+    if len(cache) > ENTRY_CACHE_SIZE:
+        cache.clear()
 
     def encode(name: str, fields: Sequence[tuple[str, Field]], values: tuple[Any, ...]) -> bytes:
         types = tuple(map(type, values))

@@ -196,17 +196,24 @@ class CountMaintainer(Maintainer):
         self.deltas: dict[bytes, tuple[Index, int, int | float]] = {}
 
     def change(self, index: Index, change: Change) -> None:
-        # an expired value counts in no aggregate any more: only the live one is taken out
-        after = self.entries(index, change, change.new)
-        before = self.entries(index, change, change.live_old)
-        old_amount = index.amount_of(change.key_obj, change.live_old) if before else 0
-        new_amount = index.amount_of(change.key_obj, change.new) if after else 0
-        deltas = self.deltas
-        for group, sign, amount in [(g, -1, old_amount) for g in before] + [
-            (g, 1, new_amount) for g in after
-        ]:
-            _, count, total = deltas.get(group, (index, 0, 0))
-            deltas[group] = (index, count + sign, total + sign * amount)
+        # unpacked and inlined like ValueMaintainer.change (once per record and index).
+        # An expired value counts in no aggregate any more: only the live one is taken out
+        _, key_obj, _, live_old, new, _, _ = change
+        encode, name, fields, deltas = self.encode, index.name, index.fields, self.deltas
+        if live_old is not None:
+            groups = [encode(name, fields, v) for v in index.entries(key_obj, live_old)]
+            if groups:
+                amount = index.amount_of(key_obj, live_old)
+                for group in dict.fromkeys(groups):  # distinct, as entries() are
+                    _, count, total = deltas.get(group, (index, 0, 0))
+                    deltas[group] = (index, count - 1, total - amount)
+        if new is not None:
+            groups = [encode(name, fields, v) for v in index.entries(key_obj, new)]
+            if groups:
+                amount = index.amount_of(key_obj, new)
+                for group in dict.fromkeys(groups):
+                    _, count, total = deltas.get(group, (index, 0, 0))
+                    deltas[group] = (index, count + 1, total + amount)
 
     def wanted(self) -> list[bytes]:
         return list(self.deltas)
@@ -221,7 +228,8 @@ class CountMaintainer(Maintainer):
             if new_count <= 0:
                 self.ops.append(Delete(group))
             else:
-                self.ops.append(Put(group, encode_aggregate(new_count, new_total)))
+                row = (group, encode_aggregate(new_count, new_total), None, UNDECODED, None)
+                self.ops.append(_new(Put, row))
 
 
 class SumMaintainer(CountMaintainer):

@@ -34,6 +34,9 @@ from opendata_kv.store.views import in_windows
 WALK_MIN_KEYS = 16
 #: rows read after each seek: enough to pass a run's neighbours, few enough to be cheap
 WALK_ROWS = 8
+#: the most rows one read takes while the keys keep matching consecutive stored rows (a
+#: dense run, such as a batch's aggregate groups: reads double up to this, with no seek)
+WALK_ROWS_MAX = 1024
 _OPTIONS = scan_options(False)
 
 
@@ -53,6 +56,18 @@ async def old_values(
             if value is not None:
                 found[key] = value
     return [found.get(key) for key in keys]
+
+
+async def current_values(
+    source: Any, where: str, keys: list[bytes], check_expiry: bool = True
+) -> list[bytes | None]:
+    """The live values under `keys`, in order (None where nothing live is stored), read as
+    old_values reads: what index upkeep reads of unique holders and aggregate groups, whose
+    rows sit side by side in their index (one walk instead of a point read per group)."""
+    return [
+        None if value is None or value.__class__ is Expired else bytes(value)
+        for value in await old_values(source, where, keys, check_expiry)
+    ]
 
 
 async def point_reads(
@@ -89,19 +104,27 @@ async def _walk(
     at = 0  # rows[at] is the first row read that no key has passed yet
     read_any = exhausted = False
     native_calls = 1
+    limit = WALK_ROWS
+    hits = 0  # keys found among the rows of the last read
     for done, key in enumerate(ordered):
         while at < len(rows) and rows[at] < key:
             at += 1
         if at == len(rows) and not exhausted:
             if native_calls > 4 + done // 2:  # scattered keys: point reads are cheaper
                 return found, ordered[done:]
-            if read_any:  # every row read lies before `key`: jump to it
-                await calls.method(iterator, "seek", key)
+            if read_any and 2 * hits >= len(rows):
+                # a dense run (most rows read were keys): read on from where the iterator
+                # stands, twice as many rows, with no seek
+                limit = min(2 * limit, WALK_ROWS_MAX)
+            elif read_any:  # every row read lies before `key`: jump to it
+                await calls.seek(iterator, key)
                 native_calls += 1
-            rows, data, expires = await calls.next_columns(iterator, WALK_ROWS)
+                limit = WALK_ROWS
+            rows, data, expires = await calls.next_columns(iterator, limit)
             native_calls += 1
-            read_any, at = True, 0
+            read_any, at, hits = True, 0, 0
             exhausted = not rows
         if at < len(rows) and rows[at] == key:
             found[key] = _marked(data[at], expires[at], now)
+            hits += 1
     return found, []

@@ -92,16 +92,21 @@ class IndexSet:
         self._by_type: dict[RecordType, tuple[Index, ...]] = {}
         #: (index, record type) -> whether its entries read the key (maintain._reads_key)
         self.reads_key: dict[tuple[Index, RecordType], bool] = {}
+        #: (index name, field values, their types) -> entry key bytes, kept across writes
+        #: (maintain._entry_cache; a pure function of its key, emptied when it grows large)
+        self.entry_keys: dict[tuple[str, tuple[Any, ...], tuple[type, ...]], bytes] = {}
 
     def take_up(self, index: Index) -> None:
         """Maintain a stored index the caller did not declare, rebuilt from its definition
         (admin._undeclared), as if declared; records the schema lacks are never written."""
         self.declared[index.name] = index
         self.taken_up.add(index.name)
+        self.entry_keys.clear()  # the name may now stand for other fields
 
     def refresh(self) -> None:
         """Recompute which declared, stored indexes each record type maintains."""
         self.generation += 1
+        self.entry_keys.clear()
         by_type: dict[RecordType, list[Index]] = {}
         names = set(self.schema.names())
         for name, index in self.declared.items():
@@ -158,6 +163,11 @@ class IndexSet:
                 index=name,
             )
         return str(meta["state"])
+
+    def covers_all(self, record_type: RecordType) -> bool:
+        """True when covers() holds for every index of `record_type` and any key: they are
+        all readable (no build under way)."""
+        return all(self.stored[i.name]["state"] == READABLE for i in self.of(record_type))
 
     def covers(self, index: Index, key: bytes) -> bool:
         """True when writes of the record under `key` maintain `index` now: it is readable,
