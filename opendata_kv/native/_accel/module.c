@@ -763,6 +763,7 @@ static PyObject *f_batch_put(PyObject *m, PyObject *const *args, Py_ssize_t n) {
 
 static PyObject *parse_with(PyObject *arg, PyObject *(*parse)(const uint8_t *, size_t)) {
     Py_buffer b;
+    if (!ready) return PyErr_Format(PyExc_RuntimeError, "_accel.init has not run");
     if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0) return NULL;
     uint8_t *copy = PyMem_RawMalloc(b.len ? (size_t)b.len : 1);
     if (copy == NULL) {
