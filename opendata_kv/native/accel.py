@@ -105,6 +105,8 @@ def _import() -> tuple[ModuleType | None, str]:
         if exc.name == "opendata_kv.native._accel":
             return None, "extension not built"
         return None, f"extension not loadable: {exc}"
+    if getattr(module, "__file__", None) is None:  # the C sources' folder, a namespace package
+        return None, "extension not built"
     if getattr(module, "ABI", None) != ABI:
         return None, f"extension ABI {getattr(module, 'ABI', None)} is not {ABI}: rebuild it"
     return module, "C accelerator"
