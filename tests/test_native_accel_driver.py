@@ -258,3 +258,44 @@ def test_wait_for_cancels_a_pending_async_c_read(s3_url: str, moto_server: Any) 
         finally:
             proxy.restore()
             store.close()
+
+
+def test_seek_and_the_batch_calls_do_what_the_generated_methods_do(db: Any) -> None:
+    """seek, batch_delete, batch_put_expiring and batch_put_many in C (calls.py rebinds them
+    when it has the pure versions) against the generated methods on a second batch."""
+    module = accel._import()[0]
+    assert module is not None
+    expire_at = int(time.time() * 1000) + 3_600_000
+    ours, theirs = B.WriteBatch(), B.WriteBatch()
+    keys = [b"m%03d" % n for n in range(40)]
+    module.batch_put_many(ours, keys, [key * 2 for key in keys])
+    for key in keys:
+        theirs.put(key, key * 2)
+    module.batch_delete(ours, b"m001")
+    theirs.delete(b"m001")
+    module.batch_put_expiring(ours, b"ttl", b"x", expire_at)
+    theirs.put_with_options(b"ttl", b"x", B.PutOptions(ttl=B.Ttl.EXPIRE_AT_MILLIS(expire_at)))
+    with pytest.raises(TypeError):
+        module.batch_put_many(ours, keys, keys[:-1])  # the pure function raises (ValueError)
+    with _memory_db() as other:
+        driver.drive(calls.write(db, ours))
+        driver.drive(calls.write(other, theirs))
+        full = B.KeyRange(start=None, start_inclusive=True, end=None, end_inclusive=False)
+        for handle in (db, other):
+            assert driver.drive(calls.get_row(handle, b"ttl")) == (b"x", expire_at)
+        scans = [driver.drive(calls.method(h, "scan", full)) for h in (db, other)]
+        everything = [driver.drive(calls.next_columns(it, 100)) for it in scans]
+        assert everything[0] == everything[1] and len(everything[0][0]) == 40
+        first, second = (driver.drive(calls.method(h, "scan", full)) for h in (db, other))
+        driver.drive(module.seek(first, b"m020"))
+        driver.drive(calls.method(second, "seek", b"m020"))
+        assert driver.drive(calls.next_columns(first, 5)) == driver.drive(
+            calls.next_columns(second, 5)
+        )
+
+        async def seek_async() -> Any:
+            iterator = await calls.method(db, "scan", full)
+            await module.seek(iterator, b"m030")
+            return await calls.next_columns(iterator, 2)
+
+        assert asyncio.run(seek_async())[0] == [b"m030", b"m031"]

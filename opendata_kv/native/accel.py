@@ -42,6 +42,10 @@ HOT: Final = (
     "delete",
     "write",
     "batch_put",
+    "seek",
+    "batch_delete",
+    "batch_put_expiring",
+    "batch_put_many",
 )
 
 _B = generated()
@@ -78,6 +82,9 @@ def _table() -> dict[str, int]:
         "db_delete": f"{_F}method_db_delete",
         "db_write": f"{_F}method_db_write",
         "writebatch_put": f"{_F}method_writebatch_put",
+        "dbiterator_seek": f"{_F}method_dbiterator_seek",
+        "writebatch_delete": f"{_F}method_writebatch_delete",
+        "writebatch_put_with_options": f"{_F}method_writebatch_put_with_options",
         "free_writehandle": f"{_F}free_writehandle",
     }
     for kind in ("rust_buffer", "u64", "void"):
@@ -176,7 +183,8 @@ _state: tuple[ModuleType | None, str] | None = None
 def functions(
     pure: dict[str, Callable[..., Any]], driven: selfcheck.Driven
 ) -> dict[str, Callable[..., Any]] | None:
-    """The C replacements of `pure` (calls.py's HOT functions, which they fall back on) once
+    """The C replacements of `pure` (those of calls.py's HOT functions it has, which they fall
+    back on) once
     the extension is imported, bound and self-checked; None when the ctypes driver stays
     (reason()). Decided once."""
     global _state
@@ -186,7 +194,7 @@ def functions(
     module = _state[0]
     if module is None:
         return None
-    return {name: getattr(module, name) for name in HOT}
+    return {name: getattr(module, name) for name in HOT if name in pure}
 
 
 def _decide(

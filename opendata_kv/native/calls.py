@@ -162,7 +162,7 @@ def _install(on: bool) -> None:
     """Rebind the hot names (accel.HOT) to the C accelerator's functions when the driver is on
     and accel.py accepts the extension, else to the pure ones below (saved on first use)."""
     if not _PURE:
-        _PURE.update({name: globals()[name] for name in accel.HOT})
+        _PURE.update({name: globals()[name] for name in accel.HOT if name in globals()})
     table = accel.functions(_PURE, _DRIVEN) if on else None
     globals().update(table or _PURE)
 

@@ -26,7 +26,7 @@ typedef uint64_t (*clone_fn)(uint64_t, RustCallStatus *);
 typedef uint64_t (*point_fn)(uint64_t, RustBuffer);
 
 enum { RB = 0, U64 = 1, VOID = 2 };
-enum { LIFT_VALUE, LIFT_ROW, LIFT_COLUMNS, LIFT_WRITE };
+enum { LIFT_VALUE, LIFT_ROW, LIFT_COLUMNS, LIFT_WRITE, LIFT_NONE };
 
 static RustBuffer (*p_alloc)(uint64_t, RustCallStatus *);
 static void (*p_rbfree)(RustBuffer, RustCallStatus *);
@@ -43,6 +43,9 @@ static uint64_t (*p_db_write)(uint64_t, uint64_t);
 static void (*p_batch_put)(uint64_t, RustBuffer, RustBuffer, RustCallStatus *);
 static void (*p_free_write_handle)(uint64_t, RustCallStatus *);
 static void (*p_free_db)(uint64_t, RustCallStatus *);
+static uint64_t (*p_seek)(uint64_t, RustBuffer);
+static void (*p_batch_delete)(uint64_t, RustBuffer, RustCallStatus *);
+static void (*p_batch_put_with_options)(uint64_t, RustBuffer, RustBuffer, RustBuffer, RustCallStatus *);
 
 typedef struct {
     PyTypeObject *type;
@@ -53,13 +56,14 @@ static Source sources[N_SOURCES];
 static PyTypeObject *db_type, *iterator_type, *batch_type;
 static PyObject *raise_status_hook; /* (raw RustCallStatus bytes) -> raises slatedb's error */
 static PyObject *syncing_fn, *get_running_loop_fn, *wake_fn;
-static PyObject *fallback[16]; /* the pure calls.py functions, by FB_* */
 enum { FB_GET_NOW, FB_GET_ROW_NOW, FB_GET_VALUES_NOW, FB_GET_ROWS_NOW, FB_READ_VALUE, FB_READ_ROW,
        FB_GET_VALUES, FB_GET_ROWS, FB_NEXT_COLUMNS, FB_PUT, FB_DELETE, FB_WRITE, FB_BATCH_PUT,
-       FB_COUNT };
+       FB_SEEK, FB_BATCH_DELETE, FB_BATCH_PUT_EXPIRING, FB_BATCH_PUT_MANY, FB_COUNT };
+static PyObject *fallback[FB_COUNT]; /* the pure calls.py functions, by FB_* */
 static const char *fallback_names[FB_COUNT] = {
     "get_now", "get_row_now", "get_values_now", "get_rows_now", "read_value", "read_row",
-    "get_values", "get_rows", "next_columns", "put", "delete", "write", "batch_put"};
+    "get_values", "get_rows", "next_columns", "put", "delete", "write", "batch_put",
+    "seek", "batch_delete", "batch_put_expiring", "batch_put_many"};
 static PyObject *str_handle;
 static _Atomic int shutting_down;
 static int ready;
@@ -208,6 +212,8 @@ static PyObject *lift_point(RustBuffer out, int rows) {
 }
 
 static PyObject *call_fallback(int which, PyObject *const *args, Py_ssize_t n) {
+    if (fallback[which] == NULL)
+        return PyErr_Format(PyExc_TypeError, "%s: no pure function to fall back on", fallback_names[which]);
     return PyObject_Vectorcall(fallback[which], args, (size_t)n, NULL);
 }
 
@@ -759,6 +765,127 @@ static PyObject *f_batch_put(PyObject *m, PyObject *const *args, Py_ssize_t n) {
     Py_RETURN_NONE;
 }
 
+static PyObject *f_seek(PyObject *m, PyObject *const *args, Py_ssize_t n) {
+    if (n != 2 || Py_TYPE(args[0]) != iterator_type || !small_bytes(args[1]))
+        return call_fallback(FB_SEEK, args, n);
+    uint64_t handle, fut = 0;
+    if (handle_of(args[0], &handle) < 0) return NULL;
+    RustCallStatus st = {0};
+    Py_BEGIN_ALLOW_THREADS
+    RustBuffer kb = lower(PyBytes_AS_STRING(args[1]), PyBytes_GET_SIZE(args[1]), &st);
+    if (!st.code) {
+        uint64_t clone = p_clone_iterator(handle, &st);
+        if (st.code) free_buffer(kb);
+        else fut = p_seek(clone, kb);
+    }
+    Py_END_ALLOW_THREADS
+    if (st.code) {
+        raise_status(&st);
+        return NULL;
+    }
+    return one(fut, VOID, LIFT_NONE);
+}
+
+static PyObject *f_batch_delete(PyObject *m, PyObject *const *args, Py_ssize_t n) {
+    if (n != 2 || Py_TYPE(args[0]) != batch_type || !small_bytes(args[1]))
+        return call_fallback(FB_BATCH_DELETE, args, n);
+    uint64_t handle;
+    if (handle_of(args[0], &handle) < 0) return NULL;
+    RustCallStatus st = {0};
+    RustBuffer kb = lower(PyBytes_AS_STRING(args[1]), PyBytes_GET_SIZE(args[1]), &st);
+    if (!st.code) {
+        uint64_t clone = p_clone_batch(handle, &st);
+        if (st.code) free_buffer(kb);
+        else p_batch_delete(clone, kb, &st);
+    }
+    if (st.code) {
+        raise_status(&st);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* PutOptions{ttl: Ttl::ExpireAt(ms)} as the generated converter lowers it: i32 BE variant 4,
+ * i64 BE ms (12 bytes, no length prefix) */
+static RustBuffer lower_expire_at(int64_t ms, RustCallStatus *st) {
+    RustBuffer b = p_alloc(12, st);
+    if (st->code) return b;
+    uint64_t v = (uint64_t)ms;
+    b.data[0] = b.data[1] = b.data[2] = 0;
+    b.data[3] = 4;
+    for (int i = 0; i < 8; i++) b.data[4 + i] = (uint8_t)(v >> (56 - 8 * i));
+    b.len = 12;
+    return b;
+}
+
+static PyObject *f_batch_put_expiring(PyObject *m, PyObject *const *args, Py_ssize_t n) {
+    if (n != 4 || Py_TYPE(args[0]) != batch_type || !small_bytes(args[1]) ||
+        !small_bytes(args[2]) || !PyLong_CheckExact(args[3]))
+        return call_fallback(FB_BATCH_PUT_EXPIRING, args, n);
+    int overflow = 0;
+    long long ms = PyLong_AsLongLongAndOverflow(args[3], &overflow);
+    if (overflow || (ms == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return call_fallback(FB_BATCH_PUT_EXPIRING, args, n);
+    }
+    uint64_t handle;
+    if (handle_of(args[0], &handle) < 0) return NULL;
+    RustCallStatus st = {0};
+    RustBuffer kb = lower(PyBytes_AS_STRING(args[1]), PyBytes_GET_SIZE(args[1]), &st);
+    if (st.code) goto done;
+    RustBuffer vb = lower(PyBytes_AS_STRING(args[2]), PyBytes_GET_SIZE(args[2]), &st);
+    if (st.code) {
+        free_buffer(kb);
+        goto done;
+    }
+    RustBuffer ob = lower_expire_at(ms, &st);
+    if (st.code) {
+        free_buffer(kb);
+        free_buffer(vb);
+        goto done;
+    }
+    uint64_t clone = p_clone_batch(handle, &st);
+    if (st.code) {
+        free_buffer(kb);
+        free_buffer(vb);
+        free_buffer(ob);
+        goto done;
+    }
+    p_batch_put_with_options(clone, kb, vb, ob, &st);
+done:
+    if (st.code) {
+        raise_status(&st);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *f_batch_put_many(PyObject *m, PyObject *const *args, Py_ssize_t n) {
+    if (n != 3 || Py_TYPE(args[0]) != batch_type) return call_fallback(FB_BATCH_PUT_MANY, args, n);
+    PyObject *keys = bytes_tuple(args[1]);
+    if (keys == NULL) return PyErr_Occurred() ? NULL : call_fallback(FB_BATCH_PUT_MANY, args, n);
+    PyObject *values = bytes_tuple(args[2]);
+    if (values == NULL || PyTuple_GET_SIZE(values) != PyTuple_GET_SIZE(keys)) {
+        Py_DECREF(keys);
+        Py_XDECREF(values);
+        return PyErr_Occurred() ? NULL : call_fallback(FB_BATCH_PUT_MANY, args, n);
+    }
+    uint64_t handle;
+    PyObject *result = NULL;
+    if (handle_of(args[0], &handle) < 0) goto out;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keys); i++) {
+        PyObject *const put[3] = {args[0], PyTuple_GET_ITEM(keys, i), PyTuple_GET_ITEM(values, i)};
+        PyObject *r = f_batch_put(m, put, 3);
+        if (r == NULL) goto out;
+        Py_DECREF(r);
+    }
+    result = Py_NewRef(Py_None);
+out:
+    Py_DECREF(keys);
+    Py_DECREF(values);
+    return result;
+}
+
 /* --- parsers, for the differential fuzz (exact-size copies, so ASan sees any overread) --- */
 
 static PyObject *parse_with(PyObject *arg, PyObject *(*parse)(const uint8_t *, size_t)) {
@@ -834,6 +961,9 @@ static PyObject *f_init(PyObject *m, PyObject *args, PyObject *kw) {
     ADDR(p_batch_put, "writebatch_put");
     ADDR(p_free_write_handle, "free_writehandle");
     ADDR(p_free_db, "free_db");
+    ADDR(p_seek, "dbiterator_seek");
+    ADDR(p_batch_delete, "writebatch_delete");
+    ADDR(p_batch_put_with_options, "writebatch_put_with_options");
     /* sources: ((class, clone_name_suffix), ...) in order, N_SOURCES of them */
     if (PyTuple_GET_SIZE(srcs) != N_SOURCES || PyTuple_GET_SIZE(types) != 3 || PyTuple_GET_SIZE(hooks) != 5)
         return PyErr_Format(PyExc_ValueError, "init: wrong table sizes");
@@ -861,10 +991,9 @@ static PyObject *f_init(PyObject *m, PyObject *args, PyObject *kw) {
     get_running_loop_fn = Py_NewRef(PyTuple_GET_ITEM(hooks, 2));
     wake_fn = Py_NewRef(PyTuple_GET_ITEM(hooks, 3));
     accel_internal_error = Py_NewRef(PyTuple_GET_ITEM(hooks, 4));
-    for (int i = 0; i < FB_COUNT; i++) {
+    for (int i = 0; i < FB_COUNT; i++) { /* a name calls.py lacks is never rebound either */
         PyObject *f = PyDict_GetItemString(fbs, fallback_names[i]);
-        if (f == NULL) return PyErr_Format(PyExc_KeyError, "fallback %s missing", fallback_names[i]);
-        Py_XSETREF(fallback[i], Py_NewRef(f));
+        Py_XSETREF(fallback[i], Py_XNewRef(f));
     }
     ready = 1;
     Py_RETURN_NONE;
@@ -893,6 +1022,10 @@ static PyMethodDef methods[] = {
     FAST("delete", f_delete, "calls.delete in C."),
     FAST("write", f_write, "calls.write in C."),
     FAST("batch_put", f_batch_put, "calls.batch_put in C."),
+    FAST("seek", f_seek, "calls.seek in C."),
+    FAST("batch_delete", f_batch_delete, "calls.batch_delete in C."),
+    FAST("batch_put_expiring", f_batch_put_expiring, "calls.batch_put_expiring in C."),
+    FAST("batch_put_many", f_batch_put_many, "calls.batch_put_many in C."),
     {"_parse_columns", f_parse_columns, METH_O, "wire.read_columns's parser in C (tests)."},
     {"_parse_point_row", f_parse_point_row, METH_O, "wire.parse_point_row in C (tests)."},
     {"_parse_optional_bytes", f_parse_optional_bytes, METH_O, "wire.parse_optional_bytes in C (tests)."},
