@@ -1,5 +1,5 @@
 /* opendata_kv.native._accel: the hot native calls of calls.py made from C (see
- * native/accel.py and rfcs/0012). The library's entry points come from the ctypes handles the
+ * native/accel.py and docs/native.md). The library's entry points come from the ctypes handles the
  * generated binding loaded (init), so this never links slatedb. Futures are driven with a C
  * continuation: a sync wait is a futex wait without the GIL that checks signals every
  * SLICE_NS (Ctrl-C cancels the call); an awaited call parks on an asyncio future only when
