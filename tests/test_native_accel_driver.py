@@ -220,15 +220,16 @@ def test_ctrl_c_cancels_a_pending_c_read_and_the_store_answers_after(
             proxy.cut("blackhole")
             main = threading.main_thread().ident
             assert main is not None
-            timer = threading.Timer(0.3, signal.pthread_kill, (main, signal.SIGINT))
-            started = time.monotonic()
-            timer.start()
-            try:
-                with pytest.raises(KeyboardInterrupt):
-                    store.get(item, (3,))
-            finally:
-                timer.join()
-            assert time.monotonic() - started < 10
+            for read in (lambda: store.get(item, (3,)), lambda: store.get_many(item, [(5,), (6,)])):
+                timer = threading.Timer(0.3, signal.pthread_kill, (main, signal.SIGINT))
+                started = time.monotonic()
+                timer.start()
+                try:
+                    with pytest.raises(KeyboardInterrupt):
+                        read()
+                finally:
+                    timer.join()
+                assert time.monotonic() - started < 10
             proxy.restore()
             assert store.get(item, (3,)) == "v3"
             assert store.get_many(item, [(1,), (2,), (99,)]) == ["v1", "v2", None]
