@@ -302,3 +302,33 @@ def test_seek_and_the_batch_calls_do_what_the_generated_methods_do(db: Any) -> N
             return await calls.next_columns(iterator, 2)
 
         assert asyncio.run(seek_async())[0] == [b"m030", b"m031"]
+
+
+def test_an_awaited_read_that_is_ready_at_once_never_touches_the_loop(db: Any) -> None:
+    """Memtable reads are READY when first polled: the awaited C call returns inline, with no
+    asyncio future made (the loop is looked at only when a native future pends)."""
+    keys = [b"inline%03d" % n for n in range(100)]
+    batch = B.WriteBatch()
+    for key in keys:
+        calls.batch_put(batch, key, key)
+    driver.drive(calls.write(db, batch))
+    made: list[int] = []
+    loop = asyncio.new_event_loop()
+    create_future = loop.create_future
+
+    def counted() -> Any:
+        made.append(1)
+        return create_future()
+
+    loop.create_future = counted  # type: ignore[method-assign]
+
+    async def reads() -> list[Any]:
+        single = [await calls.read_value(db, key) for key in keys]
+        return [single, await calls.get_rows(db, keys)]
+
+    try:
+        single, rows = loop.run_until_complete(reads())
+    finally:
+        loop.close()
+    assert single == keys and rows == [(key, None) for key in keys]
+    assert made == []
