@@ -9,7 +9,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 from opendata_kv.cli.common import EXIT_INTERRUPTED, EXIT_OK, fail
 from opendata_kv.cli.text import EscapingStream
@@ -37,7 +37,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="opendata-kv",
         description="Inspect opendata_kv keys and SlateDB databases; TID, rkey, muid, URL keys.",
     )
-    parser.add_argument("--version", action="version", version=version_text())
+    parser.add_argument(
+        "--version",
+        action=_VersionAction,
+        nargs=0,
+        help="show the version and the active native path, then exit",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module_name in COMMAND_MODULES:
         module = importlib.import_module(module_name)
@@ -57,6 +62,27 @@ def version_text() -> str:
         slatedb = "not installed"
     python = ".".join(str(part) for part in sys.version_info[:3])
     return f"opendata-kv {__version__} (slatedb {slatedb}, Python {python})"
+
+
+def native_path_text() -> str:
+    """Which native path is active (loads slatedb and runs the self-checks: --version only)."""
+    from opendata_kv.native import accel, calls
+
+    return accel.describe(calls.status())
+
+
+class _VersionAction(argparse.Action):
+    """--version: the version line and the native path, computed only when asked for."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        sys.stdout.write(f"{version_text()}; {native_path_text()}\n")
+        parser.exit()
 
 
 def _tolerate_undecodable_stdio() -> None:

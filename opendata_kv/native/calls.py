@@ -20,7 +20,7 @@ import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from typing import Any, Final, TypeVar
 
-from opendata_kv.native import driver, selfcheck, wire
+from opendata_kv.native import accel, driver, selfcheck, wire
 from opendata_kv.native.binding import COST, NativeStatus, decide, generated, logger
 from opendata_kv.native.driver import FutureKind, Pending
 from opendata_kv.native.wire import Columns, PointRow
@@ -132,6 +132,7 @@ def status() -> NativeStatus:
                             COST,
                         )
                 _status = decided
+                _install(decided.active)
     return _status
 
 
@@ -156,7 +157,20 @@ def set_active(on: bool) -> NativeStatus:
             _status = decided
     elif not on and current.active:
         _status = NativeStatus(False, current.version, "switched off by set_active(False)")
+    _install(bool(_status and _status.active))
     return _status or current
+
+
+def _install(on: bool) -> None:
+    """Rebind the hot names (accel.HOT) to the C accelerator's functions when the driver is on
+    and accel.py accepts the extension, else to the pure ones below (saved on first use)."""
+    if not _PURE:
+        _PURE.update({name: globals()[name] for name in accel.HOT if name in globals()})
+    table = accel.functions(_PURE, _DRIVEN) if on else None
+    globals().update(table or _PURE)
+
+
+_PURE: dict[str, Callable[..., Any]] = {}
 
 
 def sync(coroutine: Coroutine[Any, Any, T]) -> T:

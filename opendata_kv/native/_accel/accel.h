@@ -1,0 +1,31 @@
+/* Shared declarations of the optional C accelerator (opendata_kv.native._accel): the UniFFI
+ * ABI of slatedb 0.17 (RustBuffer, RustCallStatus) and the byte parsers of wire.c. */
+#ifndef OPENDATA_KV_ACCEL_H
+#define OPENDATA_KV_ACCEL_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    uint64_t capacity;
+    uint64_t len;
+    uint8_t *data;
+} RustBuffer;
+
+typedef struct {
+    int8_t code;
+    RustBuffer error_buf;
+} RustCallStatus;
+
+/* the exception classes the parsers raise, as wire.py does (set by init) */
+extern PyObject *accel_internal_error;
+
+/* parsers of the bytes of a returned RustBuffer: a new reference, or NULL with the same
+ * exception (type and message) as wire.py's parse_* / read_columns */
+PyObject *accel_parse_optional_bytes(const uint8_t *data, size_t size);
+PyObject *accel_parse_point_row(const uint8_t *data, size_t size);
+PyObject *accel_parse_columns(const uint8_t *data, size_t size);
+
+#endif
