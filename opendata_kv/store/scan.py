@@ -35,7 +35,7 @@ from opendata_kv.native.slatedb import (
 )
 from opendata_kv.store.arrow import record_batches, require_pyarrow
 from opendata_kv.store.cursor import encode_cursor
-from opendata_kv.store.expiry import live_columns, live_positions
+from opendata_kv.store.expiry import live_positions
 from opendata_kv.values import UnknownPolicy, Values, batch_decoder
 
 if TYPE_CHECKING:  # defaults (PEP 696): a bare `Record` is Record[Key, Any]
@@ -522,10 +522,14 @@ class Scan(Generic[R]):
                 self._iterator = None
                 continue
             self._last_read = keys[-1]
+            if self._check_expiry:
+                live = live_positions(expires)
+                if live is not None:  # expired rows leave no expiry behind in `expiries`
+                    keys = [keys[i] for i in live]
+                    values = [values[i] for i in live]
+                    expires = [expires[i] for i in live]
             if self.expiries is not None:
                 _keep_expiries(self.expiries, keys, expires)
-            if self._check_expiry:
-                keys, values = live_columns(keys, values, expires)
             self._keys, self._data, self._row_pos = keys, values, 0
 
     def _row_decoder(
