@@ -350,14 +350,17 @@ class Scan(Generic[R]):
                 f"to_arrow: this scan yields {self._shape}; call to_arrow on a scan of records",
                 field="to_arrow",
             )
-        expiries: dict[bytes, int] | None = None
-        if expiry:
-            expiries = self.expiries = {} if self.expiries is None else self.expiries
+        if expiry and self.expiries is None:
+            self.expiries = {}
+        expiries = self.expiries if expiry else None
         run = calls.sync if self.on_gone is None else driver.run
 
-        def chunks() -> Iterator[list[R]]:
+        def chunks() -> Iterator[list[Any]]:
             while chunk := run(self.next_chunk()):
-                yield chunk
+                if expiries is None:
+                    yield chunk
+                else:  # popped as the rows go: the dict holds only rows fetched, not yet given
+                    yield [(r, expiries.pop(r.raw_key, None)) for r in chunk]
 
         spans = self._spans
         types = [s.record_type for s in spans if s.record_type is not None]
@@ -369,7 +372,7 @@ class Scan(Generic[R]):
             self._values,
             rows=self._max_batch,
             upgrade=self._upgrade,
-            expiry=expiries,
+            expiry=expiry,
             raw_key=raw_key,
         )
 
