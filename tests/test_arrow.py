@@ -24,6 +24,7 @@ from opendata_kv import Index, RecordType, Schema, Store, fields
 from opendata_kv.errors import InvalidArgumentError, MissingExtraError
 from opendata_kv.ids import tid as tid_ids
 from opendata_kv.ids.muid import Muid
+from opendata_kv.native import calls
 from opendata_kv.store import SyncStore
 from opendata_kv.store.arrow import (
     key_arrow_type,
@@ -205,6 +206,45 @@ def test_expiry_and_raw_key_columns() -> None:
     expires = table.column("_expires").to_pylist()
     assert expires[0] is not None and expires[1] is None
     assert table.column("_key").to_pylist() == [page.encode(1), page.encode(2)]
+
+
+def _tagged(key: Any, value: Any) -> list[tuple[str]]:
+    return [(tag,) for tag in value["tags"]]
+
+
+@pytest.mark.parametrize("covering", [False, True])
+def test_index_scan_expiry_column(covering: bool) -> None:
+    """Each record's own expiry, read with it (or from its covering entry), also for a record
+    under several entries; one get_rows per batch of records, no second read per record."""
+    note = RecordType("note", 1, [("n", fields.u32)])
+    by_tag = Index(
+        "notes_by_tag", "note", [("tag", fields.string)], using=_tagged, covering=covering
+    )
+    url = f"memory://arrow-index-expiry-{covering}"
+    with SyncStore.open(url, [note], indexes=[by_tag]) as db:
+        db.put(note, (1,), {"tags": ["a", "b"]}, ttl=3600)
+        db.put(note, (2,), {"tags": ["a"]})
+        db.put(note, (3,), {"tags": ["b"]}, ttl=7200)
+        reads: list[int] = []
+        real = calls.get_rows
+
+        def counted(source: Any, keys: list[bytes]) -> Any:
+            reads.append(len(keys))
+            return real(source, keys)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(calls, "get_rows", counted)
+            table = db.index_scan(by_tag, batch_size=2).to_arrow(expiry=True).read_all()
+        plain = db.scan(note).to_arrow(expiry=True).read_all()
+    assert table.schema.field("_expires").type == pa.timestamp("ms", tz="UTC")
+    got = [(r["n"], r["_expires"]) for r in table.select(["n", "_expires"]).to_pylist()]
+    want = {r["n"]: r["_expires"] for r in plain.select(["n", "_expires"]).to_pylist()}
+    assert [n for n, _ in got] == [1, 2, 1, 3]  # tag a: 1, 2; tag b: 1, 3
+    assert got == [(n, want[n]) for n, _ in got]
+    assert want[1] is not None and want[2] is None and want[3] is not None
+    assert want[1] != want[3]
+    # the records are read a batch at a time (none when the entries cover them)
+    assert reads == ([] if covering else [2, 2])
 
 
 def test_undecoded_rows_are_refused_not_dropped() -> None:

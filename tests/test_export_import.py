@@ -138,8 +138,9 @@ def test_export_selects_a_record_and_a_prefix(tmp_path: Path) -> None:
         str(rows),
     )
     report = json_lines(ok("import", str(tmp_path / "copy"), str(rows), "--json").stdout)
+    copy = str(tmp_path / "copy")
     assert report == [
-        {"db": str(tmp_path / "copy"), "file": str(rows), "imported": 3, "resumed_after": 0}
+        {"db": copy, "file": str(rows), "imported": 3, "expired": 0, "resumed_after": 0}
     ]
 
 
@@ -314,7 +315,7 @@ def test_csv_with_a_missing_column_is_refused(tmp_path: Path) -> None:
     # a row with a cell fewer than the header
     (tmp_path / "short.csv").write_text(text[0] + "\n" + text[1].rsplit(",", 1)[0] + "\n")
     err = fails("import", str(copy), str(tmp_path / "short.csv"))
-    assert "short.csv line 2: 11 columns in the header" in err
+    assert "short.csv line 2: 12 columns in the header" in err
     assert stored(copy) == []
 
 

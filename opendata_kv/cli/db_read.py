@@ -181,6 +181,9 @@ class Walk:
     #: the index key space (RFC 0010): "inline" in key order (stats), "skip" it, or "last":
     #: after every record (dump --indexes)
     index_rows: str = "inline"
+    #: set to a dict to collect the expiry (Unix ms) of each row read that has one, by raw
+    #: key (export pops them as it writes the rows)
+    expiries: dict[bytes, int] | None = None
 
     def type_bounds(self, version: int) -> Bounds:
         """Keys of record type `record_type` (any reserved bits) under `version`."""
@@ -275,6 +278,7 @@ class Walk:
                 limit=remaining[0],
                 on_unknown="raw",
             )
+            scan.expiries = self.expiries
             while chunk := await self.limits.bound(scan.next_chunk(), f"read {store.where}"):
                 if remaining[0] is not None:
                     remaining[0] -= len(chunk)

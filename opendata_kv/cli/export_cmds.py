@@ -13,7 +13,7 @@ from typing import IO, Any
 from opendata_kv.cli.common import EXIT_BAD_INPUT, EXIT_OK, CliError
 from opendata_kv.cli.db_args import database_arg, read_limit_args, schema_args
 from opendata_kv.cli.db_read import Walk, checkpoint_arg, open_reader, walk_from_args
-from opendata_kv.cli.export_format import FORMATS, RowWriter, format_of
+from opendata_kv.cli.export_format import EXPIRE_AT, FORMATS, RowWriter, format_of
 from opendata_kv.cli.layout_arg import layout_arg
 from opendata_kv.cli.rows import Decoder
 from opendata_kv.cli.stats_cmds import Progress
@@ -27,7 +27,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Write every record (index rows are left out: import rebuilds them) as one row: "
             "what `dump --json --values` prints for it, with value_hex always there so "
-            "`import` gives back the exact bytes. Read-only; exit status 1 if a record did "
+            "`import` gives back the exact bytes, and expire_at (Unix ms) for a record with a "
+            "TTL. Read-only; exit status 1 if a record did "
             "not decode (it is still written, raw, with the reason)."
         ),
     )
@@ -58,6 +59,7 @@ def run_export(args: argparse.Namespace) -> int:
     args.type = args.record
     walk = walk_from_args(args, decoder.keyspace, decoder.schema)
     walk.index_rows = "skip"
+    walk.expiries = {}
     return asyncio.run(_export(args, fmt, decoder, walk))
 
 
@@ -91,7 +93,8 @@ async def _write(
         writer = RowWriter(fmt, out)
         size = 0
         async for chunk in walk.chunks(store):
-            objs = [export_row(decoder, key, data) for key, data in chunk]
+            expiries = walk.expiries or {}
+            objs = [export_row(decoder, key, data, expiries.pop(key, None)) for key, data in chunk]
             failed += sum(1 for obj in objs if obj["error"])
             writer.rows(objs)
             total += len(objs)
@@ -111,9 +114,14 @@ async def _write(
     return EXIT_OK
 
 
-def export_row(decoder: Decoder, key: bytes, data: bytes) -> dict[str, Any]:
-    """The dump --json --values object of one record, with `value_hex` (its stored bytes)."""
+def export_row(
+    decoder: Decoder, key: bytes, data: bytes, expire_at: int | None = None
+) -> dict[str, Any]:
+    """The dump --json --values object of one record, with `value_hex` (its stored bytes)
+    and, when it has a TTL, `expire_at` (its absolute expiry, Unix ms, as slatedb stores it)."""
     obj = decoder.row(key, data, with_values=True).obj
     if "value" in obj:
         obj["value_hex"] = data.hex()
+    if expire_at is not None:
+        obj[EXPIRE_AT] = expire_at
     return obj

@@ -2,8 +2,9 @@
 
 A row is what `dump --json --values` prints for the record (key_hex, version, record_type,
 reserved, record, fields, value or value_hex, value_size, error) with `value_hex` always
-present, so the exact stored bytes come back; CSV and Parquet hold the same names as
-columns, `fields` and `value` as JSON text.
+present, so the exact stored bytes come back, and `expire_at` (absolute expiry, Unix ms) for a
+record with a TTL; CSV and Parquet hold the same names as columns (`expire_at` empty or null
+without a TTL), `fields` and `value` as JSON text.
 """
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ COLUMNS = (
     "value_hex",
     "value_size",
     "error",
+    "expire_at",
 )
+#: The absolute expiry of a record with a TTL (Unix ms, the value slatedb stores)
+EXPIRE_AT = "expire_at"
 #: Columns every imported row needs: the exact bytes.
 REQUIRED = ("key_hex", "value_hex")
 _JSON_COLUMNS = ("fields", "value")
@@ -107,7 +111,7 @@ class RowWriter:
             self._parquet.close()
 
 
-_INT_COLUMNS = ("version", "record_type", "reserved", "value_size")
+_INT_COLUMNS = ("version", "record_type", "reserved", "value_size", EXPIRE_AT)
 
 
 def read_rows(path: str, fmt: str, stream: IO[str] | None = None) -> Iterator[tuple[int, Any]]:

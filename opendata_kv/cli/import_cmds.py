@@ -24,13 +24,14 @@ from opendata_kv.cli.common import (
 )
 from opendata_kv.cli.db_args import database_arg, read_limit_args, timeout_arg
 from opendata_kv.cli.db_read import ReadLimits, endpoint_text
-from opendata_kv.cli.export_format import FORMATS, format_of, read_rows
+from opendata_kv.cli.export_format import EXPIRE_AT, FORMATS, format_of, read_rows
 from opendata_kv.cli.index_args import load_indexes
 from opendata_kv.cli.index_cmds import StepProgress
 from opendata_kv.cli.text import json_text
 from opendata_kv.errors import OpendataKvError, show_text
 from opendata_kv.keys import Schema
 from opendata_kv.store import Store
+from opendata_kv.store.expiry import is_expired
 from opendata_kv.store.ops.bulk_load import Checked, check_pair, write_checked
 from opendata_kv.values import Values
 
@@ -38,8 +39,9 @@ MARKER = "import.json"
 #: Default seconds between marker updates (each flushes first): a resume after SIGKILL writes
 #: again at most this long of rows, the same bytes under the same keys.
 MARK_EVERY = 1.0
-#: One row to write: its line (or row) number, the row object, its key and value bytes.
-Item = tuple[int, dict[str, Any], bytes, bytes]
+#: One row to write: its line (or row) number, the row object, its key and value bytes, and
+#: its expiry (Unix ms; None: no TTL).
+Item = tuple[int, dict[str, Any], bytes, bytes, int | None]
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -52,8 +54,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "--batch-size rows per atomic batch, indexed as typed puts are. With --schema every "
             "key must belong to one of its records and every value decode with its codec; the "
             "row's record, fields and value, when given, must match its bytes. A refused row "
-            "stops the import before anything of its batch is written. Interrupted, the same "
-            "command resumes after the last batch committed."
+            "stops the import before anything of its batch is written. A row's expire_at (Unix "
+            "ms) is written as its expiry; a row already expired is counted, not written. "
+            "Interrupted, the same command resumes after the last batch committed."
         ),
     )
     parser.add_argument("db", metavar="URL", type=database_arg, help="database directory or URL")
@@ -100,7 +103,7 @@ def run_import(args: argparse.Namespace) -> int:
     spec = load_schema(args.schema) if args.schema else None
     args.declared = load_indexes(args.indexes) if args.indexes else ()
     try:
-        total, skipped = asyncio.run(_import(args, fmt, spec))
+        total, skipped, expired = asyncio.run(_import(args, fmt, spec))
     except KeyboardInterrupt:
         again = " (stdin cannot be resumed)" if args.file == "-" else ": run it again to resume"
         sys.stderr.write(
@@ -109,10 +112,19 @@ def run_import(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     resumed = f" (resumed: the first {skipped:,} were committed before)" if skipped else ""
     if args.json:
-        emit_json({"db": args.db, "file": args.file, "imported": total, "resumed_after": skipped})
+        emit_json(
+            {
+                "db": args.db,
+                "file": args.file,
+                "imported": total,
+                "expired": expired,
+                "resumed_after": skipped,
+            }
+        )
         return EXIT_OK
     plural = "record" if total == 1 else "records"
-    sys.stderr.write(f"imported {total:,} {plural}{resumed}\n")
+    gone = f"; {expired:,} already expired, not written" if expired else ""
+    sys.stderr.write(f"imported {total:,} {plural}{resumed}{gone}\n")
     return EXIT_OK
 
 
@@ -127,7 +139,10 @@ def file_identity(path: str, fmt: str) -> dict[str, Any] | None:
     return {"file": os.path.abspath(path), "size": stat.st_size, "format": fmt}
 
 
-async def _import(args: argparse.Namespace, fmt: str, spec: SchemaSpec | None) -> tuple[int, int]:
+async def _import(
+    args: argparse.Namespace, fmt: str, spec: SchemaSpec | None
+) -> tuple[int, int, int]:
+    """(rows written, rows a marker said were committed before, expired rows skipped)."""
     from opendata_kv.objstore import sidecar
     from opendata_kv.objstore.location import parse_location
 
@@ -171,9 +186,9 @@ async def _import(args: argparse.Namespace, fmt: str, spec: SchemaSpec | None) -
 
     try:
         try:
-            for batch in loader.batches(rows, skip, args.batch_size, shown):
+            for batch, read in loader.batches(rows, skip, args.batch_size, shown):
                 await loader.write(batch, shown)
-                done += len(batch)
+                done += read
                 if time.monotonic() >= next_mark:
                     await mark()
                 progress.step(done, "rows written")
@@ -185,7 +200,7 @@ async def _import(args: argparse.Namespace, fmt: str, spec: SchemaSpec | None) -
         await store.close()
     if keep:
         await side.delete(MARKER)
-    return done - skip, skip
+    return done - skip - loader.expired, skip, loader.expired
 
 
 class Loader:
@@ -194,44 +209,59 @@ class Loader:
     def __init__(self, store: Store, strict: bool) -> None:
         self.store = store
         self.strict = strict
+        self.expired = 0  # rows whose expiry had passed: counted, not written
 
     def batches(
         self, rows: Iterator[tuple[int, Any]], skip: int, size: int, path: str
-    ) -> Iterator[list[Item]]:
+    ) -> Iterator[tuple[list[Item], int]]:
+        """(rows to write, rows of the file they stand for: expired ones are left out)."""
         batch: list[Item] = []
-        seen = 0
+        seen = read = 0
         for number, obj in rows:
             seen += 1
             if seen <= skip:
                 continue
-            key, data = self.pair(number, obj, path)
-            batch.append((number, obj, key, data))
-            if len(batch) >= size:
-                yield batch
-                batch = []
-        if batch:
-            yield batch
+            read += 1
+            key, data, expire_at = self.pair(number, obj, path)
+            if is_expired(expire_at):
+                self.expired += 1
+            else:
+                batch.append((number, obj, key, data, expire_at))
+            if read >= size:
+                yield batch, read
+                batch, read = [], 0
+        if read:
+            yield batch, read
 
-    def pair(self, number: int, obj: Any, path: str) -> tuple[bytes, bytes]:
-        """The exact bytes of one row: CliError naming the line/row and the column."""
+    def pair(self, number: int, obj: Any, path: str) -> tuple[bytes, bytes, int | None]:
+        """The exact bytes of one row and its expiry: CliError naming the line/row and the
+        column."""
         if not isinstance(obj, dict):
             raise CliError(f"{path} {_where(number, path)}: not a JSON object")
         return (
             _hex_cell(obj, "key_hex", number, path),
             _hex_cell(obj, "value_hex", number, path),
+            _expire_cell(obj, number, path),
         )
 
     async def write(self, batch: list[Item], path: str) -> None:
         """Check every row of `batch`, then write it in one atomic batch."""
-        await write_checked(self.store, [self.check(*item, path) for item in batch])
+        if batch:
+            await write_checked(self.store, [self.check(*item, path) for item in batch])
 
     def check(
-        self, number: int, obj: dict[str, Any], key: bytes, data: bytes, path: str
+        self,
+        number: int,
+        obj: dict[str, Any],
+        key: bytes,
+        data: bytes,
+        expire_at: int | None,
+        path: str,
     ) -> Checked:
         """The row read by the schema, its record, fields and value (where given) matching
         its bytes; else a CliError naming the line or row and the field."""
         try:
-            checked = check_pair(self.store, key, data, strict=self.strict)
+            checked = check_pair(self.store, key, data, strict=self.strict, expire_at=expire_at)
         except OpendataKvError as exc:
             field = f" field {exc.field}" if exc.field else ""
             where = f"{path} {_where(number, path)}"
@@ -283,6 +313,25 @@ def _same(where: str, column: str, given: Any, stored: Any) -> None:
 
 def _where(number: int, path: str) -> str:
     return f"row {number}" if path.lower().endswith((".parquet", ".pq")) else f"line {number}"
+
+
+_EXPIRE_MAX = (1 << 63) - 1  # slatedb keeps expiry as an i64 of ms
+
+
+def _expire_cell(obj: dict[str, Any], number: int, path: str) -> int | None:
+    """The row's expire_at (Unix ms; a CSV cell holds its digits), None when absent or empty."""
+    cell = obj.get(EXPIRE_AT)
+    if cell is None:
+        return None
+    value = cell if type(cell) is int else None
+    if isinstance(cell, str) and cell.isascii() and cell.isdigit():
+        value = int(cell)
+    if value is None or not 0 <= value <= _EXPIRE_MAX:
+        raise CliError(
+            f"{path} {_where(number, path)}: {EXPIRE_AT} must be a Unix time in ms (an integer "
+            f"from 0 to {_EXPIRE_MAX}), got {show_text(json_text(cell), quote=False)}"
+        )
+    return value
 
 
 def _hex_cell(obj: dict[str, Any], name: str, number: int, path: str) -> bytes:

@@ -526,8 +526,9 @@ class RowLayout:
         self.schema = pa.schema(fields)
         self._key_names = list(self._key_columns)
 
-    def batch(self, records: list[Any], expiries: dict[bytes, int] | None = None) -> Any:
-        """One RecordBatch of `records` (Records; anything else is refused)."""
+    def batch(self, records: list[Any], expires: list[int | None] | None = None) -> Any:
+        """One RecordBatch of `records` (Records; anything else is refused), `expires` the
+        expiry (Unix ms, None for none) of each for the `_expires` column."""
         pa = self._pa
         for kind in set(map(type, records)):
             if kind.__name__ == "RawRecord":
@@ -552,8 +553,7 @@ class RowLayout:
 
         arrays += self.values.arrays(pa, list(map(_SECOND, records)), where)
         if self.expiry:
-            got: dict[bytes, int] = {} if expiries is None else expiries
-            ms = [got.pop(r.raw_key, None) for r in records]  # popped: the dict stays small
+            ms = [None] * len(records) if expires is None else expires
             arrays.append(pa.array(ms, pa.timestamp("ms", tz="UTC")))
         if self.raw_key:
             arrays.append(pa.array([r.raw_key for r in records], pa.binary()))
@@ -590,31 +590,35 @@ def record_batches(
     *,
     rows: int = 1024,
     upgrade: bool = True,
-    expiry: dict[bytes, int] | None = None,
+    expiry: bool = False,
     raw_key: bool = False,
 ) -> Any:
     """A pyarrow.RecordBatchReader over `chunks` (lists of Records), `rows` per batch.
 
     The first batch is read now (plain msgpack values take their columns from it); the rest
-    as the reader is consumed, so memory stays bounded by `rows`. `expiry`: a dict the scan
-    fills with each row's expiry (Unix ms), popped as rows are converted; None: no expiry column.
+    as the reader is consumed, so memory stays bounded by `rows`. `expiry`: the chunks hold
+    (Record, expiry in Unix ms or None) pairs, given as an `_expires` column.
     """
     pa = require_pyarrow()
     pending = _coalesce(chunks, rows)
     first = next(pending, [])
+    sample = list(map(_FIRST, first)) if expiry else first
     layout = RowLayout(
         record_types,
         values,
-        [r.value for r in first if r.__class__.__name__ == "Record"],
+        [r.value for r in sample if r.__class__.__name__ == "Record"],
         upgrade=upgrade,
-        expiry=expiry is not None,
+        expiry=expiry,
         raw_key=raw_key,
     )
 
     def batches() -> Iterator[Any]:
         batch: list[Any] | None = first
         while batch:
-            yield layout.batch(batch, expiry)
+            if expiry:
+                yield layout.batch(list(map(_FIRST, batch)), list(map(_SECOND, batch)))
+            else:
+                yield layout.batch(batch)
             batch = next(pending, None)
 
     return pa.RecordBatchReader.from_batches(layout.schema, batches())

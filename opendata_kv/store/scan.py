@@ -35,7 +35,7 @@ from opendata_kv.native.slatedb import (
 )
 from opendata_kv.store.arrow import record_batches, require_pyarrow
 from opendata_kv.store.cursor import encode_cursor
-from opendata_kv.store.expiry import live_columns, live_positions
+from opendata_kv.store.expiry import live_positions
 from opendata_kv.values import UnknownPolicy, Values, batch_decoder
 
 if TYPE_CHECKING:  # defaults (PEP 696): a bare `Record` is Record[Key, Any]
@@ -350,14 +350,17 @@ class Scan(Generic[R]):
                 f"to_arrow: this scan yields {self._shape}; call to_arrow on a scan of records",
                 field="to_arrow",
             )
-        expiries: dict[bytes, int] | None = None
-        if expiry:
-            expiries = self.expiries = {} if self.expiries is None else self.expiries
+        if expiry and self.expiries is None:
+            self.expiries = {}
+        expiries = self.expiries if expiry else None
         run = calls.sync if self.on_gone is None else driver.run
 
-        def chunks() -> Iterator[list[R]]:
+        def chunks() -> Iterator[list[Any]]:
             while chunk := run(self.next_chunk()):
-                yield chunk
+                if expiries is None:
+                    yield chunk
+                else:  # popped as the rows go: the dict holds only rows fetched, not yet given
+                    yield [(r, expiries.pop(r.raw_key, None)) for r in chunk]
 
         spans = self._spans
         types = [s.record_type for s in spans if s.record_type is not None]
@@ -369,7 +372,7 @@ class Scan(Generic[R]):
             self._values,
             rows=self._max_batch,
             upgrade=self._upgrade,
-            expiry=expiries,
+            expiry=expiry,
             raw_key=raw_key,
         )
 
@@ -522,10 +525,14 @@ class Scan(Generic[R]):
                 self._iterator = None
                 continue
             self._last_read = keys[-1]
+            if self._check_expiry:
+                live = live_positions(expires)
+                if live is not None:  # expired rows leave no expiry behind in `expiries`
+                    keys = [keys[i] for i in live]
+                    values = [values[i] for i in live]
+                    expires = [expires[i] for i in live]
             if self.expiries is not None:
                 _keep_expiries(self.expiries, keys, expires)
-            if self._check_expiry:
-                keys, values = live_columns(keys, values, expires)
             self._keys, self._data, self._row_pos = keys, values, 0
 
     def _row_decoder(

@@ -1257,11 +1257,12 @@ class SyncIndexScan(IndexScanIteration[IT]):
         result: list[IT] = _now(self.scan.to_list())
         return result
 
-    def to_arrow(self, *, raw_key: bool = False) -> Any:
+    def to_arrow(self, *, expiry: bool = False, raw_key: bool = False) -> Any:
         """The remaining records, in index order, as a pyarrow.RecordBatchReader read a batch
-        at a time as it is consumed (docs/arrow.md); `raw_key` adds the record key bytes as
-        `_key`. Needs the `arrow` extra; not for records=False scans (entries)."""
-        return self.scan.to_arrow(raw_key=raw_key)
+        at a time as it is consumed (docs/arrow.md); `expiry` adds an `_expires` column (read
+        with the records), `raw_key` the record key bytes as `_key`. Needs the `arrow` extra;
+        not for records=False scans (entries)."""
+        return self.scan.to_arrow(expiry=expiry, raw_key=raw_key)
 
 
 __all__ = [

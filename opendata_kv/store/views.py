@@ -312,14 +312,25 @@ class ReadView:
         except FOREIGN as exc:
             raise translate(exc, f"get on {self.where}") from exc
 
-    async def _fetch_many(self, keys: list[bytes]) -> list[bytes | None]:
-        """The live values under `keys`, in order, GET_MANY_WINDOW reads in flight at once."""
+    async def _fetch_many(
+        self, keys: list[bytes], expiries: dict[bytes, int] | None = None
+    ) -> list[bytes | None]:
+        """The live values under `keys`, in order, GET_MANY_WINDOW reads in flight at once;
+        `expiries` gets the expiry (Unix ms) of each value found that has one, read with it."""
         source = self._source
         with translating(f"get_many on {self.where}"):
-            if not self.check_expiry:
+            if not self.check_expiry and expiries is None:
                 return await in_windows(functools.partial(calls.get_values, source), keys)
             rows = await in_windows(functools.partial(calls.get_rows, source), keys)
-        return list(map(live_value, rows))
+        if self.check_expiry:
+            found = list(map(live_value, rows))
+        else:
+            found = [None if row is None else row[0] for row in rows]
+        if expiries is not None:
+            for key, row, data in zip(keys, rows, found, strict=True):
+                if data is not None and row is not None and row[1] is not None:
+                    expiries[key] = row[1]
+        return found
 
     async def get_raw(self, key: bytes) -> bytes | None:
         """The stored bytes under a raw key, or None (also once its TTL has passed)."""

@@ -76,6 +76,9 @@ class IndexScan(Generic[IT]):
         self._remaining = limit
         self._scan_rows = scan._max_batch  # to_arrow's batch size
         self._ahead: list[tuple[Any, bytes]] = []  # items read past `limit` (has_more)
+        #: to_arrow(expiry=True): the expiry (Unix ms) of each record read that has one, by
+        #: the entry key it was read through (one record may come under several entries)
+        self._expiries: dict[bytes, int] | None = None
         self.failed = 0
         self.last_error = None
 
@@ -135,10 +138,11 @@ class IndexScan(Generic[IT]):
             out += chunk
         return out
 
-    def to_arrow(self, *, raw_key: bool = False) -> Any:
+    def to_arrow(self, *, expiry: bool = False, raw_key: bool = False) -> Any:
         """The remaining records, in index order, as a pyarrow.RecordBatchReader read a batch
-        at a time as it is consumed (docs/arrow.md); `raw_key` adds the record key bytes as
-        `_key`. Needs the `arrow` extra; not for records=False scans (entries)."""
+        at a time as it is consumed (docs/arrow.md); `expiry` adds an `_expires` column (read
+        with the records), `raw_key` the record key bytes as `_key`. Needs the `arrow` extra;
+        not for records=False scans (entries)."""
         require_pyarrow()
         if not self._records:
             raise InvalidArgumentError(
@@ -148,16 +152,37 @@ class IndexScan(Generic[IT]):
                 value=False,
             )
         run = calls.sync if self._scan.on_gone is None else driver.run
+        expiries: dict[bytes, int] | None = None
+        if expiry:
+            if self._index.covering:  # an entry carries its record's expiry: the scan has it
+                expiries = self._scan.expiries = self._scan.expiries or {}
+            expiries = self._expiries = expiries if expiries is not None else {}
 
         def chunks() -> Iterator[list[Any]]:
-            while chunk := run(self.next_chunk()):
-                yield chunk
+            while pairs := run(self._next_pairs()):
+                if expiries is None:
+                    yield [item for item, _ in pairs]
+                else:  # popped as the records go: the dict holds only those read, not yet given
+                    yield [(item, expiries.pop(entry, None)) for item, entry in pairs]
 
         schema = self._view.schema
         types = [t for name in self._index.records for t in schema.versions(name)]
         return record_batches(
-            chunks(), types, self._view.values, rows=self._scan_rows, raw_key=raw_key
+            chunks(),
+            types,
+            self._view.values,
+            rows=self._scan_rows,
+            expiry=expiry,
+            raw_key=raw_key,
         )
+
+    async def _next_pairs(self) -> list[tuple[Any, bytes]]:
+        """next_chunk's items with the entry key each was read through."""
+        if self._pos >= len(self._buffer) and not await self._fill():
+            return []
+        pairs = self._buffer[self._pos :]
+        self._pos = len(self._buffer)
+        return pairs
 
     async def _fill(self) -> bool:
         while True:
@@ -203,7 +228,13 @@ class IndexScan(Generic[IT]):
         if index.covering:  # the entries hold the records' values: nothing to read
             found: list[bytes | None] = [row.value for _, _, row in entries]
         else:
-            found = await self._view._fetch_many([p for _, p, _ in entries if p is not None])
+            primaries = [p for _, p, _ in entries if p is not None]
+            expiries: dict[bytes, int] | None = None
+            if self._expiries is None:
+                found = await self._view._fetch_many(primaries)
+            else:  # the expiries come with the same reads
+                expiries = {}
+                found = await self._view._fetch_many(primaries, expiries)
         pairs = [
             (primary, data, row.raw_key)
             for (_, primary, row), data in zip(entries, found, strict=True)
@@ -214,7 +245,12 @@ class IndexScan(Generic[IT]):
             return read
         # the entry and the record are two reads: keep a record only if it still holds it
         decoded = {row.raw_key: values for values, _, row in entries}
-        return [pair for pair in read if holds(index, pair[0], pair[1], decoded[pair[1]])]
+        kept = [pair for pair in read if holds(index, pair[0], pair[1], decoded[pair[1]])]
+        if expiries and self._expiries is not None:  # by entry: a record may have several
+            for held, at in kept:
+                if held.raw_key in expiries:
+                    self._expiries[at] = expiries[held.raw_key]
+        return kept
 
 
 #: field value types whose == is exactly "encodes to the same bytes" (not float: -0.0, NaN)

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 from opendata_kv.errors import InvalidArgumentError, check_count
 from opendata_kv.keys import RecordType
+from opendata_kv.store.views import options_at
 from opendata_kv.store.writer import Store
 from opendata_kv.store.writes import UNDECODED, Op, Put
 from opendata_kv.values.limits import check_stored_size
@@ -24,9 +25,12 @@ class Checked(NamedTuple):
     owner: RecordType | None
     fields: Any
     value: Any
+    expire_at: int | None = None  # absolute expiry, Unix ms (None: no TTL)
 
 
-def check_pair(store: Store, key: bytes, data: bytes, *, strict: bool) -> Checked:
+def check_pair(
+    store: Store, key: bytes, data: bytes, *, strict: bool, expire_at: int | None = None
+) -> Checked:
     """The pair decoded by the store's schema and codecs, or the KeyDecodeError /
     ValueDecodeError (naming record, key and bytes) they raise; with `strict`, a key no record
     owns is refused too (UnknownRecordError), else it is stored as raw bytes like put_raw."""
@@ -34,24 +38,24 @@ def check_pair(store: Store, key: bytes, data: bytes, *, strict: bool) -> Checke
     schema = store.schema
     owner = schema.record_type_of(key) if strict else schema.try_record_type_of(key)
     if owner is None:
-        return Checked(key, data, None, None, UNDECODED)
+        return Checked(key, data, None, None, UNDECODED, expire_at)
     fields = owner.decode(key)
     store.values.check_caps(owner, data, key)
     value = store.values.decode(owner, key, data, upgrade=False)
-    return Checked(key, data, owner, fields, value)
+    return Checked(key, data, owner, fields, value, expire_at)
 
 
 async def write_checked(store: Store, pairs: list[Checked]) -> None:
     """Write checked pairs in one atomic native write with their index ops (the value each
-    decoded to is handed on, so index upkeep does not decode it again)."""
+    decoded to is handed on, so index upkeep does not decode it again), each with its expiry."""
     plan = store.values.plan
     ops: list[Op] = [
         Put(
             p.key,
             p.data,
-            None,
+            p.expire_at,
             p.value if p.owner is not None and plan(p.owner).upgrade is None else UNDECODED,
-            None,
+            options_at(p.expire_at),
         )
         for p in pairs
     ]
