@@ -2,7 +2,7 @@
 
 slatedb 0.17 returns expired rows until a flush or compaction drops them, so every read that
 honours TTLs filters with these: `is_expired` for one row, `live_value` for a point read's
-row, `live_positions`/`live_columns` for the columns a scan batch comes in.
+row, `live_positions` for the columns a scan batch comes in.
 """
 
 from __future__ import annotations
@@ -40,12 +40,3 @@ def live_positions(expires: list[int | None], now: int | None = None) -> list[in
     live = [i for i, expire in enumerate(expires) if expire is None or expire > at]
     return None if len(live) == len(expires) else live
 
-
-def live_columns(
-    keys: list[bytes], values: list[bytes], expires: list[int | None]
-) -> tuple[list[bytes], list[bytes]]:
-    """The keys and values of the rows whose TTL has not passed."""
-    live = live_positions(expires)
-    if live is None:
-        return keys, values
-    return [keys[i] for i in live], [values[i] for i in live]
