@@ -39,4 +39,3 @@ def live_positions(expires: list[int | None], now: int | None = None) -> list[in
     # is_expired inlined (not called per row): scans filter every row of a batch
     live = [i for i, expire in enumerate(expires) if expire is None or expire > at]
     return None if len(live) == len(expires) else live
-
