@@ -221,13 +221,23 @@ def test_ctrl_c_cancels_a_pending_c_read_and_the_store_answers_after(
             main = threading.main_thread().ident
             assert main is not None
             for read in (lambda: store.get(item, (3,)), lambda: store.get_many(item, [(5,), (6,)])):
-                timer = threading.Timer(0.3, signal.pthread_kill, (main, signal.SIGINT))
+                done = threading.Event()
+
                 started = time.monotonic()
+
+                def interrupt(done: threading.Event, started: float) -> None:
+                    # Ctrl-C every 0.3 s until the read gives up, for at most 10 s: one SIGINT
+                    # handled before the read blocks (seen once under xdist) would hang the test
+                    while not done.wait(0.3) and time.monotonic() - started < 10:
+                        signal.pthread_kill(main, signal.SIGINT)
+
+                timer = threading.Thread(target=interrupt, args=(done, started))
                 timer.start()
                 try:
                     with pytest.raises(KeyboardInterrupt):
                         read()
                 finally:
+                    done.set()
                     timer.join()
                 assert time.monotonic() - started < 10
             proxy.restore()
