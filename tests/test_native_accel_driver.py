@@ -209,9 +209,34 @@ def _sst_store(s3_url: str, proxy: Any) -> Any:
 
 
 @pytest.mark.s3
+def test_ctrl_c_cancels_a_pending_c_read_in_a_process_of_its_own() -> None:
+    """The Ctrl-C test below, in a fresh pytest process: in a shared worker another test's
+    leftover state once kept SIGINT from reaching a pending C read, and the run hung; a child
+    with a deadline fails instead of hanging."""
+    if os.environ.get(_CTRL_C_CHILD):
+        pytest.skip("this is the child's own run")
+    test = f"{__file__}::test_ctrl_c_cancels_a_pending_c_read_and_the_store_answers_after"
+    child = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", test],
+        env={**os.environ, _CTRL_C_CHILD: "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == 0, child.stdout[-3000:] + child.stderr[-3000:]
+    assert "1 passed" in child.stdout, child.stdout[-3000:]
+
+
+_CTRL_C_CHILD = "OPENDATA_KV_CTRL_C_CHILD"
+
+
+@pytest.mark.s3
 def test_ctrl_c_cancels_a_pending_c_read_and_the_store_answers_after(
     s3_url: str, moto_server: Any
 ) -> None:
+    """Run only inside the child process of the test above."""
+    if not os.environ.get(_CTRL_C_CHILD):
+        pytest.skip("runs in a process of its own (the test above)")
     from tcp_proxy import TcpProxy
 
     with TcpProxy(("127.0.0.1", moto_server.port)) as proxy:
