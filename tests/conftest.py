@@ -48,6 +48,14 @@ def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("mypy-cache")
 
 
+# --- Ctrl-C: the tests that interrupt a pending call need Python's SIGINT handler -----------
+
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    # a shell starts a background job with SIGINT ignored, and Python then installs no
+    # KeyboardInterrupt handler: the Ctrl-C tests would wait on a signal nobody handles
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 # --- hang guard: a hang fails the test instead of CI ----------------------------------------------
 
 
