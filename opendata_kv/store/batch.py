@@ -212,8 +212,11 @@ class Batch:
             except TypeError:  # an unhashable target: _put_any names it
                 found = None
             if found is not None and not self._written:
-                key = found[0](*fields)
-                data = found[1](value, key)
+                try:
+                    key = found[0](*fields)
+                except Exception:  # redone with the fallback: the error that names the field
+                    key = found[1](*fields)
+                data = found[2](value, key)
                 native = self._native
                 if native is None:
                     native = self._wb()

@@ -222,8 +222,9 @@ def encode_put(
     return key, values.encode(record_type, value, key), expire_at_of(ttl, check_expiry), value
 
 
-#: (key of the field tuple, value bytes of (value, key)): a put of one record type, bound once
-PutPlan = tuple[Callable[..., bytes], Callable[[Any, bytes], bytes]]
+#: a put of one record type, bound once: (key of the field tuple without the fallback, the
+#: same with it (RecordType.encode: the error naming the field), value bytes of (value, key))
+PutPlan = tuple[Callable[..., bytes], Callable[..., bytes], Callable[[Any, bytes], bytes]]
 
 
 def put_plan(schema: Schema, values: Values, target: Target) -> PutPlan | None:
@@ -242,7 +243,7 @@ def put_plan(schema: Schema, values: Values, target: Target) -> PutPlan | None:
         record_type = schema.get(target)
     else:
         return None
-    return record_type.encode, values.encoder(record_type)
+    return record_type.fast_encode, record_type.encode, values.encoder(record_type)
 
 
 def bound_bytes(bound: Bound, record_type: RecordType | None, what: str) -> bytes | None:
