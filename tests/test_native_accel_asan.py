@@ -19,6 +19,7 @@ TESTS = (
     REPO / "tests" / "test_native_accel_driver.py",
     REPO / "tests" / "test_native_driver.py",
     REPO / "tests" / "test_store_basic.py",
+    REPO / "tests" / "test_batch_put_plan.py",
 )
 
 

@@ -6,6 +6,9 @@
                                     Store, SyncStore, the generated binding and rocksdict as
                                     ratios to the C floor (../shared/floor), rows in the
                                     memtable and in an SST (see tools/bench_store.py)
+    python tools/bench.py sstget [--pin none|one|split] [--variant NAME] [--native c|pure|both]
+                                    warm SST point gets: p50/p99 per path (floor, SyncStore,
+                                    Store), DB setting and CPU pinning (tools/bench_sstget.py)
     python tools/bench.py values    decode caps and dataclass type checks vs plain msgpack
     python tools/bench.py feed      change feed row rate vs a typed scan; flush-to-follower delay
     python tools/bench.py scale [--records N] [--store file|s3] [--json]
@@ -39,7 +42,12 @@ from pathlib import Path
 
 SECTIONS = ("codec", "ids", "store", "values", "feed", "indexes", "collections", "arrow", "bulk")
 #: sections with options of their own -> what --quick becomes for their main(argv)
-OWN_OPTIONS = {"scale": ["--records", "20000"], "store": ["--quick"], "listing": ["--quick"]}
+OWN_OPTIONS = {
+    "scale": ["--records", "20000"],
+    "store": ["--quick"],
+    "listing": ["--quick"],
+    "sstget": ["--quick"],
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -569,6 +569,12 @@ class RecordType(Generic[K, V, P]):
             return tuple(merged)
         return values
 
+    @property
+    def fast_encode(self) -> Callable[..., bytes]:
+        """encode(*values) without its fallback, for per-record paths: bad input may raise
+        anything; redo it through `encode` for the error that names the field."""
+        return self._encode
+
     def encode(self, *values: P.args, **named: P.kwargs) -> bytes:
         """The full key for these field values (positional in key order, or by name)."""
         given: tuple[Any, ...] = self._values(values, named) if named else values

@@ -267,13 +267,18 @@ class BatchHolder:
     batch: Batch
 
     def __init__(self, store: SyncStore) -> None:
-        self.batch = Batch(store.store, reader=store.store)  # delete_range reads through it
+        self._hold(Batch(store.store, reader=store.store))  # delete_range reads through it
 
     @classmethod
     def _of(cls: type[H], batch: Batch) -> H:
         wrapped = cls.__new__(cls)
-        wrapped.batch = batch
+        wrapped._hold(batch)
         return wrapped
+
+    def _hold(self, batch: Batch) -> None:
+        self.batch = batch
+        # put is Batch.put itself (a sync call already): the per-record path skips a frame
+        vars(self)["put"] = batch.put
 
     def __len__(self) -> int:
         return len(self.batch)

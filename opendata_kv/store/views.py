@@ -222,6 +222,30 @@ def encode_put(
     return key, values.encode(record_type, value, key), expire_at_of(ttl, check_expiry), value
 
 
+#: a put of one record type, bound once: (key of the field tuple without the fallback, the
+#: same with it (RecordType.encode: the error naming the field), value bytes of (value, key))
+PutPlan = tuple[Callable[..., bytes], Callable[..., bytes], Callable[[Any, bytes], bytes]]
+
+
+def put_plan(schema: Schema, values: Values, target: Target) -> PutPlan | None:
+    """How a put addressed as `target` (a RecordType or record name) plus a field tuple
+    encodes, bound once (Batch.put's per-record path, cached in values.put_plans); None for
+    any other target (a Key, a look-alike, an unknown name)."""
+    if values.schema is not schema:
+        return None
+    if target.__class__ is RecordType:
+        if target not in schema:
+            return None
+        record_type = target
+    elif target.__class__ is str:
+        if target not in schema.names():
+            return None
+        record_type = schema.get(target)
+    else:
+        return None
+    return record_type.fast_encode, record_type.encode, values.encoder(record_type)
+
+
 def bound_bytes(bound: Bound, record_type: RecordType | None, what: str) -> bytes | None:
     """A scan bound as key bytes: bytes as given, a Key encoded, a field tuple as the prefix of
     `record_type` (so tuples compare as field tuples: start inclusive, end exclusive)."""

@@ -224,6 +224,9 @@ class MsgpackCodec(_Limited):
     def __init__(self, *, limits: DecodeLimits | None = None) -> None:
         self._set_limits(limits)
         self._limits_changed()
+        #: `encode` without the error translation (per-record put paths redo a failure
+        #: through `encode` for the precise error)
+        self.fast_encode: Callable[[Any], bytes] = _PACK
 
     def _limits_changed(self) -> None:
         self.fast_decode: Callable[[bytes], Any] = functools.partial(

@@ -7,6 +7,7 @@ the record, passed through the version's upgrade function to today's model.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, overload
@@ -24,6 +25,7 @@ from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.values.codecs import ValueCodec, with_limits
 from opendata_kv.values.limits import (
     DEFAULT_LIMITS,
+    MAX_STORED_VALUE_BYTES,
     DecodeLimits,
     check_stored_size,
     limited_unpackb,
@@ -75,7 +77,7 @@ def refuse_none(record_type: RecordType, codec: object, key: bytes | None = None
 class Values:
     """Value codecs for every RecordType of a schema; msgpack unless registered otherwise."""
 
-    __slots__ = ("_plans", "default", "limits", "schema")
+    __slots__ = ("_plans", "default", "limits", "put_plans", "schema")
 
     def __init__(
         self, schema: Schema, default: Any = None, *, limits: DecodeLimits | None = None
@@ -86,6 +88,8 @@ class Values:
         self.limits = DEFAULT_LIMITS if limits is None else limits
         self.default: ValueCodec[Any] = self._limited(as_codec(default))
         self._plans: dict[bytes, VersionCodec] = {}
+        #: Batch.put's per-target encoders (store/views.py put_plan), emptied by register()
+        self.put_plans: dict[object, Any] = {}
 
     def _limited(self, codec: ValueCodec[Any]) -> ValueCodec[Any]:
         return with_limits(codec, self.limits)
@@ -139,6 +143,7 @@ class Values:
             upgrade,
             upgrade_key,
         )
+        self.put_plans.clear()  # they hold the codec the record type had
         return self
 
     def plan(self, record_type: RecordType) -> VersionCodec:
@@ -173,6 +178,40 @@ class Values:
             ) from None
         self.check_caps(record_type, data, key)
         return data
+
+    def encoder(self, record_type: RecordType) -> Callable[[Any, bytes], bytes]:
+        """`encode(record_type, value, key)` bound once per record type, for per-record paths:
+        a codec's `fast_encode` (when it has one) and the caps' size gate inline; anything
+        unusual (None, an error, a value a cap might refuse) goes through encode itself."""
+        codec = self.plan(record_type).codec
+        fast: Callable[[Any], bytes] | None = getattr(codec, "fast_encode", None)
+        if fast is None or none_is_value(codec):
+            return functools.partial(self._encode_keyed, record_type)
+        limits = getattr(codec, "limits", None)
+        capped = isinstance(limits, DecodeLimits)
+        bound = MAX_STORED_VALUE_BYTES
+        if isinstance(limits, DecodeLimits):
+            bound = min(bound, limits.uncapped_bytes, limits.max_depth)
+        slow = self.encode
+
+        def encode(value: Any, key: bytes) -> bytes:
+            if value is None:
+                return slow(record_type, value, key)  # raises: None is no value here
+            try:
+                data = fast(value)
+            except Exception:
+                return slow(record_type, value, key)  # raises the error naming the record
+            if len(data) > bound:  # long enough that the size cap or a decode cap may apply
+                if len(data) > MAX_STORED_VALUE_BYTES:
+                    return slow(record_type, value, key)  # raises, naming the record
+                if capped:
+                    self.check_caps(record_type, data, key)
+            return data
+
+        return encode
+
+    def _encode_keyed(self, record_type: RecordType, value: Any, key: bytes) -> bytes:
+        return self.encode(record_type, value, key)
 
     def check_caps(self, record_type: RecordType, data: bytes, key: bytes | None) -> None:
         """ValueLimitError (the error get would raise, naming the record and key) when the

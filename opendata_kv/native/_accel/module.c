@@ -3,12 +3,13 @@
  * generated binding loaded (init), so this never links slatedb. Futures are driven with a C
  * continuation: a sync wait is a futex wait without the GIL that checks signals every
  * SLICE_NS (Ctrl-C cancels the call); an awaited call parks on an asyncio future only when
- * the Rust future pends. Poll, cancel, free and complete run without the GIL: a runtime
+ * the Rust future pends. A read that pends first spins up to SPIN_NS (spin_until_fired). Poll, cancel, free and complete run without the GIL: a runtime
  * thread waking a parked future holds the future's scheduler lock while it takes the GIL. */
 #include "accel.h"
 
 #include <errno.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -17,6 +18,7 @@
 
 #define ABI 1
 #define SLICE_NS (50L * 1000 * 1000)
+#define SPIN_NS (20L * 1000) /* how long a wait spins before it sleeps or parks */
 #define N_SOURCES 4
 
 typedef void (*cont_fn)(uint64_t, int8_t);
@@ -117,9 +119,29 @@ static void arm_and_poll(Waiter *w, int kind, uint64_t fut) {
     p_poll[kind](fut, continuation, (uint64_t)(uintptr_t)w);
 }
 
-/* with the GIL released (*save): block until w fired. 0, or -1 when a signal handler raised
+/* GIL released: whether w fired within SPIN_NS, looking again after each sched_yield (which
+ * hands the CPU to slatedb's runtime thread when it waits on the same one). A warm SST get
+ * spawns its block read onto that thread: when the thread runs on the other CPU, the future
+ * completes a few µs after the first poll, sooner than a futex sleep and wake (or an asyncio
+ * park and loop wake-up) take (docs/performance.md, "Warm SST gets") */
+static int spin_until_fired(Waiter *w) {
+    struct timespec start, now;
+    if (atomic_load_explicit(&w->state, memory_order_acquire) != ARMED) return 1;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        sched_yield();
+        if (atomic_load_explicit(&w->state, memory_order_acquire) != ARMED) return 1;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) >= SPIN_NS)
+            return 0;
+    }
+}
+
+/* with the GIL released (*save): block until w fired (a read spins SPIN_NS first; a write,
+ * which waits on slatedb's writer, sleeps at once). 0, or -1 when a signal handler raised
  * (the exception is set; the GIL is released again on return either way) */
-static int sleep_until_fired(Waiter *w, PyThreadState **save) {
+static int sleep_until_fired(Waiter *w, int read, PyThreadState **save) {
+    if (read && spin_until_fired(w)) return 0;
     int32_t expected = ARMED;
     if (!atomic_compare_exchange_strong(&w->state, &expected, SLEEPING)) return 0;
     struct timespec slice = {0, SLICE_NS};
@@ -146,7 +168,7 @@ static int drive_now(uint64_t fut, int kind, Waiter *w, int polled, PyThreadStat
     for (;;) {
         if (!polled) arm_and_poll(w, kind, fut);
         polled = 0;
-        if (sleep_until_fired(w, save) < 0) {
+        if (sleep_until_fired(w, 1, save) < 0) { /* drive_now serves point reads only */
             cancel_waiting(w, kind, fut);
             return -1;
         }
@@ -509,13 +531,21 @@ static PyObject *call_next(Call *c) {
         if (sync == NULL) return call_fail(c);
         int blocking = PyObject_IsTrue(sync);
         Py_DECREF(sync);
+        int read = c->lift == LIFT_VALUE || c->lift == LIFT_ROW || c->lift == LIFT_COLUMNS;
         if (blocking) {
             int rc;
             PyThreadState *save = PyEval_SaveThread();
-            rc = sleep_until_fired(w, &save);
+            rc = sleep_until_fired(w, read, &save);
             PyEval_RestoreThread(save);
             if (rc < 0) return call_fail(c);
             continue;
+        }
+        if (read) {
+            int fired;
+            Py_BEGIN_ALLOW_THREADS
+            fired = spin_until_fired(w);
+            Py_END_ALLOW_THREADS
+            if (fired) continue;
         }
         if (c->loop == NULL && (c->loop = PyObject_CallNoArgs(get_running_loop_fn)) == NULL)
             return call_fail(c);
