@@ -17,10 +17,12 @@ from opendata_kv.errors import IndexTtlError, OpendataKvError
 from opendata_kv.keys import RecordType
 from opendata_kv.keys.fields import Field
 from opendata_kv.store.indexes.declare import Index
+from opendata_kv.store.indexes.groups import GroupCache
 from opendata_kv.store.indexes.layout import encode_fields
 from opendata_kv.store.indexes.maintainers import (
     MAINTAINERS,
     Change,
+    CountMaintainer,
     Maintainer,
     kind_of,
     show_key,
@@ -78,6 +80,7 @@ async def plan(
     tracked: Sequence[Tracked],
     reads: IndexReads,
     only: Index | None = None,
+    groups: GroupCache | None = None,
 ) -> list[Op]:
     """The index ops for `tracked` (the last write of a key wins, as in the batch), reading
     the replaced values with `reads.replaced` and unique holders and aggregates with
@@ -86,7 +89,10 @@ async def plan(
     record; IndexTtlError when a record with a TTL meets a count or sum index.
 
     `only` (an online build): index these records into that one index as if new, whatever
-    its state; nothing else (no replaced value is read)."""
+    its state; nothing else (no replaced value is read).
+
+    `groups` (the writer's): aggregate groups it knows are not read, and the values this plan
+    gives the groups it writes are staged in it (learnt once the write is acknowledged)."""
     final: dict[bytes, tuple[RecordType, Op]] = {}
     for key, record_type, new in tracked:
         if only is not None or indexes.of(record_type):
@@ -99,7 +105,7 @@ async def plan(
     else:
         olds = await reads.replaced(keys)
     maintainers: dict[str, Maintainer] = {}
-    by_index: dict[Index, Maintainer] = {}
+    by_index: dict[Index, list[Change]] = {}  # the changes of each index, in batch order
     encode = _entry_cache(indexes.entry_keys)
     # per record type whose indexes are all readable: (its indexes, whether any reads the
     # key), decided once per plan instead of per record; None: asked key by key (a build)
@@ -136,21 +142,29 @@ async def plan(
         new_value = _value(values, record_type, key, new)
         change = _new(Change, (key, key_obj, old, live_old, new_value, put, keep))
         for index in active:
-            maintainer = by_index.get(index)
-            if maintainer is None:  # the first change of this index in the plan
-                kind = kind_of(index)
-                maintainer = maintainers.get(kind)
-                if maintainer is None:
-                    maintainer = MAINTAINERS[kind](indexes.schema, encode, only)
-                    maintainers[kind] = maintainer
-                by_index[index] = maintainer
-            maintainer.change(index, change)
+            changes = by_index.get(index)
+            if changes is None:
+                changes = by_index[index] = []
+            changes.append(change)
+    for index, changes in by_index.items():  # each index's changes at once (change_all)
+        kind = kind_of(index)
+        maintainer = maintainers.get(kind)
+        if maintainer is None:
+            maintainer = maintainers[kind] = MAINTAINERS[kind](indexes.schema, encode, only)
+        maintainer.change_all(index, changes)
     ordered = [maintainers[kind] for kind in MAINTAINERS if kind in maintainers]
+    counters = [m for m in ordered if isinstance(m, CountMaintainer)]
+    if groups is not None and only is None:
+        cached = groups.known(indexes.generation)
+        for counter in counters:
+            counter.known = cached
     wanted = [row for maintainer in ordered for row in maintainer.wanted()]
-    if wanted:  # unique holders and aggregate groups, in one read
-        current = dict(zip(wanted, await reads.current(wanted), strict=True))
-        for maintainer in ordered:
-            maintainer.settle(current)
+    # unique holders and aggregate groups not known, in one read
+    current = dict(zip(wanted, await reads.current(wanted), strict=True)) if wanted else {}
+    for maintainer in ordered:
+        maintainer.settle(current)
+    if groups is not None and only is None:
+        groups.stage({g: v for counter in counters for g, v in counter.learnt.items()})
     return [op for maintainer in ordered for op in maintainer.ops]
 
 
