@@ -107,14 +107,17 @@ async def _walk(
     limit = WALK_ROWS
     hits = 0  # keys found among the rows of the last read
     for done, key in enumerate(ordered):
-        while at < len(rows) and rows[at] < key:
-            at += 1
-        if at == len(rows) and not exhausted:
+        while True:  # until a row at or after `key` is read, or none is left
+            while at < len(rows) and rows[at] < key:
+                at += 1
+            if at < len(rows) or exhausted:
+                break
             if native_calls > 4 + done // 2:  # scattered keys: point reads are cheaper
                 return found, ordered[done:]
             if read_any and 2 * hits >= len(rows):
                 # a dense run (most rows read were keys): read on from where the iterator
-                # stands, twice as many rows, with no seek
+                # stands, twice as many rows, with no seek (rows before `key` are skipped
+                # above, and a read of no key at all seeks next time)
                 limit = min(2 * limit, WALK_ROWS_MAX)
             elif read_any:  # every row read lies before `key`: jump to it
                 await calls.seek(iterator, key)
