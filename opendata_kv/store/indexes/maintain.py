@@ -107,6 +107,8 @@ async def plan(
     maintainers: dict[str, Maintainer] = {}
     by_index: dict[Index, list[Change]] = {}  # the changes of each index, in batch order
     encode = _entry_cache(indexes.entry_keys)
+    if sum(map(len, indexes.entry_strings.values())) > ENTRY_CACHE_SIZE:
+        indexes.entry_strings.clear()
     # per record type whose indexes are all readable: (its indexes, whether any reads the
     # key), decided once per plan instead of per record; None: asked key by key (a build)
     per_type: dict[RecordType, tuple[Sequence[Index], bool] | None] = {}
@@ -132,14 +134,21 @@ async def plan(
         if not active:
             continue
         key_obj: Any = record_type.decode(key) if reads_key else None
-        old = _old_value(indexes, values, key, old_data)
-        # an expired value's entries are removed (a store with check_expiry=False would show
-        # them) but it counts in no aggregate and holds no unique value any more
-        live_old = None if isinstance(old_data, Expired) else old
-        # kept entries take the new expiry; with none before and none now they stay as they
-        # are (only old_values' readers tell a value without a TTL by its plain bytes)
-        keep = (put is None or put.options is None) and type(old_data) is bytes
-        new_value = _value(values, record_type, key, new)
+        if old_data is None:  # a new record (the common case of put_many: inlined)
+            old = live_old = None
+            keep = False
+        else:
+            old = _old_value(indexes, values, key, old_data)
+            # an expired value's entries are removed (a store with check_expiry=False would
+            # show them) but it counts in no aggregate and holds no unique value any more
+            live_old = None if isinstance(old_data, Expired) else old
+            # kept entries take the new expiry; with none before and none now they stay as
+            # they are (only old_values' readers tell a value without a TTL by its plain bytes)
+            keep = (put is None or put.options is None) and type(old_data) is bytes
+        if put is not None and put[3] is not UNDECODED:
+            new_value = put[3]
+        else:
+            new_value = _value(values, record_type, key, new)
         change = _new(Change, (key, key_obj, old, live_old, new_value, put, keep))
         for index in active:
             changes = by_index.get(index)
@@ -150,7 +159,9 @@ async def plan(
         kind = kind_of(index)
         maintainer = maintainers.get(kind)
         if maintainer is None:
-            maintainer = maintainers[kind] = MAINTAINERS[kind](indexes.schema, encode, only)
+            maintainer = maintainers[kind] = MAINTAINERS[kind](
+                indexes.schema, encode, only, indexes.entry_strings
+            )
         maintainer.change_all(index, changes)
     ordered = [maintainers[kind] for kind in MAINTAINERS if kind in maintainers]
     counters = [m for m in ordered if isinstance(m, CountMaintainer)]

@@ -48,11 +48,20 @@ def show_key(schema: Schema, key: bytes) -> Any:
 class Maintainer:
     """Collects the index ops of one index kind for one write (see the subclasses)."""
 
-    def __init__(self, schema: Schema, encode: Encode, building: Index | None) -> None:
+    def __init__(
+        self,
+        schema: Schema,
+        encode: Encode,
+        building: Index | None,
+        strings: dict[str, dict[str, bytes]] | None = None,
+    ) -> None:
         self.schema = schema
         self.encode = encode
         self.building = building  # the index an online build fills, else None
         self.ops: list[Op] = []
+        #: index name -> string field value -> entry key, of single-field indexes (the
+        #: IndexSet's, kept across writes: a stream of likes points at few subjects)
+        self.strings = {} if strings is None else strings
 
     def entries(self, index: Index, change: Change, value: Any) -> dict[bytes, tuple[Any, ...]]:
         """Entry keys (without the primary key) of a value, with their field values; compared
@@ -75,12 +84,14 @@ class Maintainer:
 
     def column(self, index: Index, key_objs: Sequence[Any], values: Sequence[Any]) -> list[Any]:
         """The entry key of each value (None: none) for an index without `using` (one entry
-        at most per record), each distinct string field value encoded once."""
+        at most per record), a string field value's remembered across writes."""
         name, fields, encode = index.name, index.fields, self.encode
         out: list[bytes | None] = []
         append = out.append
         single = index.field_names[0] if len(index.field_names) == 1 else None
-        strings: dict[str, bytes] = {}
+        strings = self.strings.get(name)
+        if strings is None:
+            strings = self.strings[name] = {}
         for key_obj, value in zip(key_objs, values, strict=True):
             if value is None:
                 append(None)
@@ -200,8 +211,14 @@ class UniqueMaintainer(Maintainer):
     """A unique index: one entry per value, holding the primary key; a value held by another
     live record refuses the write (UniqueIndexError) before anything is written."""
 
-    def __init__(self, schema: Schema, encode: Encode, building: Index | None) -> None:
-        super().__init__(schema, encode, building)
+    def __init__(
+        self,
+        schema: Schema,
+        encode: Encode,
+        building: Index | None,
+        strings: dict[str, dict[str, bytes]] | None = None,
+    ) -> None:
+        super().__init__(schema, encode, building, strings)
         self.adds: dict[bytes, tuple[Index, tuple[Any, ...], bytes, Put | None]] = {}
         self.removes: dict[bytes, bytes] = {}
 
@@ -265,8 +282,14 @@ class CountMaintainer(Maintainer):
     """A count index: one row per group with its live record count (and, for a sum index, the
     total of its amounts), read and rewritten with the write's net change."""
 
-    def __init__(self, schema: Schema, encode: Encode, building: Index | None) -> None:
-        super().__init__(schema, encode, building)
+    def __init__(
+        self,
+        schema: Schema,
+        encode: Encode,
+        building: Index | None,
+        strings: dict[str, dict[str, bytes]] | None = None,
+    ) -> None:
+        super().__init__(schema, encode, building, strings)
         self.deltas: dict[bytes, tuple[Index, int, int | float]] = {}
         #: groups whose current value is known without a read (the writer's GroupCache)
         self.known: Mapping[bytes, Group] = {}

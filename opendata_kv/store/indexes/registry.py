@@ -96,6 +96,8 @@ class IndexSet:
         #: (index name, field values, their types) -> entry key bytes, kept across writes
         #: (maintain._entry_cache; a pure function of its key, emptied when it grows large)
         self.entry_keys: dict[tuple[str, tuple[Any, ...], tuple[type, ...]], bytes] = {}
+        #: index name -> string field value -> entry key (Maintainer.column; same rules)
+        self.entry_strings: dict[str, dict[str, bytes]] = {}
         #: the aggregate groups this writer's upkeep knows (groups.py; used under `lock`)
         self.groups = GroupCache()
 
@@ -105,12 +107,14 @@ class IndexSet:
         self.declared[index.name] = index
         self.taken_up.add(index.name)
         self.entry_keys.clear()  # the name may now stand for other fields
+        self.entry_strings.clear()
         self.groups.drop()
 
     def refresh(self) -> None:
         """Recompute which declared, stored indexes each record type maintains."""
         self.generation += 1
         self.entry_keys.clear()
+        self.entry_strings.clear()
         by_type: dict[RecordType, list[Index]] = {}
         names = set(self.schema.names())
         for name, index in self.declared.items():
