@@ -94,8 +94,12 @@ async def plan(
     `groups` (the writer's): aggregate groups it knows are not read, and the values this plan
     gives the groups it writes are staged in it (learnt once the write is acknowledged)."""
     final: dict[bytes, tuple[RecordType, Op]] = {}
+    has: dict[RecordType, bool] = {}  # whether a record type has indexes, asked once each
     for key, record_type, new in tracked:
-        if only is not None or indexes.of(record_type):
+        found = has.get(record_type)
+        if found is None:
+            found = has[record_type] = only is not None or bool(indexes.of(record_type))
+        if found:
             final[key] = (record_type, new)
     if not final:
         return []
@@ -112,9 +116,12 @@ async def plan(
     # per record type whose indexes are all readable: (its indexes, whether any reads the
     # key), decided once per plan instead of per record; None: asked key by key (a build)
     per_type: dict[RecordType, tuple[Sequence[Index], bool] | None] = {}
+    # the change lists of a record type's indexes, when known once per plan (per_type)
+    lists: dict[RecordType, list[list[Change]]] = {}
     for key, old_data in zip(keys, olds, strict=True):
         record_type, new = final[key]
         active: Sequence[Index]
+        targets = lists.get(record_type)
         if only is not None:
             active = [only]
             reads_key = _reads_key(indexes, only, record_type)
@@ -123,6 +130,8 @@ async def plan(
                 known = per_type[record_type]
             else:
                 known = per_type[record_type] = _whole(indexes, record_type)
+                if known is not None:
+                    targets = lists[record_type] = [by_index.setdefault(i, []) for i in known[0]]
             if known is None:
                 active = [i for i in indexes.of(record_type) if indexes.covers(i, key)]
                 reads_key = any(_reads_key(indexes, i, record_type) for i in active)
@@ -150,11 +159,12 @@ async def plan(
         else:
             new_value = _value(values, record_type, key, new)
         change = _new(Change, (key, key_obj, old, live_old, new_value, put, keep))
+        if targets is not None:  # every index of the type, lists made once
+            for changes in targets:
+                changes.append(change)
+            continue
         for index in active:
-            changes = by_index.get(index)
-            if changes is None:
-                changes = by_index[index] = []
-            changes.append(change)
+            by_index.setdefault(index, []).append(change)
     for index, changes in by_index.items():  # each index's changes at once (change_all)
         kind = kind_of(index)
         maintainer = maintainers.get(kind)
