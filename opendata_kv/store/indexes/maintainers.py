@@ -82,9 +82,11 @@ class Maintainer:
         for change in changes:
             self.change(index, change)
 
-    def column(self, index: Index, key_objs: Sequence[Any], values: Sequence[Any]) -> list[Any]:
+    def column(self, index: Index, key_objs: Sequence[Any], values: list[Any]) -> list[Any]:
         """The entry key of each value (None: none) for an index without `using` (one entry
         at most per record), a string field value's remembered across writes."""
+        if values.count(None) == len(values):  # no value (new records): no entry
+            return [None] * len(values)
         name, fields, encode = index.name, index.fields, self.encode
         out: list[bytes | None] = []
         append = out.append
