@@ -19,6 +19,8 @@ TESTS = (
     REPO / "tests" / "test_native_accel_driver.py",
     REPO / "tests" / "test_native_driver.py",
     REPO / "tests" / "test_store_basic.py",
+    REPO / "tests" / "test_index_groups.py",
+    REPO / "tests" / "test_indexes_old_values.py",
 )
 
 
