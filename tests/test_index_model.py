@@ -8,7 +8,8 @@ built while writes go on, rebuilds while writing, drop and declare again, unique
 TTL puts a count or sum index must refuse. After every step every read form of every readable
 index equals the model's recount and check_indexes() == []. It runs on the sync face
 (SyncStore) and, smaller, on the async face (Store). OPENDATA_KV_INDEX_MODEL_EXAMPLES raises
-the number of sequences for a long run.
+the number of sequences for a long run. Native writes that fail (before or after slatedb
+applied them) check that the writer's group cache never outlives a write it cannot vouch for.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from indexkit import InjectedWriteError, failing_write
 from indexmodel import (
     AUTHORS,
     BASE,
@@ -183,6 +185,29 @@ class IndexModel(RuleBasedStateMachine):
             assert want_error
         else:
             assert not want_error and done == written
+
+    @rule(items=st.lists(PUTS.map(lambda op: (op[1], op[2])), max_size=4), landed=st.booleans())
+    def put_many_whose_write_fails(self, items: list[tuple[MKey, Any]], landed: bool) -> None:
+        """The native write of an indexed batch fails, before slatedb applied it or after
+        (`landed`): the writer's cached groups must not outlive it (groups.py), so later
+        writes count from what is stored."""
+        after = self.model.copy()
+        for k, v in items:
+            after.apply(("put", k, v))
+        refused = after.duplicate_handle()
+        with failing_write(landed) as failed:
+            try:
+                self.face.put_many(items, max(1, len(items)))
+            except UniqueIndexError:
+                assert refused and not failed
+                return
+            except InjectedWriteError:
+                assert failed and not refused
+                if landed:
+                    self.model = after
+                    event("an indexed write failed after it landed")
+                return
+        assert not items, "a write with records failed to fail"
 
     def _batch(self, ops: list[Op], abort: bool) -> None:
         after = self.model.copy()

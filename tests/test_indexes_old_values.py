@@ -132,3 +132,17 @@ def test_a_dense_run_is_read_in_growing_reads_without_seeks() -> None:
     values = asyncio.run(current())
     assert [value is None for value in values] == [n % 2 == 1 for n in range(40)]
     assert {type(value) for value in values if value is not None} == {bytes}
+
+
+def test_a_dense_run_then_a_jump_past_many_stored_rows_finds_the_next_key() -> None:
+    """Issue 32: after a dense run the walk reads on without a seek; when every row of that
+    read lies before the next key (the next run starts far on), it must read again (seeking)
+    instead of taking the key as absent (it did: the first key of each later run was missed,
+    so its replaced value kept its entries and was counted twice)."""
+    stored = {n: bytes([n % 200 + 1]) for n in range(1200)}
+    # runs long enough to pay a seek each (KEYS_PER_SEEK), whose last read-on ends far
+    # before the next run
+    asked = [n for start in range(0, 1200, 400) for n in range(start, start + 100)]
+    walked, direct = asyncio.run(both(stored, [], asked))
+    assert walked == direct
+    assert None not in walked

@@ -480,7 +480,11 @@ class Transaction(ReadView):
                     f"commit of {self.where}: an index build or state change happened while "
                     "this transaction planned its index entries; retry it"
                 )
-            await call(calls.method(self._source, "commit"), f"commit of {self.where}")
+            try:
+                await call(calls.method(self._source, "commit"), f"commit of {self.where}")
+            finally:  # it may write aggregate groups the writer's cache holds (groups.py)
+                if indexes is not None:
+                    indexes.groups.drop()
 
     async def rollback(self) -> None:
         if not self._done:

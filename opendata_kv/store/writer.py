@@ -40,6 +40,7 @@ from opendata_kv.store.batch import Batch, Snapshot, Transaction, fill, native_b
 from opendata_kv.store.deletes import MAX_KEYS, check_max_keys, keys_in
 from opendata_kv.store.indexes import admin as index_admin
 from opendata_kv.store.indexes.declare import Index
+from opendata_kv.store.indexes.layout import is_index_key
 from opendata_kv.store.indexes.maintain import Tracked, plan
 from opendata_kv.store.indexes.old_values import current_values, old_values
 from opendata_kv.store.indexes.registry import WriteLock
@@ -317,6 +318,9 @@ class Store(StoreReader):
             self.values.check_caps(found, data, key)
         indexes = self._indexes
         if indexes is not None:
+            if is_index_key(key):  # an index row outside upkeep: the group cache is dropped
+                await self._write_ops(db, [Put(key, data, None, UNDECODED, None)])
+                return
             record_type = indexes.indexed(key)
             if record_type is not None:  # with its index changes, in one native write
                 op = Put(key, data, None, UNDECODED, None)
@@ -394,25 +398,47 @@ class Store(StoreReader):
         db = self._writable()
         if batch:
             indexes = self._indexes
-            tracked = [] if indexes is None else batch.tracked(indexes)
-            creates = batch.creates()  # RecordExistsError for a key created after a put of it
-            if tracked or creates:
-                await self._write_indexed(db, batch, tracked, creates)
-            else:
-                with translating(f"batch write on {self.where}"):
-                    await calls.write(db, batch.write_batch())
+            if indexes is None:
+                tracked: list[Tracked] = []
+                index_rows = False
+            else:  # tracked() drops the group cache when the batch writes index rows
+                epoch = indexes.groups.epoch
+                tracked = batch.tracked(indexes)
+                index_rows = indexes.groups.epoch != epoch
+            try:
+                creates = batch.creates()  # RecordExistsError: a key created after a put of it
+                if tracked or creates:
+                    await self._write_indexed(db, batch, tracked, creates)
+                else:
+                    with translating(f"batch write on {self.where}"):
+                        await calls.write(db, batch.write_batch())
+            finally:
+                if index_rows:  # and again once they are written (groups.py)
+                    assert indexes is not None
+                    indexes.groups.drop()
         if durable:
             await self.flush()
 
     async def _write_ops(self, db: Any, ops: list[Op]) -> None:
         """Apply `ops` atomically, with their index ops, in one native write."""
         indexes = self._indexes
-        tracked = [] if indexes is None else indexes.tracked(ops)
-        if tracked:
-            await self._write_indexed(db, ops, tracked)
-        else:
-            with translating(f"batch write on {self.where}"):
-                await calls.write(db, native_batch(ops, (), self.where))
+        if indexes is None:
+            tracked: list[Tracked] = []
+            index_rows = False
+        else:  # tracked() drops the group cache when `ops` write index rows
+            epoch = indexes.groups.epoch
+            tracked = indexes.tracked(ops)
+            index_rows = indexes.groups.epoch != epoch
+        try:
+            if tracked:
+                await self._write_indexed(db, ops, tracked)
+            else:
+                with translating(f"batch write on {self.where}"):
+                    await calls.write(db, native_batch(ops, (), self.where))
+        finally:
+            if index_rows:  # and again once they are written (groups.py)
+                assert indexes is not None
+                indexes.groups.drop()
 
     async def _write_indexed(
         self,
@@ -431,25 +457,34 @@ class Store(StoreReader):
                 old_values, self._source, self.where, check_expiry=self.check_expiry
             )
             index_ops: list[Op] = []
-            if tracked:  # created keys the plan reads anyway are checked from its read
-                assert indexes is not None
-                replaced = check.reading(read) if creates else read
-                # unique holders and aggregate groups sit side by side in their index: walked
-                current = functools.partial(
-                    current_values, self._source, self.where, check_expiry=self.check_expiry
-                )
-                reads = FetchReads(replaced, current)
-                index_ops = await plan(indexes, self.values, tracked, reads)
-            unread = check.unread()
-            if unread:  # the others in one read
-                check.seen(unread, await read(unread))
-            if isinstance(ops, Batch):  # its records' ops are in its native batch already
-                native = ops.write_batch()
-                fill(native, index_ops, self.where)
-            else:
-                native = native_batch(ops, index_ops, self.where)
-            with translating(f"batch write on {self.where}"):
-                await calls.write(db, native)
+            groups = None
+            try:
+                if tracked:  # created keys the plan reads anyway are checked from its read
+                    assert indexes is not None
+                    groups = indexes.groups
+                    replaced = check.reading(read) if creates else read
+                    # unique holders and aggregate groups sit side by side in their index
+                    current = functools.partial(
+                        current_values, self._source, self.where, check_expiry=self.check_expiry
+                    )
+                    reads = FetchReads(replaced, current)
+                    index_ops = await plan(indexes, self.values, tracked, reads, groups=groups)
+                unread = check.unread()
+                if unread:  # the others in one read
+                    check.seen(unread, await read(unread))
+                if isinstance(ops, Batch):  # its records' ops are in its native batch already
+                    native = ops.write_batch()
+                    fill(native, index_ops, self.where)
+                else:
+                    native = native_batch(ops, index_ops, self.where)
+                with translating(f"batch write on {self.where}"):
+                    await calls.write(db, native)
+            except BaseException:  # written or not, uncertain: the cached groups may be wrong
+                if indexes is not None:
+                    indexes.groups.drop()
+                raise
+            if groups is not None:  # acknowledged: the groups it wrote are current
+                groups.written()
 
     def _write_lock(self) -> WriteLock:
         """The lock of reads-then-writes (index upkeep, creates): the IndexSet's, or one of

@@ -135,7 +135,23 @@ def decode_entry(
     return tuple(values), key[pos:]
 
 
+#: the bytes of [count, 0] (a count index's rows) for counts below COUNTS_KEPT, made once
+_COUNTS: dict[int, bytes] = {}
+COUNTS_KEPT = 1 << 16
+
+
 def encode_aggregate(count: int, total: int | float) -> bytes:
+    """msgpack [count, sum]; a count index's rows (sum 0) remembered by count."""
+    if (
+        total.__class__ is int
+        and total == 0
+        and count.__class__ is int
+        and 0 <= count < COUNTS_KEPT
+    ):
+        found = _COUNTS.get(count)
+        if found is None:
+            found = _COUNTS[count] = msgpack.packb([count, 0])
+        return found
     return msgpack.packb([count, total])  # type: ignore[no-any-return]
 
 

@@ -17,10 +17,12 @@ from opendata_kv.errors import IndexTtlError, OpendataKvError
 from opendata_kv.keys import RecordType
 from opendata_kv.keys.fields import Field
 from opendata_kv.store.indexes.declare import Index
+from opendata_kv.store.indexes.groups import GroupCache
 from opendata_kv.store.indexes.layout import encode_fields
 from opendata_kv.store.indexes.maintainers import (
     MAINTAINERS,
     Change,
+    CountMaintainer,
     Maintainer,
     kind_of,
     show_key,
@@ -78,6 +80,7 @@ async def plan(
     tracked: Sequence[Tracked],
     reads: IndexReads,
     only: Index | None = None,
+    groups: GroupCache | None = None,
 ) -> list[Op]:
     """The index ops for `tracked` (the last write of a key wins, as in the batch), reading
     the replaced values with `reads.replaced` and unique holders and aggregates with
@@ -86,10 +89,17 @@ async def plan(
     record; IndexTtlError when a record with a TTL meets a count or sum index.
 
     `only` (an online build): index these records into that one index as if new, whatever
-    its state; nothing else (no replaced value is read)."""
+    its state; nothing else (no replaced value is read).
+
+    `groups` (the writer's): aggregate groups it knows are not read, and the values this plan
+    gives the groups it writes are staged in it (learnt once the write is acknowledged)."""
     final: dict[bytes, tuple[RecordType, Op]] = {}
+    has: dict[RecordType, bool] = {}  # whether a record type has indexes, asked once each
     for key, record_type, new in tracked:
-        if only is not None or indexes.of(record_type):
+        found = has.get(record_type)
+        if found is None:
+            found = has[record_type] = only is not None or bool(indexes.of(record_type))
+        if found:
             final[key] = (record_type, new)
     if not final:
         return []
@@ -99,14 +109,19 @@ async def plan(
     else:
         olds = await reads.replaced(keys)
     maintainers: dict[str, Maintainer] = {}
-    by_index: dict[Index, Maintainer] = {}
+    by_index: dict[Index, list[Change]] = {}  # the changes of each index, in batch order
     encode = _entry_cache(indexes.entry_keys)
+    if sum(map(len, indexes.entry_strings.values())) > ENTRY_CACHE_SIZE:
+        indexes.entry_strings.clear()
     # per record type whose indexes are all readable: (its indexes, whether any reads the
     # key), decided once per plan instead of per record; None: asked key by key (a build)
     per_type: dict[RecordType, tuple[Sequence[Index], bool] | None] = {}
+    # the change lists of a record type's indexes, when known once per plan (per_type)
+    lists: dict[RecordType, list[list[Change]]] = {}
     for key, old_data in zip(keys, olds, strict=True):
         record_type, new = final[key]
         active: Sequence[Index]
+        targets = lists.get(record_type)
         if only is not None:
             active = [only]
             reads_key = _reads_key(indexes, only, record_type)
@@ -115,6 +130,8 @@ async def plan(
                 known = per_type[record_type]
             else:
                 known = per_type[record_type] = _whole(indexes, record_type)
+                if known is not None:
+                    targets = lists[record_type] = [by_index.setdefault(i, []) for i in known[0]]
             if known is None:
                 active = [i for i in indexes.of(record_type) if indexes.covers(i, key)]
                 reads_key = any(_reads_key(indexes, i, record_type) for i in active)
@@ -126,31 +143,49 @@ async def plan(
         if not active:
             continue
         key_obj: Any = record_type.decode(key) if reads_key else None
-        old = _old_value(indexes, values, key, old_data)
-        # an expired value's entries are removed (a store with check_expiry=False would show
-        # them) but it counts in no aggregate and holds no unique value any more
-        live_old = None if isinstance(old_data, Expired) else old
-        # kept entries take the new expiry; with none before and none now they stay as they
-        # are (only old_values' readers tell a value without a TTL by its plain bytes)
-        keep = (put is None or put.options is None) and type(old_data) is bytes
-        new_value = _value(values, record_type, key, new)
+        if old_data is None:  # a new record (the common case of put_many: inlined)
+            old = live_old = None
+            keep = False
+        else:
+            old = _old_value(indexes, values, key, old_data)
+            # an expired value's entries are removed (a store with check_expiry=False would
+            # show them) but it counts in no aggregate and holds no unique value any more
+            live_old = None if isinstance(old_data, Expired) else old
+            # kept entries take the new expiry; with none before and none now they stay as
+            # they are (only old_values' readers tell a value without a TTL by its plain bytes)
+            keep = (put is None or put.options is None) and type(old_data) is bytes
+        if put is not None and put[3] is not UNDECODED:
+            new_value = put[3]
+        else:
+            new_value = _value(values, record_type, key, new)
         change = _new(Change, (key, key_obj, old, live_old, new_value, put, keep))
+        if targets is not None:  # every index of the type, lists made once
+            for changes in targets:
+                changes.append(change)
+            continue
         for index in active:
-            maintainer = by_index.get(index)
-            if maintainer is None:  # the first change of this index in the plan
-                kind = kind_of(index)
-                maintainer = maintainers.get(kind)
-                if maintainer is None:
-                    maintainer = MAINTAINERS[kind](indexes.schema, encode, only)
-                    maintainers[kind] = maintainer
-                by_index[index] = maintainer
-            maintainer.change(index, change)
+            by_index.setdefault(index, []).append(change)
+    for index, changes in by_index.items():  # each index's changes at once (change_all)
+        kind = kind_of(index)
+        maintainer = maintainers.get(kind)
+        if maintainer is None:
+            maintainer = maintainers[kind] = MAINTAINERS[kind](
+                indexes.schema, encode, only, indexes.entry_strings
+            )
+        maintainer.change_all(index, changes)
     ordered = [maintainers[kind] for kind in MAINTAINERS if kind in maintainers]
+    counters = [m for m in ordered if isinstance(m, CountMaintainer)]
+    if groups is not None and only is None:
+        cached = groups.known(indexes.generation)
+        for counter in counters:
+            counter.known = cached
     wanted = [row for maintainer in ordered for row in maintainer.wanted()]
-    if wanted:  # unique holders and aggregate groups, in one read
-        current = dict(zip(wanted, await reads.current(wanted), strict=True))
-        for maintainer in ordered:
-            maintainer.settle(current)
+    # unique holders and aggregate groups not known, in one read
+    current = dict(zip(wanted, await reads.current(wanted), strict=True)) if wanted else {}
+    for maintainer in ordered:
+        maintainer.settle(current)
+    if groups is not None and only is None:
+        groups.stage({g: v for counter in counters for g, v in counter.learnt.items()})
     return [op for maintainer in ordered for op in maintainer.ops]
 
 

@@ -16,7 +16,8 @@ from typing import Any, NamedTuple
 from opendata_kv.errors import UniqueIndexError, show_bytes
 from opendata_kv.keys import Schema
 from opendata_kv.keys.fields import Field
-from opendata_kv.store.indexes.declare import Index
+from opendata_kv.store.indexes.declare import Index, field_of
+from opendata_kv.store.indexes.groups import Group
 from opendata_kv.store.indexes.layout import decode_aggregate, encode_aggregate
 from opendata_kv.store.writes import UNDECODED, Delete, Op, Put
 
@@ -47,11 +48,20 @@ def show_key(schema: Schema, key: bytes) -> Any:
 class Maintainer:
     """Collects the index ops of one index kind for one write (see the subclasses)."""
 
-    def __init__(self, schema: Schema, encode: Encode, building: Index | None) -> None:
+    def __init__(
+        self,
+        schema: Schema,
+        encode: Encode,
+        building: Index | None,
+        strings: dict[str, dict[str, bytes]] | None = None,
+    ) -> None:
         self.schema = schema
         self.encode = encode
         self.building = building  # the index an online build fills, else None
         self.ops: list[Op] = []
+        #: index name -> string field value -> entry key, of single-field indexes (the
+        #: IndexSet's, kept across writes: a stream of likes points at few subjects)
+        self.strings = {} if strings is None else strings
 
     def entries(self, index: Index, change: Change, value: Any) -> dict[bytes, tuple[Any, ...]]:
         """Entry keys (without the primary key) of a value, with their field values; compared
@@ -65,6 +75,46 @@ class Maintainer:
 
     def change(self, index: Index, change: Change) -> None:
         raise NotImplementedError
+
+    def change_all(self, index: Index, changes: Sequence[Change]) -> None:
+        """`change` for each of `changes` (record writes of one type, in batch order); a kind
+        whose records have one entry at most (no `using`) does it column by column."""
+        for change in changes:
+            self.change(index, change)
+
+    def column(self, index: Index, key_objs: Sequence[Any], values: list[Any]) -> list[Any]:
+        """The entry key of each value (None: none) for an index without `using` (one entry
+        at most per record), a string field value's remembered across writes."""
+        if values.count(None) == len(values):  # no value (new records): no entry
+            return [None] * len(values)
+        name, fields, encode = index.name, index.fields, self.encode
+        out: list[bytes | None] = []
+        append = out.append
+        single = index.field_names[0] if len(index.field_names) == 1 else None
+        strings = self.strings.get(name)
+        if strings is None:
+            strings = self.strings[name] = {}
+        for key_obj, value in zip(key_objs, values, strict=True):
+            if value is None:
+                append(None)
+                continue
+            if single is not None:
+                if key_obj is None and value.__class__ is dict:
+                    found = value.get(single)
+                else:
+                    found = field_of(key_obj, value, single)
+                if found is None:
+                    append(None)
+                    continue
+                if found.__class__ is str:
+                    entry = strings.get(found)
+                    if entry is None:
+                        entry = strings[found] = encode(name, fields, (found,))
+                    append(entry)
+                    continue
+            tuples = index.entries(key_obj, value)  # checks what it holds (hashable)
+            append(encode(name, fields, next(iter(tuples))) if tuples else None)
+        return out
 
     def wanted(self) -> list[bytes]:
         """Index rows whose current values `settle` needs."""
@@ -99,6 +149,22 @@ class ValueMaintainer(Maintainer):
             if not (keep and entry in before):
                 ops.append(_new(Put, (entry + key, b"", expire_at, UNDECODED, options)))
 
+    def change_all(self, index: Index, changes: Sequence[Change]) -> None:
+        if index.using is not None:
+            super().change_all(index, changes)
+            return
+        key_objs = [c[1] for c in changes]
+        after = self.column(index, key_objs, [c[4] for c in changes])
+        before = self.column(index, key_objs, [c[2] for c in changes])
+        ops = self.ops
+        for change, new, old in zip(changes, after, before, strict=True):
+            key = change[0]
+            if old is not None and old != new:
+                ops.append(Delete(old + key))
+            if new is not None and not (change[6] and old == new):
+                put: Any = change[5]  # a record with an entry is a put
+                ops.append(_new(Put, (new + key, b"", put[2], UNDECODED, put[4])))
+
 
 class CoveringMaintainer(Maintainer):
     """A covering value index: every entry holds the record's stored bytes, so each write
@@ -121,13 +187,40 @@ class CoveringMaintainer(Maintainer):
             copy = (entry + key, put.data, put.expire_at, UNDECODED, put.options)
             self.ops.append(_new(Put, copy))
 
+    def change_all(self, index: Index, changes: Sequence[Change]) -> None:
+        if index.using is not None:
+            super().change_all(index, changes)
+            return
+        key_objs = [c[1] for c in changes]
+        after = self.column(index, key_objs, [c[4] for c in changes])
+        before = self.column(index, key_objs, [c[2] for c in changes])
+        ops = self.ops
+        for change, new, old in zip(changes, after, before, strict=True):
+            key, put = change[0], change[5]
+            if old is not None and old != new:
+                ops.append(Delete(old + key))
+            if new is None:
+                continue
+            if put is None or put.data is None:
+                raise AssertionError(
+                    f"index {index.name!r}: the put of {show_bytes(key)} came without "
+                    "its stored bytes, which a covering index copies"
+                )
+            ops.append(_new(Put, (new + key, put.data, put.expire_at, UNDECODED, put.options)))
+
 
 class UniqueMaintainer(Maintainer):
     """A unique index: one entry per value, holding the primary key; a value held by another
     live record refuses the write (UniqueIndexError) before anything is written."""
 
-    def __init__(self, schema: Schema, encode: Encode, building: Index | None) -> None:
-        super().__init__(schema, encode, building)
+    def __init__(
+        self,
+        schema: Schema,
+        encode: Encode,
+        building: Index | None,
+        strings: dict[str, dict[str, bytes]] | None = None,
+    ) -> None:
+        super().__init__(schema, encode, building, strings)
         self.adds: dict[bytes, tuple[Index, tuple[Any, ...], bytes, Put | None]] = {}
         self.removes: dict[bytes, bytes] = {}
 
@@ -191,9 +284,19 @@ class CountMaintainer(Maintainer):
     """A count index: one row per group with its live record count (and, for a sum index, the
     total of its amounts), read and rewritten with the write's net change."""
 
-    def __init__(self, schema: Schema, encode: Encode, building: Index | None) -> None:
-        super().__init__(schema, encode, building)
+    def __init__(
+        self,
+        schema: Schema,
+        encode: Encode,
+        building: Index | None,
+        strings: dict[str, dict[str, bytes]] | None = None,
+    ) -> None:
+        super().__init__(schema, encode, building, strings)
         self.deltas: dict[bytes, tuple[Index, int, int | float]] = {}
+        #: groups whose current value is known without a read (the writer's GroupCache)
+        self.known: Mapping[bytes, Group] = {}
+        #: the value each group written here will have (what the GroupCache learns)
+        self.learnt: dict[bytes, Group] = {}
 
     def change(self, index: Index, change: Change) -> None:
         # unpacked and inlined like ValueMaintainer.change (once per record and index).
@@ -215,21 +318,54 @@ class CountMaintainer(Maintainer):
                     _, count, total = deltas.get(group, (index, 0, 0))
                     deltas[group] = (index, count + 1, total + amount)
 
+    def change_all(self, index: Index, changes: Sequence[Change]) -> None:
+        if index.using is not None:
+            super().change_all(index, changes)
+            return
+        key_objs = [c[1] for c in changes]
+        # an expired value counts in no aggregate any more: only the live one is taken out
+        olds = [c[3] for c in changes]
+        news = [c[4] for c in changes]
+        deltas, get = self.deltas, self.deltas.get
+        amount_of = index.amount_of if index.amount is not None else None
+        gone = self.column(index, key_objs, olds)
+        added = self.column(index, key_objs, news)
+        for at, key_obj in enumerate(key_objs):  # in record order, as change() adds up
+            group = gone[at]
+            if group is not None:
+                _, count, total = get(group, (index, 0, 0))
+                if amount_of is not None:
+                    total -= amount_of(key_obj, olds[at])
+                deltas[group] = (index, count - 1, total)
+            group = added[at]
+            if group is not None:
+                _, count, total = get(group, (index, 0, 0))
+                if amount_of is not None:
+                    total += amount_of(key_obj, news[at])
+                deltas[group] = (index, count + 1, total)
+
     def wanted(self) -> list[bytes]:
-        return list(self.deltas)
+        known = self.known
+        return [group for group in self.deltas if group not in known]
 
     def settle(self, current: Mapping[bytes, bytes | None]) -> None:
+        known, learnt, ops = self.known, self.learnt, self.ops
         for group, (index, count, total) in self.deltas.items():
             if count == 0 and total == 0:
                 continue
-            data = current[group]
-            have = (0, 0) if data is None else decode_aggregate(index.name, group, data)
+            if group in known:
+                have = known[group] or (0, 0)
+            else:
+                data = current[group]
+                have = (0, 0) if data is None else decode_aggregate(index.name, group, data)
             new_count, new_total = have[0] + count, have[1] + total
             if new_count <= 0:
-                self.ops.append(Delete(group))
+                ops.append(Delete(group))
+                learnt[group] = None
             else:
                 row = (group, encode_aggregate(new_count, new_total), None, UNDECODED, None)
-                self.ops.append(_new(Put, row))
+                ops.append(_new(Put, row))
+                learnt[group] = (new_count, new_total)
 
 
 class SumMaintainer(CountMaintainer):

@@ -21,6 +21,7 @@ from opendata_kv.errors import IndexStateError, StoreError
 from opendata_kv.keys import RecordType, Schema
 from opendata_kv.native import driver
 from opendata_kv.store.indexes.declare import Index
+from opendata_kv.store.indexes.groups import GroupCache
 from opendata_kv.store.indexes.layout import ROOT, check_schema, is_index_key, meta_key
 from opendata_kv.store.writes import Op
 
@@ -95,6 +96,10 @@ class IndexSet:
         #: (index name, field values, their types) -> entry key bytes, kept across writes
         #: (maintain._entry_cache; a pure function of its key, emptied when it grows large)
         self.entry_keys: dict[tuple[str, tuple[Any, ...], tuple[type, ...]], bytes] = {}
+        #: index name -> string field value -> entry key (Maintainer.column; same rules)
+        self.entry_strings: dict[str, dict[str, bytes]] = {}
+        #: the aggregate groups this writer's upkeep knows (groups.py; used under `lock`)
+        self.groups = GroupCache()
 
     def take_up(self, index: Index) -> None:
         """Maintain a stored index the caller did not declare, rebuilt from its definition
@@ -102,11 +107,14 @@ class IndexSet:
         self.declared[index.name] = index
         self.taken_up.add(index.name)
         self.entry_keys.clear()  # the name may now stand for other fields
+        self.entry_strings.clear()
+        self.groups.drop()
 
     def refresh(self) -> None:
         """Recompute which declared, stored indexes each record type maintains."""
         self.generation += 1
         self.entry_keys.clear()
+        self.entry_strings.clear()
         by_type: dict[RecordType, list[Index]] = {}
         names = set(self.schema.names())
         for name, index in self.declared.items():
@@ -137,17 +145,24 @@ class IndexSet:
 
     def indexed_at(self, keys: Sequence[bytes]) -> list[tuple[int, RecordType]]:
         """(position, record type) of the keys whose writes have index upkeep now (as
-        `indexed` decides, inlined: a build's batch is thousands of index rows)."""
+        `indexed` decides, inlined: a build's batch is thousands of index rows). An index row
+        among them (a write of index rows outside upkeep) drops the group cache: the writer
+        drops it again once that write is done (Store.write)."""
         by_type = self._by_type
         if not by_type:
             return []
         of_key = self.schema.try_record_type_of
         found = []
+        index_rows = False
         for at, key in enumerate(keys):
             if not key.startswith(ROOT):
                 record_type = of_key(key)
                 if record_type in by_type:
                     found.append((at, record_type))
+            else:
+                index_rows = True
+        if index_rows:  # index rows written outside upkeep: groups.py
+            self.groups.drop()
         return found
 
     def tracked(self, ops: Sequence[Op]) -> list[tuple[bytes, RecordType, Op]]:
