@@ -19,8 +19,9 @@ import msgpack
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from storekit import run
 
-from opendata_kv import RecordType, Schema, SyncStore
+from opendata_kv import RecordType, Schema, Store, SyncStore
 from opendata_kv import fields as F
 from opendata_kv.errors import KeyDecodeError, ValueDecodeError
 from opendata_kv.keys.codecs import Field
@@ -533,3 +534,87 @@ def test_the_decoder_follows_the_accelerator() -> None:
     decode = records.decoder(record_type, codec, None, "records", Record)
     assert (decode is not None) == ON
     assert records.decoder(record_type, codec, None, "records", Record) is decode  # compiled once
+
+
+# --- async iteration (records.c's ScanRows, or the async generator on the pure path) --------
+
+
+def test_async_for_mixes_with_next_chunk_has_more_and_breaks() -> None:
+    """`async for` reads the Scan's position at every step: next_chunk() and has_more() taken
+    between its steps, a break and a new `async for`, all continue from the same row."""
+    record_type = RecordType("a", 3, [("n", F.u16)])
+
+    async def main() -> list[Any]:
+        async with Store.open("memory://", Schema(record_type)) as store:
+            async with store.batch() as batch:
+                for n in range(300):
+                    batch.put(record_type, (n,), n)
+            scan = store.scan(record_type, batch_size=16)
+            seen: list[Any] = []
+            async for record in scan:
+                seen.append(record.value)
+                if len(seen) == 5:
+                    seen += [r.value for r in await scan.next_chunk(7)]
+                    assert await scan.has_more()
+                if len(seen) == 40:
+                    break
+            assert scan.position == record_type.encode(39)
+            step = aiter(scan)
+            seen.append((await anext(step)).value)
+            async for record in scan:
+                seen.append(record.value)
+            with pytest.raises(StopAsyncIteration):  # and again, once at the end
+                await anext(aiter(scan))
+            return seen
+
+    assert run(main()) == list(range(300))
+
+
+def test_async_for_raises_what_the_fill_raises() -> None:
+    record_type = RecordType("b", 4, [("n", F.u8)])
+
+    async def main() -> None:
+        async with Store.open("memory://", Schema(record_type)) as store:
+            async with store.batch() as batch:
+                for n in range(10):
+                    batch.put_raw(record_type.encode(n), b"\xc1" if n == 7 else b"\x01")
+            got = []
+            with pytest.raises(ValueDecodeError):
+                async for record in store.scan(record_type, batch_size=4):
+                    got.append(record.key.n)
+            assert got == [0, 1, 2, 3]  # the fetched batch holding the bad row is refused whole
+            rows = [r async for r in store.scan(record_type, on_error="skip")]
+            assert [r.key.n for r in rows] == [0, 1, 2, 3, 4, 5, 6, 8, 9]
+
+    run(main())
+
+
+@needs_c
+def test_a_scan_step_is_an_awaitable_of_the_row() -> None:
+    """The step ScanRows hands out completes at once with the row, through await, send and
+    the iterator protocol alike; it is awaited once."""
+    record_type = RecordType("c", 5, [("n", F.u8)])
+    raw = record_type.encode(2)
+
+    async def main() -> None:
+        async with Store.open("memory://", Schema(record_type)) as store:
+            for n, text in ((1, "one"), (2, "two"), (3, "three")):
+                await store.put(record_type, (n,), text)
+            rows = aiter(store.scan(record_type))
+            assert type(rows).__name__ == "ScanRows"
+            assert (await anext(rows)).value == "one"  # the Scan's __anext__ fills the buffer
+            step = anext(rows)
+            assert type(step).__name__ == "Ready"
+            with pytest.raises(StopIteration) as stop:
+                next(iter(step.__await__()))
+            assert stop.value.value == Record(record_type.decode(raw), "two", raw)
+            with pytest.raises(RuntimeError):
+                step.send(None)
+            step = anext(rows)
+            with pytest.raises(KeyError):
+                step.throw(KeyError("k"))
+            step.close()
+            with pytest.raises(StopAsyncIteration):
+                await anext(rows)
+
+    run(main())

@@ -11,7 +11,7 @@ otherwise, and the scan stays on its Python path.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Final
 
 from opendata_kv.keys import RecordType
@@ -106,6 +106,16 @@ def decoder(
     if module is None or getattr(module, "RecordDecoder", None) is None:
         return None
     return _compile(module.RecordDecoder, record_type, codec, upgrade, shape, record_class)
+
+
+def scan_rows(scan: Any) -> AsyncIterator[Any] | None:
+    """`async for` over a store/scan.py Scan's rows with the decoded ones handed over in C
+    (records.c's ScanRows), or None when the accelerator is off."""
+    kind = getattr(accel.active_module(), "ScanRows", None)
+    if kind is None:
+        return None
+    rows: AsyncIterator[Any] = kind(scan)
+    return rows
 
 
 _CACHE: dict[tuple[int, ...], tuple[tuple[Any, ...], RowDecoder | None]] = {}

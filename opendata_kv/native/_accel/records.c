@@ -579,7 +579,177 @@ static PyTypeObject RecordDecoderType = {
     .tp_methods = rd_methods,
 };
 
+/* --- async iteration over a scan's decoded rows ------------------------------------------- */
+
+/* ScanRows(scan): `async for` over a store/scan.py Scan. A row already decoded is handed
+ * over by a Ready awaitable that completes at once (no coroutine, no StopIteration raised):
+ * the step an async generator takes ~170 ns for costs less than half of that. When the
+ * buffer is used up, __anext__ returns the Scan's own __anext__() coroutine, which fills it
+ * (or ends the iteration) in Python. Like Scan._records it reads the Scan's _buffer and _pos
+ * at every step, so next_chunk() and has_more() may be mixed with it. */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *value; /* the row, until awaited */
+} Ready;
+
+static void ready_dealloc(Ready *self) {
+    Py_XDECREF(self->value);
+    PyObject_Free(self);
+}
+
+static PySendResult ready_send(Ready *self, PyObject *arg, PyObject **result) {
+    if (self->value == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot reuse an already awaited scan step");
+        *result = NULL;
+        return PYGEN_ERROR;
+    }
+    *result = self->value;
+    self->value = NULL;
+    return PYGEN_RETURN;
+}
+
+/* the iterator protocol of an awaitable (yield from, send): StopIteration(row) */
+static PyObject *ready_next(Ready *self) {
+    PyObject *value;
+    if (ready_send(self, Py_None, &value) == PYGEN_ERROR) return NULL;
+    PyObject *stop = PyObject_CallOneArg(PyExc_StopIteration, value); /* a Record is a tuple */
+    Py_DECREF(value);
+    if (stop != NULL) {
+        PyErr_SetObject(PyExc_StopIteration, stop);
+        Py_DECREF(stop);
+    }
+    return NULL;
+}
+
+static PyObject *ready_send_method(Ready *self, PyObject *arg) { return ready_next(self); }
+
+static PyObject *ready_throw(Ready *self, PyObject *args) {
+    PyObject *type, *value = NULL, *tb = NULL;
+    if (!PyArg_UnpackTuple(args, "throw", 1, 3, &type, &value, &tb)) return NULL;
+    Py_CLEAR(self->value);
+    if (PyExceptionInstance_Check(type)) {
+        PyErr_SetObject((PyObject *)Py_TYPE(type), type);
+    } else if (PyExceptionClass_Check(type)) {
+        PyErr_SetObject(type, value);
+    } else {
+        PyErr_SetString(PyExc_TypeError, "exceptions must derive from BaseException");
+    }
+    return NULL;
+}
+
+static PyObject *ready_close(Ready *self, PyObject *unused) {
+    Py_CLEAR(self->value);
+    Py_RETURN_NONE;
+}
+
+static PyObject *ready_await(PyObject *self) { return Py_NewRef(self); }
+
+static PyMethodDef ready_methods[] = {
+    {"send", (PyCFunction)ready_send_method, METH_O, NULL},
+    {"throw", (PyCFunction)ready_throw, METH_VARARGS, NULL},
+    {"close", (PyCFunction)ready_close, METH_NOARGS, NULL},
+    {NULL}};
+
+static PyAsyncMethods ready_async = {.am_await = ready_await, .am_send = (sendfunc)ready_send};
+
+static PyTypeObject ReadyType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "opendata_kv.native._accel.Ready",
+    .tp_basicsize = sizeof(Ready),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A scan step whose row is decoded already: awaiting it returns the row.",
+    .tp_dealloc = (destructor)ready_dealloc,
+    .tp_as_async = &ready_async,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)ready_next,
+    .tp_methods = ready_methods,
+};
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *scan;
+} ScanRows;
+
+static PyObject *str_buffer, *str_pos, *str_anext;
+
+static PyObject *rows_anext(ScanRows *self) {
+    PyObject *buffer = PyObject_GetAttr(self->scan, str_buffer);
+    if (buffer == NULL) return NULL;
+    PyObject *at = PyObject_GetAttr(self->scan, str_pos);
+    Py_ssize_t pos = at == NULL ? -1 : PyLong_AsSsize_t(at);
+    Py_XDECREF(at);
+    if (pos == -1 && PyErr_Occurred()) {
+        Py_DECREF(buffer);
+        return NULL;
+    }
+    if (!PyList_CheckExact(buffer) || pos < 0 || pos >= PyList_GET_SIZE(buffer)) {
+        Py_DECREF(buffer); /* used up: the Scan fills it (or ends) in Python */
+        return PyObject_CallMethodNoArgs(self->scan, str_anext);
+    }
+    PyObject *value = Py_NewRef(PyList_GET_ITEM(buffer, pos));
+    Py_DECREF(buffer);
+    PyObject *next = PyLong_FromSsize_t(pos + 1);
+    if (next == NULL || PyObject_SetAttr(self->scan, str_pos, next) < 0) {
+        Py_XDECREF(next);
+        Py_DECREF(value);
+        return NULL;
+    }
+    Py_DECREF(next);
+    Ready *ready = PyObject_New(Ready, &ReadyType);
+    if (ready == NULL) {
+        Py_DECREF(value);
+        return NULL;
+    }
+    ready->value = value;
+    return (PyObject *)ready;
+}
+
+static int rows_traverse(ScanRows *self, visitproc visit, void *arg) {
+    Py_VISIT(self->scan);
+    return 0;
+}
+
+static int rows_clear(ScanRows *self) {
+    Py_CLEAR(self->scan);
+    return 0;
+}
+
+static void rows_dealloc(ScanRows *self) {
+    PyObject_GC_UnTrack(self);
+    rows_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *rows_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *scan;
+    if (!PyArg_ParseTuple(args, "O:ScanRows", &scan)) return NULL;
+    ScanRows *self = (ScanRows *)type->tp_alloc(type, 0);
+    if (self != NULL) self->scan = Py_NewRef(scan);
+    return (PyObject *)self;
+}
+
+static PyAsyncMethods rows_async = {.am_aiter = ready_await, .am_anext = (unaryfunc)rows_anext};
+
+static PyTypeObject ScanRowsType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "opendata_kv.native._accel.ScanRows",
+    .tp_basicsize = sizeof(ScanRows),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "ScanRows(scan): `async for` over a Scan's rows, the decoded ones handed over in C.",
+    .tp_new = rows_new,
+    .tp_dealloc = (destructor)rows_dealloc,
+    .tp_traverse = (traverseproc)rows_traverse,
+    .tp_clear = (inquiry)rows_clear,
+    .tp_as_async = &rows_async,
+};
+
 int accel_records_add(PyObject *module) {
-    if (PyType_Ready(&RecordDecoderType) < 0) return -1;
-    return PyModule_AddType(module, &RecordDecoderType);
+    if ((str_buffer = PyUnicode_InternFromString("_buffer")) == NULL ||
+        (str_pos = PyUnicode_InternFromString("_pos")) == NULL ||
+        (str_anext = PyUnicode_InternFromString("__anext__")) == NULL)
+        return -1;
+    if (PyType_Ready(&RecordDecoderType) < 0 || PyType_Ready(&ReadyType) < 0 ||
+        PyType_Ready(&ScanRowsType) < 0)
+        return -1;
+    if (PyModule_AddType(module, &RecordDecoderType) < 0) return -1;
+    return PyModule_AddType(module, &ScanRowsType);
 }
