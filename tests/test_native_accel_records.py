@@ -618,3 +618,27 @@ def test_a_scan_step_is_an_awaitable_of_the_row() -> None:
                 await anext(rows)
 
     run(main())
+
+
+def test_for_mixes_with_next_chunk_has_more_and_breaks() -> None:
+    """The sync face's `for` (ScanRows with the face's step on the C path) likewise."""
+    record_type = RecordType("d", 6, [("n", F.u16)])
+    with SyncStore.open("memory://", Schema(record_type)) as sync:
+        with sync.batch() as batch:
+            for n in range(300):
+                batch.put(record_type, (n,), n)
+        scan = sync.scan(record_type, batch_size=16)
+        seen: list[Any] = []
+        for record in scan:
+            seen.append(record.value)
+            if len(seen) == 5:
+                seen += [r.value for r in scan.next_chunk(7)]
+                assert scan.has_more()
+            if len(seen) == 40:
+                break
+        assert scan.position == record_type.encode(39)
+        seen.append(next(scan).value)
+        seen += [record.value for record in scan]
+        assert list(scan) == [] and seen == list(range(300))
+        with pytest.raises(StopIteration):
+            next(iter(scan))

@@ -11,7 +11,7 @@ otherwise, and the scan stays on its Python path.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Final
 
 from opendata_kv.keys import RecordType
@@ -115,6 +115,16 @@ def scan_rows(scan: Any) -> AsyncIterator[Any] | None:
     if kind is None:
         return None
     rows: AsyncIterator[Any] = kind(scan)
+    return rows
+
+
+def sync_scan_rows(scan: Any, step: Callable[[], Any]) -> Iterator[Any] | None:
+    """`for` over a Scan's rows with the decoded ones handed over in C and `step()` (the sync
+    face's __next__) called when the buffer is used up; None when the accelerator is off."""
+    kind = getattr(accel.active_module(), "ScanRows", None)
+    if kind is None:
+        return None
+    rows: Iterator[Any] = kind(scan, step)
     return rows
 
 

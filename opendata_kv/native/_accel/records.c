@@ -586,7 +586,9 @@ static PyTypeObject RecordDecoderType = {
  * the step an async generator takes ~170 ns for costs less than half of that. When the
  * buffer is used up, __anext__ returns the Scan's own __anext__() coroutine, which fills it
  * (or ends the iteration) in Python. Like Scan._records it reads the Scan's _buffer and _pos
- * at every step, so next_chunk() and has_more() may be mixed with it. */
+ * at every step, so next_chunk() and has_more() may be mixed with it. ScanRows(scan, next)
+ * is also the sync face's `for` iterator: decoded rows in C, `next()` (its Python step)
+ * when the buffer is used up. */
 
 typedef struct {
     PyObject_HEAD
@@ -668,23 +670,23 @@ static PyTypeObject ReadyType = {
 typedef struct {
     PyObject_HEAD
     PyObject *scan;
+    PyObject *next; /* for `for`: the sync face's step that fills the buffer, or NULL */
 } ScanRows;
 
 static PyObject *str_buffer, *str_pos, *str_anext;
 
-static PyObject *rows_anext(ScanRows *self) {
+/* the Scan's next decoded row, its position moved past it; NULL with no exception when the
+ * buffer is used up, NULL with one on an error */
+static PyObject *buffered_row(ScanRows *self) {
     PyObject *buffer = PyObject_GetAttr(self->scan, str_buffer);
     if (buffer == NULL) return NULL;
     PyObject *at = PyObject_GetAttr(self->scan, str_pos);
     Py_ssize_t pos = at == NULL ? -1 : PyLong_AsSsize_t(at);
     Py_XDECREF(at);
-    if (pos == -1 && PyErr_Occurred()) {
+    if ((pos == -1 && PyErr_Occurred()) || !PyList_CheckExact(buffer) || pos < 0 ||
+        pos >= PyList_GET_SIZE(buffer)) {
         Py_DECREF(buffer);
         return NULL;
-    }
-    if (!PyList_CheckExact(buffer) || pos < 0 || pos >= PyList_GET_SIZE(buffer)) {
-        Py_DECREF(buffer); /* used up: the Scan fills it (or ends) in Python */
-        return PyObject_CallMethodNoArgs(self->scan, str_anext);
     }
     PyObject *value = Py_NewRef(PyList_GET_ITEM(buffer, pos));
     Py_DECREF(buffer);
@@ -695,6 +697,23 @@ static PyObject *rows_anext(ScanRows *self) {
         return NULL;
     }
     Py_DECREF(next);
+    return value;
+}
+
+static PyObject *rows_next(ScanRows *self) {
+    PyObject *value = buffered_row(self);
+    if (value != NULL || PyErr_Occurred()) return value;
+    if (self->next == NULL) {
+        PyErr_SetString(PyExc_TypeError, "this ScanRows was made for async for");
+        return NULL;
+    }
+    return PyObject_CallNoArgs(self->next); /* used up: the sync face fills it (or ends) */
+}
+
+static PyObject *rows_anext(ScanRows *self) {
+    PyObject *value = buffered_row(self);
+    if (value == NULL) /* used up: the Scan fills it (or ends) in Python */
+        return PyErr_Occurred() ? NULL : PyObject_CallMethodNoArgs(self->scan, str_anext);
     Ready *ready = PyObject_New(Ready, &ReadyType);
     if (ready == NULL) {
         Py_DECREF(value);
@@ -706,11 +725,13 @@ static PyObject *rows_anext(ScanRows *self) {
 
 static int rows_traverse(ScanRows *self, visitproc visit, void *arg) {
     Py_VISIT(self->scan);
+    Py_VISIT(self->next);
     return 0;
 }
 
 static int rows_clear(ScanRows *self) {
     Py_CLEAR(self->scan);
+    Py_CLEAR(self->next);
     return 0;
 }
 
@@ -721,10 +742,17 @@ static void rows_dealloc(ScanRows *self) {
 }
 
 static PyObject *rows_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    PyObject *scan;
-    if (!PyArg_ParseTuple(args, "O:ScanRows", &scan)) return NULL;
+    PyObject *scan, *next = Py_None;
+    if (!PyArg_ParseTuple(args, "O|O:ScanRows", &scan, &next)) return NULL;
+    if (next != Py_None && !PyCallable_Check(next)) {
+        PyErr_SetString(PyExc_TypeError, "ScanRows: next must be callable");
+        return NULL;
+    }
     ScanRows *self = (ScanRows *)type->tp_alloc(type, 0);
-    if (self != NULL) self->scan = Py_NewRef(scan);
+    if (self != NULL) {
+        self->scan = Py_NewRef(scan);
+        self->next = next == Py_None ? NULL : Py_NewRef(next);
+    }
     return (PyObject *)self;
 }
 
@@ -734,7 +762,10 @@ static PyTypeObject ScanRowsType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "opendata_kv.native._accel.ScanRows",
     .tp_basicsize = sizeof(ScanRows),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "ScanRows(scan): `async for` over a Scan's rows, the decoded ones handed over in C.",
+    .tp_doc = "ScanRows(scan, next=None): `async for` (or, given the sync face's `next`, "
+              "`for`) over a Scan's rows, the decoded ones handed over in C.",
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)rows_next,
     .tp_new = rows_new,
     .tp_dealloc = (destructor)rows_dealloc,
     .tp_traverse = (traverseproc)rows_traverse,
