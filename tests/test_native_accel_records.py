@@ -24,6 +24,7 @@ from storekit import run
 from opendata_kv import RecordType, Schema, Store, SyncStore
 from opendata_kv import fields as F
 from opendata_kv.errors import KeyDecodeError, ValueDecodeError
+from opendata_kv.ids import tid
 from opendata_kv.keys.codecs import Field
 from opendata_kv.native import accel, calls, records
 from opendata_kv.store.scan import RawRecord, Record
@@ -71,12 +72,14 @@ SCALARS: list[tuple[Field, st.SearchStrategy[Any]]] = [
     (F.var_u32, st.integers(0, 2**32 - 1)),
     (F.var_u64, st.integers(0, 2**64 - 1)),
     (F.fixed(3), st.binary(min_size=3, max_size=3)),
+    (F.url_key, st.integers(0, 2**63 - 1)),
+    (F.tid, st.integers(0, 2**63 - 1).map(tid.encode)),
 ]
 TRAILING = [(F.trailing_string, st.text(max_size=6)), (F.trailing_bytes, st.binary(max_size=6))]
 #: codecs C leaves to Python
 OTHERS: list[tuple[Field, st.SearchStrategy[Any]]] = [
     (F.u128, st.integers(0, 2**128 - 1)),
-    (F.url_key, st.integers(0, 2**63 - 1)),
+    (F.lp_string, st.text(max_size=4)),
 ]
 
 
@@ -232,6 +235,26 @@ def test_every_varint_length_code(field: Field) -> None:
                     taken += 1
                     assert canon(got[0].key) == canon(want[0]), key
     assert taken
+
+
+@needs_c
+@pytest.mark.parametrize(
+    "field", [F.tid, F.url_key, F.desc(F.tid), F.i64, F.desc(F.f64), F.u64], ids=repr
+)
+def test_every_first_byte_of_an_eight_byte_field(field: Field) -> None:
+    """Every first byte (the sign or top bit) of an 8-byte field before a few fills, and one
+    byte short or long: C takes exactly what the codec decodes, to the same value."""
+    record_type = RecordType("e", 9, [("n", field)])
+    decode = c_decoder(record_type, RawCodec())
+    for first in range(256):
+        for fill in (0x00, 0x01, 0x7F, 0x80, 0xFF):
+            for size in (6, 7, 8):
+                key = record_type.head + bytes([first]) + bytes([fill]) * size
+                want = python_keys(record_type, [key])
+                got = decode([key], [b""], True)
+                assert (got is None) == (want is None), key
+                if want is not None and got is not None:
+                    assert canon(got[0].key) == canon(want[0]), key
 
 
 @needs_c

@@ -2,8 +2,8 @@
 (native/_accel/records.c), which turns a batch of scanned rows into the typed Records that
 store/scan.py's fast path builds in Python: same classes, same values, same raw keys.
 
-Only what the C side does exactly as the Python codecs is handed to it: the key codecs of
-keys/codecs.py listed in _FIELDS (and desc() of them), record types with no extended layout,
+Only what the C side does exactly as the Python codecs is handed to it: the key codecs
+listed in _FIELDS (and desc() of them), record types with no extended layout,
 key classes built by tuple.__new__, and msgpack values (MsgpackCodec, decoded in C within its
 uncapped size) or any other codec through its Python batch decoder. decoder() returns None
 otherwise, and the scan stays on its Python path.
@@ -30,6 +30,7 @@ RowDecoder = Callable[[list[bytes], list[bytes], bool], list[Any] | None]
 # records.c's field kinds and value modes
 FIELD_UINT, FIELD_INT, FIELD_F64, FIELD_BOOL, FIELD_FIXED = 0, 1, 2, 3, 4
 FIELD_STR, FIELD_BYTES, FIELD_TRAIL_STR, FIELD_TRAIL_BYTES, FIELD_VARUINT = 5, 6, 7, 8, 9
+FIELD_INT63, FIELD_TID = 10, 11
 VALUE_NONE, VALUE_RAW, VALUE_MSGPACK, VALUE_CALL = 0, 1, 2, 3
 
 #: the public codecs decoded in C, by identity: field -> its kind
@@ -48,6 +49,8 @@ _FIELDS: Final[dict[Field, int]] = {
     F.trailing_bytes: FIELD_TRAIL_BYTES,
     F.var_u32: FIELD_VARUINT,
     F.var_u64: FIELD_VARUINT,
+    F.url_key: FIELD_INT63,
+    F.tid: FIELD_TID,
 }
 
 

@@ -14,7 +14,7 @@
 
 /* key field codecs (native/records.py's FIELD_* constants) */
 enum { F_UINT, F_INT, F_F64, F_BOOL, F_FIXED, F_STR, F_BYTES, F_TRAIL_STR, F_TRAIL_BYTES,
-       F_VARUINT, F_COUNT };
+       F_VARUINT, F_INT63, F_TID, F_COUNT };
 /* how values are made (native/records.py's VALUE_* constants) */
 enum { V_NONE, V_RAW, V_MSGPACK, V_CALL, V_COUNT };
 
@@ -109,7 +109,9 @@ static PyObject *key_field(const FieldOp *op, const uint8_t *k, Py_ssize_t len, 
     case F_INT:
     case F_F64:
     case F_BOOL:
-    case F_FIXED: {
+    case F_FIXED:
+    case F_INT63:
+    case F_TID: {
         Py_ssize_t w = op->width;
         if (left < w) return NULL;
         *pos = at + w;
@@ -119,6 +121,14 @@ static PyObject *key_field(const FieldOp *op, const uint8_t *k, Py_ssize_t len, 
         if (op->kind == F_INT) {
             if (w == 4) return PyLong_FromLong((long)(int32_t)(uint32_t)(raw ^ 0x80000000u));
             return PyLong_FromLongLong((long long)(int64_t)(raw ^ 0x8000000000000000ull));
+        }
+        if (op->kind == F_INT63 || op->kind == F_TID) { /* keys/idfields.py: url_key, tid */
+            if (raw >> 63) return NULL;
+            if (op->kind == F_INT63) return PyLong_FromUnsignedLongLong(raw);
+            static const char alphabet[] = "234567abcdefghijklmnopqrstuvwxyz"; /* ids/tid.py */
+            char tid[13];
+            for (int i = 0; i < 13; i++) tid[i] = alphabet[(raw >> (60 - 5 * i)) & 31];
+            return PyUnicode_FromStringAndSize(tid, 13);
         }
         if (op->kind == F_BOOL) {
             if (raw > 1) return NULL;
@@ -466,11 +476,12 @@ static int read_op(PyObject *spec, FieldOp *op) {
     op->mask = inverted ? 0xFF : 0x00;
     op->max_value = max_value;
     int fixed = op->kind == F_UINT || op->kind == F_INT || op->kind == F_F64 ||
-                op->kind == F_BOOL || op->kind == F_FIXED;
+                op->kind == F_BOOL || op->kind == F_FIXED || op->kind == F_INT63 ||
+                op->kind == F_TID;
     int ok = op->kind >= 0 && op->kind < F_COUNT;
     if (op->kind == F_UINT) ok = op->width == 1 || op->width == 2 || op->width == 4 || op->width == 8;
     if (op->kind == F_INT) ok = op->width == 4 || op->width == 8;
-    if (op->kind == F_F64) ok = op->width == 8;
+    if (op->kind == F_F64 || op->kind == F_INT63 || op->kind == F_TID) ok = op->width == 8;
     if (op->kind == F_BOOL) ok = op->width == 1;
     if (op->kind == F_FIXED) ok = op->width >= 1;
     if (op->kind == F_VARUINT)
