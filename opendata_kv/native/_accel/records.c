@@ -421,6 +421,7 @@ static PyObject *rd_decode(RecordDecoder *self, PyObject *const *args, Py_ssize_
         if (upgraded == NULL) failed = 2;
         else Py_SETREF(vs[i], upgraded);
     }
+    if (!failed && PyList_GET_SIZE(keys) != n) failed = 1; /* a callback shrank it */
     if (failed) goto done;
     out = PyList_New(n);
     if (out == NULL) {
