@@ -682,7 +682,8 @@ static PyTypeObject ReadyType = {
 typedef struct {
     PyObject_HEAD
     PyObject *scan;
-    PyObject *next; /* for `for`: the sync face's step that fills the buffer, or NULL */
+    PyObject *next;  /* for `for`: the sync face's step that fills the buffer, or NULL */
+    Ready *spare;    /* the last step handed out: used again once nobody else holds it */
 } ScanRows;
 
 static PyObject *str_buffer, *str_pos, *str_anext;
@@ -726,12 +727,18 @@ static PyObject *rows_anext(ScanRows *self) {
     PyObject *value = buffered_row(self);
     if (value == NULL) /* used up: the Scan fills it (or ends) in Python */
         return PyErr_Occurred() ? NULL : PyObject_CallMethodNoArgs(self->scan, str_anext);
-    Ready *ready = PyObject_New(Ready, &ReadyType);
+    Ready *ready = self->spare;
+    if (ready != NULL && Py_REFCNT(ready) == 1) { /* `async for` awaited it: free to reuse */
+        Py_XSETREF(ready->value, value);
+        return Py_NewRef(ready);
+    }
+    ready = PyObject_New(Ready, &ReadyType);
     if (ready == NULL) {
         Py_DECREF(value);
         return NULL;
     }
     ready->value = value;
+    Py_XSETREF(self->spare, (Ready *)Py_NewRef(ready));
     return (PyObject *)ready;
 }
 
@@ -744,6 +751,7 @@ static int rows_traverse(ScanRows *self, visitproc visit, void *arg) {
 static int rows_clear(ScanRows *self) {
     Py_CLEAR(self->scan);
     Py_CLEAR(self->next);
+    Py_CLEAR(self->spare);
     return 0;
 }
 
