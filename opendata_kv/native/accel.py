@@ -220,6 +220,11 @@ def _decide(
     return module, "C accelerator"
 
 
+def active_module() -> ModuleType | None:
+    """The extension when it was decided in use (None: off, or not decided yet)."""
+    return None if _state is None else _state[0]
+
+
 def reason() -> str | None:
     """Why the accelerator is or is not in use (None: not decided yet)."""
     return None if _state is None else _state[1]

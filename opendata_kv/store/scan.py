@@ -25,7 +25,7 @@ from opendata_kv.errors import (
     show_bytes,
 )
 from opendata_kv.keys import Key, RecordType, Schema, intersect, is_empty, prefix_successor
-from opendata_kv.native import calls, driver
+from opendata_kv.native import calls, driver, records
 from opendata_kv.native.errors import FOREIGN, translating
 from opendata_kv.native.slatedb import (
     DurabilityLevel,
@@ -272,8 +272,10 @@ class Scan(Generic[R]):
         return self._cursor
 
     def __aiter__(self) -> AsyncIterator[R]:
-        # An async generator: each step costs about a third of an `async def __anext__`.
-        return self._records()
+        # The C accelerator's ScanRows hands over decoded rows with no coroutine per step;
+        # else an async generator: each step costs about a third of an `async def __anext__`.
+        rows: AsyncIterator[R] | None = records.scan_rows(self)
+        return self._records() if rows is None else rows
 
     async def _records(self) -> AsyncIterator[R]:
         """The rows of `async for`; reads the position each step, so next_chunk() and
@@ -540,11 +542,13 @@ class Scan(Generic[R]):
     ) -> Callable[[list[bytes], list[bytes]], list[Any]]:
         """A function decoding a batch of rows (their keys and values), compiled once per span.
 
-        The fast path decodes the whole batch with a few C-level passes: the keys through
-        RecordType.decode_many, the values through the codec's `fast_decode` (which may raise
-        anything on bad bytes), the Records built by map. When anything in the batch fails,
-        the batch is decoded again row by row, where each failure gets the precise error and
-        the scan's on_error policy; nothing comes back half-decoded.
+        With the C accelerator, native/records.py's decoder builds the batch's Records in C
+        when it takes every row. Otherwise the fast path decodes the whole batch with a few
+        C-level passes: the keys through RecordType.decode_many, the values through the
+        codec's `fast_decode` (which may raise anything on bad bytes), the Records built by
+        map. When anything in the batch fails, the batch is decoded again row by row, where
+        each failure gets the precise error and the scan's on_error policy; nothing comes
+        back half-decoded.
         """
         if self._shape == "raw":
             return _raw_rows
@@ -565,6 +569,8 @@ class Scan(Generic[R]):
         new = tuple.__new__
         decode_values = _NO_VALUES if shape == "keys" else batch_decoder(plan.codec)
         slow = self._decode_one
+        # the C accelerator's decoder of the same rows (native/records.py), when it takes them
+        native = records.decoder(record_type, plan.codec, upgrade, shape, Record)
 
         def fast(raw_keys: list[bytes], data: list[bytes]) -> list[Record]:
             if shape == "values":
@@ -577,10 +583,21 @@ class Scan(Generic[R]):
             return list(map(new, repeat(Record), zip(keys, data, raw_keys, strict=True)))
 
         def decode(raw_keys: list[bytes], data: list[bytes]) -> list[Record]:
+            nonlocal native
+            if native is not None:
+                try:
+                    built = native(raw_keys, data, prefixed)
+                except Exception:  # an upgrade or a codec raised: Python names the row
+                    built = None
+                if built is not None:
+                    return built
             try:
-                return fast(raw_keys, data)
+                built = fast(raw_keys, data)
             except Exception:
                 pass
+            else:  # rows C leaves to Python that Python takes (e.g. timestamps): stay there
+                native = None
+                return built
             out: list[Record] = []
             for key, value in zip(raw_keys, data, strict=True):
                 record = slow(record_type, key, value)

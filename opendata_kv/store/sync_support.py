@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from opendata_kv.errors import OpendataKvError
 from opendata_kv.keys import Key, Schema
-from opendata_kv.native import calls, driver
+from opendata_kv.native import calls, driver, records
 from opendata_kv.store.batch import Batch
 from opendata_kv.store.indexes.read import IT, IndexScan
 from opendata_kv.store.reader import StoreReader
@@ -82,7 +82,10 @@ class ScanIteration(Generic[R]):
         return self.scan.last_error
 
     def __iter__(self) -> Iterator[R]:
-        return self
+        # With the C accelerator, decoded rows are handed over in C (native/records.py);
+        # __next__ below runs when the buffer is used up.
+        rows: Iterator[R] | None = records.sync_scan_rows(self.scan, self.__next__)
+        return self if rows is None else rows
 
     def __next__(self) -> R:
         scan = self.scan

@@ -1,5 +1,6 @@
 /* Shared declarations of the optional C accelerator (opendata_kv.native._accel): the UniFFI
- * ABI of slatedb 0.17 (RustBuffer, RustCallStatus) and the byte parsers of wire.c. */
+ * ABI of slatedb 0.17 (RustBuffer, RustCallStatus), the byte parsers of wire.c and the
+ * Record builder of records.c. */
 #ifndef OPENDATA_KV_ACCEL_H
 #define OPENDATA_KV_ACCEL_H
 
@@ -27,5 +28,8 @@ extern PyObject *accel_internal_error;
 PyObject *accel_parse_optional_bytes(const uint8_t *data, size_t size);
 PyObject *accel_parse_point_row(const uint8_t *data, size_t size);
 PyObject *accel_parse_columns(const uint8_t *data, size_t size);
+
+/* records.c: adds the RecordDecoder type (scanned rows to typed Records) to the module */
+int accel_records_add(PyObject *module);
 
 #endif

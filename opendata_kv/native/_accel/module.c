@@ -1069,7 +1069,8 @@ PyMODINIT_FUNC PyInit__accel(void) {
     if ((str_handle = PyUnicode_InternFromString("_handle")) == NULL) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    if (PyModule_AddIntConstant(m, "ABI", ABI) < 0 || PyModule_AddType(m, &CallType) < 0) {
+    if (PyModule_AddIntConstant(m, "ABI", ABI) < 0 || PyModule_AddType(m, &CallType) < 0 ||
+        accel_records_add(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }
