@@ -78,9 +78,26 @@ class Maintainer:
 
     def change_all(self, index: Index, changes: Sequence[Change]) -> None:
         """`change` for each of `changes` (record writes of one type, in batch order); a kind
-        whose records have one entry at most (no `using`) does it column by column."""
+        with `change_columns` does it column by column when a record has one entry at most
+        (no `using`)."""
+        if index.using is None and type(self).change_columns is not Maintainer.change_columns:
+            self.change_columns(index, changes)
+            return
         for change in changes:
             self.change(index, change)
+
+    def change_columns(self, index: Index, changes: Sequence[Change]) -> None:
+        """`change_all` for an index without `using`, column by column (kinds that can)."""
+        raise NotImplementedError
+
+    def entry_columns(
+        self, index: Index, changes: Sequence[Change], old_at: int = 2
+    ) -> tuple[list[Any], list[Any]]:
+        """(before, after): the entry key of each change's replaced value (Change field
+        `old_at`: `old`, or `live_old` for aggregates) and of its new value."""
+        key_objs = [c[1] for c in changes]
+        before = self.column(index, key_objs, [c[old_at] for c in changes])
+        return before, self.column(index, key_objs, [c[4] for c in changes])
 
     def column(self, index: Index, key_objs: Sequence[Any], values: list[Any]) -> list[Any]:
         """The entry key of each value (None: none) for an index without `using` (one entry
@@ -149,13 +166,8 @@ class ValueMaintainer(Maintainer):
             if not (keep and entry in before):
                 ops.append(_new(Put, (entry + key, b"", expire_at, UNDECODED, options)))
 
-    def change_all(self, index: Index, changes: Sequence[Change]) -> None:
-        if index.using is not None:
-            super().change_all(index, changes)
-            return
-        key_objs = [c[1] for c in changes]
-        after = self.column(index, key_objs, [c[4] for c in changes])
-        before = self.column(index, key_objs, [c[2] for c in changes])
+    def change_columns(self, index: Index, changes: Sequence[Change]) -> None:
+        before, after = self.entry_columns(index, changes)
         ops = self.ops
         for change, new, old in zip(changes, after, before, strict=True):
             key = change[0]
@@ -187,13 +199,8 @@ class CoveringMaintainer(Maintainer):
             copy = (entry + key, put.data, put.expire_at, UNDECODED, put.options)
             self.ops.append(_new(Put, copy))
 
-    def change_all(self, index: Index, changes: Sequence[Change]) -> None:
-        if index.using is not None:
-            super().change_all(index, changes)
-            return
-        key_objs = [c[1] for c in changes]
-        after = self.column(index, key_objs, [c[4] for c in changes])
-        before = self.column(index, key_objs, [c[2] for c in changes])
+    def change_columns(self, index: Index, changes: Sequence[Change]) -> None:
+        before, after = self.entry_columns(index, changes)
         ops = self.ops
         for change, new, old in zip(changes, after, before, strict=True):
             key, put = change[0], change[5]
@@ -318,24 +325,19 @@ class CountMaintainer(Maintainer):
                     _, count, total = deltas.get(group, (index, 0, 0))
                     deltas[group] = (index, count + 1, total + amount)
 
-    def change_all(self, index: Index, changes: Sequence[Change]) -> None:
-        if index.using is not None:
-            super().change_all(index, changes)
-            return
+    def change_columns(self, index: Index, changes: Sequence[Change]) -> None:
         key_objs = [c[1] for c in changes]
-        # an expired value counts in no aggregate any more: only the live one is taken out
-        olds = [c[3] for c in changes]
         news = [c[4] for c in changes]
         deltas, get = self.deltas, self.deltas.get
         amount_of = index.amount_of if index.amount is not None else None
-        gone = self.column(index, key_objs, olds)
-        added = self.column(index, key_objs, news)
+        # an expired value counts in no aggregate any more: only the live one is taken out
+        gone, added = self.entry_columns(index, changes, old_at=3)
         for at, key_obj in enumerate(key_objs):  # in record order, as change() adds up
             group = gone[at]
             if group is not None:
                 _, count, total = get(group, (index, 0, 0))
                 if amount_of is not None:
-                    total -= amount_of(key_obj, olds[at])
+                    total -= amount_of(key_obj, changes[at][3])
                 deltas[group] = (index, count - 1, total)
             group = added[at]
             if group is not None:
