@@ -43,7 +43,7 @@ from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.layout import is_index_key
 from opendata_kv.store.indexes.maintain import Tracked, plan
 from opendata_kv.store.indexes.old_values import current_values, old_values
-from opendata_kv.store.indexes.registry import WriteLock
+from opendata_kv.store.indexes.registry import IndexSet, WriteLock
 from opendata_kv.store.open_options import OpenOptions, open_options
 from opendata_kv.store.opening import bounded, open_db
 from opendata_kv.store.ops import migrate as _migrate
@@ -397,14 +397,7 @@ class Store(StoreReader):
         (an empty batch sends nothing)."""
         db = self._writable()
         if batch:
-            indexes = self._indexes
-            if indexes is None:
-                tracked: list[Tracked] = []
-                index_rows = False
-            else:  # tracked() drops the group cache when the batch writes index rows
-                epoch = indexes.groups.epoch
-                tracked = batch.tracked(indexes)
-                index_rows = indexes.groups.epoch != epoch
+            tracked, rows_of = self._tracked(batch.tracked)
             try:
                 creates = batch.creates()  # RecordExistsError: a key created after a put of it
                 if tracked or creates:
@@ -413,22 +406,14 @@ class Store(StoreReader):
                     with translating(f"batch write on {self.where}"):
                         await calls.write(db, batch.write_batch())
             finally:
-                if index_rows:  # and again once they are written (groups.py)
-                    assert indexes is not None
-                    indexes.groups.drop()
+                if rows_of is not None:  # and again once they are written (groups.py)
+                    rows_of.groups.drop()
         if durable:
             await self.flush()
 
     async def _write_ops(self, db: Any, ops: list[Op]) -> None:
         """Apply `ops` atomically, with their index ops, in one native write."""
-        indexes = self._indexes
-        if indexes is None:
-            tracked: list[Tracked] = []
-            index_rows = False
-        else:  # tracked() drops the group cache when `ops` write index rows
-            epoch = indexes.groups.epoch
-            tracked = indexes.tracked(ops)
-            index_rows = indexes.groups.epoch != epoch
+        tracked, rows_of = self._tracked(lambda indexes: indexes.tracked(ops))
         try:
             if tracked:
                 await self._write_indexed(db, ops, tracked)
@@ -436,9 +421,21 @@ class Store(StoreReader):
                 with translating(f"batch write on {self.where}"):
                     await calls.write(db, native_batch(ops, (), self.where))
         finally:
-            if index_rows:  # and again once they are written (groups.py)
-                assert indexes is not None
-                indexes.groups.drop()
+            if rows_of is not None:  # and again once they are written (groups.py)
+                rows_of.groups.drop()
+
+    def _tracked(
+        self, track: Callable[[IndexSet], list[Tracked]]
+    ) -> tuple[list[Tracked], IndexSet | None]:
+        """The writes with index upkeep (`track` of the IndexSet), and the IndexSet when they
+        hold index rows written outside upkeep: `track` dropped its group cache then, and the
+        caller drops it again once they are written (groups.py)."""
+        indexes = self._indexes
+        if indexes is None:
+            return [], None
+        epoch = indexes.groups.epoch
+        tracked = track(indexes)
+        return tracked, (indexes if indexes.groups.epoch != epoch else None)
 
     async def _write_indexed(
         self,

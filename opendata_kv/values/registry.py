@@ -186,11 +186,11 @@ class Values:
         codec = self.plan(record_type).codec
         fast: Callable[[Any], bytes] | None = getattr(codec, "fast_encode", None)
         if fast is None or none_is_value(codec):
-            return functools.partial(self._encode_keyed, record_type)
+            return functools.partial(self.encode, record_type)
         limits = getattr(codec, "limits", None)
         capped = isinstance(limits, DecodeLimits)
         bound = MAX_STORED_VALUE_BYTES
-        if isinstance(limits, DecodeLimits):
+        if isinstance(limits, DecodeLimits):  # (capped: mypy narrows only on isinstance)
             bound = min(bound, limits.uncapped_bytes, limits.max_depth)
         slow = self.encode
 
@@ -209,9 +209,6 @@ class Values:
             return data
 
         return encode
-
-    def _encode_keyed(self, record_type: RecordType, value: Any, key: bytes) -> bytes:
-        return self.encode(record_type, value, key)
 
     def check_caps(self, record_type: RecordType, data: bytes, key: bytes | None) -> None:
         """ValueLimitError (the error get would raise, naming the record and key) when the
