@@ -8,6 +8,16 @@ without losing the (in-memory) moto server behind it.
         proxy.stall_after(20)    # answer 20 HTTP requests, then hold every connection silent
         proxy.restore()          # forward again (same port)
 
+`DelayProxy` also reads HTTP/1.1 request by request: it holds each request `delay` seconds
+before forwarding it and logs it (method, path, start, end, status), and `waves()` counts the
+round trips in sequence, a wave being requests that started before any of them could have seen
+another's answer. Counts carry over to real S3; the test never asserts a wall time.
+
+    with DelayProxy(("127.0.0.1", moto_port), delay=0.02) as proxy:
+        with proxy.measure() as m:
+            ... the operation, through proxy.endpoint ...
+        assert m.waves() <= 10 and len(m.requests) <= 30
+
 Threads only; every socket has a timeout and every loop ends when the proxy stops.
 """
 
@@ -18,6 +28,8 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
 Mode = Literal["forward", "refuse", "blackhole", "stall"]
@@ -173,3 +185,210 @@ class TcpProxy:
             with self._lock:
                 self._sockets.discard(a)
                 self._sockets.discard(b)
+
+
+# --- a delaying, logging HTTP proxy -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Request:
+    """One HTTP exchange seen by a DelayProxy (times from time.monotonic())."""
+
+    method: str
+    path: str
+    start: float  # the request's first byte reached the proxy
+    end: float  # the response's last byte left it
+    status: int
+
+
+def waves(requests: Sequence[Request]) -> int:
+    """Round trips in sequence: a request is one wave after the latest wave of the requests
+    that had answered before it started (requests started together share a wave)."""
+    done: list[tuple[float, int]] = []  # (end, wave) of every earlier request
+    depth = 0
+    for request in sorted(requests, key=lambda r: r.start):
+        wave = 1 + max((w for end, w in done if end <= request.start), default=0)
+        done.append((request.end, wave))
+        depth = max(depth, wave)
+    return depth
+
+
+@dataclass
+class Window:
+    """The requests a DelayProxy logged inside one `measure()` block."""
+
+    requests: list[Request] = field(default_factory=list)
+
+    def waves(self) -> int:
+        return waves(self.requests)
+
+    def count(self, method: str | None = None, contains: str = "") -> int:
+        """How many requests had this method (any, if None) and a path containing `contains`."""
+        return sum(
+            1
+            for r in self.requests
+            if (method is None or r.method == method) and contains in r.path
+        )
+
+    def describe(self) -> str:
+        """One line a request, for assertion messages."""
+        first = min((r.start for r in self.requests), default=0.0)
+        return "\n".join(
+            f"{r.start - first:8.3f} {r.end - first:8.3f} {r.method:6} {r.status} {r.path}"
+            for r in sorted(self.requests, key=lambda r: r.start)
+        )
+
+
+class DelayProxy(TcpProxy):
+    """A TcpProxy that forwards HTTP/1.1 one exchange at a time per connection, holds each
+    request `delay` seconds before forwarding it, and logs every exchange."""
+
+    def __init__(
+        self, target: tuple[str, int], host: str = "127.0.0.1", delay: float = 0.02
+    ) -> None:
+        self.delay = delay
+        self.log: list[Request] = []
+        super().__init__(target, host)
+
+    @contextlib.contextmanager
+    def measure(self) -> Iterator[Window]:
+        """Collect the exchanges that start inside the block (they are finished at its end:
+        the client awaited them, or they are cut off by the proxy's socket timeouts)."""
+        window = Window()
+        with self._lock:
+            first = len(self.log)
+        began = time.monotonic()
+        try:
+            yield window
+        finally:
+            with self._lock:
+                window.requests = [r for r in self.log[first:] if r.start >= began]
+
+    def _pump(self, a: socket.socket, b: socket.socket) -> None:
+        client, upstream = _Reader(a, self._stopped), _Reader(b, self._stopped)
+        try:
+            while not self._stopped.is_set() and self.mode == "forward":
+                head = client.head()
+                if head is None:
+                    return
+                start = time.monotonic()
+                method, path = _request_line(head)
+                body = client.body(head, request=True)
+                if not self._count(head):
+                    return  # past stall_after: never forwarded
+                if self.delay:
+                    self._stopped.wait(self.delay)
+                b.sendall(head + body)
+                answer = upstream.head()
+                if answer is None:
+                    return
+                while _status(answer) == 100:  # Expect: 100-continue's interim answer
+                    a.sendall(answer)
+                    answer = upstream.head()
+                    if answer is None:
+                        return
+                status = _status(answer)
+                if method == "HEAD" or status in (204, 304):
+                    rest = b""
+                else:
+                    rest = upstream.body(answer, request=False)
+                a.sendall(answer + rest)
+                with self._lock:
+                    self.log.append(Request(method, path, start, time.monotonic(), status))
+        except (OSError, ValueError):
+            pass
+        finally:
+            for sock in (a, b):
+                with contextlib.suppress(OSError):
+                    sock.close()
+            with self._lock:
+                self._sockets.discard(a)
+                self._sockets.discard(b)
+
+
+def _request_line(head: bytes) -> tuple[str, str]:
+    method, path, _ = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
+    return method, path
+
+
+def _status(head: bytes) -> int:
+    return int(head.split(b"\r\n", 1)[0].split(b" ", 2)[1])
+
+
+def _header(head: bytes, name: bytes) -> bytes | None:
+    for line in head.split(b"\r\n")[1:]:
+        key, _, value = line.partition(b":")
+        if key.strip().lower() == name:
+            return value.strip()
+    return None
+
+
+class _Reader:
+    """Buffered reads of HTTP/1.1 messages from one socket (the proxy's sockets time out)."""
+
+    def __init__(self, sock: socket.socket, stopped: threading.Event) -> None:
+        sock.settimeout(0.2)
+        self.sock = sock
+        self.stopped = stopped
+        self.buf = b""
+
+    def _more(self) -> bool:
+        while True:
+            try:
+                data = self.sock.recv(65536)
+            except TimeoutError:
+                if self.stopped.is_set():
+                    return False
+                continue  # an idle keep-alive connection, or a slow answer
+            if not data:
+                return False
+            self.buf += data
+            return True
+
+    def head(self) -> bytes | None:
+        """The start line and headers, through the blank line; None at a clean close."""
+        while b"\r\n\r\n" not in self.buf:
+            if not self._more():
+                return None
+        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        return head + b"\r\n\r\n"
+
+    def _exactly(self, n: int) -> bytes:
+        while len(self.buf) < n:
+            if not self._more():
+                raise ValueError("connection closed inside a message body")
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def _line(self) -> bytes:
+        while b"\r\n" not in self.buf:
+            if not self._more():
+                raise ValueError("connection closed inside a chunked body")
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line + b"\r\n"
+
+    def body(self, head: bytes, request: bool) -> bytes:
+        """The message body after `head`, as it was sent (chunked bodies stay chunked)."""
+        length = _header(head, b"content-length")
+        if length is not None:
+            return self._exactly(int(length))
+        encoding = _header(head, b"transfer-encoding")
+        if encoding is not None and b"chunked" in encoding.lower():
+            parts = []
+            while True:
+                line = self._line()
+                parts.append(line)
+                size = int(line.split(b";", 1)[0], 16)
+                if size == 0:
+                    while True:  # trailers, through the blank line
+                        trailer = self._line()
+                        parts.append(trailer)
+                        if trailer == b"\r\n":
+                            return b"".join(parts)
+                parts.append(self._exactly(size + 2))
+        if request:
+            return b""  # a request without a length has no body
+        while self._more():  # a response delimited by the connection's close
+            pass
+        out, self.buf = self.buf, b""
+        return out

@@ -7,9 +7,11 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from clikit import run_in_process
+from conftest import S3_BUCKET
 
 
 @pytest.mark.hang_guard(30)
@@ -46,3 +48,60 @@ def test_in_process_runs_are_independent(tmp_path: Path) -> None:
         assert f'"record": "kind{n}"' in result.stdout
     assert (os.getcwd(), dict(os.environ), list(sys.path)) == before
     assert "same_name_schema" not in sys.modules
+
+
+def test_waves_count_round_trips_in_sequence() -> None:
+    """Requests that start before any other answered share a wave; one started after an
+    answer is a wave later than the request that answered."""
+    from tcp_proxy import Request, waves
+
+    def r(start: float, end: float) -> Request:
+        return Request("GET", "/", start, end, 200)
+
+    assert waves([]) == 0
+    assert waves([r(0, 1), r(0.01, 1.01), r(0.02, 1.0)]) == 1
+    assert waves([r(0, 1), r(1.1, 2), r(2.1, 3)]) == 3
+    # a request after the first answered, beside a slow one still running: two waves
+    assert waves([r(0, 5), r(0, 1), r(1.2, 2)]) == 2
+
+
+@pytest.mark.s3
+def test_delay_proxy_logs_and_counts_exchanges(s3_env: Any) -> None:
+    """Through a DelayProxy, boto3 requests in sequence are as many waves, requests sent
+    together are one, and each exchange is logged with its method, path and status."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import boto3
+    from tcp_proxy import DelayProxy
+
+    with DelayProxy(("127.0.0.1", s3_env.port), delay=0.05) as proxy:
+        client = boto3.client("s3", endpoint_url=proxy.endpoint, **_credentials(s3_env))
+        with proxy.measure() as seq:
+            for n in range(3):
+                client.put_object(Bucket=S3_BUCKET, Key=f"proxy/{n}", Body=b"x" * 100)
+        assert (len(seq.requests), seq.waves()) == (3, 3), seq.describe()
+        assert seq.count("PUT", "/proxy/") == 3
+        clients = [
+            boto3.client("s3", endpoint_url=proxy.endpoint, **_credentials(s3_env))
+            for _ in range(4)
+        ]
+        with proxy.measure() as together, ThreadPoolExecutor(4) as pool:
+            list(
+                pool.map(
+                    lambda c: (
+                        c[1].get_object(Bucket=S3_BUCKET, Key=f"proxy/{c[0] % 3}")["Body"].read()
+                    ),
+                    enumerate(clients),
+                )
+            )
+        assert len(together.requests) == 4 and together.waves() == 1, together.describe()
+        assert {r.status for r in together.requests} == {200}
+
+
+def _credentials(server: Any) -> dict[str, str]:
+    env = server.env()
+    return {
+        "region_name": env["AWS_REGION"],
+        "aws_access_key_id": env["AWS_ACCESS_KEY_ID"],
+        "aws_secret_access_key": env["AWS_SECRET_ACCESS_KEY"],
+    }
