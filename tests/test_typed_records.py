@@ -8,7 +8,7 @@ import pickle
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, NamedTuple, NewType
+from typing import Annotated, Any, Literal, NamedTuple, NewType, Union
 
 import pytest
 from hypothesis import given, settings
@@ -53,6 +53,13 @@ def test_keys_are_instances_of_the_declared_class_and_of_key() -> None:
     assert post.declared is PostKey and post.value_type is Post
     assert pickle.loads(pickle.dumps(post)) is post
     assert pickle.loads(pickle.dumps(key)) == key
+
+
+def test_index_types_subscript_at_run_time() -> None:
+    """Index[R] (one argument, as before the kind parameter) and Index[R, kind] both work at
+    run time, as RecordType[K, V] does."""
+    assert Index[Record[PostKey, Post]] == Index[Record[PostKey, Post], Any]
+    assert Index[Record[PostKey, Post], Literal["unique"]].__args__[1] == Literal["unique"]
 
 
 def test_a_declaration_without_one_codec_per_field_is_refused() -> None:
@@ -167,7 +174,12 @@ SPECS = [*BASIC, *id_specs(), *(desc(spec) for spec in BASIC)]
 
 
 def _declared(codecs: list[Any]) -> type[Any]:
-    pairs = [(f"f{i}", Annotated[Any, codec]) for i, codec in enumerate(codecs)]
+    """A NamedTuple of these codecs, each annotated with the classes it decodes to (accepted
+    by the annotation check wherever it stands)."""
+    pairs = [
+        (f"f{i}", Annotated[Union[codec.value_types()], codec])  # noqa: UP007
+        for i, codec in enumerate(codecs)
+    ]
     return NamedTuple("Declared", pairs)  # type: ignore[misc]
 
 

@@ -272,6 +272,14 @@ class Index(Generic[IR, IK]):
             raise SchemaError(f"index {name!r}: version must be an int >= 1, got {version!r}")
         self.version = version
 
+    if not TYPE_CHECKING:
+
+        def __class_getitem__(cls, params):
+            """`Index[R]` at run time too, as before the kind parameter: the kind defaults to
+            Any (typing's defaults, PEP 696, only come with Python 3.13)."""
+            params = params if isinstance(params, tuple) else (params,)
+            return super().__class_getitem__((*params, Any) if len(params) == 1 else params)
+
     def __setattr__(self, attr: str, value: Any) -> None:
         if hasattr(self, attr):
             raise AttributeError(f"Index {self.name!r} is immutable")
