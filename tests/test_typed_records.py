@@ -8,7 +8,7 @@ import pickle
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple, NewType, Union
 
 import pytest
 from hypothesis import given, settings
@@ -18,10 +18,12 @@ from test_keys_properties import BASIC, TRAILING, desc, id_specs
 
 from opendata_kv import Index, RecordType, Schema, Store, SyncStore, fields
 from opendata_kv.errors import ArgumentTypeError, SchemaError
+from opendata_kv.ids.muid import Muid
 from opendata_kv.keys import Key
 from opendata_kv.store import Record
 
 EXAMPLES = int(os.environ.get("TYPED_EXAMPLES", "60"))
+SPECS_FOR_TYPES = [*BASIC, *id_specs(), *(desc(spec) for spec in BASIC)]
 
 
 class PostKey(NamedTuple):
@@ -53,6 +55,13 @@ def test_keys_are_instances_of_the_declared_class_and_of_key() -> None:
     assert pickle.loads(pickle.dumps(key)) == key
 
 
+def test_index_types_subscript_at_run_time() -> None:
+    """Index[R] (one argument, as before the kind parameter) and Index[R, kind] both work at
+    run time, as RecordType[K, V] does."""
+    assert Index[Record[PostKey, Post]] == Index[Record[PostKey, Post], Any]
+    assert Index[Record[PostKey, Post], Literal["unique"]].__args__[1] == Literal["unique"]
+
+
 def test_a_declaration_without_one_codec_per_field_is_refused() -> None:
     class NoCodec(NamedTuple):
         repo: str
@@ -80,13 +89,97 @@ def test_a_declaration_without_one_codec_per_field_is_refused() -> None:
         RecordType("bad", 3, PostKey, value="Post")  # type: ignore[call-overload]
 
 
+def _one_field(hint: Any) -> type[Any]:
+    return NamedTuple("OneField", [("n", hint)])  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("annotation", "codec", "decodes"),
+    [
+        (str, fields.u64, "int"),  # issue 37: r.key.n.upper() passed mypy, then AttributeError
+        (int, fields.f64, "float"),  # decoded to a float under an int annotation
+        (str, fields.muid, "Muid"),  # decoded to a Muid under a str annotation
+        (str, fields.url_key, "int"),  # a URL key is its 63-bit int
+        (float, fields.u64, "int"),  # an int has no float methods (hex, is_integer)
+        (int, fields.boolean, "bool"),  # key(n=5) would pass mypy: boolean takes only bools
+        (str | None, fields.string, "str"),  # no key field decodes to None, or encodes it
+        (bytearray, fields.bytes_, "bytes"),
+        (str, fields.desc(fields.u32), "int"),
+        (int, fields.typed("kind", {0: fields.string, 1: fields.u64}), "str | int"),
+    ],
+)
+def test_an_annotation_the_codec_disagrees_with_is_refused(
+    annotation: Any, codec: Any, decodes: str
+) -> None:
+    hint = Annotated[annotation, codec]
+    declared = _one_field(hint)
+    if isinstance(codec, fields.Typed):
+        pairs = [("kind", Annotated[int, fields.u8]), ("n", hint)]
+        declared = NamedTuple("WithKind", pairs)  # type: ignore[misc]
+    with pytest.raises(SchemaError) as caught:
+        RecordType("bad", 3, declared)
+    message = str(caught.value)
+    shown = annotation.__name__ if isinstance(annotation, type) else str(annotation)
+    assert "key field 'n'" in message and f"annotated {shown}" in message, message
+    assert f"{codec!r} decodes to {decodes}" in message, message
+    assert caught.value.record == "bad" and caught.value.field == "n"
+    assert caught.value.value == annotation
+
+
+Did = NewType("Did", str)
+
+
+@pytest.mark.parametrize(
+    ("annotation", "codec"),
+    [
+        *((int, codec) for codec in (fields.u8, fields.u16, fields.u32, fields.u64)),
+        *((int, codec) for codec in (fields.u128, fields.i32, fields.i64, fields.var_u32)),
+        (int, fields.var_u64),
+        (int, fields.url_key),
+        (int, fields.desc(fields.i64)),
+        (float, fields.f64),
+        (bool, fields.boolean),
+        *((str, codec) for codec in (fields.string, fields.tid, fields.rkey("tid"))),
+        *((str, codec) for codec in (fields.lp_string, fields.trailing_string)),
+        *((bytes, codec) for codec in (fields.bytes_, fields.fixed(4), fields.lp_bytes)),
+        (bytes, fields.trailing_bytes),
+        (Muid, fields.muid),
+        (Muid | str, fields.muid),  # wider, and still only what muid takes
+        (Did, fields.string),  # a NewType: narrower to mypy, a str at run time
+        (Literal["self"], fields.rkey("literal:self")),
+        (Any, fields.u64),  # unchecked on purpose
+    ],
+)
+def test_an_annotation_that_holds_what_the_codec_decodes_is_accepted(
+    annotation: Any, codec: Any
+) -> None:
+    record_type = RecordType("ok", 3, _one_field(Annotated[annotation, codec]))
+    assert record_type.fields[0][1] == codec
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(st.sampled_from([*SPECS_FOR_TYPES, *TRAILING]), st.data())
+def test_each_codec_decodes_to_the_types_it_names(spec: Any, data: st.DataObject) -> None:
+    """value_types() is what the annotation check trusts: every value a codec decodes is an
+    instance of one of them, and encode takes each value_types() instance it decoded."""
+    encoded = spec.codec.encode(data.draw(spec.values))
+    decoded = spec.codec.decode_all(encoded)
+    assert type(decoded) in spec.codec.value_types(), (spec.name, type(decoded))
+    assert spec.codec.encode(decoded) == encoded
+
+
 # Every key codec, with its values (the specs of test_keys_properties): each in a random
 # position of a declared key, the trailing ones last.
 SPECS = [*BASIC, *id_specs(), *(desc(spec) for spec in BASIC)]
 
 
 def _declared(codecs: list[Any]) -> type[Any]:
-    pairs = [(f"f{i}", Annotated[Any, codec]) for i, codec in enumerate(codecs)]
+    """A NamedTuple of these codecs, each annotated with the classes it decodes to (accepted
+    by the annotation check wherever it stands)."""
+    pairs = [
+        (f"f{i}", Annotated[Union[codec.value_types()], codec])  # noqa: UP007
+        for i, codec in enumerate(codecs)
+    ]
     return NamedTuple("Declared", pairs)  # type: ignore[misc]
 
 

@@ -14,7 +14,7 @@ import operator
 import struct
 from collections.abc import Sequence
 from itertools import repeat
-from typing import Any
+from typing import Any, ClassVar
 
 from opendata_kv.errors import KeyDecodeError, KeyEncodeError, SchemaError, show_bytes
 
@@ -81,6 +81,20 @@ class Field:
         self.raw_identity = raw_identity
         #: the name under which keys.fields exports this very codec (see public), else None
         self.public_name: str | None = None
+
+    #: the classes decode returns (see value_types); None: not known, so not checked
+    VALUE_TYPES: ClassVar[tuple[type, ...] | None] = None
+    #: the classes encode takes besides VALUE_TYPES (bytearray for a bytes field, ...)
+    ALSO_TAKES: ClassVar[tuple[type, ...]] = ()
+
+    def value_types(self) -> tuple[type, ...] | None:
+        """The Python classes this codec decodes to: a declared key field's annotation must
+        hold each of them (RFC 0013). None for a codec that does not say (not checked)."""
+        return self.VALUE_TYPES
+
+    def input_types(self) -> tuple[type, ...]:
+        """The Python classes encode takes: value_types() and ALSO_TAKES."""
+        return (*(self.value_types() or ()), *self.ALSO_TAKES)
 
     def __repr__(self) -> str:
         return f"fields.{self.kind}"
@@ -156,6 +170,7 @@ class Field:
 
 class _Unsigned(Field):
     __slots__ = ("_max", "_struct")
+    VALUE_TYPES = (int,)
 
     def __init__(self, kind: str, code: str, width: int) -> None:
         super().__init__(kind, width=width, struct_code=code, raw_identity=True)
@@ -188,6 +203,7 @@ class _Signed(Field):
     """Two's complement with the sign bit flipped: i + 2**(bits-1) as unsigned."""
 
     __slots__ = ("_bias", "_struct")
+    VALUE_TYPES = (int,)
 
     def __init__(self, kind: str, code: str, width: int) -> None:
         super().__init__(kind, width=width, struct_code=code)
@@ -223,6 +239,7 @@ class _Signed(Field):
 
 class _U128(Field):
     __slots__ = ()
+    VALUE_TYPES = (int,)
 
     def __init__(self) -> None:
         super().__init__("u128", width=16)
@@ -246,6 +263,8 @@ class _F64(Field):
     """IEEE-754 bits: negatives have every bit inverted, others the sign bit set (total order)."""
 
     __slots__ = ()
+    VALUE_TYPES = (float,)
+    ALSO_TAKES = (int,)
     _D = struct.Struct(">d")
     _Q = struct.Struct(">Q")
 
@@ -283,6 +302,7 @@ class _F64(Field):
 
 class _Bool(Field):
     __slots__ = ()
+    VALUE_TYPES = (bool,)
 
     def __init__(self) -> None:
         super().__init__("bool", width=1)
@@ -310,6 +330,8 @@ class Fixed(Field):
     """Exactly n raw bytes (hashes, fixed ids)."""
 
     __slots__ = ("size",)
+    VALUE_TYPES = (bytes,)
+    ALSO_TAKES = (bytearray, memoryview)
 
     def __init__(self, size: int) -> None:
         if not isinstance(size, int) or size < 1:
@@ -431,6 +453,8 @@ def _from_utf8(kind: str, raw: bytes, pos: int) -> str:
 
 class TerminatedBytes(_Terminated):
     __slots__ = ()
+    VALUE_TYPES = (bytes,)
+    ALSO_TAKES = (bytearray, memoryview)
 
     def _raw(self, value: Any) -> bytes:
         return _as_bytes(self.kind, value)
@@ -441,6 +465,7 @@ class TerminatedBytes(_Terminated):
 
 class TerminatedStr(_Terminated):
     __slots__ = ()
+    VALUE_TYPES = (str,)
 
     def _raw(self, value: Any) -> bytes:
         return _as_utf8(self.kind, value)
@@ -466,6 +491,8 @@ class _Trailing(Field):
 
 class _TrailingBytes(_Trailing):
     __slots__ = ()
+    VALUE_TYPES = (bytes,)
+    ALSO_TAKES = (bytearray, memoryview)
 
     def encode(self, value: Any) -> bytes:
         return _as_bytes(self.kind, value)
@@ -476,6 +503,7 @@ class _TrailingBytes(_Trailing):
 
 class _TrailingStr(_Trailing):
     __slots__ = ()
+    VALUE_TYPES = (str,)
 
     def encode(self, value: Any) -> bytes:
         return _as_utf8(self.kind, value)
@@ -495,6 +523,7 @@ class _VarUInt(Field):
     """
 
     __slots__ = ("_code_bits", "_limit", "_max_extra")
+    VALUE_TYPES = (int,)
 
     def __init__(self, kind: str, code_bits: int, max_extra: int, limit: int) -> None:
         super().__init__(kind)
@@ -583,6 +612,12 @@ class Desc(Field):
 
     def __hash__(self) -> int:
         return hash((Desc, self.inner))
+
+    def value_types(self) -> tuple[type, ...] | None:
+        return self.inner.value_types()
+
+    def input_types(self) -> tuple[type, ...]:
+        return self.inner.input_types()
 
     def encode(self, value: Any) -> bytes:
         return invert(self.inner.encode(value))

@@ -50,6 +50,7 @@ class _Int63(Field):
 
 class _Tid(_Int63):
     __slots__ = ()
+    VALUE_TYPES = (str,)
 
     def to_raw(self, value: Any) -> int:
         if not isinstance(value, str):
@@ -75,6 +76,7 @@ class _Tid(_Int63):
 
 class _UrlKey(_Int63):
     __slots__ = ()
+    VALUE_TYPES = (int,)
 
     def __init__(self) -> None:
         super().__init__("url_key")
@@ -90,6 +92,8 @@ class _UrlKey(_Int63):
 
 class _Muid(Field):
     __slots__ = ()
+    VALUE_TYPES = (Muid,)
+    ALSO_TAKES = (str,)
 
     def __init__(self) -> None:
         super().__init__("muid", width=16)

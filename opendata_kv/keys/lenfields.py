@@ -60,6 +60,8 @@ class _LengthPrefixed(Field):
 
 class _LengthPrefixedBytes(_LengthPrefixed):
     __slots__ = ()
+    VALUE_TYPES = (bytes,)
+    ALSO_TAKES = (bytearray, memoryview)
 
     def _raw(self, value: Any) -> bytes:
         return _as_bytes(self.kind, value)
@@ -70,6 +72,7 @@ class _LengthPrefixedBytes(_LengthPrefixed):
 
 class _LengthPrefixedStr(_LengthPrefixed):
     __slots__ = ()
+    VALUE_TYPES = (str,)
 
     def _raw(self, value: Any) -> bytes:
         return _as_utf8(self.kind, value)
@@ -114,6 +117,22 @@ class Typed(Field):
 
     def __hash__(self) -> int:
         return hash((Typed, self.selector, tuple(sorted(self.codecs))))
+
+    def value_types(self) -> tuple[type, ...] | None:
+        """Every class one of its codecs decodes to (None when one of them does not say)."""
+        found: list[type] = []
+        for codec in self.codecs.values():
+            types = codec.value_types()
+            if types is None:
+                return None
+            found += [t for t in types if t not in found]
+        return tuple(found)
+
+    def input_types(self) -> tuple[type, ...]:
+        found: list[type] = []
+        for codec in self.codecs.values():
+            found += [t for t in codec.input_types() if t not in found]
+        return tuple(found)
 
     def codec_for(self, type_byte: int, pos: int | None = None) -> Field:
         """The codec type byte `type_byte` selects; a KeyDecodeError (with `pos`: the

@@ -102,6 +102,25 @@ if TYPE_CHECKING:  # defaults (PEP 696): a bare `RecordType` is RecordType[Any, 
     #: The key fields as parameters (`repo: str, rkey: str`): those of the declared
     #: NamedTuple's constructor, `...` (anything) for the list form.
     P = ParamSpec("P", default=...)
+
+    from typing import Protocol
+
+    from typing_extensions import TypeVarTuple, Unpack
+
+    #: the key fields of a typed call as positional types (`str, str` for PostKey)
+    Fs = TypeVarTuple("Fs")
+    _V = TypeVar("_V")
+
+    class Addressed(Protocol[_V, Unpack[Fs]]):
+        """What a store call addressed as (record type, fields) reads off its RecordType: the
+        value type, and the key fields as the positional parameters of its key() (those of
+        the declared NamedTuple), so that a field tuple is checked field by field (RFC 0013).
+        A type checker's view only: a RecordType[K, V, P] is an Addressed[V, <P's types>]."""
+
+        value_type: type[_V] | None
+
+        def key(self, *values: Unpack[Fs]) -> Any: ...
+
 else:  # typing's TypeVar takes no default before Python 3.13
     from typing import ParamSpec, TypeVar
 
@@ -350,7 +369,7 @@ class RecordType(Generic[K, V, P]):
         if value is not None and not isinstance(value, type):
             raise SchemaError(f"{name}: value must be a class, got {value!r}", record=name)
         #: the declared value class (`value=`), or None
-        self.value_type: type[Any] | None = value
+        self.value_type: type[V] | None = value
         #: the declared NamedTuple key class, or None for the list form
         self._declared: type[Any] | None = None
         given: Mapping[str, Field] | Iterable[tuple[str, Field]]

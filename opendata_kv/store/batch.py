@@ -4,8 +4,8 @@ and writes inside one slatedb transaction, and a consistent point-in-time view."
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Protocol, overload
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from opendata_kv.errors import InvalidArgumentError, StoreError, TransactionConflictError
 from opendata_kv.keys import Key, RecordType, Schema
@@ -33,6 +33,11 @@ from opendata_kv.store.views import (
 from opendata_kv.store.writes import UNDECODED, Delete, FetchReads, Op, Put
 from opendata_kv.values import Values
 from opendata_kv.values.limits import check_stored_size
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from opendata_kv.keys.record import Addressed, Fs
 
 _new = tuple.__new__  # a Put without NamedTuple.__new__'s keyword handling (per-record path)
 
@@ -194,7 +199,17 @@ class Batch:
 
     @overload
     def put(
-        self, target: RecordType[Any, V], fields: Fields, value: V, *, ttl: TtlArg = None
+        self,
+        target: Addressed[V, Unpack[Fs]],
+        fields: tuple[Unpack[Fs]] | Mapping[str, Any],
+        value: V,
+        *,
+        ttl: TtlArg = None,
+    ) -> None: ...
+
+    @overload
+    def put(
+        self, target: RecordType[Key, V], fields: Fields, value: V, *, ttl: TtlArg = None
     ) -> None: ...
 
     @overload
@@ -294,6 +309,16 @@ class Batch:
             if data[at] is not None:
                 written.add(key)
         return [keys[at] for at in self._absent]
+
+    @overload
+    def delete(
+        self, target: Addressed[Any, Unpack[Fs]], fields: tuple[Unpack[Fs]] | Mapping[str, Any]
+    ) -> None: ...
+
+    @overload
+    def delete(
+        self, target: Key | tuple[Any, ...] | str | RecordType[Key, Any], fields: Fields = None
+    ) -> None: ...
 
     def delete(self, target: Target, fields: Fields = None) -> None:
         """Queue a typed delete."""
@@ -407,7 +432,17 @@ class Transaction(ReadView):
 
     @overload
     async def put(
-        self, target: RecordType[Any, V], fields: Fields, value: V, *, ttl: TtlArg = None
+        self,
+        target: Addressed[V, Unpack[Fs]],
+        fields: tuple[Unpack[Fs]] | Mapping[str, Any],
+        value: V,
+        *,
+        ttl: TtlArg = None,
+    ) -> None: ...
+
+    @overload
+    async def put(
+        self, target: RecordType[Key, V], fields: Fields, value: V, *, ttl: TtlArg = None
     ) -> None: ...
 
     @overload
@@ -427,6 +462,16 @@ class Transaction(ReadView):
             if record_type is not None:
                 await self._index(indexes, record_type, op)
         await self._apply(op)
+
+    @overload
+    async def delete(
+        self, target: Addressed[Any, Unpack[Fs]], fields: tuple[Unpack[Fs]] | Mapping[str, Any]
+    ) -> None: ...
+
+    @overload
+    async def delete(
+        self, target: Key | tuple[Any, ...] | str | RecordType[Key, Any], fields: Fields = None
+    ) -> None: ...
 
     async def delete(self, target: Target, fields: Fields = None) -> None:
         """Remove the record under the key when the transaction commits."""

@@ -23,7 +23,7 @@ from opendata_kv.store.batch import Batch, Snapshot, Transaction
 from opendata_kv.store.deletes import MAX_KEYS
 from opendata_kv.store.indexes.declare import IR, Index
 from opendata_kv.store.indexes.maintain import Tracked
-from opendata_kv.store.indexes.read import IT, IndexEntry
+from opendata_kv.store.indexes.read import IT, AggregateIndex, IndexEntry
 from opendata_kv.store.indexes.registry import IndexSet
 from opendata_kv.store.open_options import OpenOptions
 from opendata_kv.store.ops.checkpoints import Checkpoint
@@ -46,13 +46,15 @@ from opendata_kv.store.sync_support import (
     _loop,
     _now,
 )
-from opendata_kv.store.views import MISSING, Bound, D, Fields, Target, TtlArg
+from opendata_kv.store.views import MISSING, Bound, D, Fields, ManyTarget, Target, TtlArg
 from opendata_kv.store.writer import Store
 from opendata_kv.store.writes import Op
 from opendata_kv.values import Values
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+
+    from opendata_kv.keys.record import Addressed, Fs
 
 
 class SyncView(ViewMapping):
@@ -67,7 +69,27 @@ class SyncView(ViewMapping):
     @overload
     def get(
         self,
-        target: RecordType[Any, V],
+        target: Addressed[V, Unpack[Fs]],
+        fields: tuple[Unpack[Fs]] | Mapping[str, Any],
+        *,
+        default: None = None,
+        upgrade: bool = True,
+    ) -> V | None: ...
+
+    @overload
+    def get(
+        self,
+        target: Addressed[V, Unpack[Fs]],
+        fields: tuple[Unpack[Fs]] | Mapping[str, Any],
+        *,
+        default: D,
+        upgrade: bool = True,
+    ) -> V | D: ...
+
+    @overload
+    def get(
+        self,
+        target: RecordType[Key, V],
         fields: Fields,
         *,
         default: None = None,
@@ -76,7 +98,7 @@ class SyncView(ViewMapping):
 
     @overload
     def get(
-        self, target: RecordType[Any, V], fields: Fields, *, default: D, upgrade: bool = True
+        self, target: RecordType[Key, V], fields: Fields, *, default: D, upgrade: bool = True
     ) -> V | D: ...
 
     @overload
@@ -96,15 +118,46 @@ class SyncView(ViewMapping):
         twin: Any = self._view
         return twin._get_now(target, fields, default=default, upgrade=upgrade)
 
+    @overload
+    def exists(
+        self, target: Addressed[Any, Unpack[Fs]], fields: tuple[Unpack[Fs]] | Mapping[str, Any]
+    ) -> bool: ...
+
+    @overload
+    def exists(
+        self, target: Key | tuple[Any, ...] | str | RecordType[Key, Any], fields: Fields = None
+    ) -> bool: ...
+
     def exists(self, target: Target, fields: Fields = None) -> bool:
         """True when a record is stored under the key."""
-        result: bool = _now(self._view.exists(target, fields))
+        twin: Any = self._view
+        result: bool = _now(twin.exists(target, fields))
         return result
 
     @overload
     def get_many(
         self,
-        target: RecordType[Any, V],
+        target: Addressed[V, Unpack[Fs]],
+        many: Iterable[tuple[Unpack[Fs]] | Mapping[str, Any]],
+        *,
+        default: None = None,
+        upgrade: bool = True,
+    ) -> list[V | None]: ...
+
+    @overload
+    def get_many(
+        self,
+        target: Addressed[V, Unpack[Fs]],
+        many: Iterable[tuple[Unpack[Fs]] | Mapping[str, Any]],
+        *,
+        default: D,
+        upgrade: bool = True,
+    ) -> list[V | D]: ...
+
+    @overload
+    def get_many(
+        self,
+        target: RecordType[Key, V],
         many: Iterable[Fields],
         *,
         default: None = None,
@@ -114,7 +167,7 @@ class SyncView(ViewMapping):
     @overload
     def get_many(
         self,
-        target: RecordType[Any, V],
+        target: RecordType[Key, V],
         many: Iterable[Fields],
         *,
         default: D,
@@ -133,7 +186,7 @@ class SyncView(ViewMapping):
 
     def get_many(
         self,
-        target: RecordType | str | Iterable[Key | tuple[Any, ...]],
+        target: ManyTarget,
         many: Iterable[Fields] | None = None,
         *,
         default: Any = None,
@@ -360,7 +413,17 @@ class SyncTransaction(SyncView):
 
     @overload
     def put(
-        self, target: RecordType[Any, V], fields: Fields, value: V, *, ttl: TtlArg = None
+        self,
+        target: Addressed[V, Unpack[Fs]],
+        fields: tuple[Unpack[Fs]] | Mapping[str, Any],
+        value: V,
+        *,
+        ttl: TtlArg = None,
+    ) -> None: ...
+
+    @overload
+    def put(
+        self, target: RecordType[Key, V], fields: Fields, value: V, *, ttl: TtlArg = None
     ) -> None: ...
 
     @overload
@@ -373,9 +436,20 @@ class SyncTransaction(SyncView):
         twin: Any = self._view
         _now(twin.put(target, fields, value, ttl=ttl))
 
+    @overload
+    def delete(
+        self, target: Addressed[Any, Unpack[Fs]], fields: tuple[Unpack[Fs]] | Mapping[str, Any]
+    ) -> None: ...
+
+    @overload
+    def delete(
+        self, target: Key | tuple[Any, ...] | str | RecordType[Key, Any], fields: Fields = None
+    ) -> None: ...
+
     def delete(self, target: Target, fields: Fields = None) -> None:
         """Remove the record under the key when the transaction commits."""
-        _now(self._view.delete(target, fields))
+        twin: Any = self._view
+        _now(twin.delete(target, fields))
 
     def commit(self) -> None:
         _now(self._view.commit())
@@ -404,7 +478,17 @@ class SyncBatch(BatchHolder):
 
     @overload
     def put(
-        self, target: RecordType[Any, V], fields: Fields, value: V, *, ttl: TtlArg = None
+        self,
+        target: Addressed[V, Unpack[Fs]],
+        fields: tuple[Unpack[Fs]] | Mapping[str, Any],
+        value: V,
+        *,
+        ttl: TtlArg = None,
+    ) -> None: ...
+
+    @overload
+    def put(
+        self, target: RecordType[Key, V], fields: Fields, value: V, *, ttl: TtlArg = None
     ) -> None: ...
 
     @overload
@@ -439,9 +523,20 @@ class SyncBatch(BatchHolder):
         RecordExistsError when an earlier put or create of this batch writes one of them."""
         return self.batch.creates()
 
+    @overload
+    def delete(
+        self, target: Addressed[Any, Unpack[Fs]], fields: tuple[Unpack[Fs]] | Mapping[str, Any]
+    ) -> None: ...
+
+    @overload
+    def delete(
+        self, target: Key | tuple[Any, ...] | str | RecordType[Key, Any], fields: Fields = None
+    ) -> None: ...
+
     def delete(self, target: Target, fields: Fields = None) -> None:
         """Queue a typed delete."""
-        self.batch.delete(target, fields)
+        twin: Any = self.batch
+        twin.delete(target, fields)
 
     def delete_range(
         self,
@@ -842,7 +937,7 @@ class SyncStoreReader(SyncView, ReaderContext):
         )
 
     @overload
-    def lookup(self, index: Index[IR], *values: Any) -> IR | None: ...
+    def lookup(self, index: Index[IR, Literal["unique"]], *values: Any) -> IR | None: ...
 
     @overload
     def lookup(self, index: str, *values: Any) -> Record | None: ...
@@ -855,12 +950,12 @@ class SyncStoreReader(SyncView, ReaderContext):
         result: Any = _now(twin.lookup(index, *values))
         return result
 
-    def index_count(self, index: Index | str, *group: Any) -> int:
+    def index_count(self, index: AggregateIndex | str, *group: Any) -> int:
         """How many records a count or sum index holds in `group` (one read, no scan)."""
         result: int = _now(self.store.index_count(index, *group))
         return result
 
-    def index_sum(self, index: Index | str, *group: Any) -> int | float:
+    def index_sum(self, index: AggregateIndex | str, *group: Any) -> int | float:
         """The sum a sum index holds for `group` (one read, no scan)."""
         result: int | float = _now(self.store.index_sum(index, *group))
         return result
@@ -1016,7 +1111,17 @@ class SyncStore(SyncStoreReader):
 
     @overload
     def put(
-        self, target: RecordType[Any, V], fields: Fields, value: V, *, ttl: TtlArg = None
+        self,
+        target: Addressed[V, Unpack[Fs]],
+        fields: tuple[Unpack[Fs]] | Mapping[str, Any],
+        value: V,
+        *,
+        ttl: TtlArg = None,
+    ) -> None: ...
+
+    @overload
+    def put(
+        self, target: RecordType[Key, V], fields: Fields, value: V, *, ttl: TtlArg = None
     ) -> None: ...
 
     @overload
@@ -1034,9 +1139,20 @@ class SyncStore(SyncStoreReader):
         twin: Any = self.store
         _now(twin.put(target, fields, value, ttl=ttl))
 
+    @overload
+    def delete(
+        self, target: Addressed[Any, Unpack[Fs]], fields: tuple[Unpack[Fs]] | Mapping[str, Any]
+    ) -> None: ...
+
+    @overload
+    def delete(
+        self, target: Key | tuple[Any, ...] | str | RecordType[Key, Any], fields: Fields = None
+    ) -> None: ...
+
     def delete(self, target: Target, fields: Fields = None) -> None:
         """Remove the record under the key (no error when there is none)."""
-        _now(self.store.delete(target, fields))
+        twin: Any = self.store
+        _now(twin.delete(target, fields))
 
     def delete_range(
         self,

@@ -21,13 +21,13 @@ from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from opendata_kv.errors import OpendataKvError
-from opendata_kv.keys import Key, Schema
+from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.native import calls, driver, records
 from opendata_kv.store.batch import Batch
 from opendata_kv.store.indexes.read import IT, IndexScan
 from opendata_kv.store.reader import StoreReader
 from opendata_kv.store.scan import K, R, RawRecord, Record, Scan, V
-from opendata_kv.store.views import MISSING, Fields, ReadView, Target
+from opendata_kv.store.views import MISSING, Fields, ReadView
 from opendata_kv.values import Values
 
 if TYPE_CHECKING:
@@ -216,7 +216,9 @@ class ViewMapping:
             self, target: Key | tuple[Any, ...] | str, fields: Fields = None, *, default: Any = None
         ) -> Any: ...
 
-        def exists(self, target: Target, fields: Fields = None) -> bool: ...
+        def exists(  # the generated overload for a Key or (record, fields), as used below
+            self, target: Key | tuple[Any, ...] | str | RecordType[Key, Any], fields: Fields = None
+        ) -> bool: ...
 
     def __getitem__(self, key: Key | tuple[Any, ...]) -> Any:
         """`db[key_obj]` or `db[record, fields]`: the value; KeyError when there is none."""

@@ -46,12 +46,18 @@ from opendata_kv.values import Values, check_policy
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from opendata_kv.keys.record import Addressed, Fs
     from opendata_kv.store.indexes.registry import IndexSet
 
 Fields = Sequence[Any] | Mapping[str, Any] | None
 #: how a record is addressed: a Key (or an instance of a RecordType's declared NamedTuple
 #: key class, typed as the tuple it is), or a RecordType / record name plus field values
-Target = Key | tuple[Any, ...] | RecordType | str
+if TYPE_CHECKING:  # the typed overloads see a RecordType as Addressed (keys/record.py)
+    Target = Key | tuple[Any, ...] | RecordType | str | Addressed[Any, Unpack[tuple[Any, ...]]]
+else:
+    Target = Key | tuple[Any, ...] | RecordType | str
+#: what get_many takes first: a RecordType or record name (then its fields), or Keys
+ManyTarget = RecordType | str | Iterable[Key | tuple[Any, ...]] | Target
 #: a scan bound: raw key bytes, a Key, or a tuple of leading field values (typed scans only)
 Bound = bytes | Key | tuple[Any, ...] | None
 TtlArg = float | datetime.timedelta | None
@@ -363,7 +369,27 @@ class ReadView:
     @overload
     async def get(
         self,
-        target: RecordType[Any, V],
+        target: Addressed[V, Unpack[Fs]],
+        fields: tuple[Unpack[Fs]] | Mapping[str, Any],
+        *,
+        default: None = None,
+        upgrade: bool = True,
+    ) -> V | None: ...
+
+    @overload
+    async def get(
+        self,
+        target: Addressed[V, Unpack[Fs]],
+        fields: tuple[Unpack[Fs]] | Mapping[str, Any],
+        *,
+        default: D,
+        upgrade: bool = True,
+    ) -> V | D: ...
+
+    @overload
+    async def get(
+        self,
+        target: RecordType[Key, V],
         fields: Fields,
         *,
         default: None = None,
@@ -372,7 +398,7 @@ class ReadView:
 
     @overload
     async def get(
-        self, target: RecordType[Any, V], fields: Fields, *, default: D, upgrade: bool = True
+        self, target: RecordType[Key, V], fields: Fields, *, default: D, upgrade: bool = True
     ) -> V | D: ...
 
     @overload
@@ -426,6 +452,16 @@ class ReadView:
             return default
         return self.values.decode(record_type, key, data, upgrade=upgrade)
 
+    @overload
+    async def exists(
+        self, target: Addressed[Any, Unpack[Fs]], fields: tuple[Unpack[Fs]] | Mapping[str, Any]
+    ) -> bool: ...
+
+    @overload
+    async def exists(
+        self, target: Key | tuple[Any, ...] | str | RecordType[Key, Any], fields: Fields = None
+    ) -> bool: ...
+
     async def exists(self, target: Target, fields: Fields = None) -> bool:
         """True when a record is stored under the key."""
         _, key = key_bytes(self.schema, target, fields)
@@ -434,7 +470,27 @@ class ReadView:
     @overload
     async def get_many(
         self,
-        target: RecordType[Any, V],
+        target: Addressed[V, Unpack[Fs]],
+        many: Iterable[tuple[Unpack[Fs]] | Mapping[str, Any]],
+        *,
+        default: None = None,
+        upgrade: bool = True,
+    ) -> list[V | None]: ...
+
+    @overload
+    async def get_many(
+        self,
+        target: Addressed[V, Unpack[Fs]],
+        many: Iterable[tuple[Unpack[Fs]] | Mapping[str, Any]],
+        *,
+        default: D,
+        upgrade: bool = True,
+    ) -> list[V | D]: ...
+
+    @overload
+    async def get_many(
+        self,
+        target: RecordType[Key, V],
         many: Iterable[Fields],
         *,
         default: None = None,
@@ -444,7 +500,7 @@ class ReadView:
     @overload
     async def get_many(
         self,
-        target: RecordType[Any, V],
+        target: RecordType[Key, V],
         many: Iterable[Fields],
         *,
         default: D,
@@ -463,7 +519,7 @@ class ReadView:
 
     async def get_many(
         self,
-        target: RecordType | str | Iterable[Key | tuple[Any, ...]],
+        target: ManyTarget,
         many: Iterable[Fields] | None = None,
         *,
         default: Any = None,
@@ -478,7 +534,7 @@ class ReadView:
 
     def _get_many_now(
         self,
-        target: RecordType | str | Iterable[Key | tuple[Any, ...]],
+        target: ManyTarget,
         many: Iterable[Fields] | None = None,
         *,
         default: Any = None,
@@ -501,7 +557,7 @@ class ReadView:
 
     def _addressed(
         self,
-        target: RecordType | str | Iterable[Key | tuple[Any, ...]],
+        target: Any,  # a ManyTarget: checked here
         many: Iterable[Fields] | None,
     ) -> list[tuple[RecordType, bytes]]:
         """get_many's records as (RecordType, key bytes), in the order asked."""

@@ -20,7 +20,7 @@ from collections.abc import (
 )
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from opendata_kv.errors import (
     InvalidArgumentError,
@@ -63,6 +63,11 @@ from opendata_kv.store.views import (
 from opendata_kv.store.writes import UNDECODED, Delete, Fetch, FetchReads, Op, Put
 from opendata_kv.values import Values
 from opendata_kv.values.limits import check_stored_size
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from opendata_kv.keys.record import Addressed, Fs
 
 _WRITE_OPTIONS = WriteOptions()
 _ISOLATION = {
@@ -202,7 +207,17 @@ class Store(StoreReader):
 
     @overload
     async def put(
-        self, target: RecordType[Any, V], fields: Fields, value: V, *, ttl: TtlArg = None
+        self,
+        target: Addressed[V, Unpack[Fs]],
+        fields: tuple[Unpack[Fs]] | Mapping[str, Any],
+        value: V,
+        *,
+        ttl: TtlArg = None,
+    ) -> None: ...
+
+    @overload
+    async def put(
+        self, target: RecordType[Key, V], fields: Fields, value: V, *, ttl: TtlArg = None
     ) -> None: ...
 
     @overload
@@ -236,6 +251,16 @@ class Store(StoreReader):
                 await calls.method(db, "put_with_options", key, data, options, _WRITE_OPTIONS)
         except FOREIGN as exc:
             raise translate(exc, f"put on {self.where}") from exc
+
+    @overload
+    async def delete(
+        self, target: Addressed[Any, Unpack[Fs]], fields: tuple[Unpack[Fs]] | Mapping[str, Any]
+    ) -> None: ...
+
+    @overload
+    async def delete(
+        self, target: Key | tuple[Any, ...] | str | RecordType[Key, Any], fields: Fields = None
+    ) -> None: ...
 
     async def delete(self, target: Target, fields: Fields = None) -> None:
         """Remove the record under the key (no error when there is none)."""

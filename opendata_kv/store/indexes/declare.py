@@ -24,7 +24,7 @@ from opendata_kv.keys.record import check_field_name
 from opendata_kv.store.indexes.library import callable_name
 from opendata_kv.store.scan import K, Record, V
 
-if TYPE_CHECKING:  # defaults (PEP 696): a bare `Index` is Index[Any]
+if TYPE_CHECKING:  # defaults (PEP 696): a bare `Index` is Index[Any, Any]
     from typing_extensions import TypeVar
 
     from opendata_kv.store.indexes.read import IndexEntry
@@ -32,10 +32,15 @@ if TYPE_CHECKING:  # defaults (PEP 696): a bare `Index` is Index[Any]
     #: what index_scan yields and lookup returns: Record[K, V] for a value or unique index
     #: over a RecordType[K, V], IndexEntry for a count or sum index, Any for record names
     IR = TypeVar("IR", default=Any)
+    #: the index's kind as a Literal ("value", "unique", "count", "sum"), so that lookup on a
+    #: non-unique index and index_count/index_sum on a non-aggregate are type errors; Any
+    #: when the kind is not a literal
+    IK = TypeVar("IK", default=Any, covariant=True)
 else:
     from typing import TypeVar
 
     IR = TypeVar("IR")
+    IK = TypeVar("IK", covariant=True)
 
 Kind = Literal["value", "unique", "count", "sum"]
 KINDS: tuple[Kind, ...] = ("value", "unique", "count", "sum")
@@ -73,11 +78,13 @@ def field_of(key: Key | None, value: Any, name: str) -> Any:
     return None if found is _ABSENT else found
 
 
-class Index(Generic[IR]):
+class Index(Generic[IR, IK]):
     """One secondary index (immutable once built): see the module docstring and RFC 0010.
 
     `records`: record names, or a RecordType (its name): then the type checker knows what
-    index_scan and lookup give (`Index[Record[PostKey, Post]]`)."""
+    index_scan and lookup give (`Index[Record[PostKey, Post], Literal["unique"]]`). A literal
+    `kind` is the second type argument: lookup takes only a unique index, index_count and
+    index_sum only a count or sum one."""
 
     __slots__ = (
         "amount",
@@ -93,12 +100,12 @@ class Index(Generic[IR]):
 
     @overload
     def __init__(
-        self: Index[Record[K, V]],
+        self: Index[Record[K, V], Literal["value"]],
         name: str,
         records: RecordType[K, V, Any],
         fields: Mapping[str, Field] | Iterable[tuple[str, Field]],
         *,
-        kind: Literal["value", "unique"] = "value",
+        kind: Literal["value"] = "value",
         using: Using | None = None,
         amount: str | Amount | None = None,
         covering: bool = False,
@@ -107,12 +114,26 @@ class Index(Generic[IR]):
 
     @overload
     def __init__(
-        self: Index[IndexEntry],
+        self: Index[Record[K, V], Literal["unique"]],
+        name: str,
+        records: RecordType[K, V, Any],
+        fields: Mapping[str, Field] | Iterable[tuple[str, Field]],
+        *,
+        kind: Literal["unique"],
+        using: Using | None = None,
+        amount: str | Amount | None = None,
+        covering: bool = False,
+        version: int = 1,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Index[Any, Literal["value"]],
         name: str,
         records: RecordType | str | Sequence[str | RecordType],
         fields: Mapping[str, Field] | Iterable[tuple[str, Field]],
         *,
-        kind: Literal["count", "sum"],
+        kind: Literal["value"] = "value",
         using: Using | None = None,
         amount: str | Amount | None = None,
         covering: bool = False,
@@ -121,7 +142,49 @@ class Index(Generic[IR]):
 
     @overload
     def __init__(
-        self: Index[Any],
+        self: Index[Any, Literal["unique"]],
+        name: str,
+        records: RecordType | str | Sequence[str | RecordType],
+        fields: Mapping[str, Field] | Iterable[tuple[str, Field]],
+        *,
+        kind: Literal["unique"],
+        using: Using | None = None,
+        amount: str | Amount | None = None,
+        covering: bool = False,
+        version: int = 1,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Index[IndexEntry, Literal["count"]],
+        name: str,
+        records: RecordType | str | Sequence[str | RecordType],
+        fields: Mapping[str, Field] | Iterable[tuple[str, Field]],
+        *,
+        kind: Literal["count"],
+        using: Using | None = None,
+        amount: str | Amount | None = None,
+        covering: bool = False,
+        version: int = 1,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Index[IndexEntry, Literal["sum"]],
+        name: str,
+        records: RecordType | str | Sequence[str | RecordType],
+        fields: Mapping[str, Field] | Iterable[tuple[str, Field]],
+        *,
+        kind: Literal["sum"],
+        using: Using | None = None,
+        amount: str | Amount | None = None,
+        covering: bool = False,
+        version: int = 1,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Index[Any, Any],
         name: str,
         records: RecordType | str | Sequence[str | RecordType],
         fields: Mapping[str, Field] | Iterable[tuple[str, Field]],
@@ -208,6 +271,14 @@ class Index(Generic[IR]):
         if isinstance(version, bool) or not isinstance(version, int) or version < 1:
             raise SchemaError(f"index {name!r}: version must be an int >= 1, got {version!r}")
         self.version = version
+
+    if not TYPE_CHECKING:
+
+        def __class_getitem__(cls, params):
+            """`Index[R]` at run time too, as before the kind parameter: the kind defaults to
+            Any (typing's defaults, PEP 696, only come with Python 3.13)."""
+            params = params if isinstance(params, tuple) else (params,)
+            return super().__class_getitem__((*params, Any) if len(params) == 1 else params)
 
     def __setattr__(self, attr: str, value: Any) -> None:
         if hasattr(self, attr):

@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 from opendata_kv.values import batch_decoder
 
+#: what index_count and index_sum take (beside a name): a count or sum index
+AggregateIndex = Index[Any, Literal["count", "sum"]]
+
 #: point reads of a unique entry and its record before lookup reads them through a snapshot
 LOOKUP_TRIES = 3
 
@@ -480,7 +483,7 @@ class IndexReads:
         return IndexScan(view, found, scan.undecoded(), records, limit)
 
     @overload
-    async def lookup(self, index: Index[IR], *values: Any) -> IR | None: ...
+    async def lookup(self, index: Index[IR, Literal["unique"]], *values: Any) -> IR | None: ...
 
     @overload
     async def lookup(self, index: str, *values: Any) -> Record | None: ...
@@ -533,12 +536,12 @@ class IndexReads:
         data = await view._fetch(entry)
         return (0, 0) if data is None else decode_aggregate(found.name, entry, data)
 
-    async def index_count(self, index: Index | str, *group: Any) -> int:
+    async def index_count(self, index: AggregateIndex | str, *group: Any) -> int:
         """How many records a count or sum index holds in `group` (one read, no scan)."""
         count: int = (await self._aggregate(index, group, "index_count"))[0]
         return count
 
-    async def index_sum(self, index: Index | str, *group: Any) -> int | float:
+    async def index_sum(self, index: AggregateIndex | str, *group: Any) -> int | float:
         """The sum a sum index holds for `group` (one read, no scan)."""
         total: int | float = (await self._aggregate(index, group, "index_sum"))[1]
         return total
