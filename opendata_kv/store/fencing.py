@@ -30,14 +30,10 @@ class Fence:
         """Writes acknowledged after the last flush() that returned: lost if fenced now."""
         return self.acked - self.flushed
 
-    def check(self, where: str) -> None:
-        """FencedError once any call reported the fence: slatedb can still accept a write
-        between telling flush() and stopping the database, and that write would be lost."""
-        if self.error is not None:
-            raise self.refusal(where)
-
     def refusal(self, where: str) -> FencedError:
-        """The error of a call refused because this store was fenced earlier."""
+        """The error of a call refused because an earlier one reported the fence: slatedb can
+        still accept a write between telling flush() and stopping the database, and that
+        write would be lost."""
         assert self.error is not None
         return FencedError(
             f"{where}: {FENCED} (a call reported it before), and it refuses every call from "

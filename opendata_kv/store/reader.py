@@ -413,7 +413,8 @@ class StoreReader(IndexReads, ReadView):
         if self.readonly:
             raise ReadOnlyError(f"{self.where} is open read-only; writes need Store.open()")
         self.check_open()
-        self._fence.check(self.where)
+        if self._fence.error is not None:  # told of a fence: refused (store/fencing.py)
+            raise self._fence.refusal(self.where)
         return self._source
 
 
