@@ -355,7 +355,10 @@ class StoreReader(IndexReads, ReadView):
         it; None keeps it until deleted. Returns its id, name, times and feed cursor.
         """
         writer = None if self.readonly else self._writable()
-        return await self._checkpoints().create(writer=writer, name=name, lifetime=lifetime)
+        mark = self._fence.acked  # the writer's memtable flush makes these durable
+        made = await self._checkpoints().create(writer=writer, name=name, lifetime=lifetime)
+        self._fence.covered(mark)
+        return made
 
     async def checkpoints(self, name: str | None = None) -> list[Checkpoint]:
         """The store's checkpoints (only those named `name` if given), oldest first."""

@@ -1085,7 +1085,9 @@ class SyncStore(SyncStoreReader):
         """Make every write accepted so far durable in the object store.
 
         Explicitly flushing the WAL takes ~1 ms on a local directory, where awaiting a write's
-        durability waits for the next background flush tick (~100 ms by default).
+        durability waits for the next background flush tick (~100 ms by default). A writer
+        another one fenced raises FencedError, `unflushed` writes since the last flush() that
+        returned being lost, and refuses every later call (docs/store.md "One writer").
         """
         _now(self.store.flush())
 

@@ -350,7 +350,9 @@ class Store(StoreReader):
         """Make every write accepted so far durable in the object store.
 
         Explicitly flushing the WAL takes ~1 ms on a local directory, where awaiting a write's
-        durability waits for the next background flush tick (~100 ms by default).
+        durability waits for the next background flush tick (~100 ms by default). A writer
+        another one fenced raises FencedError, `unflushed` writes since the last flush() that
+        returned being lost, and refuses every later call (docs/store.md "One writer").
         """
         db = self._writable()
         fence = self._fence
