@@ -238,7 +238,14 @@ class StoreClosedError(StoreError):
 
 
 class FencedError(StoreClosedError):
-    """Another writer opened the same database and fenced this one; its writes now fail."""
+    """Another writer opened the same database and fenced this one; its writes now fail.
+
+    `unflushed`: how many writes this store acknowledged after its last flush() that returned
+    (lost with the fence, see docs/store.md); None where the error does not count them."""
+
+    def __init__(self, message: str = "", *, unflushed: int | None = None) -> None:
+        super().__init__(message)
+        self.unflushed = unflushed
 
 
 class StoreUnavailableError(StoreError):

@@ -8,8 +8,9 @@ then lost -- which is why only writes that Store.flush() returned for are acknow
 
 1. In one process, step by step: A writes and flushes, a reader and then B open, A's next put
    (may or may not raise) is followed by a flush that raises FencedError saying another writer
-   opened the database; every later call on A raises FencedError too; B sees all of A's
-   flushed records and none of its fenced write; the reader works at every step.
+   opened the database; every later call on A raises FencedError too, and so does A's close
+   when that put had returned (it is lost); B sees all of A's flushed records and none of its
+   fenced write; the reader works at every step.
 2. Across processes, while A is writing flat out: B (another process) opens the same
    database; A exits on FencedError; B resumed after every batch A acknowledged; after B is
    killed every batch acknowledged by either is intact; a reader scanning in a background
@@ -76,7 +77,12 @@ def test_fencing_step_by_step(tmp_path: Path) -> None:
                 await tx.put(cw.BLOB, (102,), b"z")
         with pytest.raises(FencedError, match=FENCED_WORDS):
             await a.flush()
-        await a.close()  # closing a fenced writer is allowed and quiet
+        if put_raised:
+            await a.close()  # nothing acknowledged after A's last flush: a quiet close
+        else:  # the put A was fenced on returned and is lost: close says so too
+            with pytest.raises(FencedError, match=FENCED_WORDS) as closing:
+                await a.close()
+            assert closing.value.unflushed == 1
 
         # B has every record A flushed, and not the write A was fenced on.
         assert (await cw.check_database(b_store)).batches == {0, 1, 2}

@@ -79,6 +79,7 @@ async def test_reader_follows_the_writer_and_never_fences_it(store_url: str) -> 
 @aio
 async def test_second_writer_fences_the_first(store_url: str) -> None:
     first = await Store.open(store_url, SCHEMA)
+    put_returned = False
     try:
         await first.put(like, (1,), "from first")
         await first.flush()
@@ -90,6 +91,7 @@ async def test_second_writer_fences_the_first(store_url: str) -> None:
             # the fenced writer's put is only accepted in memory; its flush fails
             with pytest.raises(FencedError) as info:
                 await first.put(like, (2,), "lost")
+                put_returned = True
                 await first.flush()
             message = str(info.value)
             assert "another writer opened" in message
@@ -107,7 +109,12 @@ async def test_second_writer_fences_the_first(store_url: str) -> None:
                 async with first.batch() as batch:
                     batch.put(like, (4,), "still lost")
     finally:
-        await first.close()  # closing a fenced store is quiet
+        if put_returned:  # the put was acknowledged and lost: close says so
+            with pytest.raises(FencedError, match="1 write acknowledged") as closing:
+                await first.close()
+            assert closing.value.unflushed == 1
+        else:  # nothing acknowledged after the last flush: a quiet close
+            await first.close()
     async with Store.open(store_url, SCHEMA) as store:
         assert await store.get(like, (2,)) is None
         assert await store.get(like, (3,)) == "from second"

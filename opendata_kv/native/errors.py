@@ -36,6 +36,9 @@ FOREIGN: tuple[type[BaseException], ...] = (Error, InternalError)
 
 VERIFY_ADVICE = "run `opendata-kv verify URL` to list every damaged object"
 
+#: what every FencedError says (the store's own refusals too, store/fencing.py)
+FENCED = "another writer opened the same database and fenced this one"
+
 # An object shorter than the manifest says (truncated, emptied, or a damaged offset):
 # object_store reports the read as an invalid range, slatedb calls that "Unavailable".
 _BAD_RANGE = re.compile(
@@ -114,7 +117,7 @@ def translate(exc: BaseException, where: str) -> StoreError:
     if isinstance(exc, Error.Closed):
         if getattr(exc, "reason", None) == CloseReason.FENCED:
             return FencedError(
-                f"{where}: another writer opened the same database and fenced this one; "
+                f"{where}: {FENCED}; "
                 f"its writes now fail (reopen to continue as the writer) [{message}]"
             )
         return StoreClosedError(f"{where}: the database is closed [{message}]")

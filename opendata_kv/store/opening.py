@@ -31,6 +31,7 @@ from opendata_kv.native.errors import FOREIGN, call, translating
 from opendata_kv.native.opendata_compat import build_compatible
 from opendata_kv.native.slatedb import (
     AdminBuilder,
+    CloseReason,
     DbBuilder,
     DbCache,
     DbReaderBuilder,
@@ -233,16 +234,22 @@ async def open_reader_db(
     return reader, object_store, checkpoint
 
 
-async def shut_down(db: Any, where: str, readonly: bool) -> None:
-    """Shut a Db or DbReader down (the writer flushes what it buffered).
+async def shut_down(db: Any, where: str, readonly: bool) -> bool:
+    """Shut a Db or DbReader down (the writer flushes what it buffered); True when slatedb
+    said another writer fenced this one, before or during the shutdown (a fenced writer's
+    shutdown cannot write its WAL: slatedb then reports the fence and calls the close clean).
 
     A database slatedb has already stopped (fenced, or after an object-store failure an
     earlier call reported) shuts down quietly: there is nothing left to flush, and raising
     again from `async with` would only hide the error that stopped it.
     """
     stopped = _stopped(db)
+    fenced_before = fenced(db)
+    reported: list[BaseException] = []
 
     def quiet(exc: BaseException) -> bool:
+        if getattr(exc, "reason", None) == CloseReason.FENCED:
+            reported.append(exc)
         return stopped or isinstance(exc, Error.Closed)
 
     # a quiet failure passes translating untouched and is suppressed
@@ -255,6 +262,15 @@ async def shut_down(db: Any, where: str, readonly: bool) -> None:
                 await asyncio.wait_for(_awaited(shutdown), budget(READER_SHUTDOWN))
         else:
             await shutdown
+    return fenced_before or bool(reported) or fenced(db)
+
+
+def fenced(db: Any) -> bool:
+    """True when slatedb says another writer fenced this Db (also after it was shut down)."""
+    try:
+        return bool(db.status().close_reason == CloseReason.FENCED)
+    except Exception:
+        return False
 
 
 def _stopped(db: Any) -> bool:

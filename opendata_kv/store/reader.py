@@ -21,6 +21,7 @@ from collections.abc import (
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from opendata_kv.errors import (
+    FencedError,
     ReadOnlyError,
     SnapshotGoneError,
     StoreClosedError,
@@ -29,6 +30,7 @@ from opendata_kv.keys import Schema
 from opendata_kv.native import driver
 from opendata_kv.objstore import sidecar
 from opendata_kv.objstore.location import Location, parse_location
+from opendata_kv.store.fencing import Fence
 from opendata_kv.store.indexes import admin as index_admin
 from opendata_kv.store.indexes.read import IndexReads
 from opendata_kv.store.open_options import OpenOptions
@@ -84,6 +86,7 @@ class StoreReader(IndexReads, ReadView):
         self.checkpoint_id: str | None = None  # the checkpoint a pinned reader reads
         self.poll_interval = 1.0  # a reader's manifest poll interval, seconds
         self._indexes: IndexSet | None = None  # secondary indexes (store/indexes), set at open
+        self._fence = Fence()  # a writer's acknowledged and flushed writes (store/fencing.py)
 
     # --- change feed and checkpoints -------------------------------------------------------------
 
@@ -352,7 +355,10 @@ class StoreReader(IndexReads, ReadView):
         it; None keeps it until deleted. Returns its id, name, times and feed cursor.
         """
         writer = None if self.readonly else self._writable()
-        return await self._checkpoints().create(writer=writer, name=name, lifetime=lifetime)
+        mark = self._fence.acked  # the writer's memtable flush makes these durable
+        made = await self._checkpoints().create(writer=writer, name=name, lifetime=lifetime)
+        self._fence.covered(mark)
+        return made
 
     async def checkpoints(self, name: str | None = None) -> list[Checkpoint]:
         """The store's checkpoints (only those named `name` if given), oldest first."""
@@ -370,20 +376,35 @@ class StoreReader(IndexReads, ReadView):
     async def close(self) -> None:
         """Shut the database down (flushing what the writer buffered). Idempotent.
 
-        A database slatedb has already stopped (fenced, or after an object-store failure an
-        earlier call reported) closes quietly: there is nothing left to flush, and raising
-        again from `async with` would only hide the error that stopped it.
+        A writer another one fenced raises FencedError when it acknowledged writes after its
+        last flush() that returned (they are lost; `unflushed` says how many), and `async with`
+        does so too unless the block already raised a FencedError. Otherwise a database
+        slatedb has already stopped (after an object-store failure an earlier call reported)
+        closes quietly: raising again would only hide the error that stopped it.
         """
         if self._closed:
             return
         self._closed = True
-        await shut_down(self._source, self.where, self.readonly)
+        was_fenced = await shut_down(self._source, self.where, self.readonly)
+        if not self.readonly:
+            error = self._fence.closing_error(self.where, was_fenced)
+            if error is not None:
+                raise error
+
+    async def _close_after(self, raised: object) -> None:
+        """close() at the end of a `with` block that raised `raised` (None if it did not): a
+        FencedError from the block already says the writer was fenced, so close's is dropped."""
+        try:
+            await self.close()
+        except FencedError:
+            if not isinstance(raised, FencedError):
+                raise
 
     async def __aenter__(self: S) -> S:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
+        await self._close_after(exc_info[1])
 
     def __repr__(self) -> str:
         kind = "reader" if self.readonly else "writer"
@@ -395,6 +416,8 @@ class StoreReader(IndexReads, ReadView):
         if self.readonly:
             raise ReadOnlyError(f"{self.where} is open read-only; writes need Store.open()")
         self.check_open()
+        if self._fence.error is not None:  # told of a fence: refused (store/fencing.py)
+            raise self._fence.refusal(self.where)
         return self._source
 
 
@@ -415,7 +438,7 @@ class Opening(Generic[S]):
 
     async def __aexit__(self, *exc_info: object) -> None:
         if self._store is not None:
-            await self._store.close()
+            await self._store._close_after(exc_info[1])
 
 
 async def _open_reader(

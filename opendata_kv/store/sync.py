@@ -835,9 +835,11 @@ class SyncStoreReader(SyncView, ReaderContext):
     def close(self) -> None:
         """Shut the database down (flushing what the writer buffered). Idempotent.
 
-        A database slatedb has already stopped (fenced, or after an object-store failure an
-        earlier call reported) closes quietly: there is nothing left to flush, and raising
-        again from `async with` would only hide the error that stopped it.
+        A writer another one fenced raises FencedError when it acknowledged writes after its
+        last flush() that returned (they are lost; `unflushed` says how many), and `async with`
+        does so too unless the block already raised a FencedError. Otherwise a database
+        slatedb has already stopped (after an object-store failure an earlier call reported)
+        closes quietly: raising again would only hide the error that stopped it.
         """
         _now(self.store.close())
 
@@ -1199,7 +1201,9 @@ class SyncStore(SyncStoreReader):
         """Make every write accepted so far durable in the object store.
 
         Explicitly flushing the WAL takes ~1 ms on a local directory, where awaiting a write's
-        durability waits for the next background flush tick (~100 ms by default).
+        durability waits for the next background flush tick (~100 ms by default). A writer
+        another one fenced raises FencedError, `unflushed` writes since the last flush() that
+        returned being lost, and refuses every later call (docs/store.md "One writer").
         """
         _now(self.store.flush())
 

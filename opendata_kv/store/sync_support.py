@@ -255,7 +255,7 @@ class ReaderContext(ViewMapping):
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self.close()
+        _now(self.store._close_after(exc_info[1]))
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.store.where}>"

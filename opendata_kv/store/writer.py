@@ -28,7 +28,7 @@ from opendata_kv.errors import (
 )
 from opendata_kv.keys import Key, RecordType
 from opendata_kv.native import calls
-from opendata_kv.native.errors import FOREIGN, call, translate, translating
+from opendata_kv.native.errors import FOREIGN, call
 from opendata_kv.native.slatedb import (
     IsolationLevel,
     WriteOptions,
@@ -244,13 +244,18 @@ class Store(StoreReader):
                 op = Put(key, data, expire_at, obj, options)
                 await self._write_indexed(db, [op], [(key, record_type, op)])
                 return
+        fence = self._fence
         try:  # not `with translating`: ~0.3 us a call on a per-record path
             if options is None:
                 await calls.put(db, key, data)
             else:
                 await calls.method(db, "put_with_options", key, data, options, _WRITE_OPTIONS)
         except FOREIGN as exc:
-            raise translate(exc, f"put on {self.where}") from exc
+            raise fence.translated(exc, f"put on {self.where}") from exc
+        except BaseException as exc:
+            fence.uncertain(exc)
+            raise
+        fence.acked += 1
 
     @overload
     async def delete(
@@ -273,10 +278,15 @@ class Store(StoreReader):
                 op = Delete(key)
                 await self._write_indexed(db, [op], [(key, record_type, op)])
                 return
+        fence = self._fence
         try:  # not `with translating`: ~0.3 us a call on a per-record path
             await calls.delete(db, key)
         except FOREIGN as exc:
-            raise translate(exc, f"delete on {self.where}") from exc
+            raise fence.translated(exc, f"delete on {self.where}") from exc
+        except BaseException as exc:
+            fence.uncertain(exc)
+            raise
+        fence.acked += 1
 
     async def delete_range(
         self,
@@ -351,19 +361,32 @@ class Store(StoreReader):
                 op = Put(key, data, None, UNDECODED, None)
                 await self._write_indexed(db, [op], [(key, record_type, op)])
                 return
+        fence = self._fence
         try:  # not `with translating`: ~0.3 us a call on a per-record path
             await calls.put(db, key, data)
         except FOREIGN as exc:
-            raise translate(exc, f"put on {self.where}") from exc
+            raise fence.translated(exc, f"put on {self.where}") from exc
+        except BaseException as exc:
+            fence.uncertain(exc)
+            raise
+        fence.acked += 1
 
     async def flush(self) -> None:
         """Make every write accepted so far durable in the object store.
 
         Explicitly flushing the WAL takes ~1 ms on a local directory, where awaiting a write's
-        durability waits for the next background flush tick (~100 ms by default).
+        durability waits for the next background flush tick (~100 ms by default). A writer
+        another one fenced raises FencedError, `unflushed` writes since the last flush() that
+        returned being lost, and refuses every later call (docs/store.md "One writer").
         """
-        with translating(f"flush of {self.where}"):
-            await calls.method(self._writable(), "flush")
+        db = self._writable()
+        fence = self._fence
+        mark = fence.acked  # every write acknowledged so far is in the WAL this flush writes
+        try:
+            await calls.method(db, "flush")
+        except FOREIGN as exc:
+            raise fence.translated(exc, f"flush of {self.where}") from exc
+        fence.covered(mark)
 
     async def put_many(
         self,
@@ -428,8 +451,7 @@ class Store(StoreReader):
                 if tracked or creates:
                     await self._write_indexed(db, batch, tracked, creates)
                 else:
-                    with translating(f"batch write on {self.where}"):
-                        await calls.write(db, batch.write_batch())
+                    await self._sent(db, batch.write_batch())
             finally:
                 if rows_of is not None:  # and again once they are written (groups.py)
                     rows_of.groups.drop()
@@ -443,8 +465,7 @@ class Store(StoreReader):
             if tracked:
                 await self._write_indexed(db, ops, tracked)
             else:
-                with translating(f"batch write on {self.where}"):
-                    await calls.write(db, native_batch(ops, (), self.where))
+                await self._sent(db, native_batch(ops, (), self.where))
         finally:
             if rows_of is not None:  # and again once they are written (groups.py)
                 rows_of.groups.drop()
@@ -499,14 +520,28 @@ class Store(StoreReader):
                     fill(native, index_ops, self.where)
                 else:
                     native = native_batch(ops, index_ops, self.where)
-                with translating(f"batch write on {self.where}"):
-                    await calls.write(db, native)
-            except BaseException:  # written or not, uncertain: the cached groups may be wrong
+                await self._sent(db, native)
+            except (
+                BaseException
+            ) as exc:  # written or not, uncertain: the cached groups may be wrong
                 if indexes is not None:
                     indexes.groups.drop()
+                self._fence.saw(exc)  # the fence, reported by a read of the plan too
                 raise
             if groups is not None:  # acknowledged: the groups it wrote are current
                 groups.written()
+
+    async def _sent(self, db: Any, native: Any) -> None:
+        """Write a native batch, counted for the fence (store/fencing.py)."""
+        fence = self._fence
+        try:
+            await calls.write(db, native)
+        except FOREIGN as exc:
+            raise fence.translated(exc, f"batch write on {self.where}") from exc
+        except BaseException as exc:
+            fence.uncertain(exc)
+            raise
+        fence.acked += 1
 
     def _write_lock(self) -> WriteLock:
         """The lock of reads-then-writes (index upkeep, creates): the IndexSet's, or one of
@@ -540,7 +575,13 @@ class Store(StoreReader):
         except BaseException:
             await tx.rollback()
             raise
-        await tx.commit()
+        fence = self._fence
+        try:
+            await tx.commit()
+        except BaseException as exc:
+            fence.uncertain(exc)
+            raise
+        fence.acked += 1
         if durable:
             await self.flush()
 
