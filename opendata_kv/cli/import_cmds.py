@@ -1,6 +1,8 @@
 """`opendata-kv import`: write the rows of an `export` file back into a database in atomic
 batches, each row checked against --schema first; resumable after an interrupt through a
-marker beside the database (`opendata-kv/import.json`) naming the rows committed."""
+marker beside the database (`opendata-kv/import.json`) naming the rows committed. A writer
+like any other: every stored index kept through the writer's upkeep, or the import refused
+before it writes (store/ops/bulk_load.py)."""
 
 from __future__ import annotations
 
@@ -60,8 +62,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "--batch-size rows per atomic batch, indexed as typed puts are. With --schema every "
             "key must belong to one of its records and every value decode with its codec; the "
             "row's record, fields and value, when given, must match its bytes. A refused row "
-            "stops the import before anything of its batch is written. A row's expire_at (Unix "
-            "ms) is written as its expiry; a row already expired is counted, not written. "
+            "stops the import before anything of its batch is written, as does a row under "
+            "the index key space (00f1...: index rows come from upkeep) or a line that is not "
+            "UTF-8. Stored indexes are kept (or the import refused up front, naming them): "
+            "without --schema, a database whose indexes keep entries is refused. A row's "
+            "expire_at (Unix ms) is written as its expiry; a row already expired is counted, "
+            "not written. "
             "Interrupted, the same command resumes after the last batch committed."
         ),
     )
