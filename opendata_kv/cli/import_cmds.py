@@ -176,10 +176,8 @@ async def _import(
             object_store_options=limits.object_store_options(location),
         )
     except IndexStateError as exc:  # a stored index this import cannot keep: nothing written
-        raise CliError(
-            f"cannot open {args.db}{endpoint_text(location)}: {exc}; from the command line: "
-            "give their declarations with --indexes MODULE:ATTR"
-        ) from None
+        hint = "" if args.declared else "; give their declarations with --indexes MODULE:ATTR"
+        raise CliError(f"cannot open {args.db}{endpoint_text(location)}: {exc}{hint}") from None
     except OpendataKvError as exc:
         raise CliError(f"cannot open {args.db}{endpoint_text(location)}: {exc}") from None
     try:
