@@ -148,6 +148,18 @@ def test_load_pairs_keeps_or_refuses_the_stored_indexes(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("schema", [(), SCHEMA])
+def test_the_forged_count_row_of_the_issue_is_refused(
+    tmp_path: Path, schema: tuple[str, ...]
+) -> None:
+    """The one-line file into a database of 3 records: refused (without --schema before it
+    is read: the store's indexes keep entries; with it, naming line 1), the count still 3."""
+    db = seeded(tmp_path, I.PLAIN)
+    line = refused(run_in_process("import", db, jsonl(tmp_path / "one.jsonl", [FORGED]), *schema))
+    assert ("line 1:" in line) == bool(schema), line
+    assert groups(db, I.PLAIN)["a"] == (3, 3)
+
+
+@pytest.mark.parametrize("schema", [(), SCHEMA])
 def test_a_row_under_the_index_key_space_is_refused_with_its_batch(
     tmp_path: Path, schema: tuple[str, ...]
 ) -> None:
