@@ -18,12 +18,14 @@ import os
 import shutil
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from import_rule import HOW, import_rows
 from indexkit import InjectedWriteError, failing_write
 from indexmodel import (
     AUTHORS,
@@ -307,6 +309,25 @@ class IndexModel(RuleBasedStateMachine):
                 self.face.put(k, value, LONG)
             else:
                 self.face.batch([*company, op], abort=False)
+
+    # --- import (issue 37 point 1: tests/import_rule.py) -----------------------------------
+
+    @rule(
+        items=st.lists(PUTS.map(lambda op: (op[1], op[2])), max_size=4),
+        how=st.sampled_from(HOW),
+        batch_size=st.integers(1, 4),
+    )
+    def import_exported_rows(
+        self, items: list[tuple[MKey, Any]], how: str, batch_size: int
+    ) -> None:
+        """`opendata-kv import` of the store's export plus new rows, with and without
+        --schema, while the indexes exist (the writer closed: import opens its own)."""
+        self.face.close()
+        try:
+            self.model = import_rows(self.url, Path(self.dir), self.model, items, how, batch_size)
+        finally:
+            self.face = FACES[self.face_name](self.url, self._declared())
+        event(f"import: {how}")
 
     # --- flush, reopen, online builds -------------------------------------------------------
 

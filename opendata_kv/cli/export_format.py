@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import IO, Any
 
 from opendata_kv.cli.common import CliError
 from opendata_kv.cli.text import json_text
-from opendata_kv.errors import show_text
+from opendata_kv.errors import show_bytes, show_text
 
 FORMATS = ("jsonl", "csv", "parquet")
 #: Columns of CSV and Parquet, in order (`keyspace_hex` empty outside a keyspace).
@@ -125,36 +125,54 @@ def read_rows(path: str, fmt: str, stream: IO[str] | None = None) -> Iterator[tu
     return _parquet_rows(path)
 
 
-def _open_text(path: str, stream: IO[str] | None) -> IO[str]:
+def _text_lines(path: str, stream: IO[str] | None) -> Generator[str, None, None]:
+    """The lines of `path` (or `stream`), each decoded as UTF-8 by itself, so bytes that are
+    not UTF-8 are a CliError naming their line, and every line before it is read (and its
+    batches imported) first. A stream with no bytes under it (a StringIO) is read as text."""
+    binary: IO[bytes] | None = None
     if stream is not None:
-        return stream
+        binary = getattr(stream, "buffer", None)
+        if binary is None:
+            yield from stream
+            return
+    else:
+        try:
+            binary = open(path, "rb")  # noqa: SIM115  # closed below, when the rows end
+        except OSError as exc:
+            raise CliError(f"cannot read {path}: {exc.strerror}") from None
     try:
-        return open(path, encoding="utf-8", newline="")
-    except OSError as exc:
-        raise CliError(f"cannot read {path}: {exc.strerror}") from None
+        for number, raw in enumerate(binary, 1):
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                bad = raw[exc.start : exc.end]
+                raise CliError(
+                    f"{path} line {number}: not UTF-8 text: byte {exc.start + 1} of the line, "
+                    f"{show_bytes(bad)} ({exc.reason})"
+                ) from None
+    finally:
+        if stream is None:
+            binary.close()
 
 
 def _jsonl_rows(path: str, stream: IO[str] | None) -> Iterator[tuple[int, Any]]:
-    handle = _open_text(path, stream)
+    lines = _text_lines(path, stream)
     try:
-        for number, line in enumerate(handle, 1):
+        for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
                 yield number, json.loads(line)
             except ValueError as exc:
                 raise CliError(f"{path} line {number}: not a JSON object: {exc}") from None
-    except UnicodeDecodeError as exc:
-        raise CliError(f"{path}: not UTF-8 text: {exc}") from None
     finally:
-        if stream is None:
-            handle.close()
+        lines.close()  # closes the file
 
 
 def _csv_rows(path: str, stream: IO[str] | None) -> Iterator[tuple[int, Any]]:
-    handle = _open_text(path, stream)
+    lines = _text_lines(path, stream)
     try:
-        reader = csv.DictReader(handle)
+        reader = csv.DictReader(lines)
         header = reader.fieldnames or []
         missing = [name for name in REQUIRED if name not in header]
         if missing:
@@ -179,13 +197,10 @@ def _csv_rows(path: str, stream: IO[str] | None) -> Iterator[tuple[int, Any]]:
                             f"{show_text(obj[name])}"
                         ) from None
             yield reader.line_num, obj
-    except UnicodeDecodeError as exc:
-        raise CliError(f"{path}: not UTF-8 text: {exc}") from None
     except csv.Error as exc:
         raise CliError(f"{path}: not readable as CSV: {exc}") from None
     finally:
-        if stream is None:
-            handle.close()
+        lines.close()  # closes the file
 
 
 def _parquet_rows(path: str) -> Iterator[tuple[int, Any]]:

@@ -1,6 +1,8 @@
 """`opendata-kv import`: write the rows of an `export` file back into a database in atomic
 batches, each row checked against --schema first; resumable after an interrupt through a
-marker beside the database (`opendata-kv/import.json`) naming the rows committed."""
+marker beside the database (`opendata-kv/import.json`) naming the rows committed. A writer
+like any other: every stored index kept through the writer's upkeep, or the import refused
+before it writes (store/ops/bulk_load.py)."""
 
 from __future__ import annotations
 
@@ -28,11 +30,17 @@ from opendata_kv.cli.export_format import EXPIRE_AT, FORMATS, format_of, read_ro
 from opendata_kv.cli.index_args import load_indexes
 from opendata_kv.cli.index_cmds import StepProgress
 from opendata_kv.cli.text import json_text
-from opendata_kv.errors import OpendataKvError, show_text
+from opendata_kv.errors import (
+    IndexStateError,
+    KeyFormatError,
+    OpendataKvError,
+    ValueCodecError,
+    show_text,
+)
 from opendata_kv.keys import Schema
 from opendata_kv.store import Store
 from opendata_kv.store.expiry import is_expired
-from opendata_kv.store.ops.bulk_load import Checked, check_pair, write_checked
+from opendata_kv.store.ops.bulk_load import Checked, check_loadable, check_pair, write_checked
 from opendata_kv.values import Values
 
 MARKER = "import.json"
@@ -54,8 +62,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "--batch-size rows per atomic batch, indexed as typed puts are. With --schema every "
             "key must belong to one of its records and every value decode with its codec; the "
             "row's record, fields and value, when given, must match its bytes. A refused row "
-            "stops the import before anything of its batch is written. A row's expire_at (Unix "
-            "ms) is written as its expiry; a row already expired is counted, not written. "
+            "stops the import before anything of its batch is written, as does a row under "
+            "the index key space (00f1...: index rows come from upkeep) or a line that is not "
+            "UTF-8. Stored indexes are kept (or the import refused up front, naming them): "
+            "without --schema, a database whose indexes keep entries is refused. A row's "
+            "expire_at (Unix ms) is written as its expiry; a row already expired is counted, "
+            "not written. "
             "Interrupted, the same command resumes after the last batch committed."
         ),
     )
@@ -163,8 +175,22 @@ async def _import(
             object_store_max_retries=limits.retries,
             object_store_options=limits.object_store_options(location),
         )
+    except IndexStateError as exc:  # a stored index this import cannot keep: nothing written
+        hint = "" if args.declared else "; give their declarations with --indexes MODULE:ATTR"
+        raise CliError(f"cannot open {args.db}{endpoint_text(location)}: {exc}{hint}") from None
     except OpendataKvError as exc:
         raise CliError(f"cannot open {args.db}{endpoint_text(location)}: {exc}") from None
+    try:
+        check_loadable(store, strict=spec is not None)
+    except IndexStateError as exc:
+        await store.close()
+        raise CliError(
+            f"{args.db} stores indexes that keep entries ({exc.index}): an import without "
+            "--schema cannot tell which rows are their records, so it would leave them stale. "
+            "Pass --schema MODULE:ATTR (with --indexes MODULE:ATTR for an index declared with "
+            "a function) to keep them current, or drop them (opendata-kv index drop) and build "
+            "them again after; nothing was written"
+        ) from None
     side = sidecar.Sidecar(location, limits.object_store_options(location), limits.timeout)
     keep = identity is not None and side.available
     marker = await side.get_json(MARKER) if keep else None
@@ -262,10 +288,12 @@ class Loader:
         its bytes; else a CliError naming the line or row and the field."""
         try:
             checked = check_pair(self.store, key, data, strict=self.strict, expire_at=expire_at)
-        except OpendataKvError as exc:
+        except (KeyFormatError, ValueCodecError) as exc:
             field = f" field {exc.field}" if exc.field else ""
             where = f"{path} {_where(number, path)}"
             raise CliError(f"{where}:{field} refused by the schema: {exc}") from None
+        except OpendataKvError as exc:  # a key under the index key space the library owns
+            raise CliError(f"{path} {_where(number, path)}: refused: {exc}") from None
         given_fields, given_value = obj.get("fields"), obj.get("value")
         if checked.owner is None:  # no --schema, or a key none of its records owns: raw bytes
             return checked

@@ -58,6 +58,22 @@ def is_index_key(key: bytes) -> bool:
     return key.startswith(ROOT)
 
 
+def owned_part(key: bytes) -> str | None:
+    """What of the index key space `key` falls in ("the index catalog", "the metadata of index
+    'x'", "an entry of index 'x'"), None outside it: the library's own rows, which a writer of
+    records (import, load_pairs) must never write as data."""
+    if not key.startswith(ROOT):
+        return None
+    if key == CATALOG:
+        return "the index catalog"
+    if key.startswith(META):
+        return f"the metadata of index {key[len(META) :].decode(errors='replace')!r}"
+    name = index_name_of(key)
+    if name is not None:
+        return f"an entry of index {name!r}"
+    return "the index key space"
+
+
 def meta_key(name: str) -> bytes:
     return META + name.encode()
 

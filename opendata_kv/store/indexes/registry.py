@@ -170,6 +170,17 @@ class IndexSet:
         at_types = self.indexed_at([op[0] for op in ops]) if self._by_type else []
         return [(ops[at][0], record_type, ops[at]) for at, record_type in at_types]
 
+    def keeping_entries(self) -> list[str]:
+        """The stored indexes that keep entries now (readable, or being built with a position):
+        those a write of a record this writer cannot decode (a key its schema does not own)
+        could leave stale. One write_only with no position keeps none (the next build clears
+        it), so nothing can make it wrong."""
+        return sorted(
+            name
+            for name, meta in self.stored.items()
+            if meta["state"] == READABLE or meta.get("position") is not None
+        )
+
     def state(self, name: str) -> str:
         meta = self.stored.get(name)
         if meta is None:
