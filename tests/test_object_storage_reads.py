@@ -248,3 +248,26 @@ def test_seek_skips_within_fetched_rows_and_on_the_iterator() -> None:
             assert not await limited.seek(thing.encode(0, 9))
 
     asyncio.run(main())
+
+
+def sst_reads(window: Window) -> Window:
+    """The window's reads of SST data (compacted/ objects): what a scan reads, without the
+    open's manifest and WAL requests (issue 43's open_reader part, another branch)."""
+    return Window([r for r in window.requests if "/compacted/" in r.path])
+
+
+@pytest.mark.parametrize("command", ["dump", "export"])
+def test_cli_long_reads_read_ahead(s3_url: str, proxy: DelayProxy, command: str) -> None:
+    """`opendata-kv dump` and `export` of the 10,000 rows read their SST data in 3 waves: the
+    index, the block where the first version's probe (a limit=1 scan) lands, then the rest in
+    one bulk window (before issue 43: a 256 KiB window a round trip, ~9 waves)."""
+    from clikit import run_in_process
+
+    asyncio.run(_things(s3_url))
+    with proxy.measure() as window:
+        result = run_in_process(command, s3_url, env={"AWS_ENDPOINT_URL": proxy.endpoint})
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.splitlines()) >= ROWS
+    reads = sst_reads(window)
+    print(f"\n{command}: {reads.waves()} waves of SST reads, {len(reads.requests)} GETs")
+    assert 0 < reads.waves() <= 3, reads.describe()
