@@ -24,11 +24,13 @@ from opendata_kv.store import scan as scanmod
 
 @pytest.fixture(autouse=True)
 def one_block_per_request(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Scans here read one block per request (slatedb's own default): the tests delete SSTs
-    under a running scan, and with the store's 256 KiB read-ahead a scan would already hold
-    these small SSTs whole before they vanish."""
+    """Scans here read one block per request, one request at a time (slatedb's own default):
+    the tests delete SSTs under a running scan, and with the store's read-ahead (8 requests
+    of 256 KiB) a scan would already hold these small SSTs whole before they vanish."""
     monkeypatch.setattr(scanmod, "READ_AHEAD_BYTES", 1)
     monkeypatch.setattr(scanmod, "BULK_READ_AHEAD_BYTES", 1)
+    monkeypatch.setattr(scanmod, "FETCH_TASKS", 1)
+    monkeypatch.setattr(scanmod, "BULK_FETCH_TASKS", 1)
     monkeypatch.setattr(
         scanmod, "_OPTIONS", {key: scanmod.scan_options(*key) for key in scanmod._OPTIONS}
     )

@@ -185,6 +185,7 @@ FACES = (
             "keys": "hand",
             "values": "hand",
             "count": "now",
+            "seek": "now",
         },
     ),
     Face(

@@ -277,6 +277,7 @@ class Walk:
                 reverse=self.reverse,
                 limit=remaining[0],
                 on_unknown="raw",
+                fill_cache=False,  # a long one-shot read: the bulk read-ahead, no caching
             )
             scan.expiries = self.expiries
             while chunk := await self.limits.bound(scan.next_chunk(), f"read {store.where}"):

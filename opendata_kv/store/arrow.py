@@ -611,9 +611,11 @@ def record_batches(
         expiry=expiry,
         raw_key=raw_key,
     )
+    del sample
+    held = [first]  # popped when read: the stream then holds one batch, not the first as well
 
     def batches() -> Iterator[Any]:
-        batch: list[Any] | None = first
+        batch: list[Any] | None = held.pop()
         while batch:
             if expiry:
                 yield layout.batch(list(map(_FIRST, batch)), list(map(_SECOND, batch)))

@@ -8,6 +8,7 @@ a cursor (naming the last raw key yielded) from which a later scan can resume.
 from __future__ import annotations
 
 import sys
+from bisect import bisect_left
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from itertools import repeat
@@ -125,36 +126,48 @@ class KeySpan:
     end: bytes | None
 
 
-#: Bytes slatedb reads ahead of a scan's position in an SST (one request per block when 1).
-#: Measured on 200,000 msgpack rows in SSTs (bench notes in README, Performance): 1 B: 25-35
-#: µs/row cold; 64 KiB: 8-10; 256 KiB: ~9, and the best first-row and total times for
-#: prefix scans of 10, 1,000 and 100,000 rows.
+#: Bytes slatedb reads ahead of a scan's position in an SST, per request (one request per
+#: block when 1). Measured on 200,000 msgpack rows in SSTs (bench notes in README,
+#: Performance): 1 B: 25-35 µs/row cold; 64 KiB: 8-10; 256 KiB: ~9, and the best first-row
+#: and total times for prefix scans of 10, 1,000 and 100,000 rows.
 READ_AHEAD_BYTES = 256 * 1024
 #: Read-ahead of bulk scans (`fill_cache=False`), which read long ranges and care little for
 #: the first row: on 500,000 rows in one compacted SST run, next_batch alone took 6.5-6.6
 #: µs/row at 4 MiB against 8.5-8.6 at 256 KiB (the first row of a 100,000-row prefix scan: 30
 #: against 7.5 ms, which is why point-ish scans keep READ_AHEAD_BYTES).
 BULK_READ_AHEAD_BYTES = 4 * 1024 * 1024
+#: Requests of that size slatedb keeps in flight per SST a scan reads (its `max_fetch_tasks`):
+#: they start together, so a scan's window is this many times the read-ahead, fetched in one
+#: round trip on object storage. Through a delaying proxy (docs/object-storage.md, issue 43)
+#: a 10,000-row scan of ~1.5 MB took 7 waves with one request of 256 KiB in flight, 3 with
+#: 4 and 2 with 8 (the SST index, then every block at once). A window is also what a streaming
+#: read holds beside its batch: 2 MiB for scans, 16 MiB for bulk scans.
+FETCH_TASKS = 8
+BULK_FETCH_TASKS = 4
+#: A scan whose `limit` is at most this many rows keeps one request in flight: a page of a
+#: listing needs one window, and the rest would be bytes fetched for nothing.
+SHORT_SCAN = 256
 
 
-def scan_options(reverse: bool, fill_cache: bool = True) -> Any:
+def scan_options(reverse: bool, fill_cache: bool = True, short: bool = False) -> Any:
     """ScanOptions that see the writer's own unflushed writes, in the asked order.
     `fill_cache` False keeps the blocks read out of the block cache and reads further ahead
-    (bulk scans)."""
+    (bulk scans); `short` keeps one request in flight (a scan of a few rows)."""
     return ScanOptions(
         durability_filter=DurabilityLevel.MEMORY,
         dirty=False,
         read_ahead_bytes=READ_AHEAD_BYTES if fill_cache else BULK_READ_AHEAD_BYTES,
         cache_blocks=fill_cache,
-        max_fetch_tasks=1,
+        max_fetch_tasks=1 if short else FETCH_TASKS if fill_cache else BULK_FETCH_TASKS,
         order=IterationOrder.DESCENDING if reverse else IterationOrder.ASCENDING,
     )
 
 
 _OPTIONS = {
-    (reverse, fill): scan_options(reverse, fill)
+    (reverse, fill, short): scan_options(reverse, fill, short)
     for reverse in (False, True)
     for fill in (False, True)
+    for short in (False, True)
 }
 
 
@@ -231,7 +244,8 @@ class Scan(Generic[R]):
         self._batch = min(64, batch_size)
         self._upgrade = upgrade
         self._shape = "records"  # "keys" / "values": the other half is not decoded
-        self._options = _OPTIONS[reverse, bool(fill_cache)]
+        short = limit is not None and limit <= SHORT_SCAN
+        self._options = _OPTIONS[reverse, bool(fill_cache), short]
         self._check_expiry = check_expiry
         self._where = where
         self._span_index = 0
@@ -437,6 +451,43 @@ class Scan(Generic[R]):
                 remaining -= live
         self._remaining = remaining
         return total
+
+    async def seek(self, key: bytes) -> bool:
+        """Go on from the first row at or after `key`, past the rows between: within the rows
+        already fetched, or with a seek on the open iterator, which blocks slatedb already
+        fetched serve (a skip within the read-ahead window costs no request). False when this
+        scan cannot (reverse, a limit, no open iterator, `key` not past the last row handed
+        out, or outside the span being read): start a new scan at `key` instead. (Should an
+        SST vanish under a reader later, the scan resumes after the last row handed out, and
+        the skipped rows come again.)"""
+        if self._reverse or self._remaining is not None or self._iterator is None:
+            return False
+        span = self._spans[self._span_index - 1]
+        lo, hi = intersect((span.start, span.end), (self._start, self._end))
+        position = self.position
+        if (
+            (position is not None and key <= position)
+            or (lo is not None and key < lo)
+            or (hi is not None and key >= hi)
+        ):
+            return False
+        buffer, pos = self._buffer, self._pos
+        while pos < len(buffer) and buffer[pos].raw_key < key:
+            pos += 1
+        if pos:
+            self._cursor = buffer[pos - 1].raw_key
+        self._pos = pos
+        if pos < len(buffer):  # a decoded row at or after `key`: the rest follow it
+            return True
+        self._buffer, self._pos = [], 0
+        if self._last_read is not None and key <= self._last_read:  # fetched already
+            self._row_pos = bisect_left(self._keys, key, self._row_pos)
+            return True
+        with translating(self._where):
+            await calls.seek(self._iterator, key)
+        self._keys, self._data, self._row_pos = [], [], 0
+        self._last_read = self._cursor
+        return True
 
     async def _open_next_span(self) -> bool:
         """Open an iterator on the next non-empty span; slatedb's errors go to the caller."""

@@ -1348,6 +1348,17 @@ class SyncScan(ScanIteration[R]):
         result: int = _now(self.scan.count())
         return result
 
+    def seek(self, key: bytes) -> bool:
+        """Go on from the first row at or after `key`, past the rows between: within the rows
+        already fetched, or with a seek on the open iterator, which blocks slatedb already
+        fetched serve (a skip within the read-ahead window costs no request). False when this
+        scan cannot (reverse, a limit, no open iterator, `key` not past the last row handed
+        out, or outside the span being read): start a new scan at `key` instead. (Should an
+        SST vanish under a reader later, the scan resumes after the last row handed out, and
+        the skipped rows come again.)"""
+        result: bool = _now(self.scan.seek(key))
+        return result
+
 
 class SyncIndexScan(IndexScanIteration[IT]):
     """A blocking iterator over an IndexScan (`for record in db.index_scan(...)`)."""

@@ -460,15 +460,12 @@ class _Feed:
             manifest = await call(source.admin.read_manifest(None), where, others=True)
             floor = 0 if manifest is None else manifest.replay_after_wal_id
             self.top_seq = 0 if manifest is None else manifest.last_l0_seq
+            ids = await self._tail(floor)
             if position is None:
-                self.tail = await call(reader.last_wal_file_id(floor), where, others=True)
-                listed = source.list_wal
-                ids = None if listed is None else await in_thread(listed)
                 self.start_id = await first_wal(reader, floor, self.tail, ids, where)
                 self.skip = self.min_seq = 0
             else:
                 self.start_id, self.skip, self.min_seq, _ = position
-                self.tail = await call(reader.last_wal_file_id(floor), where, others=True)
                 if self.start_id > self.tail + 1:
                     assert self.since is not None
                     raise past_end(
@@ -490,6 +487,21 @@ class _Feed:
         # from the start, and WAL file 1 (the first a store writes) is gone: changes were lost
         self.lost = position is None and self.start_id > 1
         self.checked_seq = position is None or self.min_seq == 0
+
+    async def _tail(self, floor: int) -> set[int] | None:
+        """Set `tail`, the newest WAL file after the replay point `floor` (or `floor`), and
+        return the WAL listing it came from: one request where the store can be listed (the
+        files after `floor` are never collected, so the newest listed is the tail), else
+        slatedb's probe of the WAL files (HEADs, galloping: 3-4 round trips)."""
+        listed = self.source.list_wal
+        ids: set[int] | None = None if listed is None else await in_thread(listed)
+        if ids is None:
+            self.tail = await call(
+                self.source.reader.last_wal_file_id(floor), self.where, others=True
+            )
+        else:
+            self.tail = max((wal for wal in ids if wal > floor), default=floor)
+        return ids
 
     async def next_file(self) -> Any:
         """The next WAL file's rows (slatedb's batch), waiting for it when following; None
