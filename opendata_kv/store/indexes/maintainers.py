@@ -11,14 +11,24 @@ nothing private of anyone else.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from fractions import Fraction
 from typing import Any, NamedTuple
 
-from opendata_kv.errors import UniqueIndexError, show_bytes
+from opendata_kv.errors import IndexAmountError, UniqueIndexError, show_bytes
 from opendata_kv.keys import Schema
 from opendata_kv.keys.fields import Field
 from opendata_kv.store.indexes.declare import Index, field_of
 from opendata_kv.store.indexes.groups import Group
-from opendata_kv.store.indexes.layout import decode_aggregate, encode_aggregate
+from opendata_kv.store.indexes.layout import decode_entry, decode_sum, encode_aggregate
+from opendata_kv.store.indexes.sums import (
+    FINE,
+    ZERO,
+    Sum,
+    add,
+    amount_problem,
+    combine,
+    total_problem,
+)
 from opendata_kv.store.writes import UNDECODED, Delete, Op, Put
 
 Encode = Callable[[str, Sequence[tuple[str, Field]], tuple[Any, ...]], bytes]
@@ -289,7 +299,7 @@ class UniqueMaintainer(Maintainer):
 
 class CountMaintainer(Maintainer):
     """A count index: one row per group with its live record count (and, for a sum index, the
-    total of its amounts), read and rewritten with the write's net change."""
+    exact total of its amounts, sums.py), read and rewritten with the write's net change."""
 
     def __init__(
         self,
@@ -299,75 +309,112 @@ class CountMaintainer(Maintainer):
         strings: dict[str, dict[str, bytes]] | None = None,
     ) -> None:
         super().__init__(schema, encode, building, strings)
-        self.deltas: dict[bytes, tuple[Index, int, int | float]] = {}
+        #: group -> (its index, the write's net change, the key of the last record changing it)
+        self.deltas: dict[bytes, tuple[Index, Sum, bytes]] = {}
         #: groups whose current value is known without a read (the writer's GroupCache)
         self.known: Mapping[bytes, Group] = {}
         #: the value each group written here will have (what the GroupCache learns)
         self.learnt: dict[bytes, Group] = {}
 
+    def amount(self, index: Index, key: bytes, key_obj: Any, value: Any, group: bytes) -> Any:
+        """What a record adds to its groups' sums (0 for a count index); IndexAmountError when
+        a sum cannot take it exactly."""
+        if index.amount is None:
+            return 0
+        found = index.amount_of(key_obj, value)
+        why = amount_problem(found)
+        if why is not None:
+            raise self.refusal(index, group, key, found, f"its amount {found!r} {why}")
+        return found
+
     def change(self, index: Index, change: Change) -> None:
-        # unpacked and inlined like ValueMaintainer.change (once per record and index).
         # An expired value counts in no aggregate any more: only the live one is taken out
-        _, key_obj, _, live_old, new, _, _ = change
+        key, key_obj, _, live_old, new, _, _ = change
         encode, name, fields, deltas = self.encode, index.name, index.fields, self.deltas
-        if live_old is not None:
-            groups = [encode(name, fields, v) for v in index.entries(key_obj, live_old)]
+        for sign, value in ((-1, live_old), (1, new)):
+            if value is None:
+                continue
+            groups = [encode(name, fields, v) for v in index.entries(key_obj, value)]
             if groups:
-                amount = index.amount_of(key_obj, live_old)
+                amount = self.amount(index, key, key_obj, value, groups[0])
                 for group in dict.fromkeys(groups):  # distinct, as entries() are
-                    _, count, total = deltas.get(group, (index, 0, 0))
-                    deltas[group] = (index, count - 1, total - amount)
-        if new is not None:
-            groups = [encode(name, fields, v) for v in index.entries(key_obj, new)]
-            if groups:
-                amount = index.amount_of(key_obj, new)
-                for group in dict.fromkeys(groups):
-                    _, count, total = deltas.get(group, (index, 0, 0))
-                    deltas[group] = (index, count + 1, total + amount)
+                    found = deltas.get(group)
+                    state = ZERO if found is None else found[1]
+                    deltas[group] = (index, add(state, sign, amount), key)
 
     def change_columns(self, index: Index, changes: Sequence[Change]) -> None:
         key_objs = [c[1] for c in changes]
         news = [c[4] for c in changes]
         deltas, get = self.deltas, self.deltas.get
-        amount_of = index.amount_of if index.amount is not None else None
+        summed = index.amount is not None
         # an expired value counts in no aggregate any more: only the live one is taken out
         gone, added = self.entry_columns(index, changes, old_at=3)
         for at, key_obj in enumerate(key_objs):  # in record order, as change() adds up
-            group = gone[at]
-            if group is not None:
-                _, count, total = get(group, (index, 0, 0))
-                if amount_of is not None:
-                    total -= amount_of(key_obj, changes[at][3])
-                deltas[group] = (index, count - 1, total)
-            group = added[at]
-            if group is not None:
-                _, count, total = get(group, (index, 0, 0))
-                if amount_of is not None:
-                    total += amount_of(key_obj, news[at])
-                deltas[group] = (index, count + 1, total)
+            key = changes[at][0]
+            for sign, group, value in ((-1, gone[at], changes[at][3]), (1, added[at], news[at])):
+                if group is None:
+                    continue
+                found = get(group)
+                state = ZERO if found is None else found[1]
+                if summed:
+                    state = add(state, sign, self.amount(index, key, key_obj, value, group))
+                else:
+                    state = _new(Sum, (state[0] + sign, 0, 0, 0))
+                deltas[group] = (index, state, key)
 
     def wanted(self) -> list[bytes]:
         known = self.known
         return [group for group in self.deltas if group not in known]
 
     def settle(self, current: Mapping[bytes, bytes | None]) -> None:
-        known, learnt, ops = self.known, self.learnt, self.ops
-        for group, (index, count, total) in self.deltas.items():
-            if count == 0 and total == 0:
+        """The new row of each group changed; IndexAmountError before any op when a total
+        would leave the range (sums.total_problem)."""
+        known, learnt = self.known, self.learnt
+        ops: list[Op] = []
+        staged: dict[bytes, Group] = {}
+        for group, (index, delta, key) in self.deltas.items():
+            if delta == ZERO:
                 continue
             if group in known:
-                have = known[group] or (0, 0)
+                have = known[group] or ZERO
             else:
                 data = current[group]
-                have = (0, 0) if data is None else decode_aggregate(index.name, group, data)
-            new_count, new_total = have[0] + count, have[1] + total
-            if new_count <= 0:
+                have = ZERO if data is None else decode_sum(index.name, group, data)
+            state = combine(have, delta)
+            if state.records <= 0:
                 ops.append(Delete(group))
-                learnt[group] = None
-            else:
-                row = (group, encode_aggregate(new_count, new_total), None, UNDECODED, None)
-                ops.append(_new(Put, row))
-                learnt[group] = (new_count, new_total)
+                staged[group] = None
+                continue
+            if delta.ints or delta.floats or delta.fine:
+                why = total_problem(state)
+                if why is not None:
+                    exact = Fraction((state.ints << FINE) + state.fine, 1 << FINE)
+                    raise self.refusal(index, group, key, exact, f"the write {why}")
+            ops.append(_new(Put, (group, encode_aggregate(state), None, UNDECODED, None)))
+            staged[group] = state
+        self.ops += ops
+        learnt.update(staged)
+
+    def refusal(
+        self, index: Index, group: bytes, key: bytes, value: Any, why: str
+    ) -> IndexAmountError:
+        """A sum's refusal naming the index, the group's values, the record and its key."""
+        values, _ = decode_entry(index.name, index.fields, group)
+        shown_group = values[0] if len(values) == 1 else values
+        record_type = self.schema.try_record_type_of(key)
+        record = "?" if record_type is None else record_type.name
+        shown = show_key(self.schema, key)
+        return IndexAmountError(
+            f"sum index {index.name!r}, group {shown_group!r}: {why} (record {record!r}, key "
+            f'{shown!r}); a sum must equal a recount exactly (RFC 0010, "Exact sums"), so '
+            "the write was refused and nothing was written",
+            index=index.name,
+            fields=index.field_names,
+            group=shown_group,
+            record=record,
+            key=shown,
+            value=value,
+        )
 
 
 class SumMaintainer(CountMaintainer):
