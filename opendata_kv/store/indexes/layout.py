@@ -142,7 +142,12 @@ _COUNTS: dict[int, bytes] = {}
 COUNTS_KEPT = 1 << 16
 
 
-def encode_aggregate(state: Sum) -> bytes:
+def encode_aggregate(count: int, total: int) -> bytes:
+    """The row of a group of `count` records whose amounts are integers totalling `total`."""
+    return encode_sum(Sum(count, total, 0, 0))
+
+
+def encode_sum(state: Sum) -> bytes:
     """An aggregate row (RFC 0010, "Exact sums"): msgpack [count, total] while the group has
     no float amount (a count index's rows, sum 0, remembered by count), else
     [count, ints, floats, m, e]: the integer amounts' total, how many amounts are floats, and

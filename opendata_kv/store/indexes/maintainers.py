@@ -19,7 +19,7 @@ from opendata_kv.keys import Schema
 from opendata_kv.keys.fields import Field
 from opendata_kv.store.indexes.declare import Index, field_of
 from opendata_kv.store.indexes.groups import Group
-from opendata_kv.store.indexes.layout import decode_entry, decode_sum, encode_aggregate
+from opendata_kv.store.indexes.layout import decode_entry, decode_sum, encode_sum
 from opendata_kv.store.indexes.sums import (
     FINE,
     ZERO,
@@ -390,7 +390,7 @@ class CountMaintainer(Maintainer):
                 if why is not None:
                     exact = Fraction((state.ints << FINE) + state.fine, 1 << FINE)
                     raise self.refusal(index, group, key, exact, f"the write {why}")
-            ops.append(_new(Put, (group, encode_aggregate(state), None, UNDECODED, None)))
+            ops.append(_new(Put, (group, encode_sum(state), None, UNDECODED, None)))
             staged[group] = state
         self.ops += ops
         learnt.update(staged)
