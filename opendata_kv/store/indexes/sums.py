@@ -21,8 +21,8 @@ FINE = 1074
 
 
 class Sum(NamedTuple):
-    """A group's exact state: its live record count (`records`), the total of its integer amounts, how
-    many of its amounts are floats, and their exact total in units of 2**-1074."""
+    """A group's exact state: its live record count (`records`), the total of its integer
+    amounts, how many of its amounts are floats, and their exact total in 2**-1074 units."""
 
     records: int
     ints: int
