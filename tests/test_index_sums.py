@@ -332,3 +332,40 @@ print(" ".join(out))
     path, results = done.stdout.splitlines()
     assert "C accelerator" not in path
     assert results.split() == ["1.0", "a", "a", "a", "[]"]
+
+
+# --- the other readers of the row ------------------------------------------------------------
+
+
+def test_the_feed_and_the_cli_read_the_float_row(tmp_path: Path) -> None:
+    """The change feed and the CLI's index rows decode the new row as index_sum reports it."""
+    import asyncio
+
+    from opendata_kv.cli.index_rows import IndexKeys
+    from opendata_kv.store import IndexChange, Store
+
+    async def go() -> tuple[list[Any], dict[str, Any]]:
+        async with Store.open(tmp_path / "db", [face_post()], indexes=INDEXES) as store:
+            await store.put(face_post(), ("a", 1), {"score": 1.0})
+            await store.put(face_post(), ("a", 2), {"score": 1e17})
+            await store.delete(face_post(), ("a", 2))
+            await store.flush()
+            changes = [c async for c in store.changes(None, indexes=True)]
+            keys = await IndexKeys.load(store, None)
+            group = _group_key()
+            row = keys.row(group, await store.get_raw(group))
+        return [
+            c.value
+            for c in changes
+            if isinstance(c, IndexChange) and c.index == "score" and c.part == "entry"
+        ], row
+
+    values, row = asyncio.run(go())
+    assert [(v[0], repr(v[1])) for v in values] == [(1, "1.0"), (2, "1e+17"), (1, "1.0")]
+    assert row.obj["value"] == {"count": 1, "sum": 1.0}, row
+
+
+def face_post() -> Any:
+    from indexmodel import post
+
+    return post
