@@ -22,11 +22,12 @@ from opendata_kv.store.indexes.groups import Group
 from opendata_kv.store.indexes.layout import decode_entry, decode_sum, encode_sum
 from opendata_kv.store.indexes.sums import (
     FINE,
+    INT_MAX,
+    INT_MIN,
     ZERO,
     Sum,
-    add,
     amount_problem,
-    combine,
+    fine_units,
     total_problem,
 )
 from opendata_kv.store.writes import UNDECODED, Delete, Op, Put
@@ -309,58 +310,87 @@ class CountMaintainer(Maintainer):
         strings: dict[str, dict[str, bytes]] | None = None,
     ) -> None:
         super().__init__(schema, encode, building, strings)
-        #: group -> (its index, the write's net change, the key of the last record changing it)
-        self.deltas: dict[bytes, tuple[Index, Sum, bytes]] = {}
+        #: group -> [its index, the write's net change of count, ints, floats and fine (as in
+        #: sums.Sum), the key of the last record changing it], mutable: added to in place
+        self.deltas: dict[bytes, list[Any]] = {}
         #: groups whose current value is known without a read (the writer's GroupCache)
         self.known: Mapping[bytes, Group] = {}
         #: the value each group written here will have (what the GroupCache learns)
         self.learnt: dict[bytes, Group] = {}
 
     def amount(self, index: Index, key: bytes, key_obj: Any, value: Any, group: bytes) -> Any:
-        """What a record adds to its groups' sums (0 for a count index); IndexAmountError when
-        a sum cannot take it exactly."""
-        if index.amount is None:
-            return 0
+        """What a record adds to its groups' sums; IndexAmountError when a sum cannot take it
+        exactly."""
         found = index.amount_of(key_obj, value)
         why = amount_problem(found)
         if why is not None:
             raise self.refusal(index, group, key, found, f"its amount {found!r} {why}")
         return found
 
+    def _add(self, index: Index, group: bytes, key: bytes, sign: int, amount: Any) -> None:
+        """One record of `amount` (None: a count index) into `group`'s net change."""
+        delta = self.deltas.get(group)
+        if delta is None:
+            delta = self.deltas[group] = [index, 0, 0, 0, 0, key]
+        else:
+            delta[5] = key
+        delta[1] += sign
+        if amount is None or amount.__class__ is int:
+            if amount:
+                delta[2] += sign * amount
+        elif isinstance(amount, float):
+            delta[3] += sign
+            delta[4] += sign * fine_units(amount)
+        else:  # an int subclass
+            delta[2] += sign * int(amount)
+
     def change(self, index: Index, change: Change) -> None:
         # An expired value counts in no aggregate any more: only the live one is taken out
         key, key_obj, _, live_old, new, _, _ = change
-        encode, name, fields, deltas = self.encode, index.name, index.fields, self.deltas
+        encode, name, fields, add_one = self.encode, index.name, index.fields, self._add
         for sign, value in ((-1, live_old), (1, new)):
             if value is None:
                 continue
             groups = [encode(name, fields, v) for v in index.entries(key_obj, value)]
             if groups:
-                amount = self.amount(index, key, key_obj, value, groups[0])
+                amount = None
+                if index.amount is not None:
+                    amount = self.amount(index, key, key_obj, value, groups[0])
                 for group in dict.fromkeys(groups):  # distinct, as entries() are
-                    found = deltas.get(group)
-                    state = ZERO if found is None else found[1]
-                    deltas[group] = (index, add(state, sign, amount), key)
+                    add_one(index, group, key, sign, amount)
 
     def change_columns(self, index: Index, changes: Sequence[Change]) -> None:
-        key_objs = [c[1] for c in changes]
-        news = [c[4] for c in changes]
         deltas, get = self.deltas, self.deltas.get
-        summed = index.amount is not None
         # an expired value counts in no aggregate any more: only the live one is taken out
         gone, added = self.entry_columns(index, changes, old_at=3)
-        for at, key_obj in enumerate(key_objs):  # in record order, as change() adds up
-            key = changes[at][0]
-            for sign, group, value in ((-1, gone[at], changes[at][3]), (1, added[at], news[at])):
+        if index.amount is None:  # a count index: counts only, inlined (the put_many path)
+            for at, change in enumerate(changes):
+                for group, sign in ((gone[at], -1), (added[at], 1)):
+                    if group is not None:
+                        delta = get(group)
+                        if delta is None:
+                            deltas[group] = [index, sign, 0, 0, 0, change[0]]
+                        else:
+                            delta[1] += sign
+                            delta[5] = change[0]
+            return
+        amount_of, amount, add_one = index.amount_of, self.amount, self._add
+        for at, change in enumerate(changes):  # in record order, as change() adds up
+            key, key_obj = change[0], change[1]
+            for group, sign, value in ((gone[at], -1, change[3]), (added[at], 1, change[4])):
                 if group is None:
                     continue
-                found = get(group)
-                state = ZERO if found is None else found[1]
-                if summed:
-                    state = add(state, sign, self.amount(index, key, key_obj, value, group))
+                found = amount_of(key_obj, value)
+                if found.__class__ is int and INT_MIN <= found <= INT_MAX:  # inlined _add
+                    delta = get(group)
+                    if delta is None:
+                        deltas[group] = [index, sign, sign * found, 0, 0, key]
+                    else:
+                        delta[1] += sign
+                        delta[2] += sign * found
+                        delta[5] = key
                 else:
-                    state = _new(Sum, (state[0] + sign, 0, 0, 0))
-                deltas[group] = (index, state, key)
+                    add_one(index, group, key, sign, amount(index, key, key_obj, value, group))
 
     def wanted(self) -> list[bytes]:
         known = self.known
@@ -369,23 +399,23 @@ class CountMaintainer(Maintainer):
     def settle(self, current: Mapping[bytes, bytes | None]) -> None:
         """The new row of each group changed; IndexAmountError before any op when a total
         would leave the range (sums.total_problem)."""
-        known, learnt = self.known, self.learnt
+        known = self.known
         ops: list[Op] = []
         staged: dict[bytes, Group] = {}
-        for group, (index, delta, key) in self.deltas.items():
-            if delta == ZERO:
+        for group, (index, count, ints, floats, fine, key) in self.deltas.items():
+            if not (count or ints or floats or fine):
                 continue
             if group in known:
                 have = known[group] or ZERO
             else:
                 data = current[group]
                 have = ZERO if data is None else decode_sum(index.name, group, data)
-            state = combine(have, delta)
-            if state.records <= 0:
+            state = _new(Sum, (have[0] + count, have[1] + ints, have[2] + floats, have[3] + fine))
+            if state[0] <= 0:
                 ops.append(Delete(group))
                 staged[group] = None
                 continue
-            if delta.ints or delta.floats or delta.fine:
+            if floats or fine or (ints and (state[2] or not INT_MIN <= state[1] <= INT_MAX)):
                 why = total_problem(state)
                 if why is not None:
                     exact = Fraction((state.ints << FINE) + state.fine, 1 << FINE)
@@ -393,7 +423,7 @@ class CountMaintainer(Maintainer):
             ops.append(_new(Put, (group, encode_sum(state), None, UNDECODED, None)))
             staged[group] = state
         self.ops += ops
-        learnt.update(staged)
+        self.learnt.update(staged)
 
     def refusal(
         self, index: Index, group: bytes, key: bytes, value: Any, why: str
