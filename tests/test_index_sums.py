@@ -110,6 +110,23 @@ def test_5_a_total_past_the_range_is_refused_and_the_batch_untouched(db: SyncFac
     assert db.check() == []
 
 
+def test_in_a_transaction_the_refused_put_is_skipped_and_the_rest_commits(db: SyncFace) -> None:
+    """As for a unique clash: the put raises inside the transaction, which goes on."""
+    db.put(A1, {"score": 1 << 62}, None)
+    ops = [
+        ("put", ("post", "b", 1), {"score": 1.5}, None),
+        ("put", A2, {"score": math.inf}, None),
+        ("put", A3, {"score": 1 << 62}, None),
+    ]
+    outcomes = db.transaction(ops, rollback=False, isolation="serializable")
+    assert outcomes[0] is None
+    assert all(isinstance(o, IndexAmountError) and o.group == "a" for o in outcomes[1:])
+    assert db.get(A2) is None and db.get(A3) is None
+    same(db.sum(score, "b"), 1.5)
+    same(db.sum(score, "a"), 1 << 62)
+    assert db.check() == []
+
+
 def test_a_float_total_past_the_float_range_is_refused(db: SyncFace) -> None:
     db.put(A1, {"score": 1.7e308}, None)
     with pytest.raises(IndexAmountError) as caught:
