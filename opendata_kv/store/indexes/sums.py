@@ -78,15 +78,6 @@ def add(state: Sum, sign: int, amount: int | float) -> Sum:
     return Sum(count + sign, ints + sign * int(amount), floats, fine)  # an int subclass
 
 
-def combine(state: Sum, delta: Sum) -> Sum:
-    return Sum(
-        state.records + delta.records,
-        state.ints + delta.ints,
-        state.floats + delta.floats,
-        state.fine + delta.fine,
-    )
-
-
 def recount(amounts: Iterable[int | float]) -> int | float:
     """The definition a sum index's total equals: the exact total of the amounts, an int when
     none is a float, else rounded once to the nearest float (ties to even; zero is +0.0)."""
