@@ -378,6 +378,29 @@ class IndexArgumentError(InvalidArgumentError):
         self.fields = fields
 
 
+class IndexAmountError(IndexArgumentError):
+    """A sum index's amount it cannot add up exactly (not finite, an integer outside the signed
+    64-bit range), or a write that would take a group's total past the range (RFC 0010,
+    "Exact sums"): nothing was written. `index`, `group` (its field values), `record`, `key`
+    and `value` (the amount) name them."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        index: str,
+        fields: tuple[str, ...],
+        group: Any,
+        record: str,
+        key: Any,
+        value: Any,
+    ) -> None:
+        super().__init__(message, index=index, fields=fields, value=value)
+        self.group = group
+        self.record = record
+        self.key = key
+
+
 class IndexTtlError(IndexStateError):
     """A write (or build) of a record with a TTL into a count or sum index, which keeps no
     expiry (RFC 0010): nothing was written. `index`, `record` and `key` name them."""
@@ -398,6 +421,7 @@ __all__ = [
     "FencedError",
     "IdError",
     "IncompleteCloneError",
+    "IndexAmountError",
     "IndexArgumentError",
     "IndexStateError",
     "IndexTtlError",

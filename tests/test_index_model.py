@@ -14,6 +14,7 @@ applied them) check that the writer's group cache never outlives a write it cann
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import tempfile
@@ -44,9 +45,15 @@ from indexmodel import (
     expect_refused,
     handle,
     late,
+    score_sum,
 )
 
-from opendata_kv.errors import IndexStateError, OpendataKvError, UniqueIndexError
+from opendata_kv.errors import (
+    IndexAmountError,
+    IndexStateError,
+    OpendataKvError,
+    UniqueIndexError,
+)
 
 SHORT, LONG = 0.003, 3600.0
 EXPIRED = 0.008  # the wait after a short TTL put: the record is expired at the next read
@@ -75,6 +82,19 @@ POST_VALUES = st.fixed_dictionaries(
 USER_PUTS = st.tuples(st.just("put"), USERS, USER_VALUES, st.sampled_from([None, LONG]))
 PUTS = USER_PUTS | st.tuples(st.just("put"), POSTS, POST_VALUES, st.none())
 OPS = PUTS | st.tuples(st.just("delete"), KEYS)
+
+#: issue 37: score_sum's amounts, which the score rules put: floats far apart (1e17 beside
+#: 1.0), tiny and subnormal ones, ints far past 2**53. Bounded so that no subset of the nine
+#: posts passes the range (a delete is never refused); past it only in refuse_a_score
+SCORES = (
+    st.sampled_from([1.0, 1e17, -1e17, 1e-300, 5e-324, -5e-324, 2.2250738585072014e-308, 0.1])
+    | st.sampled_from([-0.0, 1e300, -1e300, 3, -(1 << 59)])
+    | st.floats(-1e300, 1e300, allow_nan=False, allow_infinity=False)
+    | st.integers(-(1 << 59), 1 << 59)
+)
+SCORED = st.tuples(POSTS, POST_VALUES, SCORES).map(lambda t: (t[0], {**t[1], "score": t[2]}))
+#: amounts no sum takes whatever the group holds
+UNSUMMABLE = st.sampled_from([math.nan, math.inf, -math.inf, 1 << 63, (1 << 64) - 1])
 
 
 class IndexModel(RuleBasedStateMachine):
@@ -328,6 +348,63 @@ class IndexModel(RuleBasedStateMachine):
         finally:
             self.face = FACES[self.face_name](self.url, self._declared())
         event(f"import: {how}")
+
+    # --- exact sums (issue 37) --------------------------------------------------------------
+
+    @rule(items=st.lists(SCORED, min_size=1, max_size=4), path=st.sampled_from(["put", "batch"]))
+    def put_scores(self, items: list[tuple[MKey, Any]], path: str) -> None:
+        """Posts with score amounts: score_sum equals the exact recount after every step."""
+        if path == "put":
+            for k, v in items:
+                self.face.put(k, v, None)
+                self.model.apply(("put", k, v, None))
+        else:
+            self._batch([("put", k, v, None) for k, v in items], abort=False)
+        if any(isinstance(v["score"], float) for _, v in items):
+            event("float scores put")
+
+    @rule(
+        k=POSTS,
+        value=POST_VALUES,
+        how=st.sampled_from(["unsummable", "int total", "float total"]),
+        path=st.sampled_from(["put", "batch", "put_many"]),
+        company=st.lists(USER_PUTS, max_size=2),
+        bad=UNSUMMABLE,
+    )
+    def refuse_a_score(
+        self, k: MKey, value: Any, how: str, path: str, company: list[Op], bad: Any
+    ) -> None:
+        """An amount no sum takes, or one taking the group's total past the range (the ints
+        past 2**63 - 1, the floats past the float range): IndexAmountError naming the index,
+        group, record and key, and nothing of the write written (nor the records with it)."""
+        author = k[1]
+        ops: list[Op]
+        if how == "unsummable":
+            ops = [("put", k, {**value, "score": bad}, None)]
+        elif how == "int total":
+            others = self.model.group_amounts(score_sum, author, but=k)
+            ints = sum(a for a in others if not isinstance(a, float))
+            amount = (1 << 63) - ints if ints >= 0 else -(1 << 63) - 1 - ints
+            if not -(1 << 63) <= amount < 1 << 63:
+                return
+            ops = [("put", k, {**value, "score": amount}, None)]
+        else:  # two records of the group in one write: 3.4e308 rounds to no float
+            other = ("post", author, (k[2] + 1) % 3)
+            ops = [("put", k, {"score": 1.7e308}, None), ("put", other, {"score": 1.7e308}, None)]
+        company = [
+            (c[0], c[1], {f: v for f, v in c[2].items() if f != "handle"}, c[3]) for c in company
+        ]
+        with pytest.raises(IndexAmountError) as caught:
+            if path == "put" and len(ops) == 1:
+                self.face.put(k, ops[0][2], None)
+            elif path == "put_many":
+                self.face.put_many([(op[1], op[2]) for op in [*company, *ops]], 10)
+            else:
+                self.face.batch([*company, *ops], abort=False)
+        err = caught.value
+        assert (err.index, err.group, err.record) == (score_sum.name, author, "post"), err
+        assert err.key.author == author, err
+        event(f"a score refused: {how}")
 
     # --- flush, reopen, online builds -------------------------------------------------------
 

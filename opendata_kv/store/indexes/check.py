@@ -7,23 +7,28 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from opendata_kv.checks.integrity import Problem
-from opendata_kv.errors import OpendataKvError, show_bytes
+from opendata_kv.errors import OpendataKvError, StoreDataError, show_bytes
 from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.layout import (
-    decode_aggregate,
     decode_entry,
+    decode_sum,
     encode_fields,
     entry_prefix,
 )
 from opendata_kv.store.indexes.maintainers import show_key
+from opendata_kv.store.indexes.sums import ZERO, Sum, add, amount_problem
 
 if TYPE_CHECKING:
     from opendata_kv.store.views import ReadView
 
 
-async def expected_entries(view: ReadView, index: Index) -> dict[bytes, Any]:
-    """entry key -> stored value (b"" / primary key) or (count, sum), recounted from the
-    records; a second holder of a unique value is kept as a list under the entry."""
+async def expected_entries(
+    view: ReadView, index: Index, unsummable: list[Problem] | None = None
+) -> dict[bytes, Any]:
+    """entry key -> stored value (b"" / primary key) or exact sums.Sum, recounted from the
+    records; a second holder of a unique value is kept as a list under the entry. A record
+    whose amount no sum can take (written before sums refused it) is left out of its groups
+    and named in `unsummable`."""
     out: dict[bytes, Any] = {}
     for record in known_records(view, index):
         async for row in view.scan(record):
@@ -31,11 +36,21 @@ async def expected_entries(view: ReadView, index: Index) -> dict[bytes, Any]:
             if not groups:
                 continue
             amount = index.amount_of(row.key, row.value) if index.aggregate else 0
+            why = amount_problem(amount)
+            if why is not None:
+                if unsummable is not None:
+                    unsummable.append(
+                        Problem(
+                            f"index {index.name}",
+                            f"record {row.key!r}: its amount {amount!r} {why}, which no sum "
+                            "can take: change the record, then rebuild the index",
+                        )
+                    )
+                continue
             for values in groups:
                 entry = encode_fields(index.name, index.fields, values)
                 if index.aggregate:
-                    count, total = out.get(entry, (0, 0))
-                    out[entry] = (count + 1, total + amount)
+                    out[entry] = add(out.get(entry, ZERO), 1, amount)
                 elif index.kind == "unique":
                     if entry in out:
                         holders = out[entry] if isinstance(out[entry], list) else [out[entry]]
@@ -77,9 +92,9 @@ async def _check(view: ReadView, index: Index) -> list[Problem]:
     partial = len(known_records(view, index)) < len(index.records)
     if partial and index.aggregate:  # a group's recount needs every record it counts
         return []
-    expected = await expected_entries(view, index)
-    where = f"index {index.name}"
     problems: list[Problem] = []
+    expected = await expected_entries(view, index, problems)
+    where = f"index {index.name}"
     seen: set[bytes] = set()
     async for row in view.scan_all(prefix=entry_prefix(index.name), on_unknown="raw"):
         key, data = row.raw_key, row.value
@@ -90,13 +105,17 @@ async def _check(view: ReadView, index: Index) -> list[Problem]:
         if want is None:
             problems.append(Problem(where, f"entry {show_bytes(key)} has no matching record"))
         elif index.aggregate:
-            have = decode_aggregate(index.name, key, data)
+            try:
+                have = decode_sum(index.name, key, data)
+            except StoreDataError as exc:
+                problems.append(Problem(where, str(exc)))
+                continue
             if have != want:
                 problems.append(
                     Problem(
                         where,
-                        f"aggregate {show_bytes(key)} holds count, sum {have!r} but a recount "
-                        f"gives {want!r}",
+                        f"aggregate {show_bytes(key)} holds count, sum {_shown(have)} but a "
+                        f"recount gives {_shown(want)}",
                     )
                 )
         elif isinstance(want, Copy):
@@ -135,11 +154,19 @@ async def _check(view: ReadView, index: Index) -> list[Problem]:
             continue
         if index.aggregate:
             problems.append(
-                Problem(where, f"aggregate {show_bytes(key)} is missing (recount: {want!r})")
+                Problem(where, f"aggregate {show_bytes(key)} is missing (recount: {_shown(want)})")
             )
         else:
             problems.append(Problem(where, f"entry {show_bytes(key)} is missing"))
     return problems
+
+
+def _shown(state: Sum) -> str:
+    """(count, sum) as index_count / index_sum report them."""
+    try:
+        return repr((state.records, state.total()))
+    except OverflowError:
+        return repr((state.records, "a total past the float range"))
 
 
 def _foreign(view: ReadView, index: Index, key: bytes, data: bytes) -> bool:

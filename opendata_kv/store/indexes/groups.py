@@ -12,11 +12,13 @@ by the IndexSet and used under its lock.
 
 from __future__ import annotations
 
+from opendata_kv.store.indexes.sums import Sum
+
 #: groups remembered before the cache starts afresh (~150 B each: a few MB at most)
 GROUPS_LIMIT = 65_536
 
-#: a group's (count, sum) as stored, or None: no row (nothing counted)
-Group = tuple[int, int | float] | None
+#: a group's exact state as stored (sums.Sum), or None: no row (nothing counted)
+Group = Sum | None
 
 
 class GroupCache:

@@ -4,7 +4,8 @@
     ROOT + b"m" + name                        metadata of one index (msgpack map)
     ROOT + b"e" + name + 00 + fields + pk     a value index entry (value: empty)
     ROOT + b"e" + name + 00 + fields          a unique entry (value: the primary key) or an
-                                              aggregate (value: msgpack [count, sum])
+                                              aggregate (value: msgpack [count, sum], or
+                                              [count, ints, floats, m, e]: sums.py)
 
 ROOT starts with 0x00, a byte no record type's version may take (RFC 0001); Store.open also
 refuses a schema with a keyspace or subsystem that would overlap it (check_schema).
@@ -20,6 +21,7 @@ import msgpack
 from opendata_kv.errors import KeyDecodeError, SchemaError, StoreDataError, show_bytes
 from opendata_kv.keys import Schema, intersect, is_empty, prefix_successor
 from opendata_kv.keys.fields import Field
+from opendata_kv.store.indexes.sums import FINE, Sum, total_problem
 from opendata_kv.store.scan import KeySpan
 
 ROOT = b"\x00\xf1"
@@ -156,27 +158,73 @@ _COUNTS: dict[int, bytes] = {}
 COUNTS_KEPT = 1 << 16
 
 
-def encode_aggregate(count: int, total: int | float) -> bytes:
-    """msgpack [count, sum]; a count index's rows (sum 0) remembered by count."""
-    if (
-        total.__class__ is int
-        and total == 0
-        and count.__class__ is int
-        and 0 <= count < COUNTS_KEPT
-    ):
-        found = _COUNTS.get(count)
-        if found is None:
-            found = _COUNTS[count] = msgpack.packb([count, 0])
-        return found
-    return msgpack.packb([count, total])  # type: ignore[no-any-return]
+def encode_aggregate(count: int, total: int) -> bytes:
+    """The row of a group of `count` records whose amounts are integers totalling `total`."""
+    return encode_sum(Sum(count, total, 0, 0))
 
 
-def decode_aggregate(name: str, key: bytes, data: bytes) -> tuple[int, int | float]:
-    """(count, sum) of an aggregate entry; StoreDataError naming it when damaged."""
+def encode_sum(state: Sum) -> bytes:
+    """An aggregate row (RFC 0010, "Exact sums"): msgpack [count, total] while the group has
+    no float amount (a count index's rows, sum 0, remembered by count), else
+    [count, ints, floats, m, e]: the integer amounts' total, how many amounts are floats, and
+    their exact total m * 2**e (m a signed big-endian bin, odd, or 0 with e 0)."""
+    count, ints, floats, fine = state
+    if not floats:
+        if ints == 0 and 0 <= count < COUNTS_KEPT:
+            found = _COUNTS.get(count)
+            if found is None:
+                found = _COUNTS[count] = msgpack.packb([count, 0])
+            return found
+        return msgpack.packb([count, ints])  # type: ignore[no-any-return]
+    shift = (fine & -fine).bit_length() - 1 if fine else FINE
+    mantissa = fine >> shift
+    packed = [count, ints, floats, _signed_bytes(mantissa), shift - FINE]
+    return msgpack.packb(packed)  # type: ignore[no-any-return]
+
+
+def _signed_bytes(n: int) -> bytes:
+    return n.to_bytes((n.bit_length() + 8) // 8, "big", signed=True)
+
+
+def decode_sum(name: str, key: bytes, data: bytes) -> Sum:
+    """The exact state of an aggregate entry; StoreDataError naming it when damaged, or when
+    it holds a float total an earlier version wrote (inexact: a rebuild recounts it)."""
     try:
-        count, total = msgpack.unpackb(data)
-        if not isinstance(count, int) or not isinstance(total, (int, float)):
-            raise ValueError("not [int, number]")
+        row = msgpack.unpackb(data)
+        if not isinstance(row, list):
+            raise ValueError("not a list")
+        if len(row) == 2 and type(row[0]) is int and type(row[1]) is float:
+            raise StoreDataError(
+                f"index {name!r}: aggregate entry {show_bytes(key)} holds the float sum "
+                f"{row[1]!r}, written before sums were exact (it may have drifted or hold NaN); "
+                f"rebuild the index (Store.rebuild_index({name!r}) or `opendata-kv index "
+                "rebuild`) to recount it",
+                field=name,
+                value=data,
+            )
+        if not all(type(x) is int for x in row[:3]):
+            raise ValueError("not [int, int, ...]")
+        if len(row) == 2:
+            count, ints = row
+            floats = 0
+            state = Sum(count, ints, 0, 0)
+        elif len(row) == 5 and type(row[3]) is bytes and type(row[4]) is int:
+            count, ints, floats, raw, exponent = row
+            mantissa = int.from_bytes(raw, "big", signed=True)
+            canonical = (mantissa == 0 and exponent == 0) or (
+                mantissa & 1 and exponent >= -FINE and len(raw) == len(_signed_bytes(mantissa))
+            )
+            if not (canonical and 0 < floats <= count):
+                raise ValueError("not a canonical exact sum")
+            state = Sum(count, ints, floats, mantissa << (exponent + FINE) if mantissa else 0)
+        else:
+            raise ValueError("not [count, sum] nor [count, ints, floats, m, e]")
+        if count < 1:
+            raise ValueError("a count below 1")
+        if floats and total_problem(state) is not None:
+            raise ValueError("a total past the float range")
+    except StoreDataError:
+        raise
     except Exception as exc:
         raise StoreDataError(
             f"index {name!r}: aggregate entry {show_bytes(key)} holds {show_bytes(data)}, not "
@@ -184,7 +232,14 @@ def decode_aggregate(name: str, key: bytes, data: bytes) -> tuple[int, int | flo
             field=name,
             value=data,
         ) from None
-    return count, total
+    return state
+
+
+def decode_aggregate(name: str, key: bytes, data: bytes) -> tuple[int, int | float]:
+    """(count, sum) of an aggregate entry, the sum as index_sum reports it; StoreDataError
+    naming it when damaged (decode_sum)."""
+    state = decode_sum(name, key, data)
+    return state.records, state.total()
 
 
 def encode_meta(meta: dict[str, Any]) -> bytes:

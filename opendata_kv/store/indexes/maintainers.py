@@ -11,14 +11,25 @@ nothing private of anyone else.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from fractions import Fraction
 from typing import Any, NamedTuple
 
-from opendata_kv.errors import UniqueIndexError, show_bytes
+from opendata_kv.errors import IndexAmountError, UniqueIndexError, show_bytes
 from opendata_kv.keys import Schema
 from opendata_kv.keys.fields import Field
 from opendata_kv.store.indexes.declare import Index, field_of
 from opendata_kv.store.indexes.groups import Group
-from opendata_kv.store.indexes.layout import decode_aggregate, encode_aggregate
+from opendata_kv.store.indexes.layout import decode_entry, decode_sum, encode_sum
+from opendata_kv.store.indexes.sums import (
+    FINE,
+    INT_MAX,
+    INT_MIN,
+    ZERO,
+    Sum,
+    amount_problem,
+    fine_units,
+    total_problem,
+)
 from opendata_kv.store.writes import UNDECODED, Delete, Op, Put
 
 Encode = Callable[[str, Sequence[tuple[str, Field]], tuple[Any, ...]], bytes]
@@ -289,7 +300,7 @@ class UniqueMaintainer(Maintainer):
 
 class CountMaintainer(Maintainer):
     """A count index: one row per group with its live record count (and, for a sum index, the
-    total of its amounts), read and rewritten with the write's net change."""
+    exact total of its amounts, sums.py), read and rewritten with the write's net change."""
 
     def __init__(
         self,
@@ -299,75 +310,141 @@ class CountMaintainer(Maintainer):
         strings: dict[str, dict[str, bytes]] | None = None,
     ) -> None:
         super().__init__(schema, encode, building, strings)
-        self.deltas: dict[bytes, tuple[Index, int, int | float]] = {}
+        #: group -> [its index, the write's net change of count, ints, floats and fine (as in
+        #: sums.Sum), the key of the last record changing it], mutable: added to in place
+        self.deltas: dict[bytes, list[Any]] = {}
         #: groups whose current value is known without a read (the writer's GroupCache)
         self.known: Mapping[bytes, Group] = {}
         #: the value each group written here will have (what the GroupCache learns)
         self.learnt: dict[bytes, Group] = {}
 
+    def amount(self, index: Index, key: bytes, key_obj: Any, value: Any, group: bytes) -> Any:
+        """What a record adds to its groups' sums; IndexAmountError when a sum cannot take it
+        exactly."""
+        found = index.amount_of(key_obj, value)
+        why = amount_problem(found)
+        if why is not None:
+            raise self.refusal(index, group, key, found, f"its amount {found!r} {why}")
+        return found
+
+    def _add(self, index: Index, group: bytes, key: bytes, sign: int, amount: Any) -> None:
+        """One record of `amount` (None: a count index) into `group`'s net change."""
+        delta = self.deltas.get(group)
+        if delta is None:
+            delta = self.deltas[group] = [index, 0, 0, 0, 0, key]
+        else:
+            delta[5] = key
+        delta[1] += sign
+        if amount is None or amount.__class__ is int:
+            if amount:
+                delta[2] += sign * amount
+        elif isinstance(amount, float):
+            delta[3] += sign
+            delta[4] += sign * fine_units(amount)
+        else:  # an int subclass
+            delta[2] += sign * int(amount)
+
     def change(self, index: Index, change: Change) -> None:
-        # unpacked and inlined like ValueMaintainer.change (once per record and index).
         # An expired value counts in no aggregate any more: only the live one is taken out
-        _, key_obj, _, live_old, new, _, _ = change
-        encode, name, fields, deltas = self.encode, index.name, index.fields, self.deltas
-        if live_old is not None:
-            groups = [encode(name, fields, v) for v in index.entries(key_obj, live_old)]
+        key, key_obj, _, live_old, new, _, _ = change
+        encode, name, fields, add_one = self.encode, index.name, index.fields, self._add
+        for sign, value in ((-1, live_old), (1, new)):
+            if value is None:
+                continue
+            groups = [encode(name, fields, v) for v in index.entries(key_obj, value)]
             if groups:
-                amount = index.amount_of(key_obj, live_old)
+                amount = None
+                if index.amount is not None:
+                    amount = self.amount(index, key, key_obj, value, groups[0])
                 for group in dict.fromkeys(groups):  # distinct, as entries() are
-                    _, count, total = deltas.get(group, (index, 0, 0))
-                    deltas[group] = (index, count - 1, total - amount)
-        if new is not None:
-            groups = [encode(name, fields, v) for v in index.entries(key_obj, new)]
-            if groups:
-                amount = index.amount_of(key_obj, new)
-                for group in dict.fromkeys(groups):
-                    _, count, total = deltas.get(group, (index, 0, 0))
-                    deltas[group] = (index, count + 1, total + amount)
+                    add_one(index, group, key, sign, amount)
 
     def change_columns(self, index: Index, changes: Sequence[Change]) -> None:
-        key_objs = [c[1] for c in changes]
-        news = [c[4] for c in changes]
         deltas, get = self.deltas, self.deltas.get
-        amount_of = index.amount_of if index.amount is not None else None
         # an expired value counts in no aggregate any more: only the live one is taken out
         gone, added = self.entry_columns(index, changes, old_at=3)
-        for at, key_obj in enumerate(key_objs):  # in record order, as change() adds up
-            group = gone[at]
-            if group is not None:
-                _, count, total = get(group, (index, 0, 0))
-                if amount_of is not None:
-                    total -= amount_of(key_obj, changes[at][3])
-                deltas[group] = (index, count - 1, total)
-            group = added[at]
-            if group is not None:
-                _, count, total = get(group, (index, 0, 0))
-                if amount_of is not None:
-                    total += amount_of(key_obj, news[at])
-                deltas[group] = (index, count + 1, total)
+        if index.amount is None:  # a count index: counts only, inlined (the put_many path)
+            for at, change in enumerate(changes):
+                for group, sign in ((gone[at], -1), (added[at], 1)):
+                    if group is not None:
+                        delta = get(group)
+                        if delta is None:
+                            deltas[group] = [index, sign, 0, 0, 0, change[0]]
+                        else:
+                            delta[1] += sign
+                            delta[5] = change[0]
+            return
+        amount_of, amount, add_one = index.amount_of, self.amount, self._add
+        for at, change in enumerate(changes):  # in record order, as change() adds up
+            key, key_obj = change[0], change[1]
+            for group, sign, value in ((gone[at], -1, change[3]), (added[at], 1, change[4])):
+                if group is None:
+                    continue
+                found = amount_of(key_obj, value)
+                if found.__class__ is int and INT_MIN <= found <= INT_MAX:  # inlined _add
+                    delta = get(group)
+                    if delta is None:
+                        deltas[group] = [index, sign, sign * found, 0, 0, key]
+                    else:
+                        delta[1] += sign
+                        delta[2] += sign * found
+                        delta[5] = key
+                else:
+                    add_one(index, group, key, sign, amount(index, key, key_obj, value, group))
 
     def wanted(self) -> list[bytes]:
         known = self.known
         return [group for group in self.deltas if group not in known]
 
     def settle(self, current: Mapping[bytes, bytes | None]) -> None:
-        known, learnt, ops = self.known, self.learnt, self.ops
-        for group, (index, count, total) in self.deltas.items():
-            if count == 0 and total == 0:
+        """The new row of each group changed; IndexAmountError before any op when a total
+        would leave the range (sums.total_problem)."""
+        known = self.known
+        ops: list[Op] = []
+        staged: dict[bytes, Group] = {}
+        for group, (index, count, ints, floats, fine, key) in self.deltas.items():
+            if not (count or ints or floats or fine):
                 continue
             if group in known:
-                have = known[group] or (0, 0)
+                have = known[group] or ZERO
             else:
                 data = current[group]
-                have = (0, 0) if data is None else decode_aggregate(index.name, group, data)
-            new_count, new_total = have[0] + count, have[1] + total
-            if new_count <= 0:
+                have = ZERO if data is None else decode_sum(index.name, group, data)
+            state = _new(Sum, (have[0] + count, have[1] + ints, have[2] + floats, have[3] + fine))
+            if state[0] <= 0:
                 ops.append(Delete(group))
-                learnt[group] = None
-            else:
-                row = (group, encode_aggregate(new_count, new_total), None, UNDECODED, None)
-                ops.append(_new(Put, row))
-                learnt[group] = (new_count, new_total)
+                staged[group] = None
+                continue
+            if floats or fine or (ints and (state[2] or not INT_MIN <= state[1] <= INT_MAX)):
+                why = total_problem(state)
+                if why is not None:
+                    exact = Fraction((state.ints << FINE) + state.fine, 1 << FINE)
+                    raise self.refusal(index, group, key, exact, f"the write {why}")
+            ops.append(_new(Put, (group, encode_sum(state), None, UNDECODED, None)))
+            staged[group] = state
+        self.ops += ops
+        self.learnt.update(staged)
+
+    def refusal(
+        self, index: Index, group: bytes, key: bytes, value: Any, why: str
+    ) -> IndexAmountError:
+        """A sum's refusal naming the index, the group's values, the record and its key."""
+        values, _ = decode_entry(index.name, index.fields, group)
+        shown_group = values[0] if len(values) == 1 else values
+        record_type = self.schema.try_record_type_of(key)
+        record = "?" if record_type is None else record_type.name
+        shown = show_key(self.schema, key)
+        return IndexAmountError(
+            f"sum index {index.name!r}, group {shown_group!r}: {why} (record {record!r}, key "
+            f'{shown!r}); a sum must equal a recount exactly (RFC 0010, "Exact sums"), so '
+            "the write was refused and nothing was written",
+            index=index.name,
+            fields=index.field_names,
+            group=shown_group,
+            record=record,
+            key=shown,
+            value=value,
+        )
 
 
 class SumMaintainer(CountMaintainer):
