@@ -154,7 +154,7 @@ async def test_metrics_off_leaves_the_store_as_it_is(tmp_path: Path) -> None:
         for name in ("get", "_get_now", "put", "write", "scan", "flush", "transaction"):
             assert name not in vars(store), name
         await store.put(item, (1,), {"a": 1})
-    reader, options = reader_and_options()
+    _, options = reader_and_options()
     async with Store.open(tmp_path / "db", SCHEMA, options=options) as store:
         assert "get" in vars(store) and store._telemetry is not None
 
