@@ -8,12 +8,11 @@ import json
 import time
 from pathlib import Path
 
-import msgpack
 import pytest
 
 from opendata_kv.store import SyncStore
 from opendata_kv.store.expiry import now_ms
-from tests.cli_schema import LIKE, POST, SCHEMA, VALUES
+from tests.cli_schema import LIKE, POST, VALUES
 from tests.clikit import run_in_process
 
 SPEC = ("--schema", "cli_schema:VALUES")
