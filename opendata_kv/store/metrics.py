@@ -32,7 +32,6 @@ INDEX_ROWS_WRITTEN: Final = "opendata_kv.index_rows.written"
 BYTES_WRITTEN: Final = "opendata_kv.bytes.written"
 UPKEEP_READS: Final = "opendata_kv.index.upkeep_reads"
 DECODE_ERRORS: Final = "opendata_kv.decode_errors"
-FEED_LAG: Final = "opendata_kv.feed.lag"
 
 #: OpenTelemetry's advised boundaries for db.client.operation.duration, with finer ones below
 #: 1 ms (a local get takes a few microseconds)
@@ -99,12 +98,6 @@ class Telemetry:
         )
         self.decode_errors = meter.create_counter(
             DECODE_ERRORS, unit="{error}", description="Stored rows that failed to decode."
-        )
-        self.feed_lag = meter.create_histogram(
-            FEED_LAG,
-            unit="s",
-            description="Age of a change feed batch when it is delivered.",
-            explicit_bucket_boundaries_advisory=BUCKETS,
         )
         self.base = {"db.system.name": SYSTEM, "db.namespace": namespace}
         self._ok: dict[str, dict[str, Any]] = {}
