@@ -4,6 +4,7 @@ with metrics off is left untouched."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -103,8 +104,12 @@ def test_the_sync_face_records_too(tmp_path: Path) -> None:
         assert store.get(item, (1,)) == {"a": 1}
         assert store.get_many(item, [(1,)]) == [{"a": 1}]
         assert len(list(store.scan(item))) == 1
+        with store.transaction() as tx:
+            tx.put(item, (2,), {"a": 2})
+        with store.batch() as batch:
+            batch.put(item, (3,), {"a": 3})
     ops = by_operation(points(reader))
-    assert {"put", "get", "get_many", "scan"} <= set(ops)
+    assert {"put", "get", "get_many", "scan", "commit", "write"} <= set(ops)
     assert [p.count for p in ops["get"]] == [1]
 
 
@@ -168,3 +173,9 @@ def test_a_reader_records_reads(tmp_path: Path) -> None:
     found = points(reader)
     assert [p.count for p in by_operation(found)["get"]] == [1]
     assert "slatedb.db.request_count" in found
+
+
+def test_without_the_extra_there_is_nothing_to_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    # opentelemetry-api not installed (an import of it fails): no provider, no instruments
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)
+    assert store_metrics.telemetry(None, "/db") is None
