@@ -179,3 +179,22 @@ def test_without_the_extra_there_is_nothing_to_record(monkeypatch: pytest.Monkey
     # opentelemetry-api not installed (an import of it fails): no provider, no instruments
     monkeypatch.setitem(sys.modules, "opentelemetry", None)
     assert store_metrics.telemetry(None, "/db") is None
+
+
+def test_measurements_wait_for_the_collection_or_the_queue_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reader, options = reader_and_options()
+    with SyncStore.open(tmp_path / "db", SCHEMA, options=options) as store:
+        store.put(item, (1,), {"a": 1})
+        telemetry = store.store._telemetry
+        assert telemetry is not None and len(telemetry._pending) == 2  # a duration, a count
+        found = points(reader)  # the collection records them first
+        assert [p.count for p in by_operation(found)["put"]] == [1]
+        assert [p.value for p in found[store_metrics.PENDING]] == [2]
+        assert len(telemetry._pending) == 0
+        monkeypatch.setattr(store_metrics, "PENDING_LIMIT", 3)
+        for _ in range(3):
+            assert store.get(item, (1,)) == {"a": 1}
+        assert len(telemetry._pending) == 0  # the third reached the bound: recorded at once
+        assert [p.count for p in by_operation(points(reader))["get"]] == [3]

@@ -7,10 +7,18 @@ of one open store (its instance attributes: get, get_many, put, put_many, delete
 scan_all, index_scan, write, transaction, flush, and the sync face's fast paths) with timed
 twins, and `bridge` exposes slatedb's own metrics recorder through the same meter. Names
 and attributes: docs/operations.md ("Metrics").
+
+An SDK `record`/`add` call costs about three local gets, so an operation only appends its
+measurement to a queue; the queue is handed to the instruments when the meter collects (the
+callback of `opendata_kv.measurements.pending`, which the SDK runs before it reads its
+storage) or once it holds PENDING_LIMIT measurements. Each value is recorded exactly as
+measured; the work moves off the caller's path (to the reader's collection) but is not
+saved (docs/performance.md, "Metrics").
 """
 
 from __future__ import annotations
 
+import collections
 import functools
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -32,6 +40,10 @@ INDEX_ROWS_WRITTEN: Final = "opendata_kv.index_rows.written"
 BYTES_WRITTEN: Final = "opendata_kv.bytes.written"
 UPKEEP_READS: Final = "opendata_kv.index.upkeep_reads"
 DECODE_ERRORS: Final = "opendata_kv.decode_errors"
+PENDING: Final = "opendata_kv.measurements.pending"
+#: measurements queued before they are handed to the instruments without waiting for a
+#: collection (a bound on the queue's memory: ~100 bytes each)
+PENDING_LIMIT: Final = 4096
 
 #: OpenTelemetry's advised boundaries for db.client.operation.duration, with finer ones below
 #: 1 ms (a local get takes a few microseconds)
@@ -101,6 +113,37 @@ class Telemetry:
         )
         self.base = {"db.system.name": SYSTEM, "db.namespace": namespace}
         self._ok: dict[str, dict[str, Any]] = {}
+        # (instrument method, value, attributes); deque: appends and pops are atomic
+        self._pending: collections.deque[tuple[Callable[..., None], float, dict[str, Any]]]
+        self._pending = collections.deque()
+        meter.create_observable_up_down_counter(
+            PENDING,
+            [self._collected],
+            unit="{measurement}",
+            description="Measurements queued when the meter collected (then recorded).",
+        )
+
+    def queue(self, method: Callable[..., None], value: float, attributes: dict[str, Any]) -> None:
+        """Record `value` through `method` (an instrument's record or add) later."""
+        pending = self._pending
+        pending.append((method, value, attributes))
+        if len(pending) >= PENDING_LIMIT:
+            self.drain()
+
+    def drain(self) -> int:
+        """Hand every queued measurement to its instrument; how many there were."""
+        pending = self._pending
+        count = len(pending)  # what others append meanwhile waits for the next drain
+        for _ in range(count):
+            method, value, attributes = pending.popleft()
+            method(value, attributes)
+        return count
+
+    def _collected(self, _: Any) -> list[Any]:
+        """The meter collects: record what is queued first, so the collection holds it."""
+        from opentelemetry.metrics import Observation
+
+        return [Observation(self.drain(), self.base)]
 
     def attributes(self, operation: str) -> dict[str, Any]:
         """The attributes of a successful `operation` (built once)."""
@@ -119,20 +162,20 @@ class Telemetry:
             if error is not None:
                 attributes["error.type"] = type(error).__qualname__
                 if isinstance(error, ValueDecodeError):
-                    self.decode_errors.add(1, self.attributes(operation))
-        self.duration.record(_now() - start, attributes)
+                    self.queue(self.decode_errors.add, 1, self.attributes(operation))
+        self.queue(self.duration.record, _now() - start, attributes)
 
     def written(self, operation: str, records: int, size: int) -> None:
         attributes = self.attributes(operation)
-        self.records.add(records, attributes)
+        self.queue(self.records.add, records, attributes)
         if size:
-            self.bytes.add(size, attributes)
+            self.queue(self.bytes.add, size, attributes)
 
     def counting(self, fetch: Callable[[list[bytes]], Any]) -> Callable[[list[bytes]], Any]:
         """An index upkeep read (a Fetch) that counts the keys it reads."""
 
         async def counted(keys: list[bytes]) -> Any:
-            self.upkeep_reads.add(len(keys), self.base)
+            self.queue(self.upkeep_reads.add, len(keys), self.base)
             return await fetch(keys)
 
         return counted
@@ -288,7 +331,7 @@ def _track(t: Telemetry, name: str, scan: Any) -> None:
         state[2] = True
         failed = getattr(scan, "failed", 0)
         if failed:
-            t.decode_errors.add(failed, t.attributes(name))
+            t.queue(t.decode_errors.add, failed, t.attributes(name))
         # the start is chosen so that the recorded duration is the reading time
         t.record(name, _now() - state[0], error)
 

@@ -492,7 +492,7 @@ class Store(StoreReader):
             if groups is not None:  # acknowledged: the groups it wrote are current
                 groups.written()
             if telemetry is not None and index_ops:
-                telemetry.index_rows.add(len(index_ops), telemetry.base)
+                telemetry.queue(telemetry.index_rows.add, len(index_ops), telemetry.base)
 
     def _write_lock(self) -> WriteLock:
         """The lock of reads-then-writes (index upkeep, creates): the IndexSet's, or one of
