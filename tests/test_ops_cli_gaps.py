@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from storekit import SCHEMA, VALUES, like
 
-from opendata_kv.cli.checkpoint_cmds import CloneProgress
 from opendata_kv.cli.main import main
+from opendata_kv.cli.progress import Progress
 from opendata_kv.store import SyncStore
 
 
@@ -64,16 +64,21 @@ def test_clone_progress_draws_on_a_terminal_only() -> None:
             return True
 
     shown = Terminal()
-    progress = CloneProgress(shown)
+    progress = Progress(shown, "clone")
     progress.next_draw = 0.0
-    progress.update(1234, "copy")
+    progress.step(1234, "records copied")
     progress.done()
-    assert "copied 1,234 records" in shown.getvalue() and shown.getvalue().endswith("\x1b[K")
+    assert "clone: 1,234 records copied" in shown.getvalue()
+    assert shown.getvalue().endswith("\x1b[K")
     piped = io.StringIO()
-    quiet = CloneProgress(piped)
+    quiet = Progress(piped, "clone")
     quiet.next_draw = 0.0
-    quiet.update(1234, "copy")
+    quiet.step(1234, "records copied")
     assert piped.getvalue() == ""
+    json_mode = Progress(Terminal(), "clone", quiet=True)  # --json: never drawn
+    json_mode.next_draw = 0.0
+    json_mode.step(1234, "records copied")
+    assert not json_mode.drawn
 
 
 def test_s3_error_code_survives_the_cut() -> None:

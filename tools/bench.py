@@ -6,6 +6,8 @@
                                     Store, SyncStore, the generated binding and rocksdict as
                                     ratios to the C floor (../shared/floor), rows in the
                                     memtable and in an SST (see tools/bench_store.py)
+    python tools/bench.py metrics   what store metrics cost: a store with an OpenTelemetry meter
+                                    provider beside one without, alternating rounds
     python tools/bench.py sstget [--pin none|one|split] [--variant NAME] [--native c|pure|both]
                                     warm SST point gets: p50/p99 per path (floor, SyncStore,
                                     Store), DB setting and CPU pinning (tools/bench_sstget.py)
@@ -40,7 +42,18 @@ import importlib
 import sys
 from pathlib import Path
 
-SECTIONS = ("codec", "ids", "store", "values", "feed", "indexes", "collections", "arrow", "bulk")
+SECTIONS = (
+    "codec",
+    "ids",
+    "store",
+    "metrics",
+    "values",
+    "feed",
+    "indexes",
+    "collections",
+    "arrow",
+    "bulk",
+)
 #: sections with options of their own -> what --quick becomes for their main(argv)
 OWN_OPTIONS = {
     "scale": ["--records", "20000"],

@@ -763,7 +763,19 @@ def main(argv: list[str]) -> int:
         action="store_true",
         help="print the figures as JSON on stdout (the tables go to stderr)",
     )
+    parser.add_argument(
+        "--metrics",
+        action="store_true",
+        help="set an OpenTelemetry SDK meter provider (in-memory reader) first, so every store "
+        "records its metrics: the enabled cost, against a run without it (docs/operations.md)",
+    )
     args = parser.parse_args(argv)
+    if args.metrics:
+        from opentelemetry import metrics
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+        metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
     with tempfile.TemporaryDirectory(prefix="bench-store-") as tmp:
         result = measure(QUICK if args.quick else FULL, Path(tmp))
     text = table(result)

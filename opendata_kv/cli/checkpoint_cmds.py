@@ -12,13 +12,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import time
 from collections.abc import Awaitable
-from typing import IO, Any, TypeVar
+from typing import Any, TypeVar
 
 from opendata_kv.cli.common import EXIT_OK, add_json_flag, aligned, emit_json
 from opendata_kv.cli.db_args import database_arg, read_limit_args
 from opendata_kv.cli.db_read import ReadLimits, open_reader
+from opendata_kv.cli.progress import Progress
 
 T = TypeVar("T")
 
@@ -167,7 +167,10 @@ def run_clone(args: argparse.Namespace) -> int:
     from opendata_kv.store import clone
 
     limits = ReadLimits.from_args(args)
-    progress = CloneProgress(sys.stderr)
+    bar = Progress(sys.stderr, "clone", quiet=args.json)
+
+    def progress(records: int, phase: str) -> None:
+        bar.step(records, "records copied" if phase == "copy" else "records, replaying the WAL")
 
     async def copy() -> dict[str, Any]:
         # a clear "no database" / "no such checkpoint" first
@@ -179,14 +182,14 @@ def run_clone(args: argparse.Namespace) -> int:
             checkpoint=args.checkpoint,
             replace=args.replace,
             timeout=limits.timeout,  # each open, read and write round trip
-            progress=progress.update,
+            progress=progress,
         )
         return result.as_json()
 
     try:
         obj = asyncio.run(copy())
     finally:
-        progress.done()
+        bar.done()
     return _emit(args, obj)
 
 
@@ -194,27 +197,3 @@ async def _bounded(args: argparse.Namespace, awaitable: Awaitable[T], doing: str
     """The whole (small) command within --timeout: a refused or unanswered write or read
     ends it with an error instead of a wait."""
     return await ReadLimits.from_args(args).bound(awaitable, doing)
-
-
-class CloneProgress:
-    """`copied N records` on stderr while a clone runs, when stderr is a terminal."""
-
-    def __init__(self, stream: IO[str]) -> None:
-        self.stream = stream
-        self.enabled = stream.isatty()
-        self.next_draw = time.monotonic() + 1.0
-        self.drawn = False
-
-    def update(self, records: int, phase: str) -> None:
-        if not self.enabled or time.monotonic() < self.next_draw:
-            return
-        self.next_draw = time.monotonic() + 0.25
-        what = "copied" if phase == "copy" else "replaying the WAL after"
-        self.stream.write(f"\r\x1b[K{what} {records:,} records")
-        self.stream.flush()
-        self.drawn = True
-
-    def done(self) -> None:
-        if self.drawn:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()

@@ -109,12 +109,14 @@ async def open_reader(
     checkpoint: str | None = None,
     schema: Schema | None = None,
     values: Values | None = None,
+    *,
+    check_expiry: bool = True,
 ) -> StoreReader:
     """A read-only Store on `db` (keys come back raw unless a `schema` is given, with its
     `values`); CliError if missing,
     and within `limits` a CliError naming the endpoint and bucket when nothing answers.
     It follows the latest state, or reads the pinned state of `checkpoint`; either way it
-    writes nothing to the store.
+    writes nothing to the store. `check_expiry=False` reads rows whose TTL passed too.
 
     slatedb's reader creates nothing: on a path without a database it fails with a Data
     error ("failed to find latest transactional object (e.g. manifest)"). A local path is
@@ -138,6 +140,7 @@ async def open_reader(
         Schema() if schema is None else schema,
         values=values,
         checkpoint=checkpoint,
+        check_expiry=check_expiry,
         timeout=None,  # bounded here by --timeout (0: not at all), with the CLI's message
         object_store_options=limits.object_store_options(location),
         object_store_max_retries=limits.retries,

@@ -15,8 +15,8 @@ from opendata_kv.cli.db_args import database_arg, read_limit_args, schema_args
 from opendata_kv.cli.db_read import Walk, checkpoint_arg, open_reader, walk_from_args
 from opendata_kv.cli.export_format import EXPIRE_AT, FORMATS, RowWriter, format_of
 from opendata_kv.cli.layout_arg import layout_arg
+from opendata_kv.cli.progress import Progress, manifest_bytes
 from opendata_kv.cli.rows import Decoder
-from opendata_kv.cli.stats_cmds import Progress
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -86,10 +86,13 @@ async def _write(
     args: argparse.Namespace, fmt: str, decoder: Decoder, walk: Walk, out: IO[Any]
 ) -> int:
     total = failed = 0
-    progress = Progress(sys.stderr)  # a count on a terminal's stderr, unless rows go there too
+    # a count on a terminal's stderr, unless rows go there too
+    progress = Progress(sys.stderr, "exported")
     progress.enabled = progress.enabled and (args.output is not None or not sys.stdout.isatty())
     store = await open_reader(args.db, walk.limits, args.checkpoint)
     try:
+        if progress.enabled:  # how far it has got, from the manifest's SST sizes
+            progress.total_bytes = await manifest_bytes(store, walk.limits.bound)
         writer = RowWriter(fmt, out)
         size = 0
         async for chunk in walk.chunks(store):

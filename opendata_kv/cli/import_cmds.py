@@ -198,7 +198,7 @@ async def _import(
     if marker and identity and all(marker.get(k) == v for k, v in identity.items()):
         skip = int(marker.get("rows") or 0)
     loader = Loader(store, spec is not None)
-    progress = StepProgress(sys.stderr, "import")
+    progress = StepProgress(sys.stderr, "import", quiet=args.json)
     done = marked = skip
     next_mark = time.monotonic() + args.mark_every
 

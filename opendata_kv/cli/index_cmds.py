@@ -11,7 +11,7 @@ import asyncio
 import os
 import sys
 from collections.abc import Callable
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 from opendata_kv.cli.common import (
     EXIT_INTERRUPTED,
@@ -24,7 +24,7 @@ from opendata_kv.cli.common import (
 from opendata_kv.cli.db_args import database_arg, read_limit_args, schema_args
 from opendata_kv.cli.db_read import ReadLimits, endpoint_text, open_reader
 from opendata_kv.cli.index_args import check_records, declaration_of, indexes_arg, load_indexes
-from opendata_kv.cli.stats_cmds import Progress
+from opendata_kv.cli.progress import Progress
 from opendata_kv.cli.text import printable, shorten
 from opendata_kv.keys import Schema
 
@@ -224,23 +224,8 @@ def list_table(rows: list[dict[str, Any]]) -> str:
 # --- build, rebuild, drop -------------------------------------------------------------------------
 
 
-class StepProgress(Progress):
-    """`index build NAME: N records (state)` on a terminal's stderr, as stats shows its count."""
-
-    def __init__(self, stream: IO[str], label: str, **keywords: Any) -> None:
-        super().__init__(stream, **keywords)
-        self.label = label
-
-    def step(self, done: int, state: str) -> None:
-        if not self.enabled:
-            return
-        now = self.clock()
-        if now < self.next_draw:
-            return
-        self.next_draw = now + self.every
-        self.stream.write(f"\r\x1b[K{self.label}: {done:,} {state}")
-        self.stream.flush()
-        self.drawn = True
+#: the progress line of index build/rebuild/drop and import: `LABEL: N records, R records/s`
+StepProgress = Progress
 
 
 async def open_writer(args: argparse.Namespace, schema: Schema, values: Any) -> Store:
@@ -307,7 +292,7 @@ async def _build(
 
     where = f"index {action} {printable(args.name)}"
     schema = spec.schema if spec is not None else None
-    bar = StepProgress(sys.stderr, where)
+    bar = StepProgress(sys.stderr, where, quiet=args.json)
     steps = [0]
 
     def progress(done: int, state: str) -> None:
@@ -367,7 +352,7 @@ def run_drop(args: argparse.Namespace) -> int:
 async def _drop(args: argparse.Namespace) -> int:
     from opendata_kv.errors import IndexStateError
 
-    bar = StepProgress(sys.stderr, f"index drop {printable(args.name)}")
+    bar = StepProgress(sys.stderr, f"index drop {printable(args.name)}", quiet=args.json)
     store = await open_writer(args, Schema(), None)
     try:
         stored = await store.index_info()

@@ -20,6 +20,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "opendata_kv.cli.ids_cmds",
     "opendata_kv.cli.inspect_cmds",
     "opendata_kv.cli.dump_cmds",
+    "opendata_kv.cli.get_cmds",
+    "opendata_kv.cli.tree_cmds",
     "opendata_kv.cli.export_cmds",
     "opendata_kv.cli.import_cmds",
     "opendata_kv.cli.stats_cmds",

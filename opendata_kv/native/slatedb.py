@@ -1,6 +1,8 @@
 """The slatedb types the store builds and matches on, re-exported: every module outside
 this layer reaches slatedb through here, so one place knows what the store uses of it."""
 
+from typing import Any
+
 from slatedb.uniffi import (
     AdminBuilder,
     CacheTarget,
@@ -10,6 +12,7 @@ from slatedb.uniffi import (
     DbBuilder,
     DbCache,
     DbReaderBuilder,
+    DefaultMetricsRecorder,
     DurabilityLevel,
     Error,
     FlushOptions,
@@ -45,6 +48,7 @@ __all__ = [
     "DbBuilder",
     "DbCache",
     "DbReaderBuilder",
+    "DefaultMetricsRecorder",
     "DurabilityLevel",
     "Error",
     "FlushOptions",
@@ -69,4 +73,14 @@ __all__ = [
     "Ttl",
     "WriteBatch",
     "WriteOptions",
+    "metric_kind",
 ]
+
+
+def metric_kind(value: Any) -> str:
+    """What a DefaultMetricsRecorder snapshot's MetricValue is: "counter", "gauge",
+    "up_down_counter" or "histogram" ("" for a kind this binding does not have)."""
+    for kind in ("COUNTER", "GAUGE", "UP_DOWN_COUNTER", "HISTOGRAM"):
+        if getattr(value, f"is_{kind}", lambda: False)():
+            return kind.lower()
+    return ""

@@ -12,7 +12,7 @@ name, so that one stray file cannot make a check build a range of 10^20 ids.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,6 +103,34 @@ def list_local(root: str) -> Listing:
     listing.wals = _numbered(root, WAL_DIR, "sst", listing)
     listing.strays.sort()
     listing.unreadable.sort()
+    return listing
+
+
+def list_named(pairs: Iterable[tuple[str, int]], skip: str = "") -> Listing:
+    """A Listing from (name relative to the database root, size) pairs, as an object store
+    listing gives them (s3://): classified as list_local classifies directory entries;
+    names under `skip` (the sidecar's prefix) are left out."""
+    listing = Listing()
+    numbered = {
+        MANIFEST_DIR: ("manifest", listing.manifests),
+        COMPACTIONS_DIR: ("compactions", listing.compactions),
+        WAL_DIR: ("sst", listing.wals),
+    }
+    for name, size in pairs:
+        if skip and name.startswith(skip):
+            continue
+        directory, slash, base = name.partition("/")
+        stem, dot, ext = base.partition(".")
+        if slash and directory == SST_DIR and dot and ext == "sst" and "/" not in base:
+            listing.ssts[stem] = size
+            continue
+        kind = numbered.get(directory) if slash else None
+        number = parse_id(stem) if kind is not None and dot and ext == kind[0] else None
+        if kind is None or number is None:
+            listing.strays.append(name)
+            continue
+        kind[1][number] = size
+    listing.strays.sort()
     return listing
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import hmac
+import html
 import re
 import urllib.error
 import urllib.parse
@@ -54,6 +55,8 @@ _MESSAGE = re.compile(rb"<Message>([^<]{0,300})</Message>")
 _KEY = re.compile(rb"<Key>([^<]*)</Key>")
 _TRUNCATED = re.compile(rb"<IsTruncated>true</IsTruncated>")
 _TOKEN = re.compile(rb"<NextContinuationToken>([^<]*)</NextContinuationToken>")
+_CONTENTS = re.compile(rb"<Contents>(.*?)</Contents>", re.S)
+_SIZE = re.compile(rb"<Size>([0-9]{1,20})</Size>")
 
 
 def error_code(body: bytes) -> tuple[str | None, str | None]:
@@ -233,6 +236,24 @@ class S3Client:
                 break
             query = {**query, "continuation-token": token.group(1).decode()}
         return keys[:limit]
+
+    def list_sizes(self, prefix: str, limit: int = 1_000_000) -> list[tuple[str, int]]:
+        """(key, size in bytes) of every object under `prefix` (at most `limit`), in order."""
+        found: list[tuple[str, int]] = []
+        query = {"list-type": "2", "prefix": prefix}
+        while len(found) < limit:
+            status, body = self.request("GET", "", query=query)
+            self._checked("list", prefix, status, body)
+            for contents in _CONTENTS.findall(body):
+                key, size = _KEY.search(contents), _SIZE.search(contents)
+                if key is not None:
+                    name = html.unescape(key.group(1).decode("utf-8", "replace"))
+                    found.append((name, int(size.group(1)) if size else 0))
+            token = _TOKEN.search(body)
+            if not _TRUNCATED.search(body) or token is None:
+                break
+            query = {**query, "continuation-token": token.group(1).decode()}
+        return found[:limit]
 
 
 def client_for(

@@ -45,6 +45,9 @@ class OpenOptions:
     rebuild_later: Iterable[str] = ()
     poll_interval: float = 1.0
     checkpoint: str | None = None
+    #: an OpenTelemetry MeterProvider the store records its metrics through; None: the
+    #: global one, when an application set one (docs/operations.md, "Metrics")
+    meter_provider: Any = None
 
     def __post_init__(self) -> None:
         check_cache_bytes(self.cache_bytes)

@@ -122,6 +122,7 @@ async def open_db(
     create_if_missing: bool,
     error_if_exists: bool,
     cache_bytes: int | None = None,
+    recorder: Any = None,
 ) -> tuple[Any, Any]:
     """The slatedb Db, the writer of the database at `location` (checked for damage that
     slatedb would not notice first: see checks/integrity.py), and the ObjectStore it uses (admin
@@ -150,6 +151,8 @@ async def open_db(
     builder = DbBuilder(location.db_path, object_store)
     builder.with_settings(slatedb_settings(settings))
     set_block_cache(builder, cache_bytes)
+    if recorder is not None:  # slatedb's own metrics, bridged (store/metrics.py)
+        builder.with_metrics_recorder(recorder)
     try:
         db = await builder.build()
     except FOREIGN as exc:
@@ -165,6 +168,7 @@ async def open_reader_db(
     max_retries: int | None,
     checkpoint: str | None = None,
     cache_bytes: int | None = None,
+    recorder: Any = None,
 ) -> tuple[Any, Any, str | None]:
     """A slatedb DbReader of the database at `location` (latest state, or the pinned state
     of `checkpoint`, an id or a unique name), its ObjectStore and the checkpoint id: creates
@@ -209,6 +213,8 @@ async def open_reader_db(
             )
         )
         set_block_cache(builder, cache_bytes)
+        if recorder is not None:  # slatedb's own metrics, bridged (store/metrics.py)
+            builder.with_metrics_recorder(recorder)
         return builder
 
     try:

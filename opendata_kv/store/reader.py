@@ -28,8 +28,10 @@ from opendata_kv.errors import (
 )
 from opendata_kv.keys import Schema
 from opendata_kv.native import driver
+from opendata_kv.native.slatedb import DefaultMetricsRecorder, metric_kind
 from opendata_kv.objstore import sidecar
 from opendata_kv.objstore.location import Location, parse_location
+from opendata_kv.store import metrics
 from opendata_kv.store.fencing import Fence
 from opendata_kv.store.indexes import admin as index_admin
 from opendata_kv.store.indexes.read import IndexReads
@@ -446,6 +448,8 @@ async def _open_reader(
 ) -> StoreReader:
     schema, values = as_schema(schema_arg, values)
     location = parse_location(url)
+    telemetry = metrics.telemetry(options.meter_provider, str(location))
+    recorder = None if telemetry is None else DefaultMetricsRecorder()
     reader, object_store, checkpoint_id = await bounded(
         open_reader_db(
             location,
@@ -454,6 +458,7 @@ async def _open_reader(
             options.object_store_max_retries,
             options.checkpoint,
             options.cache_bytes,
+            recorder,
         ),
         options.timeout_for(reader=True),
         location,
@@ -466,6 +471,9 @@ async def _open_reader(
     store._object_store = object_store
     store.checkpoint_id = checkpoint_id
     store.poll_interval = options.poll_interval
+    if telemetry is not None:
+        metrics.instrument(store, telemetry)
+        metrics.bridge(telemetry, recorder, metric_kind)
     store._indexes = await index_admin.load(store, options.indexes)
     return store
 

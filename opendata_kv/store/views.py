@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
     from opendata_kv.keys.record import Addressed, Fs
     from opendata_kv.store.indexes.registry import IndexSet
+    from opendata_kv.store.metrics import Telemetry
 
 Fields = Sequence[Any] | Mapping[str, Any] | None
 #: how a record is addressed: a Key (or an instance of a RecordType's declared NamedTuple
@@ -332,6 +333,7 @@ class ReadView:
     where: str
     check_expiry: bool = True
     _indexes: IndexSet | None = None  # secondary indexes (store/indexes), when the store has any
+    _telemetry: Telemetry | None = None  # its metrics' instruments (store/metrics.py), when on
 
     async def _fetch(self, key: bytes) -> bytes | None:
         """The live value under `key` (None when absent or expired)."""

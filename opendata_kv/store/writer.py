@@ -30,11 +30,14 @@ from opendata_kv.keys import Key, RecordType
 from opendata_kv.native import calls
 from opendata_kv.native.errors import FOREIGN, call
 from opendata_kv.native.slatedb import (
+    DefaultMetricsRecorder,
     IsolationLevel,
     WriteOptions,
+    metric_kind,
 )
 from opendata_kv.objstore.deadline import READER_TIMEOUT
 from opendata_kv.objstore.location import parse_location
+from opendata_kv.store import metrics
 from opendata_kv.store.absent import AbsentCheck
 from opendata_kv.store.batch import Batch, Snapshot, Transaction, fill, native_batch
 from opendata_kv.store.deletes import MAX_KEYS, check_max_keys, keys_in
@@ -499,6 +502,7 @@ class Store(StoreReader):
             read: Fetch = functools.partial(
                 old_values, self._source, self.where, check_expiry=self.check_expiry
             )
+            telemetry = self._telemetry
             index_ops: list[Op] = []
             groups = None
             try:
@@ -507,9 +511,14 @@ class Store(StoreReader):
                     groups = indexes.groups
                     replaced = check.reading(read) if creates else read
                     # unique holders and aggregate groups sit side by side in their index
-                    current = functools.partial(
+                    current: Fetch = functools.partial(
                         current_values, self._source, self.where, check_expiry=self.check_expiry
                     )
+                    if telemetry is not None:  # metrics on (store/metrics.py)
+                        replaced, current = (
+                            telemetry.counting(replaced),
+                            telemetry.counting(current),
+                        )
                     reads = FetchReads(replaced, current)
                     index_ops = await plan(indexes, self.values, tracked, reads, groups=groups)
                 unread = check.unread()
@@ -530,6 +539,8 @@ class Store(StoreReader):
                 raise
             if groups is not None:  # acknowledged: the groups it wrote are current
                 groups.written()
+            if telemetry is not None and index_ops:
+                telemetry.queue(telemetry.index_rows.add, len(index_ops), telemetry.base)
 
     async def _sent(self, db: Any, native: Any) -> None:
         """Write a native batch, counted for the fence (store/fencing.py)."""
@@ -650,6 +661,8 @@ async def _open_writer(
 ) -> Store:
     schema, values = as_schema(schema_arg, values)
     location = parse_location(url)
+    telemetry = metrics.telemetry(options.meter_provider, str(location))
+    recorder = None if telemetry is None else DefaultMetricsRecorder()
     settings = dict(options.settings or {})
     if options.object_store_max_retries is not None:
         settings["object_store_max_retries"] = options.object_store_max_retries
@@ -661,6 +674,7 @@ async def _open_writer(
             options.create_if_missing,
             options.error_if_exists,
             options.cache_bytes,
+            recorder,
         ),
         options.timeout_for(reader=False),
         location,
@@ -669,6 +683,9 @@ async def _open_writer(
     )
     store = Store(db, location, schema, values, readonly=False, check_expiry=options.check_expiry)
     store._object_store = object_store
+    if telemetry is not None:
+        metrics.instrument(store, telemetry)
+        metrics.bridge(telemetry, recorder, metric_kind)
     try:
         store._indexes = await index_admin.load(
             store, options.indexes, rebuild_later=options.rebuild_later

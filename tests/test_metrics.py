@@ -1,0 +1,200 @@
+"""Store metrics through OpenTelemetry (store/metrics.py): an in-memory reader sees each
+operation with its attributes and counts, slatedb's own metrics beside them, and a store
+with metrics off is left untouched."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+from opendata_kv import Index, RecordType, Schema
+from opendata_kv import fields as F
+from opendata_kv.errors import ValueDecodeError
+from opendata_kv.store import OpenOptions, Store, SyncStore
+from opendata_kv.store import metrics as store_metrics
+from opendata_kv.values import Values
+from tests.storekit import aio
+
+item = RecordType("item", 7, [("n", F.u32)])
+like = RecordType("like", 8, [("did", F.string), ("rkey", F.string)])
+by_subject = Index("by_subject", "like", [("subject", F.string)])
+SCHEMA = Schema(item, like)
+DURATION = "db.client.operation.duration"
+
+
+def reader_and_options() -> tuple[InMemoryMetricReader, OpenOptions]:
+    reader = InMemoryMetricReader()
+    return reader, OpenOptions(meter_provider=MeterProvider(metric_readers=[reader]))
+
+
+def points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
+    """Every data point collected, by metric name."""
+    out: dict[str, list[Any]] = {}
+    data = reader.get_metrics_data()
+    if data is None:
+        return out
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                out.setdefault(metric.name, []).extend(metric.data.data_points)
+    return out
+
+
+def by_operation(found: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for point in found.get(DURATION, []):
+        out.setdefault(point.attributes["db.operation.name"], []).append(point)
+    return out
+
+
+@aio
+async def test_each_operation_is_one_duration_with_the_stable_attributes(tmp_path: Path) -> None:
+    reader, options = reader_and_options()
+    async with Store.open(tmp_path / "db", SCHEMA, options=options) as store:
+        await store.put(item, (1,), {"a": 1})
+        assert await store.get(item, (1,)) == {"a": 1}
+        assert await store.get_many(item, [(1,), (2,)]) == [{"a": 1}, None]
+        async with store.batch() as batch:
+            batch.put(item, (2,), {"a": 2})
+            batch.put(item, (3,), {"a": 3})
+        assert await store.put_many([(item, (n,), {"a": n}) for n in range(10, 15)]) == 5
+        await store.delete(item, (3,))
+        assert len([r async for r in store.scan(item)]) == 7
+        assert len([r async for r in store.scan_all()]) == 7
+        async with store.transaction() as tx:
+            await tx.put(item, (20,), {"a": 20})
+        await store.flush()
+        namespace = str(tmp_path / "db")
+    found = points(reader)
+    ops = by_operation(found)
+    assert sorted(ops) == sorted(
+        ["get", "get_many", "put", "put_many", "write", "delete", "scan", "commit", "flush"]
+    )
+    for point in found[DURATION]:
+        assert point.attributes["db.system.name"] == "slatedb"
+        assert point.attributes["db.namespace"] == namespace
+        assert "error.type" not in point.attributes
+        assert point.sum >= 0
+    assert sum(p.count for p in ops["scan"]) == 2  # scan and scan_all, each one operation
+    assert [p.count for p in ops["get"]] == [1]
+    assert [p.attributes["db.operation.batch.size"] for p in ops["get_many"]] == [2]
+    assert [p.attributes["db.operation.batch.size"] for p in ops["put_many"]] == [5]
+    # the batch() block and put_many's one batch: each a write of its size
+    assert sorted(p.attributes["db.operation.batch.size"] for p in ops["write"]) == [2, 5]
+    written = {
+        p.attributes["db.operation.name"]: p.value for p in found[store_metrics.RECORDS_WRITTEN]
+    }
+    assert written == {"put": 1, "write": 7, "delete": 1}
+    (size,) = found[store_metrics.BYTES_WRITTEN]
+    assert size.value > 7 * 5  # 7 keys of 5 bytes and their values
+    # slatedb's own recorder, through the same meter
+    assert found["slatedb.db.write_ops"][0].value >= 1
+    assert "slatedb.db.sorted_run_count" in found
+
+
+def test_the_sync_face_records_too(tmp_path: Path) -> None:
+    reader, options = reader_and_options()
+    with SyncStore.open(tmp_path / "db", SCHEMA, options=options) as store:
+        store.put(item, (1,), {"a": 1})
+        assert store.get(item, (1,)) == {"a": 1}
+        assert store.get_many(item, [(1,)]) == [{"a": 1}]
+        assert len(list(store.scan(item))) == 1
+        with store.transaction() as tx:
+            tx.put(item, (2,), {"a": 2})
+        with store.batch() as batch:
+            batch.put(item, (3,), {"a": 3})
+    ops = by_operation(points(reader))
+    assert {"put", "get", "get_many", "scan", "commit", "write"} <= set(ops)
+    assert [p.count for p in ops["get"]] == [1]
+
+
+@aio
+async def test_errors_carry_error_type_and_decode_errors_count(tmp_path: Path) -> None:
+    values = Values(SCHEMA).register(item, dict)
+    reader, options = reader_and_options()
+    async with Store.open(tmp_path / "db", values, options=options) as store:
+        await store.put_raw(item.encode(1), b"\xc1")  # not msgpack
+        with pytest.raises(ValueDecodeError):
+            await store.get(item, (1,))
+        scan = store.scan(item, on_error="skip")
+        assert [r async for r in scan] == []
+    found = points(reader)
+    (failed,) = [p for p in found[DURATION] if "error.type" in p.attributes]
+    assert failed.attributes["db.operation.name"] == "get"
+    assert failed.attributes["error.type"] in {
+        cls.__qualname__
+        for cls in ValueDecodeError.__mro__ + tuple(ValueDecodeError.__subclasses__())
+    }
+    errors = {
+        p.attributes["db.operation.name"]: p.value for p in found[store_metrics.DECODE_ERRORS]
+    }
+    assert errors == {"get": 1, "scan": 1}
+
+
+@aio
+async def test_index_rows_and_upkeep_reads_are_counted(tmp_path: Path) -> None:
+    reader, options = reader_and_options()
+    opened = Store.open(tmp_path / "db", SCHEMA, options=options.but(indexes=[by_subject]))
+    async with opened as store:
+        await store.put(like, ("did:a", "1"), {"subject": "s1"})
+        await store.put(like, ("did:a", "1"), {"subject": "s2"})  # moves its entry
+        assert [r.key.rkey async for r in store.index_scan(by_subject, "s2")] == ["1"]
+    found = points(reader)
+    # one entry put, then one deleted and one put
+    assert sum(p.value for p in found[store_metrics.INDEX_ROWS_WRITTEN]) == 3
+    assert sum(p.value for p in found[store_metrics.UPKEEP_READS]) >= 2
+    assert "index_scan" in by_operation(found)
+
+
+@aio
+async def test_metrics_off_leaves_the_store_as_it_is(tmp_path: Path) -> None:
+    # no provider given and none set globally: no instrument, no wrapper
+    async with Store.open(tmp_path / "db", SCHEMA) as store:
+        assert store._telemetry is None
+        for name in ("get", "_get_now", "put", "write", "scan", "flush", "transaction"):
+            assert name not in vars(store), name
+        await store.put(item, (1,), {"a": 1})
+    _, options = reader_and_options()
+    async with Store.open(tmp_path / "db", SCHEMA, options=options) as store:
+        assert "get" in vars(store) and store._telemetry is not None
+
+
+def test_a_reader_records_reads(tmp_path: Path) -> None:
+    with SyncStore.open(tmp_path / "db", SCHEMA) as store:
+        store.put(item, (1,), {"a": 1})
+    reader, options = reader_and_options()
+    with SyncStore.open_reader(tmp_path / "db", SCHEMA, options=options) as view:
+        assert view.get(item, (1,)) == {"a": 1}
+    found = points(reader)
+    assert [p.count for p in by_operation(found)["get"]] == [1]
+    assert "slatedb.db.request_count" in found
+
+
+def test_without_the_extra_there_is_nothing_to_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    # opentelemetry-api not installed (an import of it fails): no provider, no instruments
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)
+    assert store_metrics.telemetry(None, "/db") is None
+
+
+def test_measurements_wait_for_the_collection_or_the_queue_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reader, options = reader_and_options()
+    with SyncStore.open(tmp_path / "db", SCHEMA, options=options) as store:
+        store.put(item, (1,), {"a": 1})
+        telemetry = store.store._telemetry
+        assert telemetry is not None and len(telemetry._pending) == 2  # a duration, a count
+        found = points(reader)  # the collection records them first
+        assert [p.count for p in by_operation(found)["put"]] == [1]
+        assert [p.value for p in found[store_metrics.PENDING]] == [2]
+        assert len(telemetry._pending) == 0
+        monkeypatch.setattr(store_metrics, "PENDING_LIMIT", 3)
+        for _ in range(3):
+            assert store.get(item, (1,)) == {"a": 1}
+        assert len(telemetry._pending) == 0  # the third reached the bound: recorded at once
+        assert [p.count for p in by_operation(points(reader))["get"]] == [3]
