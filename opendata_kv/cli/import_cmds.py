@@ -22,7 +22,7 @@ from opendata_kv.cli.common import (
     jsonable,
     load_schema,
 )
-from opendata_kv.cli.db_args import database_arg, read_limit_args, timeout_arg
+from opendata_kv.cli.db_args import cache_dir_args, database_arg, read_limit_args, timeout_arg
 from opendata_kv.cli.db_read import ReadLimits, endpoint_text
 from opendata_kv.cli.export_format import EXPIRE_AT, FORMATS, format_of, read_rows
 from opendata_kv.cli.index_args import load_indexes
@@ -30,7 +30,7 @@ from opendata_kv.cli.index_cmds import StepProgress
 from opendata_kv.cli.text import json_text
 from opendata_kv.errors import OpendataKvError, show_text
 from opendata_kv.keys import Schema
-from opendata_kv.store import Store
+from opendata_kv.store import OpenOptions, Store
 from opendata_kv.store.expiry import is_expired
 from opendata_kv.store.ops.bulk_load import Checked, check_pair, write_checked
 from opendata_kv.values import Values
@@ -82,6 +82,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         f"{MARK_EVERY:g}; 0: after every batch)",
     )
     read_limit_args(parser)
+    cache_dir_args(parser)
     add_json_flag(parser)
     parser.set_defaults(handler=run_import)
 
@@ -158,10 +159,13 @@ async def _import(
             args.db,
             schema,
             values=values,
-            indexes=args.declared,
-            timeout=limits.timeout,
-            object_store_max_retries=limits.retries,
-            object_store_options=limits.object_store_options(location),
+            options=OpenOptions(
+                indexes=args.declared,
+                timeout=limits.timeout,
+                object_store_max_retries=limits.retries,
+                object_store_options=limits.object_store_options(location),
+                cache_dir=args.cache_dir,
+            ),
         )
     except OpendataKvError as exc:
         raise CliError(f"cannot open {args.db}{endpoint_text(location)}: {exc}") from None
