@@ -88,3 +88,25 @@ def test_cache_dir_conflicting_with_settings_root_folder(tmp_path: Path) -> None
     options = OpenOptions(cache_dir=tmp_path / "cache", settings=settings)
     with pytest.raises(InvalidArgumentError, match="conflicts with settings"):
         asyncio.run(_open(Store.open(str(tmp_path / "db"), SCHEMA, options=options)))
+
+
+def test_import_cache_dir_opens_the_writer_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`opendata-kv import --cache-dir DIR` opens its writer with OpenOptions(cache_dir=DIR)."""
+    from opendata_kv.cli import import_cmds
+    from opendata_kv.cli.main import main
+
+    seen: list[OpenOptions] = []
+    real = import_cmds.Store.open
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs["options"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(import_cmds.Store, "open", spy)
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"key": "0a01", "value": "01"}\n')
+    cache = tmp_path / "cache"
+    status = main(["import", str(tmp_path / "db"), str(rows), "--cache-dir", str(cache)])
+    assert [o.cache_dir for o in seen] == [str(cache)], status
