@@ -107,9 +107,9 @@ def test_library_defaults_apply_and_give_way_to_the_caller() -> None:
     """The footprint defaults (docs/performance.md, "Footprint") are what a writer opens with;
     a caller's setting replaces them, None included (slatedb's own: no codec)."""
     chosen = json.loads(slatedb_settings(None).to_json_string())
-    assert chosen["compression_codec"] == "Zstd" == LIBRARY_DEFAULTS["compression_codec"]
-    assert effective_defaults()["compression_codec"] == "Zstd"
+    assert chosen["compression_codec"] == "Lz4" == LIBRARY_DEFAULTS["compression_codec"]
+    assert effective_defaults()["compression_codec"] == "Lz4"
     assert defaults()["compression_codec"] is None  # slatedb's, unchanged
-    for codec in (None, "Lz4"):
+    for codec in (None, "Zstd"):
         made = json.loads(slatedb_settings({"compression_codec": codec}).to_json_string())
         assert made["compression_codec"] == codec

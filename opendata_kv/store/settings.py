@@ -23,11 +23,12 @@ from opendata_kv.native.slatedb import Settings
 #: what opendata_kv opens a writer with where slatedb's default differs (the caller's
 #: `settings` go over these, a group merged name by name); chosen by measurement for footprint,
 #: docs/performance.md ("Footprint") has the table and tools/bench.py footprint re-measures it
-#: Zstd: at 1M AT Protocol records a settled store took 1.36x rocksdict's bytes against 3.0x
-#: with no codec and 2.0x with Lz4, gets and scans no slower. WAL retention and compaction stay
-#: slatedb's: the WAL's min_age is the change feed's window (docs/operations.md), and what they
-#: keep is only until the collector's next pass.
-LIBRARY_DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType({"compression_codec": "Zstd"})
+#: Lz4: a settled store of AT Protocol records took 1.02x rocksdict's bytes (2.57x with no codec,
+#: 0.68x with Zstd) at 100k and 1M records, its gets and scans 1.03x and 1.01x the CPU of no
+#: codec (Zstd's gets 1.16x). WAL retention and compaction stay slatedb's: the WAL's min_age is
+#: the change feed's window (docs/operations.md), and they keep bytes only until the
+#: collector's next pass.
+LIBRARY_DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType({"compression_codec": "Lz4"})
 
 
 def defaults() -> dict[str, Any]:
