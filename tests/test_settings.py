@@ -15,7 +15,12 @@ from storekit import SCHEMA, VALUES, aio, like, post1
 
 from opendata_kv.errors import InvalidArgumentError, ValueEncodeError
 from opendata_kv.store import Store
-from opendata_kv.store.settings import defaults, slatedb_settings
+from opendata_kv.store.settings import (
+    LIBRARY_DEFAULTS,
+    defaults,
+    effective_defaults,
+    slatedb_settings,
+)
 from opendata_kv.values import Values
 
 
@@ -96,3 +101,15 @@ def test_dotted_names_are_checked_too() -> None:
     assert json.loads(made.to_json_string())["compactor_options"]["poll_interval"] == "1s"
     with pytest.raises(InvalidArgumentError, match=r"did you mean 'poll_interval'\?"):
         slatedb_settings({"compactor_options.pol_interval": "1s"})
+
+
+def test_library_defaults_apply_and_give_way_to_the_caller() -> None:
+    """The footprint defaults (docs/performance.md, "Footprint") are what a writer opens with;
+    a caller's setting replaces them, None included (slatedb's own: no codec)."""
+    chosen = json.loads(slatedb_settings(None).to_json_string())
+    assert chosen["compression_codec"] == "Lz4" == LIBRARY_DEFAULTS["compression_codec"]
+    assert effective_defaults()["compression_codec"] == "Lz4"
+    assert defaults()["compression_codec"] is None  # slatedb's, unchanged
+    for codec in (None, "Zstd"):
+        made = json.loads(slatedb_settings({"compression_codec": codec}).to_json_string())
+        assert made["compression_codec"] == codec

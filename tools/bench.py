@@ -16,6 +16,10 @@
     python tools/bench.py scale [--records N] [--store file|s3] [--json]
                                     N records of two record types: typed Store, raw slatedb
                                     and rocksdict side by side (see tools/bench_scale.py)
+    python tools/bench.py footprint [--records N] [--variants slatedb,default,...] [--root DIR]
+                                    bytes a settled store of AT Protocol records leaves beside
+                                    rocksdict's, per settings variant, with get and scan cost
+                                    per row side by side (see tools/bench_footprint.py)
     python tools/bench.py indexes   secondary indexes: indexed put_many, index_scan and online
                                     build rates vs the same without indexes / a primary scan
     python tools/bench.py collections
@@ -27,7 +31,7 @@
                                     RecordCollection.repos()/collections() vs a keys-only
                                     scan (see tools/bench_listing.py)
     python tools/bench.py arrow     scan.to_arrow() read to the end vs a plain typed scan (rows/s)
-    python tools/bench.py all       every section but scale and listing (run on their own)
+    python tools/bench.py all       every section but scale, listing and footprint (run alone)
 
 Each section lives in tools/bench_<section>.py and exposes run(quick: bool) -> None; one that
 takes options of its own (scale, store) also exposes main(argv) and gets the arguments after
@@ -60,6 +64,7 @@ OWN_OPTIONS = {
     "store": ["--quick"],
     "listing": ["--quick"],
     "sstget": ["--quick"],
+    "footprint": ["--records", "20000"],
 }
 
 

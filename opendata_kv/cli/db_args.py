@@ -53,6 +53,18 @@ def read_limit_args(parser: argparse.ArgumentParser, *, retries: bool = True) ->
     )
 
 
+def cache_dir_args(parser: argparse.ArgumentParser) -> None:
+    """--cache-dir, for commands that open the database as its writer."""
+    parser.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help=(
+            "keep the object-store parts the writer reads in this local directory (SlateDB's "
+            "disk cache): reading them again makes no request; default: no disk cache"
+        ),
+    )
+
+
 def timeout_arg(text: str) -> float:
     """argparse type for --timeout: seconds >= 0 (0 = no bound)."""
     try:

@@ -24,7 +24,7 @@ from opendata_kv.cli.common import (
     jsonable,
     load_schema,
 )
-from opendata_kv.cli.db_args import database_arg, read_limit_args, timeout_arg
+from opendata_kv.cli.db_args import cache_dir_args, database_arg, read_limit_args, timeout_arg
 from opendata_kv.cli.db_read import ReadLimits, endpoint_text
 from opendata_kv.cli.export_format import EXPIRE_AT, FORMATS, format_of, read_rows
 from opendata_kv.cli.index_args import load_indexes
@@ -38,7 +38,7 @@ from opendata_kv.errors import (
     show_text,
 )
 from opendata_kv.keys import Schema
-from opendata_kv.store import Store
+from opendata_kv.store import OpenOptions, Store
 from opendata_kv.store.expiry import is_expired
 from opendata_kv.store.ops.bulk_load import Checked, check_loadable, check_pair, write_checked
 from opendata_kv.values import Values
@@ -94,6 +94,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         f"{MARK_EVERY:g}; 0: after every batch)",
     )
     read_limit_args(parser)
+    cache_dir_args(parser)
     add_json_flag(parser)
     parser.set_defaults(handler=run_import)
 
@@ -170,10 +171,13 @@ async def _import(
             args.db,
             schema,
             values=values,
-            indexes=args.declared,
-            timeout=limits.timeout,
-            object_store_max_retries=limits.retries,
-            object_store_options=limits.object_store_options(location),
+            options=OpenOptions(
+                indexes=args.declared,
+                timeout=limits.timeout,
+                object_store_max_retries=limits.retries,
+                object_store_options=limits.object_store_options(location),
+                cache_dir=args.cache_dir,
+            ),
         )
     except IndexStateError as exc:  # a stored index this import cannot keep: nothing written
         hint = "" if args.declared else "; give their declarations with --indexes MODULE:ATTR"

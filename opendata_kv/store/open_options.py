@@ -8,6 +8,7 @@ then read the value instead of passing a dozen positionals along.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -15,7 +16,12 @@ from typing import Any, Final, Literal
 from opendata_kv.errors import ArgumentTypeError, InvalidArgumentError
 from opendata_kv.objstore.deadline import READER_TIMEOUT
 from opendata_kv.store.indexes.declare import Index
-from opendata_kv.store.opening import check_cache_bytes, check_retries, check_seconds
+from opendata_kv.store.opening import (
+    check_cache_bytes,
+    check_cache_dir,
+    check_retries,
+    check_seconds,
+)
 from opendata_kv.store.ops.checkpoints import require_id
 
 #: `timeout` left to the opener: Store.open waits as long as slatedb retries (None),
@@ -23,7 +29,14 @@ from opendata_kv.store.ops.checkpoints import require_id
 DEFAULT_TIMEOUT: Final = "default"
 
 #: the settings only the writer (Store.open) or only a reader (open_reader) reads
-WRITER_ONLY: Final = ("create_if_missing", "error_if_exists", "settings", "rebuild_later")
+#: (a reader has no disk cache: slatedb 0.17's Python ReaderOptions cannot set one)
+WRITER_ONLY: Final = (
+    "create_if_missing",
+    "error_if_exists",
+    "settings",
+    "rebuild_later",
+    "cache_dir",
+)
 READER_ONLY: Final = ("poll_interval", "checkpoint")
 
 
@@ -31,7 +44,10 @@ READER_ONLY: Final = ("poll_interval", "checkpoint")
 class OpenOptions:
     """How Store.open / Store.open_reader open a database (everything but where and which
     schema). Each setting means what the keyword of the same name means (Store.open's
-    docstring, docs/object-storage.md); `timeout="default"` is the opener's own default."""
+    docstring, docs/object-storage.md); `timeout="default"` is the opener's own default.
+    `cache_dir` (no keyword): a local directory where the writer keeps the object-store parts
+    it reads (slatedb's object_store_cache_options.root_folder), so a second read of the same
+    range makes no request; None (default) keeps none."""
 
     create_if_missing: bool = True
     error_if_exists: bool = False
@@ -48,9 +64,11 @@ class OpenOptions:
     #: an OpenTelemetry MeterProvider the store records its metrics through; None: the
     #: global one, when an application set one (docs/operations.md, "Metrics")
     meter_provider: Any = None
+    cache_dir: str | os.PathLike[str] | None = None
 
     def __post_init__(self) -> None:
         check_cache_bytes(self.cache_bytes)
+        self._set("cache_dir", check_cache_dir(self.cache_dir))
         check_retries(self.object_store_max_retries)
         if self.timeout != DEFAULT_TIMEOUT:
             self._set("timeout", check_seconds(self.timeout, "timeout"))

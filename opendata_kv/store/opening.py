@@ -14,11 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import os
 from collections.abc import Awaitable, Mapping
 from typing import Any, TypeVar
 
 from opendata_kv.checks.integrity import check_open, check_reader, opening_error
 from opendata_kv.errors import (
+    ArgumentTypeError,
     CheckpointError,
     InvalidArgumentError,
     StoreExistsError,
@@ -100,6 +102,44 @@ def check_cache_bytes(cache_bytes: object) -> int | None:
     """Validate a `cache_bytes` argument: None (slatedb's default cache) or an int >= 0."""
     check_count(cache_bytes, "cache_bytes", 0, none_ok=True, hint=" (0 disables it) or None")
     return cache_bytes  # type: ignore[return-value]
+
+
+def check_cache_dir(cache_dir: object) -> str | None:
+    """Validate a `cache_dir` argument: None or a path (str or os.PathLike), made absolute (a
+    relative one would follow the process's working directory)."""
+    if cache_dir is None:
+        return None
+    if isinstance(cache_dir, os.PathLike):
+        cache_dir = os.fspath(cache_dir)
+    if not isinstance(cache_dir, str) or not cache_dir or "\0" in cache_dir:
+        raise ArgumentTypeError(
+            f"cache_dir must be a local directory path (str or os.PathLike) or None, got "
+            f"{type(cache_dir).__name__} {cache_dir!r}",
+            field="cache_dir",
+            value=cache_dir,
+        )
+    return os.path.abspath(cache_dir)
+
+
+def with_cache_dir(settings: Mapping[str, Any], cache_dir: str | None) -> dict[str, Any]:
+    """`settings` with slatedb's disk cache rooted at `cache_dir` (when given); a
+    `settings` root_folder that names another directory is an InvalidArgumentError."""
+    out = dict(settings)
+    if cache_dir is None:
+        return out
+    group = out.get("object_store_cache_options")
+    group = dict(group) if isinstance(group, Mapping) else {}
+    given = group.get("root_folder")
+    if given is not None and given != cache_dir:
+        raise InvalidArgumentError(
+            f"cache_dir={cache_dir!r} conflicts with settings object_store_cache_options."
+            f"root_folder={given!r}; give the directory once",
+            field="cache_dir",
+            value=cache_dir,
+        )
+    group["root_folder"] = cache_dir
+    out["object_store_cache_options"] = group
+    return out
 
 
 def set_block_cache(builder: Any, cache_bytes: int | None) -> None:

@@ -33,6 +33,7 @@ from opendata_kv.objstore import sidecar
 from opendata_kv.objstore.location import Location, parse_location
 from opendata_kv.store import metrics
 from opendata_kv.store.fencing import Fence
+from opendata_kv.store.gc_runner import GcRunner
 from opendata_kv.store.indexes import admin as index_admin
 from opendata_kv.store.indexes.read import IndexReads
 from opendata_kv.store.open_options import OpenOptions
@@ -85,6 +86,7 @@ class StoreReader(IndexReads, ReadView):
         self.where = str(location)
         self._closed = False
         self._object_store: Any = None  # set by the openers: admin and WAL reads share it
+        self._gc: GcRunner | None = None  # the writer's garbage collection (gc_runner.py)
         self.checkpoint_id: str | None = None  # the checkpoint a pinned reader reads
         self.poll_interval = 1.0  # a reader's manifest poll interval, seconds
         self._indexes: IndexSet | None = None  # secondary indexes (store/indexes), set at open
@@ -387,6 +389,8 @@ class StoreReader(IndexReads, ReadView):
         if self._closed:
             return
         self._closed = True
+        if self._gc is not None:
+            self._gc.stop()  # without waiting for a pass in flight (gc_runner.py)
         was_fenced = await shut_down(self._source, self.where, self.readonly)
         if not self.readonly:
             error = self._fence.closing_error(self.where, was_fenced)

@@ -13,17 +13,34 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Mapping
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Final
 
 from opendata_kv.errors import InvalidArgumentError
 from opendata_kv.native.errors import translating
 from opendata_kv.native.slatedb import Settings
+
+#: what opendata_kv opens a writer with where slatedb's default differs (the caller's
+#: `settings` go over these, a group merged name by name); chosen by measurement for footprint,
+#: docs/performance.md ("Footprint") has the table and tools/bench.py footprint re-measures it
+#: Lz4: a settled store of AT Protocol records took 1.02x rocksdict's bytes (2.57x with no codec,
+#: 0.68x with Zstd) at 100k and 1M records, its gets and scans 1.03x and 1.01x the CPU of no
+#: codec (Zstd's gets 1.16x). WAL retention and compaction stay slatedb's: the WAL's min_age is
+#: the change feed's window (docs/operations.md), and they keep bytes only until the
+#: collector's next pass.
+LIBRARY_DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType({"compression_codec": "Lz4"})
 
 
 def defaults() -> dict[str, Any]:
     """slatedb's default settings as JSON-able Python."""
     found: dict[str, Any] = json.loads(Settings.default().to_json_string())
     return found
+
+
+def effective_defaults() -> dict[str, Any]:
+    """The settings a writer opens with when given none: slatedb's defaults with
+    LIBRARY_DEFAULTS merged over them."""
+    return merged(LIBRARY_DEFAULTS, defaults())
 
 
 def _closest(name: str, known: list[str]) -> str:
@@ -83,20 +100,20 @@ def _checked(name: str, value: Any, base: Mapping[str, Any]) -> Any:
 
 
 def slatedb_settings(settings: Mapping[str, Any] | None) -> Any:
-    """slatedb Settings: the defaults with `settings` merged over them (see the module doc)."""
+    """slatedb Settings: slatedb's defaults, then LIBRARY_DEFAULTS, then `settings` merged over
+    them (see the module doc)."""
     result = Settings.default()
-    if not settings:
-        return result
-    base = defaults()
-    for name, given in settings.items():
-        value = _checked(str(name), given, base)
+    base = effective_defaults()
+    chosen = [(name, base[name], base[name]) for name in LIBRARY_DEFAULTS]
+    chosen += [
+        (name, given, _checked(str(name), given, base)) for name, given in (settings or {}).items()
+    ]
+    for name, given, value in chosen:
         try:
-            with translating(f"setting {name}={settings[name]!r}"):
+            with translating(f"setting {name}={given!r}"):
                 result.set(name, json.dumps(value))
         except (TypeError, ValueError) as exc:
             raise InvalidArgumentError(
-                f"setting {name}={settings[name]!r} is not JSON-able: {exc}",
-                field=name,
-                value=settings[name],
+                f"setting {name}={given!r} is not JSON-able: {exc}", field=name, value=given
             ) from exc
     return result

@@ -37,7 +37,7 @@ from opendata_kv.native.slatedb import (
 )
 from opendata_kv.objstore.deadline import READER_TIMEOUT
 from opendata_kv.objstore.location import parse_location
-from opendata_kv.store import metrics
+from opendata_kv.store import gc_runner, metrics
 from opendata_kv.store.absent import AbsentCheck
 from opendata_kv.store.batch import Batch, Snapshot, Transaction, fill, native_batch
 from opendata_kv.store.deletes import MAX_KEYS, check_max_keys, keys_in
@@ -48,7 +48,7 @@ from opendata_kv.store.indexes.maintain import Tracked, plan
 from opendata_kv.store.indexes.old_values import current_values, old_values
 from opendata_kv.store.indexes.registry import IndexSet, WriteLock
 from opendata_kv.store.open_options import OpenOptions, open_options
-from opendata_kv.store.opening import bounded, open_db
+from opendata_kv.store.opening import bounded, check_cache_dir, open_db, with_cache_dir
 from opendata_kv.store.ops import migrate as _migrate
 from opendata_kv.store.reader import Opening, StoreReader, _open_reader
 from opendata_kv.store.scan import V
@@ -663,14 +663,15 @@ async def _open_writer(
     location = parse_location(url)
     telemetry = metrics.telemetry(options.meter_provider, str(location))
     recorder = None if telemetry is None else DefaultMetricsRecorder()
-    settings = dict(options.settings or {})
+    settings = with_cache_dir(options.settings or {}, check_cache_dir(options.cache_dir))
     if options.object_store_max_retries is not None:
         settings["object_store_max_retries"] = options.object_store_max_retries
+    db_settings, gc_options = gc_runner.split(settings)
     db, object_store = await bounded(
         open_db(
             location,
             options.object_store_options,
-            settings,
+            db_settings,
             options.create_if_missing,
             options.error_if_exists,
             options.cache_bytes,
@@ -686,6 +687,8 @@ async def _open_writer(
     if telemetry is not None:
         metrics.instrument(store, telemetry)
         metrics.bridge(telemetry, recorder, metric_kind)
+    store._gc = gc_runner.GcRunner(location.db_path, object_store, gc_options)
+    store._gc.start()
     try:
         store._indexes = await index_admin.load(
             store, options.indexes, rebuild_later=options.rebuild_later
