@@ -106,6 +106,38 @@ def list_local(root: str) -> Listing:
     return listing
 
 
+def listing_of(sizes: dict[str, int]) -> Listing:
+    """A Listing from object names relative to the database root and their sizes (an
+    s3:// listing): the same ids, sizes and strays list_local finds in a directory. Objects
+    outside the four directories (opendata_kv's own, slatedb's gc/ markers) are not looked at."""
+    listing = Listing()
+    suffixes = {MANIFEST_DIR: "manifest", COMPACTIONS_DIR: "compactions", WAL_DIR: "sst"}
+    targets = {MANIFEST_DIR: listing.manifests, COMPACTIONS_DIR: listing.compactions}
+    targets[WAL_DIR] = listing.wals
+    for name, size in sizes.items():
+        directory, slash, rest = name.partition("/")
+        if not slash or (directory not in suffixes and directory != SST_DIR):
+            continue
+        stem, dot, ext = rest.partition(".")
+        if directory == SST_DIR:
+            if dot and ext == "sst" and "/" not in rest:
+                listing.ssts[stem] = size
+            else:
+                listing.strays.append(name)
+            continue
+        number = parse_id(stem) if dot and ext == suffixes[directory] else None
+        if number is None:
+            listing.strays.append(name)
+        else:
+            targets[directory][number] = size
+    listing.strays.sort()
+    return listing
+
+
+#: the directories a listing of a database covers (each listed with one request per 1,000)
+LISTED_DIRS = (MANIFEST_DIR, WAL_DIR, SST_DIR, COMPACTIONS_DIR)
+
+
 def id_gaps(present: list[int], low: int, high: int) -> list[tuple[int, int]]:
     """The runs (first, last) of ids from `low` to `high` absent from `present` (sorted), in
     time linear in len(present), whatever the span."""

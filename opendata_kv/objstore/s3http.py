@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import hmac
+import html
 import re
 import urllib.error
 import urllib.parse
@@ -54,6 +55,8 @@ _MESSAGE = re.compile(rb"<Message>([^<]{0,300})</Message>")
 _KEY = re.compile(rb"<Key>([^<]*)</Key>")
 _TRUNCATED = re.compile(rb"<IsTruncated>true</IsTruncated>")
 _TOKEN = re.compile(rb"<NextContinuationToken>([^<]*)</NextContinuationToken>")
+_CONTENTS = re.compile(rb"<Contents>(.*?)</Contents>", re.S)
+_SIZE = re.compile(rb"<Size>([0-9]+)</Size>")
 
 
 def error_code(body: bytes) -> tuple[str | None, str | None]:
@@ -233,6 +236,23 @@ class S3Client:
                 break
             query = {**query, "continuation-token": token.group(1).decode()}
         return keys[:limit]
+
+    def list_sizes(self, prefix: str) -> dict[str, int]:
+        """Every key under `prefix` with its size in bytes (one request per 1,000 keys)."""
+        found: dict[str, int] = {}
+        query = {"list-type": "2", "prefix": prefix}
+        while True:
+            status, body = self.request("GET", "", query=query)
+            self._checked("list", prefix, status, body)
+            for entry in _CONTENTS.findall(body):
+                key, size = _KEY.search(entry), _SIZE.search(entry)
+                if key is not None:
+                    name = html.unescape(key.group(1).decode("utf-8", "replace"))
+                    found[name] = int(size.group(1)) if size is not None else 0
+            token = _TOKEN.search(body)
+            if not _TRUNCATED.search(body) or token is None:
+                return found
+            query = {**query, "continuation-token": html.unescape(token.group(1).decode())}
 
 
 def client_for(

@@ -14,10 +14,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Coroutine, Mapping
 from typing import Any, TypeVar
 
-from opendata_kv.checks.integrity import check_open, check_reader, opening_error
+from opendata_kv.checks.integrity import check_open, opening_error
+from opendata_kv.checks.remote_checks import shut_down as reader_shut_down
 from opendata_kv.errors import (
     CheckpointError,
     InvalidArgumentError,
@@ -126,15 +127,22 @@ async def open_db(
     slatedb would not notice first: see checks/integrity.py), and the ObjectStore it uses (admin
     and WAL reads share it: a memory:// store is private to one ObjectStore)."""
     where = f"open {location}"
-    await sidecar.probe(location, options, None)
     object_store = location.object_store(options, create=create_if_missing)
-    await check_open(location, object_store, where, writer=True)
-    await sidecar.check_not_cloning(location, options, object_store, where)
-    if location.scheme == "s3":  # slatedb retries a refused write forever: ask once first
-        with contextlib.suppress(StoreUnavailableError):  # no answer: left to the bound
-            await sidecar.Sidecar(location, options).check_writable()
+
+    async def writable() -> None:
+        if location.scheme == "s3":  # slatedb retries a refused write forever: ask once first
+            with contextlib.suppress(StoreUnavailableError):  # no answer: left to the bound
+                await sidecar.Sidecar(location, options).check_writable()
+
+    # independent reads (and the write probe): one round trip, failures in this order
+    _, known, _, _ = await first_failure(
+        sidecar.probe(location, options, None),
+        check_open(location, object_store, where, writer=True, options=options),
+        sidecar.check_not_cloning(location, options, object_store, where),
+        writable(),
+    )
     if error_if_exists or not create_if_missing:
-        found = await exists(location, object_store)
+        found = known if known is not None else await exists(location, object_store)
         if found and error_if_exists:
             raise StoreExistsError(
                 f"{location}: a database already exists here (error_if_exists=True)",
@@ -169,10 +177,14 @@ async def open_reader_db(
     of `checkpoint`, an id or a unique name), its ObjectStore and the checkpoint id: creates
     and writes nothing."""
     where = f"open reader on {location}"
-    await sidecar.probe(location, options, None)
     object_store = location.object_store(options)
-    await check_open(location, object_store, where)
-    await sidecar.check_not_cloning(location, options, object_store, where)
+    # the probe, the clone marker and (but on s3://, where they run beside slatedb's open)
+    # the damage checks are independent reads: one round trip for all of them
+    await first_failure(
+        sidecar.probe(location, options, None),
+        sidecar.check_not_cloning(location, options, object_store, where),
+        *(() if location.scheme == "s3" else (check_open(location, object_store, where),)),
+    )
     if checkpoint is not None:  # a name is looked up (read-only)
         checkpoint = await resolve_checkpoint(location.db_path, object_store, checkpoint, where)
         copy = await sidecar.checkpoint_db_path(location, options, object_store, checkpoint)
@@ -211,8 +223,15 @@ async def open_reader_db(
         return builder
 
     try:
-        # a database OpenData wrote is read with its segment extractor (opendata_compat)
-        reader = await build_compatible(make_builder)
+        # a database OpenData wrote is read with its segment extractor (opendata_compat);
+        # on s3:// the damage checks (they write nothing either) and the identity read run
+        # beside slatedb's own open instead of after it
+        reader = await _beside(
+            build_compatible(make_builder),
+            check_open(location, object_store, where, writer=True, options=options),
+            sidecar.remember(location, options, object_store, writer=False),
+            location.scheme == "s3",
+        )
     except FOREIGN as exc:
         message = getattr(exc, "message", None) or str(exc)
         if isinstance(exc, Error.Data) and _NO_MANIFEST in message:
@@ -228,9 +247,44 @@ async def open_reader_db(
                 f"store.checkpoints() or `opendata-kv checkpoint list`) [{message}]"
             ) from exc
         raise await opening_error(exc, location, object_store, where) from exc
-    await check_reader(location, object_store, reader, where)  # s3:// (checks/integrity.py)
-    await sidecar.remember(location, options, object_store, writer=False)
+    if location.scheme != "s3":
+        await sidecar.remember(location, options, object_store, writer=False)
     return reader, object_store, checkpoint
+
+
+async def first_failure(*steps: Awaitable[Any]) -> list[Any]:
+    """Run independent `steps` together; their results, or the failure of the first step (in
+    the order given) that failed, whichever finished first: a probe's error names the
+    cause before a later step's."""
+    results: list[Any] = await asyncio.gather(*steps, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results
+
+
+async def _beside(
+    opening: Coroutine[Any, Any, Any],
+    check: Coroutine[Any, Any, Any],
+    remember: Coroutine[Any, Any, None],
+    together: bool,
+) -> Any:
+    """The reader `opening` opens; with `together`, `check` and `remember` run beside it:
+    the open's failure wins (it says why nothing opened), then the check's (the reader is
+    shut down). Without, they are closed unawaited (the checks ran before the open)."""
+    if not together:
+        for waiting in (check, remember):
+            waiting.close()
+        return await opening
+    results: list[Any] = await asyncio.gather(opening, check, remember, return_exceptions=True)
+    opened, checked, remembered = results
+    if isinstance(opened, BaseException):
+        raise opened
+    for failure in (checked, remembered):
+        if isinstance(failure, BaseException):
+            await reader_shut_down(opened)
+            raise failure
+    return opened
 
 
 async def shut_down(db: Any, where: str, readonly: bool) -> None:
