@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import Awaitable, Coroutine, Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any, TypeVar
 
 from opendata_kv.checks.integrity import check_open, opening_error
@@ -223,15 +223,8 @@ async def open_reader_db(
         return builder
 
     try:
-        # a database OpenData wrote is read with its segment extractor (opendata_compat);
-        # on s3:// the damage checks (they write nothing either) and the identity read run
-        # beside slatedb's own open instead of after it
-        reader = await _beside(
-            build_compatible(make_builder),
-            check_open(location, object_store, where, writer=True, options=options),
-            sidecar.remember(location, options, object_store, writer=False),
-            location.scheme == "s3",
-        )
+        # a database OpenData wrote is read with its segment extractor (opendata_compat)
+        reader = await build_compatible(make_builder)
     except FOREIGN as exc:
         message = getattr(exc, "message", None) or str(exc)
         if isinstance(exc, Error.Data) and _NO_MANIFEST in message:
@@ -247,8 +240,21 @@ async def open_reader_db(
                 f"store.checkpoints() or `opendata-kv checkpoint list`) [{message}]"
             ) from exc
         raise await opening_error(exc, location, object_store, where) from exc
-    if location.scheme != "s3":
-        await sidecar.remember(location, options, object_store, writer=False)
+    try:
+        # on s3:// the damage checks run once slatedb opened the reader (it wrote nothing;
+        # an endpoint that does not answer failed there, within the caller's bound), beside
+        # the identity read
+        await first_failure(
+            *(
+                (check_open(location, object_store, where, writer=True, options=options),)
+                if location.scheme == "s3"
+                else ()
+            ),
+            sidecar.remember(location, options, object_store, writer=False),
+        )
+    except BaseException:
+        await reader_shut_down(reader)
+        raise
     return reader, object_store, checkpoint
 
 
@@ -261,30 +267,6 @@ async def first_failure(*steps: Awaitable[Any]) -> list[Any]:
         if isinstance(result, BaseException):
             raise result
     return results
-
-
-async def _beside(
-    opening: Coroutine[Any, Any, Any],
-    check: Coroutine[Any, Any, Any],
-    remember: Coroutine[Any, Any, None],
-    together: bool,
-) -> Any:
-    """The reader `opening` opens; with `together`, `check` and `remember` run beside it:
-    the open's failure wins (it says why nothing opened), then the check's (the reader is
-    shut down). Without, they are closed unawaited (the checks ran before the open)."""
-    if not together:
-        for waiting in (check, remember):
-            waiting.close()
-        return await opening
-    results: list[Any] = await asyncio.gather(opening, check, remember, return_exceptions=True)
-    opened, checked, remembered = results
-    if isinstance(opened, BaseException):
-        raise opened
-    for failure in (checked, remembered):
-        if isinstance(failure, BaseException):
-            await reader_shut_down(opened)
-            raise failure
-    return opened
 
 
 async def shut_down(db: Any, where: str, readonly: bool) -> None:
