@@ -53,9 +53,9 @@ def _lists(window: Any, directory: str) -> int:
 
 
 def test_open_reader_takes_at_most_ten_round_trips(s3_url: str, proxied: DelayProxy) -> None:
-    """The checks list the prefix once (beside the probe and the clone marker) and run
-    beside slatedb's own open; the manifest is listed by each once, the WAL probed by
-    slatedb alone (it was 32 waves, 74 requests: three probe series, 4 manifest listings)."""
+    """The checks list the prefix once and read what they need together, after slatedb's
+    own open, beside the identity read; the manifest is listed by each once, the WAL probed
+    by slatedb alone (it was 32 waves, 74 requests: three probe series, 4 manifest listings)."""
 
     async def run() -> None:
         with proxied.measure() as window:
@@ -63,8 +63,10 @@ def test_open_reader_takes_at_most_ten_round_trips(s3_url: str, proxied: DelayPr
         await reader.close()
         assert window.waves() <= 10, window.describe()
         assert _lists(window, "manifest") <= 2, window.describe()
+        # slatedb's open probes the WAL, and its reader's first poll (a tick as it starts)
+        # again while the checks run; the checks themselves list the WAL instead
         heads = [r for r in window.requests if r.method == "HEAD" and "/wal/" in r.path]
-        assert len(heads) <= 10, window.describe()
+        assert len(heads) <= 20, window.describe()
 
     asyncio.run(run())
 
