@@ -13,15 +13,20 @@ empty one), on s3:// by reading the WAL to its tail and probing each SST's last 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from opendata_kv.checks.remote_checks import GAP_WAIT, shut_down, sst_extent_problems, wal_tail
-from opendata_kv.errors import FencedError, StoreDataError, StoreError, StorePermissionError
+from opendata_kv.errors import (
+    FencedError,
+    StoreDataError,
+    StoreError,
+    StorePermissionError,
+    StoreUnavailableError,
+)
 from opendata_kv.native.errors import (
     FOREIGN,
     VERIFY_ADVICE,
@@ -48,6 +53,8 @@ from opendata_kv.objstore.objects import (
     sst_name,
     wal_name,
 )
+from opendata_kv.objstore.remote_listing import list_remote, lister
+from opendata_kv.objstore.s3http import S3Client
 
 _log = logging.getLogger(__name__)
 
@@ -429,27 +436,86 @@ def _warn_strays(listing: Listing, where: str) -> None:
 
 
 async def open_problems(
-    location: Location, object_store: Any, where: str, *, writer: bool = False
-) -> list[Problem]:
-    """What check_open looks at, once, on a local directory: the newest manifest, then a
-    listing (in this order, so that objects a live writer adds in between are present in
-    the listing). Objects the process may not read raise StorePermissionError."""
-    before = _listing(location, where)
-    if not before.manifests:
-        return []  # nothing here yet: slatedb reports a missing database itself
-    if writer:
+    location: Location,
+    object_store: Any,
+    where: str,
+    *,
+    writer: bool = False,
+    client: S3Client | None = None,
+) -> tuple[list[Problem], int | None]:
+    """What check_open looks at, once, and the id of the manifest it judged: one listing (a
+    directory, or with `client` the s3:// prefix in one round trip), then the newest manifest
+    listed, the version before it and the newest compactions file read together. Objects
+    the process may not read raise StorePermissionError."""
+    listing = await _list(location, where, client)
+    if not listing.manifests:
+        return [], None  # nothing here yet: slatedb reports a missing database itself
+    if writer and client is None:
         _refuse_read_only_dirs(location, where)
-    _refuse_access(before, None, where)
-    manifest = await read_latest_manifest(location, object_store, before, where)
+    _refuse_access(listing, None, where)
+    admin = AdminBuilder(location.db_path, object_store).build()
+    newest_id = max(listing.manifests)
+    try:
+        manifest, older, compactions = await asyncio.gather(
+            admin.read_manifest(newest_id),
+            _older_manifest(admin, newest_id, listing),
+            _newest_compactions(admin, listing),
+        )
+    except FOREIGN as exc:
+        error = translate(exc, where)
+        if not isinstance(error, StoreDataError):
+            raise error from exc
+        raise StoreDataError(
+            f"{where}: the newest manifest {manifest_name(newest_id)} does not decode "
+            f"[{_text(exc)}]; {VERIFY_ADVICE}",
+            object_name=manifest_name(newest_id),
+        ) from exc
     if manifest is None:
-        return []
-    listing = _listing(location, where)
+        return [], None  # collected since it was listed: a newer one judges (check_open)
     _refuse_access(listing, manifest, where)
     problems = replay_problems(manifest, listing) + sst_problems(manifest, listing)
     if not problems:
-        problems = await _manifest_history_problems(location, object_store, manifest, listing)
+        problems = _epoch_problems(compactions, manifest)
+    if not problems and older is not None:
+        problems = l0_problems(older, manifest)
     if problems:
-        return problems
+        return problems, manifest.id
+    return await _wal_problems(location, object_store, manifest, listing), manifest.id
+
+
+async def _list(location: Location, where: str, client: S3Client | None) -> Listing:
+    if client is None:
+        return _listing(location, where)
+    return await list_remote(location, client)
+
+
+async def _older_manifest(admin: Any, newest_id: int, listing: Listing) -> Any:
+    """The manifest version before the newest, when listed (None: collected, or it does not
+    decode: an old version does not stop an open)."""
+    if newest_id - 1 not in listing.manifests:
+        return None
+    try:
+        return await admin.read_manifest(newest_id - 1)
+    except FOREIGN:
+        return None
+
+
+async def _newest_compactions(admin: Any, listing: Listing) -> Any:
+    """The newest compactions file listed (None: none, or it does not decode: readers never
+    read it, and verify reports it)."""
+    if not listing.compactions:
+        return None
+    try:
+        return await admin.read_compactions(max(listing.compactions))
+    except FOREIGN:
+        return None
+
+
+async def _wal_problems(
+    location: Location, object_store: Any, manifest: Any, listing: Listing
+) -> list[Problem]:
+    """The WAL files after the replay point: the newest with writes must not be below the
+    manifest's last_l0_seq, and an empty file before the newest must be a writer's fence."""
     after = sorted(i for i in listing.wals if i > manifest.replay_after_wal_id)
     # The newest file with writes: the manifest's last_l0_seq may not be above its writes.
     newest = next((i for i in reversed(after) if listing.wals[i] > 0), None)
@@ -470,6 +536,22 @@ async def open_problems(
             location, object_store, manifest, after, upto=middle_empty[-1] + 1
         )
     return []
+
+
+def _epoch_problems(compactions: Any, manifest: Any) -> list[Problem]:
+    """A compactions file of a later compactor epoch than the newest manifest: a writer
+    bumps the epoch in both, so the newest manifest is gone."""
+    if compactions is None or compactions.compactor_epoch <= manifest.compactor_epoch:
+        return []
+    return [
+        Problem(
+            manifest_name(manifest.id + 1),
+            f"missing: {compactions_name(compactions.id)} is of compactor epoch "
+            f"{compactions.compactor_epoch}, but the newest manifest present, "
+            f"{manifest_name(manifest.id)}, only of epoch {manifest.compactor_epoch}: the "
+            "newest manifest was deleted",
+        )
+    ]
 
 
 async def _manifest_history_problems(
@@ -527,39 +609,77 @@ async def remote_open_problems(
     )
 
 
+#: How many times check_open looks again at a database that looked damaged while its newest
+#: manifest moved on (a live writer flushing and collecting garbage between the listing and
+#: the reads); a view judged twice against the same manifest is consistent.
+MAX_LOOKS = 20
+
+
+async def _judge(
+    location: Location,
+    object_store: Any,
+    where: str,
+    writer: bool,
+    client: S3Client | None,
+) -> tuple[list[Problem], int | None]:
+    """Problems that hold in one consistent view, and the id of the manifest judged (None:
+    no manifest): a look that finds damage is repeated while the newest manifest changes
+    between looks (a gap the writer's garbage collection left behind a newer replay point is
+    gone from the next look), and once more after RECHECK_DELAY (a writer half-way through
+    opening) before it counts."""
+
+    async def look() -> tuple[list[Problem], int | None]:
+        if client is None and location.scheme == "s3":
+            return await remote_open_problems(location, object_store, where)
+        return await open_problems(location, object_store, where, writer=writer, client=client)
+
+    problems, checked = await look()
+    waited = False
+    for _ in range(MAX_LOOKS):
+        if not problems:
+            break
+        again, newer = await look()
+        if newer == checked and again:
+            if waited:
+                return again, newer
+            waited = True
+            await asyncio.sleep(RECHECK_DELAY)
+        problems, checked = again, newer
+    return problems, checked
+
+
 async def check_open(
-    location: Location, object_store: Any, where: str, *, writer: bool = False
-) -> None:
+    location: Location,
+    object_store: Any,
+    where: str,
+    *,
+    writer: bool = False,
+    options: Mapping[str, str] | None = None,
+) -> bool | None:
     """Refuse (StoreDataError naming the object) a database whose WAL has a gap or an
     emptied file after the replay point, whose replay point is impossible, or whose manifest
     references SSTs missing or shorter than it says; on a local directory also objects the
     process may not read, and for a `writer` directories it may not write
     (StorePermissionError). A no-op for memory:// (every open starts empty). On s3:// the
-    writer is checked before it opens (opening writes), a reader after (check_reader)."""
-    if location.scheme == "s3" and writer:
-        problems, checked = await remote_open_problems(location, object_store, where)
-        if problems:
-            # A live writer (or the garbage collector) may have moved the manifest on
-            # meanwhile: look again if it did, before calling the database damaged.
-            admin = AdminBuilder(location.db_path, object_store).build()
-            with contextlib.suppress(*FOREIGN):
-                latest = await admin.read_manifest(None)
-                if latest is not None and latest.id != checked:
-                    problems, _ = await remote_open_problems(location, object_store, where)
+    prefix is listed with `options`' credentials (remote_listing.py); without static
+    credentials it cannot be, and the objects are probed instead (remote_checks.py).
+    Returns whether a database (a manifest) is there, None when that is not known."""
+    if location.scheme not in ("file", "s3"):
+        return None
+    client = lister(location, options)
+    if location.scheme == "s3":
+        try:
+            problems, checked = await _judge(location, object_store, where, writer, client)
+        except StoreUnavailableError:
+            return None  # no answer: slatedb's open reports the outage, within its own bound
         if problems:
             _raise(problems, where)
-        return
-    if location.scheme != "file":
-        return
-    problems = await open_problems(location, object_store, where, writer=writer)
-    if problems:
-        # A live writer may have moved on between the manifest read and the listing (or be
-        # half-way through opening): look again before calling the database damaged.
-        await asyncio.sleep(RECHECK_DELAY)
-        problems = await open_problems(location, object_store, where, writer=writer)
+        return None if client is None else checked is not None
+    problems, checked = await _judge(location, object_store, where, writer, None)
     if problems:
         _raise(problems, where)
     _warn_strays(_listing(location, where), where)
+    return checked is not None
 
 
 #: Seconds a store that let a WAL read time out has to answer a listing, before the
@@ -578,14 +698,20 @@ async def _answers(reader: Any, wal_id: int) -> bool:
     return True
 
 
-async def check_reader(location: Location, object_store: Any, reader: Any, where: str) -> None:
+async def check_reader(
+    location: Location,
+    object_store: Any,
+    reader: Any,
+    where: str,
+    options: Mapping[str, str] | None = None,
+) -> None:
     """The s3:// open checks for a reader that slatedb has opened (it wrote nothing; an
     endpoint that does not answer failed there, with the caller's retry limit): on damage
     the reader is shut down and StoreDataError raised."""
     if location.scheme != "s3":
         return
     try:
-        await check_open(location, object_store, where, writer=True)
+        await check_open(location, object_store, where, writer=True, options=options)
     except BaseException:
         await shut_down(reader)
         raise

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opendata_kv.checks.integrity import (
-    MAX_GAPS,
     WAL_READ_TIMEOUT,
     Problem,
     epoch_problems,
@@ -50,8 +49,10 @@ from opendata_kv.native.opendata_compat import build_compatible
 from opendata_kv.native.slatedb import (
     AdminBuilder,
     CacheTarget,
+    DbCache,
     DbReaderBuilder,
     KeyRange,
+    MokaCacheOptions,
     ReaderMode,
     ReaderOptions,
     SlateDbWalReader,
@@ -73,6 +74,8 @@ from opendata_kv.objstore.objects import (
 #: Rows per next_batch of the checksum scan, and the seconds one batch may take.
 SCAN_BATCH = 1024
 SCAN_TIMEOUT = 120.0
+#: bytes of block cache the scan keeps (it reads each block once)
+SCAN_CACHE = 32 << 20
 
 _COUNTERS = (
     "writer_epoch",
@@ -156,7 +159,8 @@ async def _manifests(admin: Any, listing: Listing | None, report: VerifyReport) 
 
 
 def _history_problems(decoded: dict[int, Any], listing: Listing | None) -> list[Problem]:
-    """Manifest versions in order: counters never go back, ids have no unexplained gaps."""
+    """Manifest versions in order: counters never go back, and consecutive versions keep
+    their L0 SSTs (ids missing in between are garbage collection's: _collected_note)."""
     problems: list[Problem] = []
     ids = sorted(decoded)
     for before, after in itertools.pairwise(ids):
@@ -173,22 +177,32 @@ def _history_problems(decoded: dict[int, Any], listing: Listing | None) -> list[
                         "damaged",
                     )
                 )
-    if listing is not None and listing.manifests:
-        present = sorted(listing.manifests)
-        latest = decoded.get(present[-1])
-        pinned = {cp.manifest_id for cp in latest.checkpoints} if latest is not None else set()
-        for first, last in id_gaps(present, present[0], present[-1])[:MAX_GAPS]:
-            # garbage collection deletes old versions, keeping those checkpoints pin
-            if any(i < first and i not in pinned for i in present):
-                span = "" if first == last else f" (to {manifest_name(last)})"
-                problems.append(
-                    Problem(
-                        manifest_name(first),
-                        f"missing{span}, between {manifest_name(present[0])} and "
-                        f"{manifest_name(present[-1])}",
-                    )
-                )
     return problems
+
+
+def _collected_note(listing: Listing | None) -> str | None:
+    """The manifest versions missing between the oldest and newest present: garbage
+    collection deletes old versions in any order (it keeps the newest, those checkpoints
+    pin, and any not yet old enough), so a kept older version before a collected range is
+    no damage; a pinned one missing is (_checkpoint_problems), and so is a missing newest
+    one (epoch_problems)."""
+    if listing is None or not listing.manifests:
+        return None
+    present = sorted(listing.manifests)
+    gaps = id_gaps(present, present[0], present[-1])
+    if not gaps:
+        return None
+    count = sum(last - first + 1 for first, last in gaps)
+    runs = ", ".join(
+        manifest_name(first) if first == last else f"{manifest_name(first)} to {last}"
+        for first, last in gaps[:3]
+    )
+    more = f" and {len(gaps) - 3} more runs" if len(gaps) > 3 else ""
+    return (
+        f"{count} manifest versions between the oldest kept and the newest were collected "
+        f"by garbage collection ({runs}{more}); only the newest, "
+        f"{manifest_name(present[-1])}, and those checkpoints pin are read"
+    )
 
 
 def _checkpoint_problems(
@@ -257,10 +271,7 @@ async def _wal(
         if problems:
             return  # reading on would wait at the gap
         if after and listing.wals[after[-1]] == 0:
-            report.notes.append(
-                f"the newest WAL file {wal_name(after[-1])} is empty: a writer's fence, or a "
-                "file emptied by damage; the two cannot be told apart (docs/reliability.md)"
-            )
+            report.notes.append(_empty_newest_note(latest, after[-1]))
     else:
         if replay >= latest.next_wal_sst_id:
             report.add(replay_problems(latest, Listing()))
@@ -280,6 +291,24 @@ async def _wal(
     except asyncio.TimeoutError:  # the first file's reader did not open: an outage
         raise _no_answer(location, "reading the WAL") from None
     report.add(problems)
+
+
+def _empty_newest_note(latest: Any, newest: int) -> str:
+    """What an empty newest WAL file after the replay point is. A writer's open writes an
+    empty file to fence older writers and records it in the manifest (next_wal_sst_id is
+    the id after it); one that wrote nothing since, and closed cleanly, leaves it newest. A
+    file of writes emptied by damage is not recorded so, unless replay already passed it."""
+    name = wal_name(newest)
+    if newest == latest.next_wal_sst_id - 1:
+        return (
+            f"the newest WAL file {name} is empty: the fence the last writer left when it "
+            f"opened ({manifest_name(latest.id)} records it: next_wal_sst_id "
+            f"{latest.next_wal_sst_id}), with no writes after it, as a clean close leaves it"
+        )
+    return (
+        f"the newest WAL file {name} is empty: a writer's fence, or a file emptied by "
+        "damage; the two cannot be told apart (docs/reliability.md)"
+    )
 
 
 #: the blocks of an SST besides its data blocks (the scan reads those), by name
@@ -341,6 +370,13 @@ async def _scan(
     def make_builder() -> Any:
         builder = DbReaderBuilder(location.db_path, object_store)
         builder.with_reader_mode(ReaderMode.FOLLOW_LATEST())
+        # every block is read once: slatedb's default cache (512 MiB) would keep them all
+        builder.with_db_cache(
+            DbCache.new_moka_cache(
+                MokaCacheOptions(max_capacity=SCAN_CACHE, time_to_live=None, time_to_idle=None)
+            ),
+            0,
+        )
         builder.with_options(
             ReaderOptions(
                 manifest_poll_interval_ms=3_600_000,
@@ -482,6 +518,9 @@ async def _verify(
             report.add([Problem("manifest/", "no manifest: there is no database here")])
         return report
     report.add(_history_problems(decoded, listing))
+    collected = _collected_note(listing)
+    if collected is not None:
+        report.notes.append(collected)
     newest = max(decoded)
     latest = decoded[newest]
     newest_decodes = listing is None or max(listing.manifests) == newest

@@ -225,7 +225,7 @@ async def _changes(
     args: argparse.Namespace, decoder: Decoder, last: list[str], counts: list[int]
 ) -> None:
     limits = ReadLimits.from_args(args)
-    store = await open_reader(args.db, limits)
+    store = await open_reader(args.db, limits, follow=args.follow)
     try:
         # the CLI decodes keys itself (--schema, built-in layouts): every row comes raw
         batches = store.change_batches(

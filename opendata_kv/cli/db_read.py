@@ -42,6 +42,15 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 _NO_DATABASE = "failed to find latest transactional object"
+#: seconds between a one-shot command's manifest polls: longer than any command runs, so it
+#: reads the one state it opened on and sends no request while it reads but its own (a
+#: reader polls the manifest and probes the WAL at each tick; once a second, `stats` of 320k
+#: records on S3 sent hundreds of HEADs besides its reads)
+ONE_SHOT_POLL = 86_400.0
+#: bytes of block cache a one-shot command keeps: it reads each block once, and slatedb's
+#: default cache (512 MiB) filled with every block a scan passed (stats of 10M records
+#: peaked at 655 MiB); index and filter blocks still fit
+ONE_SHOT_CACHE = 32 << 20
 #: rows a walk gathers before it hands them on when a range is read in parts (dump sizes its
 #: columns on the first rows it gets)
 JOIN_BELOW = 256
@@ -111,9 +120,11 @@ async def open_reader(
     values: Values | None = None,
     *,
     check_expiry: bool = True,
+    follow: bool = False,
 ) -> StoreReader:
     """A read-only Store on `db` (keys come back raw unless a `schema` is given, with its
-    `values`); CliError if missing,
+    `values`); CliError if missing, reading the one state it opens on (polling every second
+    for a newer one only when it must `follow` the writer: `changes --follow`),
     and within `limits` a CliError naming the endpoint and bucket when nothing answers.
     It follows the latest state, or reads the pinned state of `checkpoint`; either way it
     writes nothing to the store. `check_expiry=False` reads rows whose TTL passed too.
@@ -141,6 +152,8 @@ async def open_reader(
         values=values,
         checkpoint=checkpoint,
         check_expiry=check_expiry,
+        poll_interval=1.0 if follow else ONE_SHOT_POLL,
+        cache_bytes=None if follow else ONE_SHOT_CACHE,
         timeout=None,  # bounded here by --timeout (0: not at all), with the CLI's message
         object_store_options=limits.object_store_options(location),
         object_store_max_retries=limits.retries,

@@ -29,9 +29,8 @@ from opendata_kv.cli.rows import Decoder
 from opendata_kv.cli.stats_cmds import human_bytes
 from opendata_kv.cli.text import printable, shorten
 from opendata_kv.objstore.location import Location, parse_location, s3_config
-from opendata_kv.objstore.objects import Listing, list_local, list_named, manifest_ssts
+from opendata_kv.objstore.objects import Listing, list_local, listing_of, manifest_ssts
 from opendata_kv.objstore.s3http import client_for
-from opendata_kv.objstore.sidecar import PREFIX
 from opendata_kv.store.ops.feed import admin as admin_of
 from opendata_kv.store.ops.feed import wal_reader
 
@@ -85,8 +84,7 @@ def list_objects(location: Location, limits: ReadLimits) -> Listing | None:
     if client is None:
         return None
     prefix = f"{location.path}/" if location.path else ""
-    pairs = ((key[len(prefix) :], size) for key, size in client.list_sizes(prefix))
-    return list_named(pairs, skip=f"{PREFIX}/")
+    return listing_of({key[len(prefix) :]: size for key, size in client.list_sizes(prefix).items()})
 
 
 async def wal_sequences(

@@ -12,7 +12,7 @@ name, so that one stray file cannot make a check build a range of 10^20 ids.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,32 +106,36 @@ def list_local(root: str) -> Listing:
     return listing
 
 
-def list_named(pairs: Iterable[tuple[str, int]], skip: str = "") -> Listing:
-    """A Listing from (name relative to the database root, size) pairs, as an object store
-    listing gives them (s3://): classified as list_local classifies directory entries;
-    names under `skip` (the sidecar's prefix) are left out."""
+def listing_of(sizes: dict[str, int]) -> Listing:
+    """A Listing from object names relative to the database root and their sizes (an
+    s3:// listing): the same ids, sizes and strays list_local finds in a directory. Objects
+    outside the four directories (opendata_kv's own, slatedb's gc/ markers) are not looked at."""
     listing = Listing()
-    numbered = {
-        MANIFEST_DIR: ("manifest", listing.manifests),
-        COMPACTIONS_DIR: ("compactions", listing.compactions),
-        WAL_DIR: ("sst", listing.wals),
-    }
-    for name, size in pairs:
-        if skip and name.startswith(skip):
+    suffixes = {MANIFEST_DIR: "manifest", COMPACTIONS_DIR: "compactions", WAL_DIR: "sst"}
+    targets = {MANIFEST_DIR: listing.manifests, COMPACTIONS_DIR: listing.compactions}
+    targets[WAL_DIR] = listing.wals
+    for name, size in sizes.items():
+        directory, slash, rest = name.partition("/")
+        if not slash or (directory not in suffixes and directory != SST_DIR):
             continue
-        directory, slash, base = name.partition("/")
-        stem, dot, ext = base.partition(".")
-        if slash and directory == SST_DIR and dot and ext == "sst" and "/" not in base:
-            listing.ssts[stem] = size
+        stem, dot, ext = rest.partition(".")
+        if directory == SST_DIR:
+            if dot and ext == "sst" and "/" not in rest:
+                listing.ssts[stem] = size
+            else:
+                listing.strays.append(name)
             continue
-        kind = numbered.get(directory) if slash else None
-        number = parse_id(stem) if kind is not None and dot and ext == kind[0] else None
-        if kind is None or number is None:
+        number = parse_id(stem) if dot and ext == suffixes[directory] else None
+        if number is None:
             listing.strays.append(name)
-            continue
-        kind[1][number] = size
+        else:
+            targets[directory][number] = size
     listing.strays.sort()
     return listing
+
+
+#: the directories a listing of a database covers (each listed with one request per 1,000)
+LISTED_DIRS = (MANIFEST_DIR, WAL_DIR, SST_DIR, COMPACTIONS_DIR)
 
 
 def id_gaps(present: list[int], low: int, high: int) -> list[tuple[int, int]]:

@@ -56,7 +56,7 @@ _KEY = re.compile(rb"<Key>([^<]*)</Key>")
 _TRUNCATED = re.compile(rb"<IsTruncated>true</IsTruncated>")
 _TOKEN = re.compile(rb"<NextContinuationToken>([^<]*)</NextContinuationToken>")
 _CONTENTS = re.compile(rb"<Contents>(.*?)</Contents>", re.S)
-_SIZE = re.compile(rb"<Size>([0-9]{1,20})</Size>")
+_SIZE = re.compile(rb"<Size>([0-9]+)</Size>")
 
 
 def error_code(body: bytes) -> tuple[str | None, str | None]:
@@ -237,23 +237,22 @@ class S3Client:
             query = {**query, "continuation-token": token.group(1).decode()}
         return keys[:limit]
 
-    def list_sizes(self, prefix: str, limit: int = 1_000_000) -> list[tuple[str, int]]:
-        """(key, size in bytes) of every object under `prefix` (at most `limit`), in order."""
-        found: list[tuple[str, int]] = []
+    def list_sizes(self, prefix: str) -> dict[str, int]:
+        """Every key under `prefix` with its size in bytes (one request per 1,000 keys)."""
+        found: dict[str, int] = {}
         query = {"list-type": "2", "prefix": prefix}
-        while len(found) < limit:
+        while True:
             status, body = self.request("GET", "", query=query)
             self._checked("list", prefix, status, body)
-            for contents in _CONTENTS.findall(body):
-                key, size = _KEY.search(contents), _SIZE.search(contents)
+            for entry in _CONTENTS.findall(body):
+                key, size = _KEY.search(entry), _SIZE.search(entry)
                 if key is not None:
                     name = html.unescape(key.group(1).decode("utf-8", "replace"))
-                    found.append((name, int(size.group(1)) if size else 0))
+                    found[name] = int(size.group(1)) if size is not None else 0
             token = _TOKEN.search(body)
             if not _TRUNCATED.search(body) or token is None:
-                break
-            query = {**query, "continuation-token": token.group(1).decode()}
-        return found[:limit]
+                return found
+            query = {**query, "continuation-token": html.unescape(token.group(1).decode())}
 
 
 def client_for(

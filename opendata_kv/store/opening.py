@@ -18,7 +18,8 @@ import os
 from collections.abc import Awaitable, Mapping
 from typing import Any, TypeVar
 
-from opendata_kv.checks.integrity import check_open, check_reader, opening_error
+from opendata_kv.checks.integrity import check_open, opening_error
+from opendata_kv.checks.remote_checks import shut_down as reader_shut_down
 from opendata_kv.errors import (
     ArgumentTypeError,
     CheckpointError,
@@ -168,15 +169,22 @@ async def open_db(
     slatedb would not notice first: see checks/integrity.py), and the ObjectStore it uses (admin
     and WAL reads share it: a memory:// store is private to one ObjectStore)."""
     where = f"open {location}"
-    await sidecar.probe(location, options, None)
     object_store = location.object_store(options, create=create_if_missing)
-    await check_open(location, object_store, where, writer=True)
-    await sidecar.check_not_cloning(location, options, object_store, where)
-    if location.scheme == "s3":  # slatedb retries a refused write forever: ask once first
-        with contextlib.suppress(StoreUnavailableError):  # no answer: left to the bound
-            await sidecar.Sidecar(location, options).check_writable()
+
+    async def writable() -> None:
+        if location.scheme == "s3":  # slatedb retries a refused write forever: ask once first
+            with contextlib.suppress(StoreUnavailableError):  # no answer: left to the bound
+                await sidecar.Sidecar(location, options).check_writable()
+
+    # independent reads (and the write probe): one round trip, failures in this order
+    _, known, _, _ = await first_failure(
+        sidecar.probe(location, options, None),
+        check_open(location, object_store, where, writer=True, options=options),
+        sidecar.check_not_cloning(location, options, object_store, where),
+        writable(),
+    )
     if error_if_exists or not create_if_missing:
-        found = await exists(location, object_store)
+        found = known if known is not None else await exists(location, object_store)
         if found and error_if_exists:
             raise StoreExistsError(
                 f"{location}: a database already exists here (error_if_exists=True)",
@@ -214,10 +222,14 @@ async def open_reader_db(
     of `checkpoint`, an id or a unique name), its ObjectStore and the checkpoint id: creates
     and writes nothing."""
     where = f"open reader on {location}"
-    await sidecar.probe(location, options, None)
     object_store = location.object_store(options)
-    await check_open(location, object_store, where)
-    await sidecar.check_not_cloning(location, options, object_store, where)
+    # the probe, the clone marker and (but on s3://, where they run beside slatedb's open)
+    # the damage checks are independent reads: one round trip for all of them
+    await first_failure(
+        sidecar.probe(location, options, None),
+        sidecar.check_not_cloning(location, options, object_store, where),
+        *(() if location.scheme == "s3" else (check_open(location, object_store, where),)),
+    )
     if checkpoint is not None:  # a name is looked up (read-only)
         checkpoint = await resolve_checkpoint(location.db_path, object_store, checkpoint, where)
         copy = await sidecar.checkpoint_db_path(location, options, object_store, checkpoint)
@@ -275,9 +287,33 @@ async def open_reader_db(
                 f"store.checkpoints() or `opendata-kv checkpoint list`) [{message}]"
             ) from exc
         raise await opening_error(exc, location, object_store, where) from exc
-    await check_reader(location, object_store, reader, where)  # s3:// (checks/integrity.py)
-    await sidecar.remember(location, options, object_store, writer=False)
+    try:
+        # on s3:// the damage checks run once slatedb opened the reader (it wrote nothing;
+        # an endpoint that does not answer failed there, within the caller's bound), beside
+        # the identity read
+        await first_failure(
+            *(
+                (check_open(location, object_store, where, writer=True, options=options),)
+                if location.scheme == "s3"
+                else ()
+            ),
+            sidecar.remember(location, options, object_store, writer=False),
+        )
+    except BaseException:
+        await reader_shut_down(reader)
+        raise
     return reader, object_store, checkpoint
+
+
+async def first_failure(*steps: Awaitable[Any]) -> list[Any]:
+    """Run independent `steps` together; their results, or the failure of the first step (in
+    the order given) that failed, whichever finished first: a probe's error names the
+    cause before a later step's."""
+    results: list[Any] = await asyncio.gather(*steps, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results
 
 
 async def shut_down(db: Any, where: str, readonly: bool) -> bool:
