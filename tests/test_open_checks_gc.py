@@ -37,19 +37,22 @@ def test_opens_and_exports_beside_a_busy_collecting_writer_are_never_refused(
     """The issue's failure: 6 of 21 open_reader calls and 2 of 5 exports refused with "the
     WAL files after the replay point ... must run without a gap" (the check had read a
     manifest, then listed after the collector deleted WAL files a newer one no longer
-    needs). Each export reads one small prefix: its open is what is checked."""
+    needs). Each export reads one small prefix: its open is what is checked. On s3:// a
+    quarter as many: moto is one Python process, and the writer's 5 ms flushes and
+    per-second collection keep it busy (an open there took ~5 s on a loaded machine)."""
+    opens = 100 if not url.startswith("s3://") else 25
     writer = WriterProcess(url, settings=BUSY, delay=0.005)
     refused: list[str] = []
     try:
         writer.wait_open()
         writer.wait_acks(50)
-        for n in range(100):
+        for n in range(opens):
             try:
                 # a bound for a loaded machine: an outage is not what this test looks for
                 SyncStore.open_reader(url, Schema(), timeout=120).close()
             except StoreDataError as exc:
                 refused.append(f"open_reader {n}: {exc}")
-            if n % 10 == 9:
+            if n % 10 == 9 or (opens < 100 and n % 10 == 4):
                 out = tmp_path / f"export-{n}.jsonl"
                 capsys.readouterr()
                 args = ["export", url, "--prefix", "00", "--timeout", "120"]
