@@ -667,7 +667,7 @@ class TtyBuffer(io.StringIO):
 
 
 def test_progress_only_on_a_terminal_after_a_delay_and_throttled() -> None:
-    from opendata_kv.cli.stats_cmds import Progress
+    from opendata_kv.cli.progress import Progress
 
     clock = FakeClock()
     quiet = io.StringIO()
@@ -682,14 +682,15 @@ def test_progress_only_on_a_terminal_after_a_delay_and_throttled() -> None:
     assert tty.getvalue() == ""  # a short scan shows nothing
     clock.now += 1.0
     progress.update(1000, 2048)
-    assert tty.getvalue().endswith("scanned 1,000 records, 2.0 KiB")
+    # the count and size, then the rate (1,000 records in the 1 s since it started)
+    assert tty.getvalue().endswith("scanned 1,000 records, 2.0 KiB, 1,000 records/s")
     drawn = tty.getvalue()
     clock.now += 0.1
     progress.update(2000, 4096)
     assert tty.getvalue() == drawn  # at most four redraws a second
     clock.now += 0.2
     progress.update(3000, 4096)
-    assert tty.getvalue().endswith("scanned 3,000 records, 4.0 KiB")
+    assert tty.getvalue().endswith("scanned 3,000 records, 4.0 KiB, 2,308 records/s")
     progress.done()
     assert tty.getvalue().endswith("\r\x1b[K")  # the line is erased at the end
 

@@ -25,8 +25,8 @@ from opendata_kv.cli.db_args import (
 )
 from opendata_kv.cli.db_read import Walk, checkpoint_arg, open_reader, walk_from_args
 from opendata_kv.cli.layout_arg import layout_arg
+from opendata_kv.cli.progress import Progress
 from opendata_kv.cli.rows import Decoder, Row
-from opendata_kv.cli.stats_cmds import Progress
 from opendata_kv.cli.text import cut, json_text, printable, shorten
 from opendata_kv.keys import record_type_text
 

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
-from opendata_kv.cli.stats_cmds import human_bytes
+from opendata_kv.cli.text import human_bytes
 
 ENV_DELAY = "OPENDATA_KV_PROGRESS_DELAY"
 

@@ -6,10 +6,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any
 
 from opendata_kv.cli.common import EXIT_OK, add_json_flag, emit_json
 from opendata_kv.cli.db_args import database_arg, read_limit_args, schema_args
@@ -17,6 +15,7 @@ from opendata_kv.cli.db_read import ReadLimits, Walk, checkpoint_arg, open_reade
 from opendata_kv.cli.index_stats import IndexStats
 from opendata_kv.cli.layout_arg import layout_arg
 from opendata_kv.cli.opendata_stats import OpendataStats
+from opendata_kv.cli.progress import Progress
 from opendata_kv.cli.rows import Decoder
 from opendata_kv.cli.text import printable, shorten
 from opendata_kv.keys import prefix_range, record_type_text
@@ -77,52 +76,6 @@ class Group:
             "first_key_hex": self.first_key.hex(),
             "last_key_hex": self.last_key.hex(),
         }
-
-
-class Progress:
-    """`scanned N records` on a terminal's stderr, only once a scan has run for `delay`
-    seconds, redrawn at most every `every` seconds, erased at the end."""
-
-    def __init__(
-        self,
-        stream: IO[str],
-        *,
-        delay: float = 1.0,
-        every: float = 0.25,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.stream = stream
-        self.every = every
-        self.clock = clock
-        self.enabled = stream.isatty()
-        self.next_draw = clock() + delay
-        self.drawn = False
-
-    def update(self, records: int, size: int) -> None:
-        if not self.enabled:
-            return
-        now = self.clock()
-        if now < self.next_draw:
-            return
-        self.next_draw = now + self.every
-        self.stream.write(f"\r\x1b[Kscanned {records:,} records, {human_bytes(size)}")
-        self.stream.flush()
-        self.drawn = True
-
-    def done(self) -> None:
-        if self.drawn:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()
-            self.drawn = False
-
-
-def human_bytes(size: int) -> str:
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
 
 
 def run_stats(args: argparse.Namespace) -> int:

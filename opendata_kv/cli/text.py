@@ -9,7 +9,7 @@ from typing import Any, TextIO
 
 from opendata_kv.errors import printable
 
-__all__ = ["EscapingStream", "cut", "json_text", "printable", "shorten"]
+__all__ = ["EscapingStream", "cut", "human_bytes", "json_text", "printable", "shorten"]
 
 
 def json_text(obj: Any, *, compact: bool = True) -> str:
@@ -54,3 +54,13 @@ def shorten(text: str, width: int) -> str:
 def cut(text: str, width: int) -> str:
     """`text` cut to `width` characters, ending with an ellipsis when cut."""
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def human_bytes(size: int) -> str:
+    """`size` in B, KiB, MiB or GiB, one decimal past bytes."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")

@@ -26,8 +26,7 @@ from opendata_kv.cli.db_args import database_arg, read_limit_args, schema_args
 from opendata_kv.cli.db_read import ReadLimits, endpoint_text
 from opendata_kv.cli.layout_arg import layout_arg
 from opendata_kv.cli.rows import Decoder
-from opendata_kv.cli.stats_cmds import human_bytes
-from opendata_kv.cli.text import printable, shorten
+from opendata_kv.cli.text import human_bytes, printable, shorten
 from opendata_kv.objstore.location import Location, parse_location, s3_config
 from opendata_kv.objstore.objects import Listing, list_local, listing_of, manifest_ssts
 from opendata_kv.objstore.s3http import client_for

@@ -13,7 +13,7 @@ from opendata_kv.cli.common import EXIT_BAD_INPUT, EXIT_OK, add_json_flag, emit_
 from opendata_kv.cli.db_args import database_arg, read_limit_args
 from opendata_kv.cli.db_read import ReadLimits
 from opendata_kv.cli.index_check import add_index_check, index_check_args
-from opendata_kv.cli.stats_cmds import Progress
+from opendata_kv.cli.progress import Progress
 from opendata_kv.cli.text import printable
 
 
@@ -54,16 +54,8 @@ class StageProgress(Progress):
     """`verify: <stage> <count>` on a terminal's stderr, as stats shows its progress."""
 
     def update(self, stage: str, count: int) -> None:  # type: ignore[override]
-        if not self.enabled:
-            return
-        now = self.clock()
-        if now < self.next_draw:
-            return
-        self.next_draw = now + self.every
-        shown = f" {count:,}" if count else ""
-        self.stream.write(f"\r\x1b[Kverify: {stage}{shown}")
-        self.stream.flush()
-        self.drawn = True
+        if self._due() is not None:
+            self._draw(f"verify: {stage}" + (f" {count:,}" if count else ""))
 
 
 def run_verify(args: argparse.Namespace) -> int:
