@@ -2,7 +2,8 @@
 (tests/tcp_proxy.py's DelayProxy) in front of moto. A scan, a prefix count, keys(), to_arrow()
 and a bulk scan of 10,000 rows each take at most 2 waves (the SST index, then the read-ahead
 window at once); repos() takes at most keys-only bytes / 4 MiB + 2; a point get stays 1 GET and
-get_many's GETs go together. Counts only, never times (docs/object-storage.md has the table)."""
+get_many's GETs go together; the change feed reads its WAL files at once. Counts only, never
+times (docs/object-storage.md has the table)."""
 
 from __future__ import annotations
 
@@ -290,8 +291,8 @@ def test_feed_reads_its_wal_files_at_once(s3_url: str, slow_proxy: DelayProxy) -
     and reads every file at once (an iterator per file), so what it needs comes in 3 waves
     (listings; a HEAD per file; a GET per file). The rest is what slatedb's iterators send for
     the file after theirs (HEADs again, a 404 past the tail, now and then a GET) before the
-    feed drops them: 5-7 waves in all, on a loaded machine. Before: 15-17 waves and 24-26
-    requests, one file after another (docs/object-storage.md has the waves per cause)."""
+    feed drops them: 4-6 waves in all. Before: 12 waves and 22 requests (15-17 waves at 20 ms
+    a request), one file after another (docs/object-storage.md has the waves per cause)."""
 
     async def main() -> tuple[int, Window]:
         async with Store.open(s3_url, [thing]) as db:
