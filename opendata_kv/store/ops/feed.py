@@ -648,10 +648,15 @@ class _Feed:
         return rows
 
     async def _wait_for_file(self) -> None:
-        """Poll the writer's WAL file id until a new file comes."""
-        reader, where = self.source.reader, self.where
+        """Poll the writer's WAL file id until a new file comes: one listing a poll where the
+        store can be listed (the newest file listed), else slatedb's probe (galloping HEADs)."""
+        reader, where, listed = self.source.reader, self.where, self.source.list_wal
         while True:
-            self.tail = await call(reader.last_wal_file_id(self.consumed), where, others=True)
+            if listed is None:
+                self.tail = await call(reader.last_wal_file_id(self.consumed), where, others=True)
+            else:
+                ids = await in_thread(listed)
+                self.tail = max(ids, default=self.consumed) if ids else self.consumed
             if self.tail > self.consumed:
                 break
             await asyncio.sleep(self.options.poll_interval)
