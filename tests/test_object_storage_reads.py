@@ -2,7 +2,8 @@
 (tests/tcp_proxy.py's DelayProxy) in front of moto. A scan, a prefix count, keys(), to_arrow()
 and a bulk scan of 10,000 rows each take at most 2 waves (the SST index, then the read-ahead
 window at once); repos() takes at most keys-only bytes / 4 MiB + 2; a point get stays 1 GET and
-get_many's GETs go together. Counts only, never times (docs/object-storage.md has the table)."""
+get_many's GETs go together; the change feed reads its WAL files at once. Counts only, never
+times (docs/object-storage.md has the table)."""
 
 from __future__ import annotations
 
@@ -274,11 +275,24 @@ def test_cli_long_reads_read_ahead(s3_url: str, proxy: DelayProxy, command: str)
     assert 0 < reads.waves() <= 3, reads.describe()
 
 
-def test_feed_takes_its_tail_from_one_listing(s3_url: str, proxy: DelayProxy) -> None:
-    """10,000 changes in 8 flushed WAL files: the feed finds the WAL tail in the listing it
-    makes anyway, not by slatedb's galloping HEAD probes (15 waves and 24 requests measured,
-    24 and 42 on main). Issue 43's target of 4 waves needs WAL files fetched
-    several at once, which slatedb 0.17's WAL reader does not do (docs/object-storage.md)."""
+#: the feed's requests go out from a dozen iterators and a listing thread: on a loaded machine
+#: they reach the proxy up to ~0.1 s apart, so a wave is held longer here
+FEED_DELAY = 0.1
+
+
+@pytest.fixture
+def slow_proxy(s3_env: MotoServer) -> Iterator[DelayProxy]:
+    with DelayProxy(("127.0.0.1", s3_env.port), delay=FEED_DELAY) as running:
+        yield running
+
+
+def test_feed_reads_its_wal_files_at_once(s3_url: str, slow_proxy: DelayProxy) -> None:
+    """10,000 changes in 8 flushed WAL files: the feed lists the WAL beside its manifest read
+    and reads every file at once (an iterator per file), so what it needs comes in 3 waves
+    (listings; a HEAD per file; a GET per file). The rest is what slatedb's iterators send for
+    the file after theirs (HEADs again, a 404 past the tail, now and then a GET) before the
+    feed drops them: 4-6 waves in all. Before: 12 waves and 22 requests (15-17 waves at 20 ms
+    a request), one file after another (docs/object-storage.md has the waves per cause)."""
 
     async def main() -> tuple[int, Window]:
         async with Store.open(s3_url, [thing]) as db:
@@ -286,16 +300,38 @@ def test_feed_takes_its_tail_from_one_listing(s3_url: str, proxy: DelayProxy) ->
                 rows = range(part * 1250, (part + 1) * 1250)
                 await db.put_many(((thing, (0, n), {"n": n}) for n in rows), durable=True)
                 await db.flush()
-            reader = await Store.open_reader(s3_url, [thing], **through(proxy))
+            reader = await Store.open_reader(s3_url, [thing], **through(slow_proxy))
             try:
-                with proxy.measure() as window:
+                with slow_proxy.measure() as window:
                     changes = [change async for change in reader.changes()]
             finally:
                 await reader.close()
         return len(changes), window
 
     delivered, window = asyncio.run(main())
-    print(f"\nfeed: {window.waves()} waves, {len(window.requests)} requests")
+    needed = _first_asks(window)
+    print(
+        f"\nfeed: {window.waves()} waves, {len(window.requests)} requests; "
+        f"{needed.waves()} waves of the requests it needs"
+    )
     assert delivered == 10_000
     assert window.count("GET", "list-type=2") >= 1, window.describe()
-    assert window.waves() <= 19 and len(window.requests) <= 33, window.describe()
+    # 3, and 4 when the listing's thread answers late on a loaded machine (1 run in 8)
+    assert needed.waves() <= 4, window.describe()
+    assert window.waves() <= 6, window.describe()
+    files = window.count("HEAD", "/wal/")
+    assert len(window.requests) <= 4 + 2 * files, window.describe()
+
+
+def _first_asks(window: Window) -> Window:
+    """The requests of a window the feed needs: the first of each method and path, and no
+    HEAD of a WAL file that is not there (slatedb's iterator reading ahead past the tail)."""
+    seen: set[tuple[str, str]] = set()
+    kept = []
+    for request in sorted(window.requests, key=lambda r: r.start):
+        ask = (request.method, request.path)
+        if ask in seen or (request.method == "HEAD" and request.status == 404):
+            continue
+        seen.add(ask)
+        kept.append(request)
+    return Window(kept)

@@ -9,6 +9,7 @@ import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import crash_writer as cw
 import pytest
@@ -20,6 +21,7 @@ from writer_process import WriterProcess
 
 from opendata_kv.errors import ChangeCursorError, ChangeCursorExpiredError, ChangeDecodeError
 from opendata_kv.store import Change, RawChange, Store, SyncStore
+from opendata_kv.store.ops import feed as feed_module
 from opendata_kv.store.ops.feed import decode_cursor, encode_cursor
 
 
@@ -165,6 +167,17 @@ async def check_resume(path: str, history: list[tuple[Any, ...]]) -> None:
 @given(history=st.lists(step, min_size=1, max_size=10))
 def test_resume_at_every_position(history: list[tuple[Any, ...]]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(check_resume(tmp + "/db", history))
+
+
+@settings(max_examples=10)
+@given(history=st.lists(step, min_size=1, max_size=10), ahead=st.integers(1, 3))
+def test_resume_at_every_position_across_read_windows(
+    history: list[tuple[Any, ...]], ahead: int
+) -> None:
+    """The same property with the feed reading 1-3 WAL files at once (16 in use), so the
+    changes, cursors and limits cross the edges of its read windows."""
+    with mock.patch.object(feed_module, "_AHEAD", ahead), tempfile.TemporaryDirectory() as tmp:
         asyncio.run(check_resume(tmp + "/db", history))
 
 

@@ -1,6 +1,9 @@
 """The change feed: every write the WAL still holds, typed, in sequence order, resumable.
 
-Built on slatedb's SlateDbWalReader, which reads the WAL files one at a time. A cursor names
+Built on slatedb's SlateDbWalReader. Its iterator reads the WAL files one at a time (a HEAD,
+then a GET, per file), so the feed opens one iterator per file for up to _AHEAD files at once
+and takes each one's first file: a read-through costs ~2 round trips per _AHEAD files. A cursor
+names
 a position between two WAL rows (see rfcs/0008-change-feed.md for the format):
 
     wal      the WAL file to start reading at
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import zlib
+from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
@@ -37,7 +41,12 @@ from opendata_kv.errors import (
 from opendata_kv.keys import Schema
 from opendata_kv.native import calls
 from opendata_kv.native.errors import call, translating
-from opendata_kv.native.slatedb import AdminBuilder, Error, SlateDbWalReader
+from opendata_kv.native.slatedb import (
+    AdminBuilder,
+    Error,
+    SlateDbWalReader,
+    SlateDbWalReaderOptions,
+)
 from opendata_kv.objstore.deadline import in_thread
 from opendata_kv.store.indexes.layout import ENTRIES, ROOT
 from opendata_kv.store.ops.feed_rows import (
@@ -60,6 +69,13 @@ _TRUNCATED = "WAL was truncated"
 NO_STORE = "0"
 #: how often the feed looks for a new start when the GC deletes the files it was about to read
 _START_ATTEMPTS = 5
+#: WAL files the feed reads at once, each through an iterator of its own (slatedb's iterator
+#: reads one file after another): ~2 round trips per this many files; the feed holds at most
+#: this many files' rows
+_AHEAD = 16
+#: slatedb's max_fetch_tasks for the feed's iterators: each reads one file (the feed reads
+#: ahead itself), so opening more ahead only repeats the next iterator's requests
+FETCH_TASKS = 1
 
 ErrorPolicy = Literal["raise", "skip", "raw"]
 
@@ -295,8 +311,25 @@ async def first_wal(reader: Any, floor: int, tail: int, ids: set[int] | None, wh
     return good
 
 
+class _Window(NamedTuple):
+    """A read of WAL files `first`..`last` under way (see _Feed._read)."""
+
+    reads: asyncio.Future[list[Any]]
+    first: int
+    last: int
+
+
+async def _discard(window: _Window | None) -> None:
+    """Stop a read of WAL files the feed will not use."""
+    if window is not None:
+        window.reads.cancel()
+        await asyncio.gather(window.reads, return_exceptions=True)
+
+
 def wal_reader(db_path: str, object_store: Any) -> Any:
-    return SlateDbWalReader(db_path, object_store)
+    """slatedb's WAL reader; its iterators open FETCH_TASKS files ahead."""
+    options = SlateDbWalReaderOptions(max_fetch_tasks=FETCH_TASKS)
+    return SlateDbWalReader.with_options(db_path, object_store, options)
 
 
 def admin(db_path: str, object_store: Any, where: str) -> Any:
@@ -433,7 +466,7 @@ class _Feed:
         self.looked_up: set[bytes] = set()  # index names the definitions were read again for
         self.last: str | None = since  # the cursor after the last change delivered
         self.decoder: Decoder | None = None
-        self.iterator: Any = None
+        self.ready: deque[Any] = deque()  # outcomes of the files read ahead, in order
         self.start_id = self.skip = self.min_seq = self.tail = self.top_seq = 0
         self.consumed = 0  # the last WAL file read
         self.lost = False
@@ -456,31 +489,33 @@ class _Feed:
         while True:
             # WAL files up to the manifest's replay_after_wal_id are in SSTs already and are
             # the ones the garbage collector deletes; asking for the tail after an older one
-            # fails
-            manifest = await call(source.admin.read_manifest(None), where, others=True)
+            # fails. The manifest read, the WAL listing and (guessed from the listing) the
+            # first files' reads overlap
+            manifest, ids, guess = await self._look()
             floor = 0 if manifest is None else manifest.replay_after_wal_id
             self.top_seq = 0 if manifest is None else manifest.last_l0_seq
-            ids = await self._tail(floor)
+            self._set_tail(floor, ids)
+            if ids is None:
+                self.tail = await call(reader.last_wal_file_id(floor), where, others=True)
             if position is None:
                 self.start_id = await first_wal(reader, floor, self.tail, ids, where)
                 self.skip = self.min_seq = 0
             else:
                 self.start_id, self.skip, self.min_seq, _ = position
                 if self.start_id > self.tail + 1:
+                    await _discard(guess)
                     assert self.since is not None
                     raise past_end(
                         self.since, where, f"WAL file {self.start_id}, the newest is {self.tail}"
                     )
-            try:
-                with translating(where, unless=_truncated_at):
-                    self.iterator = await reader.iterator(self.start_id)
-            except Error as exc:  # WAL file `start` is gone
+            failed = await self._first_files(guess)
+            if failed is not None:  # WAL file `start` is gone
                 if position is not None:
                     assert self.since is not None
-                    raise expired(self.since, self.start_id, where) from exc
+                    raise expired(self.since, self.start_id, where) from failed
                 attempts += 1
                 if attempts >= _START_ATTEMPTS:
-                    raise overtaken(None, self.start_id, where) from exc
+                    raise overtaken(None, self.start_id, where) from failed
                 continue
             break
         self.consumed = self.start_id - 1
@@ -488,26 +523,92 @@ class _Feed:
         self.lost = position is None and self.start_id > 1
         self.checked_seq = position is None or self.min_seq == 0
 
-    async def _tail(self, floor: int) -> set[int] | None:
-        """Set `tail`, the newest WAL file after the replay point `floor` (or `floor`), and
-        return the WAL listing it came from: one request where the store can be listed (the
-        files after `floor` are never collected, so the newest listed is the tail), else
-        slatedb's probe of the WAL files (HEADs, galloping: 3-4 round trips)."""
-        listed = self.source.list_wal
-        ids: set[int] | None = None if listed is None else await in_thread(listed)
-        if ids is None:
-            self.tail = await call(
-                self.source.reader.last_wal_file_id(floor), self.where, others=True
-            )
+    async def _look(self) -> tuple[Any, set[int] | None, _Window | None]:
+        """The manifest, the WAL listing (None where the store cannot be listed) and, started
+        as soon as the listing came and while the manifest is still being read, the read of
+        the files the feed most likely starts at (see _guess)."""
+        source = self.source
+        manifest = asyncio.ensure_future(
+            call(source.admin.read_manifest(None), self.where, others=True)
+        )
+        guess: _Window | None = None
+        try:
+            listed = source.list_wal
+            ids: set[int] | None = None if listed is None else await in_thread(listed)
+            if ids is not None:
+                guess = self._guess(ids)
+            return await manifest, ids, guess
+        except BaseException:
+            manifest.cancel()
+            await _discard(guess)
+            raise
+
+    def _guess(self, ids: set[int]) -> _Window | None:
+        """Start reading the files the feed starts at, judged from the listing alone: the
+        cursor's file, or the bottom of the run of listed files without a gap that ends at
+        the newest (where first_wal lands unless a gap lies above the replay point)."""
+        if self.position is not None:
+            first = self.position.wal
+        elif ids:
+            first = max(ids)
+            while first - 1 in ids:
+                first -= 1
         else:
+            return None
+        last = first - 1
+        while last + 1 in ids and last + 1 < first + _AHEAD:
+            last += 1
+        return None if last < first else _Window(self._read(first, last), first, last)
+
+    def _set_tail(self, floor: int, ids: set[int] | None) -> None:
+        """`tail`, the newest WAL file after the replay point `floor` (or `floor`), from the
+        listing (the files after `floor` are never collected, so the newest listed is the
+        tail); without one, start() asks slatedb's probe (HEADs, galloping: 3-4 round trips)."""
+        if ids is not None:
             self.tail = max((wal for wal in ids if wal > floor), default=floor)
-        return ids
+
+    async def _first_files(self, guess: _Window | None) -> Error | None:
+        """Read the first files (the guess when it starts at `start_id`), or check that the
+        start exists when it is past the tail; the error when WAL file `start_id` is gone."""
+        start, last = self.start_id, min(self.tail, self.start_id + _AHEAD - 1)
+        if guess is not None and (guess.first != start or guess.last > self.tail):
+            await _discard(guess)
+            guess = None
+        if start > self.tail:
+            await _discard(guess)
+            try:
+                with translating(self.where, unless=_truncated_at):
+                    await self.source.reader.iterator(start)
+            except Error as exc:
+                return exc
+            return None
+        outcomes = await (guess.reads if guess is not None else self._read(start, last))
+        first = outcomes[0]
+        if isinstance(first, Error):
+            return first
+        self.ready = deque(outcomes)
+        return None
+
+    def _read(self, first: int, last: int) -> asyncio.Future[list[Any]]:
+        """Read WAL files `first`..`last` at once, each through an iterator of its own: the
+        outcome of each (its rows, or the error reading it) in order."""
+        reader, where = self.source.reader, self.where
+
+        async def one(wal: int) -> Any:
+            try:
+                with translating(where, unless=_truncated_at):
+                    iterator = await reader.iterator(wal)
+                    return await calls.wal_next(iterator)
+            except Exception as exc:  # delivered in its turn, after the files before it
+                return exc
+
+        return asyncio.gather(*(one(wal) for wal in range(first, last + 1)))
 
     async def next_file(self) -> Any:
         """The next WAL file's rows (slatedb's batch), waiting for it when following; None
         at the end of the feed."""
         where, since = self.where, self.since
-        if self.consumed >= self.tail:
+        if not self.ready and self.consumed >= self.tail:
             if not self.checked_seq:
                 self.checked_seq = True
                 if self.min_seq > self.top_seq + 1:
@@ -520,34 +621,45 @@ class _Feed:
             if not self.options.follow:
                 return None
             await self._wait_for_file()
-        try:
-            with translating(where, unless=_truncated_at):
-                rows = await calls.wal_next(self.iterator)
-        except Error as exc:  # the next WAL file is gone
-            raise self._gone() from exc
+            waited = True
+        else:
+            waited = False
+        if not self.ready:
+            # the files up to the tail, _AHEAD at once (a live iterator at the tail only
+            # notices new files on its own ~1 s poll; one starting at a file returns it at once)
+            last = min(self.tail, self.consumed + _AHEAD)
+            self.ready = deque(await self._read(self.consumed + 1, last))
+        rows = self.ready.popleft()
+        if isinstance(rows, Error):  # the next WAL file is gone
+            self.ready.clear()
+            if waited:  # the GC deleted it first
+                raise overtaken(self.last, self.consumed + 1, where) from rows
+            raise self._gone() from rows
+        if isinstance(rows, Exception):
+            self.ready.clear()
+            raise rows
         if rows is None:
             return None
         if rows.last_consumed_wal_file_id != self.consumed + 1:
             # the file we were to read next is gone: the GC deleted it between our calls
+            self.ready.clear()
             raise self._gone()
         self.consumed = rows.last_consumed_wal_file_id
         return rows
 
     async def _wait_for_file(self) -> None:
-        """Poll the writer's WAL file id until a new file comes, then start an iterator at
-        it (a live iterator at the tail only notices new files on its own ~1 s poll; a new
-        one starting at the next file returns it at once)."""
-        reader, where = self.source.reader, self.where
+        """Poll the writer's WAL file id until a new file comes: one listing a poll where the
+        store can be listed (the newest file listed), else slatedb's probe (galloping HEADs)."""
+        reader, where, listed = self.source.reader, self.where, self.source.list_wal
         while True:
-            self.tail = await call(reader.last_wal_file_id(self.consumed), where, others=True)
+            if listed is None:
+                self.tail = await call(reader.last_wal_file_id(self.consumed), where, others=True)
+            else:
+                ids = await in_thread(listed)
+                self.tail = max(ids, default=self.consumed) if ids else self.consumed
             if self.tail > self.consumed:
                 break
             await asyncio.sleep(self.options.poll_interval)
-        try:
-            with translating(where, unless=_truncated_at):
-                self.iterator = await reader.iterator(self.consumed + 1)
-        except Error as exc:  # the GC deleted it first
-            raise overtaken(self.last, self.consumed + 1, where) from exc
 
     def _gone(self) -> ChangeCursorExpiredError:
         """The error for a next WAL file that is gone: the cursor expired when it was the
