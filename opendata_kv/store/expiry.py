@@ -25,9 +25,10 @@ def is_expired(expire: int | None, now: int | None = None) -> bool:
 
 def live_value(row: PointRow) -> bytes | None:
     """The value of a point read's row, None when there is none or its TTL has passed."""
-    if row is None or is_expired(row[1]):
+    if row is None:
         return None
-    return row[0]
+    value, expire = row
+    return None if is_expired(expire) else value
 
 
 def live_positions(expires: list[int | None], now: int | None = None) -> list[int] | None:
