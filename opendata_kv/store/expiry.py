@@ -25,10 +25,9 @@ def is_expired(expire: int | None, now: int | None = None) -> bool:
 
 def live_value(row: PointRow) -> bytes | None:
     """The value of a point read's row, None when there is none or its TTL has passed."""
-    if row is None:
+    if row is None or is_expired(row[1]):
         return None
-    value, expire = row
-    return None if is_expired(expire) else value
+    return row[0]
 
 
 def live_positions(expires: list[int | None], now: int | None = None) -> list[int] | None:
