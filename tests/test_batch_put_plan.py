@@ -84,7 +84,7 @@ def test_a_bound_plan_queues_and_refuses_as_the_general_path(
     target = "plan" if by_name else REC
     reference = outcome(lambda: encode_put(SCHEMA, codecs, True, target, fields, value, None)[:2])
     batch = batch_of(codecs)
-    assert batch._plans, "the warm-up put bound no plan"
+    assert batch._encoders, "the warm-up put bound no encoders"
     assert outcome(lambda: queued(batch, target, fields, value)) == reference
 
 

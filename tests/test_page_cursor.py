@@ -143,9 +143,10 @@ def test_index_scan_options_keywords_and_partial() -> None:
             "anna",
         ]
         assert authors(db.index_scan(by_tag, "x", options=opts, reverse=False)) == ["al", "ann"]
-        # partial= is scan's partial; prefix= its older name, the same scan
+        # partial= is scan's partial; prefix= its older name (deprecated), the same scan
         assert authors(db.index_scan(by_tag, "x", partial="ann")) == ["ann", "anna", "annie"]
-        assert authors(db.index_scan(by_tag, "x", prefix="ann")) == ["ann", "anna", "annie"]
+        with pytest.warns(DeprecationWarning, match="pass partial="):
+            assert authors(db.index_scan(by_tag, "x", prefix="ann")) == ["ann", "anna", "annie"]
         with pytest.raises(ArgumentTypeError, match="older name"):
             db.index_scan(by_tag, "x", partial="a", prefix="a")
         with pytest.raises(InvalidArgumentError, match="on_error"):

@@ -33,10 +33,10 @@ SUPPORT = "opendata_kv.store.sync_support"
 # --- the table -----------------------------------------------------------------------------------
 #
 # A runner says how a sync method runs its async twin:
-#   now          `_now(twin(...))`: driven inline, every wait a native call (native.calls.sync)
-#   loop         `_loop(twin(...))`: on a private event loop (native.driver.run), for what
+#   now          `run_inline(twin(...))`: driven inline, every wait a native call (calls.sync)
+#   loop         `run_on_loop(twin(...))`: on a private event loop (native.driver.run), for what
 #                uses asyncio itself (timeouts, sleeps, polling)
-#   now|loop:A   `_loop` when argument A is an AsyncIterable, else `_now`
+#   now|loop:A   `run_on_loop` when argument A is an AsyncIterable, else `run_inline`
 #   call         the twin is a plain method: called as it is
 #   call:NAME    the twin's sync counterpart NAME is called instead (a faster path)
 #   wrap         the twin returns an async object, wrapped in its sync class (WRAPS)
@@ -44,6 +44,10 @@ SUPPORT = "opendata_kv.store.sync_support"
 #   get          a property read through
 #   init         __init__: the sync object holds a new async one, made from the same arguments
 #   hand         hand-written in a base class of sync_support (checked to exist there)
+
+
+#: the sync_support function each of the runners `now` and `loop` calls
+RUNNER_FUNCTIONS = {"now": "run_inline", "loop": "run_on_loop"}
 
 
 @dataclass(frozen=True)
@@ -300,7 +304,7 @@ WRAPS = {
     "Scan": "SyncScan[Any]({call})",
     "IndexScan": "SyncIndexScan[Any]({call})",
     "AsyncGenerator": "SyncChanges({call}, self.store)",
-    "Opening": "{arg}(_loop(_await({call})))",
+    "Opening": "{arg}(run_on_loop(_await({call})))",
     "Results": "SyncResults({call})",
 }
 #: `enter`: how the object a context manager yields is wrapped, by the async return type
@@ -573,10 +577,12 @@ def _method(face: Face, source: Source, cls: str, name: str, nodes: list[ast.Fun
     elif runner in ("now", "loop") or runner.startswith("now|loop:"):
         if runner.startswith("now|loop:"):
             chooser = runner.split(":", 1)[1]
-            body.append(f"run = _loop if isinstance({chooser}, AsyncIterable) else _now")
+            body.append(
+                f"run = run_on_loop if isinstance({chooser}, AsyncIterable) else run_inline"
+            )
             runner = "run"
         else:
-            runner = f"_{runner}"
+            runner = RUNNER_FUNCTIONS[runner]
         if returns == "None":
             body.append(f"{runner}({call})")
         else:
@@ -642,8 +648,8 @@ def render(target: Target) -> str:
                 support_members[node.name] = {
                     m.name for m in node.body if isinstance(m, ast.FunctionDef)
                 }
-    support_names.setdefault("_now", SUPPORT)
-    support_names.setdefault("_loop", SUPPORT)
+    support_names.setdefault("run_inline", SUPPORT)
+    support_names.setdefault("run_on_loop", SUPPORT)
     elsewhere = {
         face.name: _module(other.path)
         for other in TARGETS

@@ -43,7 +43,7 @@ from opendata_kv.collections.sync_support import CollectionFace, SyncResults, Sy
 from opendata_kv.ids.muid import Muid, MuidGenerator
 from opendata_kv.ids.rkey import KeyType
 from opendata_kv.store.sync import SyncStore
-from opendata_kv.store.sync_support import _entered, _itself, _loop, _now
+from opendata_kv.store.sync_support import _entered, _itself, run_inline, run_on_loop
 from opendata_kv.store.ttl import Duration
 
 
@@ -102,14 +102,14 @@ class SyncRecordCollection(CollectionFace, Generic[SyncStoreT]):
         conflict is retried, with a fresh TID when the key was generated, up to
         `max_attempts` runs; then the last TransactionConflictError is raised.
         """
-        result: RepoRecord = _now(self.collection.create(repo, collection, value, rkey=rkey))
+        result: RepoRecord = run_inline(self.collection.create(repo, collection, value, rkey=rkey))
         return result
 
     def put(
         self: SyncRecordCollection[SyncStore], repo: str, collection: str, rkey: str, value: Any
     ) -> RepoRecord:
         """Store `value` under the key, replacing any record there (putRecord)."""
-        result: RepoRecord = _now(self.collection.put(repo, collection, rkey, value))
+        result: RepoRecord = run_inline(self.collection.put(repo, collection, rkey, value))
         return result
 
     def put_many(
@@ -124,7 +124,7 @@ class SyncRecordCollection(CollectionFace, Generic[SyncStoreT]):
         atomic batch (store.put_many); returns how many were put. Every record passes the
         checks `put` makes, with its errors: a refused record's batch is not written (the
         batches before it are; `progress(total_so_far)` is called after each one)."""
-        run = _loop if isinstance(records, AsyncIterable) else _now
+        run = run_on_loop if isinstance(records, AsyncIterable) else run_inline
         result: int = run(
             self.collection.put_many(
                 records, batch_size=batch_size, durable=durable, progress=progress
@@ -147,7 +147,7 @@ class SyncRecordCollection(CollectionFace, Generic[SyncStoreT]):
         Every record passes the checks `create` makes, with its errors, before its batch is
         written. The existence check and the write are atomic under the store's write lock
         (docs/collections.md, "Bulk writes")."""
-        run = _loop if isinstance(records, AsyncIterable) else _now
+        run = run_on_loop if isinstance(records, AsyncIterable) else run_inline
         result: builtins.list[RepoRecord] = run(
             self.collection.create_many(records, batch_size=batch_size, durable=durable)
         )
@@ -157,16 +157,16 @@ class SyncRecordCollection(CollectionFace, Generic[SyncStoreT]):
         self: SyncRecordCollection[SyncStore], repo: str, collection: str, rkey: str
     ) -> None:
         """Remove the record (no error when there is none). The key type is enforced here too."""
-        _now(self.collection.delete(repo, collection, rkey))
+        run_inline(self.collection.delete(repo, collection, rkey))
 
     def get(self, repo: str, collection: str, rkey: str, default: Any = None) -> Any:
         """The record value (as its collection's value type), or `default` when there is none."""
-        result: Any = _now(self.collection.get(repo, collection, rkey, default))
+        result: Any = run_inline(self.collection.get(repo, collection, rkey, default))
         return result
 
     def exists(self, repo: str, collection: str, rkey: str) -> bool:
         """True when the record exists."""
-        result: bool = _now(self.collection.exists(repo, collection, rkey))
+        result: bool = run_inline(self.collection.exists(repo, collection, rkey))
         return result
 
     def list(
@@ -180,7 +180,9 @@ class SyncRecordCollection(CollectionFace, Generic[SyncStoreT]):
         """Records of one collection in record key order (reverse: descending; for TID keys,
         newest first), at most `limit`, starting after `cursor` (a previous page's cursor, or
         the record key an older release gave as one; with reverse, records before it)."""
-        result: RecordList = _now(self.collection.list(repo, collection, reverse, limit, cursor))
+        result: RecordList = run_inline(
+            self.collection.list(repo, collection, reverse, limit, cursor)
+        )
         return result
 
     def scan(
@@ -191,17 +193,17 @@ class SyncRecordCollection(CollectionFace, Generic[SyncStoreT]):
 
     def collections(self, repo: str) -> builtins.list[str]:
         """The distinct collection NSIDs holding records of `repo`, sorted (see _distinct)."""
-        result: builtins.list[str] = _now(self.collection.collections(repo))
+        result: builtins.list[str] = run_inline(self.collection.collections(repo))
         return result
 
     def repos(self) -> builtins.list[str]:
         """The distinct repo DIDs holding records, sorted (see _distinct)."""
-        result: builtins.list[str] = _now(self.collection.repos())
+        result: builtins.list[str] = run_inline(self.collection.repos())
         return result
 
     def count(self, repo: str, collection: str | None = None) -> int:
         """How many records `repo` holds (in one collection, or in all)."""
-        result: int = _now(self.collection.count(repo, collection))
+        result: int = run_inline(self.collection.count(repo, collection))
         return result
 
     def likes(
@@ -214,7 +216,7 @@ class SyncRecordCollection(CollectionFace, Generic[SyncStoreT]):
     ) -> BacklinkPage:
         """The like records of the post (or other record) at `uri`, oldest record key first
         (`reverse`: newest first), at most `limit`, after `cursor` (a page's cursor)."""
-        result: BacklinkPage = _now(
+        result: BacklinkPage = run_inline(
             self.collection.likes(uri, limit=limit, cursor=cursor, reverse=reverse)
         )
         return result
@@ -228,7 +230,7 @@ class SyncRecordCollection(CollectionFace, Generic[SyncStoreT]):
         reverse: bool = False,
     ) -> BacklinkPage:
         """The repost records of the record at `uri` (as `likes`)."""
-        result: BacklinkPage = _now(
+        result: BacklinkPage = run_inline(
             self.collection.reposts(uri, limit=limit, cursor=cursor, reverse=reverse)
         )
         return result
@@ -242,24 +244,24 @@ class SyncRecordCollection(CollectionFace, Generic[SyncStoreT]):
         reverse: bool = False,
     ) -> BacklinkPage:
         """The follow records whose subject is `did` (their `repo` is the follower)."""
-        result: BacklinkPage = _now(
+        result: BacklinkPage = run_inline(
             self.collection.followers(did, limit=limit, cursor=cursor, reverse=reverse)
         )
         return result
 
     def like_count(self, uri: str) -> int:
         """How many likes the record at `uri` has (one read of a count index, no scan)."""
-        result: int = _now(self.collection.like_count(uri))
+        result: int = run_inline(self.collection.like_count(uri))
         return result
 
     def repost_count(self, uri: str) -> int:
         """How many reposts the record at `uri` has (one read)."""
-        result: int = _now(self.collection.repost_count(uri))
+        result: int = run_inline(self.collection.repost_count(uri))
         return result
 
     def follower_count(self, did: str) -> int:
         """How many follow records have `did` as subject (one read)."""
-        result: int = _now(self.collection.follower_count(did))
+        result: int = run_inline(self.collection.follower_count(did))
         return result
 
     def backlink_page(
@@ -271,14 +273,14 @@ class SyncRecordCollection(CollectionFace, Generic[SyncStoreT]):
         reverse: bool = False,
     ) -> BacklinkPage:
         """One page of the records of one backlink kind pointing at `subject`."""
-        result: BacklinkPage = _now(
+        result: BacklinkPage = run_inline(
             self.collection.backlink_page(link, subject, limit, cursor, reverse)
         )
         return result
 
     def backlink_count(self, link: Backlink, subject: str) -> int:
         """How many records of one backlink kind point at `subject`."""
-        result: int = _now(self.collection.backlink_count(link, subject))
+        result: int = run_inline(self.collection.backlink_count(link, subject))
         return result
 
 
@@ -313,7 +315,7 @@ class SyncChangeLog(CollectionFace, Generic[SyncStoreT]):
         """Store one change under an explicit muid (a -1 sentinel container, or a change
         received from another writer), with its index entry, atomically. Replaces any change
         already stored under that muid."""
-        result: Muid = _now(self.collection.put(muid, value))
+        result: Muid = run_inline(self.collection.put(muid, value))
         return result
 
     def write(
@@ -323,12 +325,12 @@ class SyncChangeLog(CollectionFace, Generic[SyncStoreT]):
         durable: bool = False,
     ) -> int:
         """Store many (muid, value) changes in one atomic batch; returns how many."""
-        result: int = _now(self.collection.write(changes, durable=durable))
+        result: int = run_inline(self.collection.write(changes, durable=durable))
         return result
 
     def get(self, muid: Muid | str, default: Any = None) -> Any:
         """The value of the change stored under `muid`, or `default`."""
-        result: Any = _now(self.collection.get(muid, default))
+        result: Any = run_inline(self.collection.get(muid, default))
         return result
 
     def scan(
@@ -372,12 +374,12 @@ class SyncChangeLog(CollectionFace, Generic[SyncStoreT]):
 
     def medallions(self) -> list[int]:
         """The distinct medallions with changes, in index order (-1 last); one seek each."""
-        result: list[int] = _now(self.collection.medallions())
+        result: list[int] = run_inline(self.collection.medallions())
         return result
 
     def count(self, medallion: int | None = None) -> int:
         """How many changes the log holds (or one medallion holds)."""
-        result: int = _now(self.collection.count(medallion))
+        result: int = run_inline(self.collection.count(medallion))
         return result
 
 
@@ -417,7 +419,7 @@ class SyncPageStore(CollectionFace, Generic[SyncStoreT]):
         fetched_at + evict_after. Raises UrlCollisionError, writing nothing, when either key
         already holds another URL's record.
         """
-        result: Page = _now(
+        result: Page = run_inline(
             self.collection.save(
                 requested,
                 canonical,
@@ -434,14 +436,14 @@ class SyncPageStore(CollectionFace, Generic[SyncStoreT]):
         """Remove a page (by requested or canonical URL, found as `fetch` finds it) and the
         id_map entries naming it, in one atomic batch. False when there was nothing to
         remove. Never removes another URL's records: a collision raises UrlCollisionError."""
-        result: bool = _now(self.collection.delete(url))
+        result: bool = run_inline(self.collection.delete(url))
         return result
 
     def purge_expired(
         self: SyncPageStore[SyncStore], now: Instant | None = None, *, batch_size: int = 500
     ) -> int:
         """Delete every expired page (and its id_map entries); returns how many pages."""
-        result: int = _now(self.collection.purge_expired(now, batch_size=batch_size))
+        result: int = run_inline(self.collection.purge_expired(now, batch_size=batch_size))
         return result
 
     def fetch(self, url: str, *, include_expired: bool = False) -> Page | None:
@@ -449,7 +451,9 @@ class SyncPageStore(CollectionFace, Generic[SyncStoreT]):
         directly under url_key(url), else under url_key(clean_url(url)). None when there is
         none, or it has expired (unless include_expired). UrlCollisionError when a key holds
         another URL's record."""
-        result: Page | None = _now(self.collection.fetch(url, include_expired=include_expired))
+        result: Page | None = run_inline(
+            self.collection.fetch(url, include_expired=include_expired)
+        )
         return result
 
     def expired(self, now: Instant | None = None, *, limit: int | None = None) -> SyncResults[Page]:

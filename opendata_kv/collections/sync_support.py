@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from opendata_kv.collections._common import Results
 from opendata_kv.store.sync import SyncStore, SyncStoreReader
-from opendata_kv.store.sync_support import _now
+from opendata_kv.store.sync_support import run_inline
 
 T = TypeVar("T")
 
@@ -35,7 +35,7 @@ class SyncResults(Generic[T]):
 
     def __next__(self) -> T:
         try:
-            item: T = _now(_step(self._results))
+            item: T = run_inline(_step(self._results))
         except StopAsyncIteration:
             raise StopIteration from None
         return item

@@ -25,6 +25,7 @@ from opendata_kv.store.ops.checkpoints import Checkpoint
 from opendata_kv.store.ops.clone import CloneResult, clone, clone_sync
 from opendata_kv.store.ops.feed import Change, ChangeBatch, IndexChange, RawChange
 from opendata_kv.store.options import ScanOptions
+from opendata_kv.store.ranges import ScanRange
 from opendata_kv.store.reader import Opening, StoreReader
 from opendata_kv.store.scan import RawRecord, Record, Scan
 from opendata_kv.store.sync import (
@@ -54,6 +55,7 @@ __all__ = [
     "Record",
     "Scan",
     "ScanOptions",
+    "ScanRange",
     "Snapshot",
     "Store",
     "StoreReader",

@@ -17,10 +17,10 @@ from opendata_kv.store.deletes import MAX_KEYS
 from opendata_kv.store.indexes.maintain import Tracked, plan
 from opendata_kv.store.indexes.old_values import point_reads
 from opendata_kv.store.indexes.registry import IndexSet, WriteLock
+from opendata_kv.store.ranges import RangeKeywords, ScanRange, scan_range
 from opendata_kv.store.scan import V
 from opendata_kv.store.views import (
     MISSING,
-    Bound,
     Fields,
     ReadView,
     Target,
@@ -28,7 +28,7 @@ from opendata_kv.store.views import (
     encode_put,
     key_bytes,
     options_at,
-    put_plan,
+    put_encoders,
 )
 from opendata_kv.store.writes import UNDECODED, Delete, FetchReads, Op, Put
 from opendata_kv.values import Values
@@ -55,15 +55,7 @@ class RangeReader(Protocol):
     """What Batch.delete_range reads the range's keys through (a Store)."""
 
     async def _range_keys(
-        self,
-        record: RecordType | str | None,
-        leading: tuple[Any, ...],
-        partial: Any,
-        version: int | None,
-        prefix: bytes | None,
-        start: Bound,
-        end: Bound,
-        max_keys: int,
+        self, record: RecordType | str | None, found: ScanRange, max_keys: int
     ) -> tuple[list[bytes], int]: ...
 
 
@@ -94,7 +86,7 @@ def fill(wb: Any, ops: Iterable[Op], where: str) -> None:
                 _put_with_options(wb, key, value, expire_at, options)
             else:
                 _put_run(wb, keys, data)
-                calls.batch_delete(wb, op[0])
+                calls.batch_delete(wb, op.key)
         _put_run(wb, keys, data)
     except FOREIGN as exc:
         raise translate(exc, f"batch write on {where}") from exc
@@ -129,11 +121,11 @@ class Batch:
     __slots__ = (
         "_absent",
         "_data",
+        "_encoders",
         "_expires",
         "_keep",
         "_keys",
         "_native",
-        "_plans",
         "_reader",
         "_typed",
         "_written",
@@ -157,7 +149,7 @@ class Batch:
         self._expires: list[int | None] = []
         self._typed: dict[int, Any] = {}  # position -> the typed value of a put
         self._native: Any = None
-        self._plans = self.values.put_plans  # Batch.put's encoders by target (views.put_plan)
+        self._encoders = self.values.put_encoders  # Batch.put's encoders by target (views)
         self._written = False
         self._absent: list[int] = []  # positions of the puts queued by create()
 
@@ -221,17 +213,18 @@ class Batch:
         """Queue a typed put (addressed as for Store.put)."""
         if fields.__class__ is tuple and ttl is None and value is not MISSING:
             # the per-record path: a RecordType or name with a field tuple, encoded by the
-            # plan bound for it (views.put_plan); everything else takes _put_any
+            # encoders bound for it (views.put_encoders); everything else takes _put_any
             try:
-                found = self._plans.get(target)
+                found = self._encoders.get(target)
             except TypeError:  # an unhashable target: _put_any names it
                 found = None
             if found is not None and not self._written:
+                fast_key, full_key, encode_value = found
                 try:
-                    key = found[0](*fields)
+                    key = fast_key(*fields)
                 except Exception:  # redone with the fallback: the error that names the field
-                    key = found[1](*fields)
-                data = found[2](value, key)
+                    key = full_key(*fields)
+                data = encode_value(value, key)
                 native = self._native
                 if native is None:
                     native = self._wb()
@@ -256,9 +249,9 @@ class Batch:
             self.schema, self.values, self.check_expiry, target, fields, value, ttl
         )
         if fields.__class__ is tuple and target.__class__ in (RecordType, str):
-            found = put_plan(self.schema, self.values, target)
+            found = put_encoders(self.schema, self.values, target)
             if found is not None:
-                self._plans[target] = found
+                self._encoders[target] = found
         options = options_at(expire_at)
         native = self._native
         if native is None:
@@ -329,12 +322,9 @@ class Batch:
         self,
         record: RecordType | str | None = None,
         *leading: Any,
-        partial: Any = None,
-        version: int | None = None,
-        prefix: bytes | None = None,
-        start: Bound = None,
-        end: Bound = None,
+        range: ScanRange | None = None,
         max_keys: int = MAX_KEYS,
+        **bounds: Unpack[RangeKeywords],
     ) -> int:
         """Queue a tombstone for every key Store.delete_range would delete (read now, deleted
         atomically with the rest of the batch); returns how many live records they delete."""
@@ -344,9 +334,8 @@ class Batch:
                 "store: use a batch from store.batch() (or Batch(store, reader=store))",
                 field="reader",
             )
-        keys, live = await self._reader._range_keys(
-            record, leading, partial, version, prefix, start, end, max_keys
-        )
+        found, _ = scan_range(range, leading, bounds, "delete_range")
+        keys, live = await self._reader._range_keys(record, found, max_keys)
         for key in keys:
             self.delete_raw(key)
         return live
@@ -398,7 +387,7 @@ class Batch:
                 data.append(put_data)
                 expires.append(expire_at)
             else:
-                keys.append(op[0])
+                keys.append(op.key)
                 data.append(None)
                 expires.append(None)
 

@@ -32,8 +32,8 @@ from opendata_kv.native.slatedb import (
     DurabilityLevel,
     IterationOrder,
     KeyRange,
-    ScanOptions,
 )
+from opendata_kv.native.slatedb import ScanOptions as NativeScanOptions
 from opendata_kv.store.arrow import record_batches, require_pyarrow
 from opendata_kv.store.cursor import encode_cursor
 from opendata_kv.store.expiry import live_positions
@@ -149,11 +149,12 @@ BULK_FETCH_TASKS = 4
 SHORT_SCAN = 256
 
 
-def scan_options(reverse: bool, fill_cache: bool = True, short: bool = False) -> Any:
-    """ScanOptions that see the writer's own unflushed writes, in the asked order.
-    `fill_cache` False keeps the blocks read out of the block cache and reads further ahead
-    (bulk scans); `short` keeps one request in flight (a scan of a few rows)."""
-    return ScanOptions(
+def native_scan_options(reverse: bool, fill_cache: bool = True, short: bool = False) -> Any:
+    """slatedb's ScanOptions (not the store's ScanOptions value) that see the writer's own
+    unflushed writes, in the asked order. `fill_cache` False keeps the blocks read out of the
+    block cache and reads further ahead (bulk scans); `short` keeps one request in flight (a
+    scan of a few rows)."""
+    return NativeScanOptions(
         durability_filter=DurabilityLevel.MEMORY,
         dirty=False,
         read_ahead_bytes=READ_AHEAD_BYTES if fill_cache else BULK_READ_AHEAD_BYTES,
@@ -163,8 +164,11 @@ def scan_options(reverse: bool, fill_cache: bool = True, short: bool = False) ->
     )
 
 
+#: the older name, still imported by store/indexes/old_values.py
+scan_options = native_scan_options
+
 _OPTIONS = {
-    (reverse, fill, short): scan_options(reverse, fill, short)
+    (reverse, fill, short): native_scan_options(reverse, fill, short)
     for reverse in (False, True)
     for fill in (False, True)
     for short in (False, True)

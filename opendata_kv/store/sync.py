@@ -30,7 +30,8 @@ from opendata_kv.store.ops.checkpoints import Checkpoint
 from opendata_kv.store.ops.clone import CloneResult
 from opendata_kv.store.ops.feed import ChangeBatch
 from opendata_kv.store.ops.feed_rows import Change, IndexChange, RawChange
-from opendata_kv.store.options import ScanKeywords, ScanOptions
+from opendata_kv.store.options import ScanOptions
+from opendata_kv.store.ranges import RangeKeywords, ScanArgs, ScanRange
 from opendata_kv.store.reader import StoreReader
 from opendata_kv.store.scan import K, R, RawRecord, Record, V
 from opendata_kv.store.schema_arg import SchemaArg
@@ -43,10 +44,10 @@ from opendata_kv.store.sync_support import (
     ViewMapping,
     _await,
     _entered,
-    _loop,
-    _now,
+    run_inline,
+    run_on_loop,
 )
-from opendata_kv.store.views import MISSING, Bound, D, Fields, ManyTarget, Target, TtlArg
+from opendata_kv.store.views import MISSING, D, Fields, ManyTarget, Target, TtlArg
 from opendata_kv.store.writer import Store
 from opendata_kv.store.writes import Op
 from opendata_kv.values import Values
@@ -63,7 +64,7 @@ class SyncView(ViewMapping):
 
     def get_raw(self, key: bytes) -> bytes | None:
         """The stored bytes under a raw key, or None (also once its TTL has passed)."""
-        result: bytes | None = _now(self._view.get_raw(key))
+        result: bytes | None = run_inline(self._view.get_raw(key))
         return result
 
     @overload
@@ -131,7 +132,7 @@ class SyncView(ViewMapping):
     def exists(self, target: Target, fields: Fields = None) -> bool:
         """True when a record is stored under the key."""
         twin: Any = self._view
-        result: bool = _now(twin.exists(target, fields))
+        result: bool = run_inline(twin.exists(target, fields))
         return result
 
     @overload
@@ -202,84 +203,38 @@ class SyncView(ViewMapping):
     @overload
     def scan(
         self,
-        record: RecordType[K, V],
+        record: RecordType[K, V] | str,
         *leading: Any,
-        partial: Any = None,
-        version: int | None = None,
-        prefix: bytes | None = None,
-        start: Bound = None,
-        end: Bound = None,
-        after: str | bytes | Key | None = None,
+        range: ScanRange | None = None,
         options: ScanOptions | None = None,
         on_error: Literal["raise", "skip"] | None = None,
-        **keywords: Unpack[ScanKeywords],
+        **keywords: Unpack[ScanArgs],
     ) -> SyncScan[Record[K, V]]: ...
 
     @overload
     def scan(
         self,
-        record: RecordType[K, V],
+        record: RecordType[K, V] | str,
         *leading: Any,
-        partial: Any = None,
-        version: int | None = None,
-        prefix: bytes | None = None,
-        start: Bound = None,
-        end: Bound = None,
-        after: str | bytes | Key | None = None,
+        range: ScanRange | None = None,
         options: ScanOptions | None = None,
         on_error: str,
-        **keywords: Unpack[ScanKeywords],
+        **keywords: Unpack[ScanArgs],
     ) -> SyncScan[Record[K, V] | RawRecord]: ...
-
-    @overload
-    def scan(
-        self,
-        record: str,
-        *leading: Any,
-        partial: Any = None,
-        version: int | None = None,
-        prefix: bytes | None = None,
-        start: Bound = None,
-        end: Bound = None,
-        after: str | bytes | Key | None = None,
-        options: ScanOptions | None = None,
-        on_error: Literal["raise", "skip"] | None = None,
-        **keywords: Unpack[ScanKeywords],
-    ) -> SyncScan[Record]: ...
-
-    @overload
-    def scan(
-        self,
-        record: str,
-        *leading: Any,
-        partial: Any = None,
-        version: int | None = None,
-        prefix: bytes | None = None,
-        start: Bound = None,
-        end: Bound = None,
-        after: str | bytes | Key | None = None,
-        options: ScanOptions | None = None,
-        on_error: str,
-        **keywords: Unpack[ScanKeywords],
-    ) -> SyncScan[Record | RawRecord]: ...
 
     def scan(
         self,
         record: RecordType | str,
         *leading: Any,
-        partial: Any = None,
-        version: int | None = None,
-        prefix: bytes | None = None,
-        start: Bound = None,
-        end: Bound = None,
-        after: str | bytes | Key | None = None,
+        range: ScanRange | None = None,
         options: ScanOptions | None = None,
         on_error: str | None = None,
-        **keywords: Unpack[ScanKeywords],
+        **keywords: Unpack[ScanArgs],
     ) -> SyncScan[Record[Any, Any]] | SyncScan[Record[Any, Any] | RawRecord]:
         """Records of one RecordType (or every registered version of a record name), in key
-        order, optionally narrowed to leading field values, a partial string (the next field
-        starts with it), a raw key `prefix`, and [start, end).
+        order, in a range: leading field values, then `range=ScanRange(...)` and/or its bounds
+        as keywords (partial, version, prefix, start, end, after; see ScanRange), keywords
+        winning.
 
         `start`/`end`: key bytes, a Key, or a tuple of leading field values (compared as field
         tuples: `end=("b",)` stops before every key whose first field is "b"). `after` (a
@@ -296,78 +251,50 @@ class SyncView(ViewMapping):
         """
         twin: Any = self._view
         return SyncScan[Any](
-            twin.scan(
-                record,
-                *leading,
-                partial=partial,
-                version=version,
-                prefix=prefix,
-                start=start,
-                end=end,
-                after=after,
-                options=options,
-                on_error=on_error,
-                **keywords,
-            )
+            twin.scan(record, *leading, range=range, options=options, on_error=on_error, **keywords)
         )
 
     @overload
     def scan_all(
         self,
         *,
-        prefix: bytes = b"",
-        start: bytes | Key | None = None,
-        end: bytes | Key | None = None,
-        after: str | bytes | Key | None = None,
+        range: ScanRange | None = None,
         on_unknown: Literal["raise", "skip"] = "raise",
         options: ScanOptions | None = None,
         on_error: Literal["raise", "skip"] | None = None,
-        **keywords: Unpack[ScanKeywords],
+        **keywords: Unpack[ScanArgs],
     ) -> SyncScan[Record]: ...
 
     @overload
     def scan_all(
         self,
         *,
-        prefix: bytes = b"",
-        start: bytes | Key | None = None,
-        end: bytes | Key | None = None,
-        after: str | bytes | Key | None = None,
+        range: ScanRange | None = None,
         on_unknown: str = "raise",
         options: ScanOptions | None = None,
         on_error: str | None = None,
-        **keywords: Unpack[ScanKeywords],
+        **keywords: Unpack[ScanArgs],
     ) -> SyncScan[Record | RawRecord]: ...
 
     def scan_all(
         self,
         *,
-        prefix: bytes = b"",
-        start: bytes | Key | None = None,
-        end: bytes | Key | None = None,
-        after: str | bytes | Key | None = None,
+        range: ScanRange | None = None,
         on_unknown: str = "raise",
         options: ScanOptions | None = None,
         on_error: str | None = None,
-        **keywords: Unpack[ScanKeywords],
+        **keywords: Unpack[ScanArgs],
     ) -> SyncScan[Record] | SyncScan[Record | RawRecord]:
-        """Every record (or those under a raw `prefix`), each key decoded by the RecordType its
-        prefix names. Keys no RecordType owns: on_unknown "raise" (default), "skip", or "raw"
-        (yielded as RawRecord, so the scan's type is `Scan[Record | RawRecord]`). How it reads
-        (`options`, keywords) and rows of a known RecordType that fail to decode (`on_error`):
-        as for scan(). Secondary index keys (RFC 0010) are left out unless `prefix` names
-        them."""
+        """Every record (or those in a range of raw keys: prefix, start, end, after), each key
+        decoded by the RecordType its prefix names. Keys no RecordType owns: on_unknown "raise"
+        (default), "skip", or "raw" (yielded as RawRecord, so the scan's type is
+        `Scan[Record | RawRecord]`). How it reads (`options`, keywords) and rows of a known
+        RecordType that fail to decode (`on_error`): as for scan(). Secondary index keys (RFC
+        0010) are left out unless `prefix` names them."""
         twin: Any = self._view
         return SyncScan[Any](
             twin.scan_all(
-                prefix=prefix,
-                start=start,
-                end=end,
-                after=after,
-                on_unknown=on_unknown,
-                options=options,
-                on_error=on_error,
-                **keywords,
+                range=range, on_unknown=on_unknown, options=options, on_error=on_error, **keywords
             )
         )
 
@@ -375,25 +302,12 @@ class SyncView(ViewMapping):
         self,
         record: RecordType | str | None = None,
         *leading: Any,
-        partial: Any = None,
-        version: int | None = None,
-        prefix: bytes | None = None,
-        start: Bound = None,
-        end: Bound = None,
+        range: ScanRange | None = None,
+        **bounds: Unpack[RangeKeywords],
     ) -> int:
-        """How many live records a scan with the same arguments would yield (no record: every
-        key under `prefix` / in [start, end)); keys and values are read but never decoded."""
-        result: int = _now(
-            self._view.count(
-                record,
-                *leading,
-                partial=partial,
-                version=version,
-                prefix=prefix,
-                start=start,
-                end=end,
-            )
-        )
+        """How many live records a scan with the same range would yield (no record: every
+        key in the range of raw keys); keys and values are read but never decoded."""
+        result: int = run_inline(self._view.count(record, *leading, range=range, **bounds))
         return result
 
 
@@ -434,7 +348,7 @@ class SyncTransaction(SyncView):
     ) -> None:
         """Queue a typed put in the transaction (visible to its own reads at once)."""
         twin: Any = self._view
-        _now(twin.put(target, fields, value, ttl=ttl))
+        run_inline(twin.put(target, fields, value, ttl=ttl))
 
     @overload
     def delete(
@@ -449,13 +363,13 @@ class SyncTransaction(SyncView):
     def delete(self, target: Target, fields: Fields = None) -> None:
         """Remove the record under the key when the transaction commits."""
         twin: Any = self._view
-        _now(twin.delete(target, fields))
+        run_inline(twin.delete(target, fields))
 
     def commit(self) -> None:
-        _now(self._view.commit())
+        run_inline(self._view.commit())
 
     def rollback(self) -> None:
-        _now(self._view.rollback())
+        run_inline(self._view.rollback())
 
 
 class SyncBatch(BatchHolder):
@@ -542,26 +456,14 @@ class SyncBatch(BatchHolder):
         self,
         record: RecordType | str | None = None,
         *leading: Any,
-        partial: Any = None,
-        version: int | None = None,
-        prefix: bytes | None = None,
-        start: Bound = None,
-        end: Bound = None,
+        range: ScanRange | None = None,
         max_keys: int = MAX_KEYS,
+        **bounds: Unpack[RangeKeywords],
     ) -> int:
         """Queue a tombstone for every key Store.delete_range would delete (read now, deleted
         atomically with the rest of the batch); returns how many live records they delete."""
-        result: int = _now(
-            self.batch.delete_range(
-                record,
-                *leading,
-                partial=partial,
-                version=version,
-                prefix=prefix,
-                start=start,
-                end=end,
-                max_keys=max_keys,
-            )
+        result: int = run_inline(
+            self.batch.delete_range(record, *leading, range=range, max_keys=max_keys, **bounds)
         )
         return result
 
@@ -780,7 +682,7 @@ class SyncStoreReader(SyncView, ReaderContext):
         """Copy `source` (at `checkpoint`, or its latest state) into a new, independent
         database at `destination`; an unfinished clone of the same source resumes, `replace`
         starts over (see opendata_kv.store.ops.clone). Returns a CloneResult."""
-        result: CloneResult = _loop(
+        result: CloneResult = run_on_loop(
             StoreReader.clone(
                 source,
                 destination,
@@ -813,23 +715,23 @@ class SyncStoreReader(SyncView, ReaderContext):
         checkpoint is kept. `lifetime` (seconds or a timedelta): the checkpoint expires after
         it; None keeps it until deleted. Returns its id, name, times and feed cursor.
         """
-        result: Checkpoint = _loop(self.store.checkpoint(name, lifetime))
+        result: Checkpoint = run_on_loop(self.store.checkpoint(name, lifetime))
         return result
 
     def checkpoints(self, name: str | None = None) -> list[Checkpoint]:
         """The store's checkpoints (only those named `name` if given), oldest first."""
-        result: list[Checkpoint] = _loop(self.store.checkpoints(name))
+        result: list[Checkpoint] = run_on_loop(self.store.checkpoints(name))
         return result
 
     def refresh_checkpoint(self, checkpoint_id: str, lifetime: TtlArg) -> Checkpoint:
         """Give a checkpoint a new lifetime from now (None: keep it until deleted)."""
-        result: Checkpoint = _loop(self.store.refresh_checkpoint(checkpoint_id, lifetime))
+        result: Checkpoint = run_on_loop(self.store.refresh_checkpoint(checkpoint_id, lifetime))
         return result
 
     def delete_checkpoint(self, checkpoint_id: str) -> Checkpoint:
         """Delete a checkpoint (id or unique name) and return what was deleted
         (CheckpointError if the store has none with this id)."""
-        result: Checkpoint = _loop(self.store.delete_checkpoint(checkpoint_id))
+        result: Checkpoint = run_on_loop(self.store.delete_checkpoint(checkpoint_id))
         return result
 
     def close(self) -> None:
@@ -841,51 +743,28 @@ class SyncStoreReader(SyncView, ReaderContext):
         slatedb has already stopped (after an object-store failure an earlier call reported)
         closes quietly: raising again would only hide the error that stopped it.
         """
-        _now(self.store.close())
+        run_inline(self.store.close())
 
     @overload
     def index_scan(
         self,
-        index: Index[IR],
+        index: Index[IR] | str,
         *leading: Any,
-        partial: Any = None,
-        prefix: Any = None,
-        start: tuple[Any, ...] | bytes | None = None,
-        end: tuple[Any, ...] | bytes | None = None,
-        after: str | bytes | None = None,
+        range: ScanRange | None = None,
         records: Literal[True] = True,
         options: ScanOptions | None = None,
-        **keywords: Unpack[ScanKeywords],
+        **keywords: Unpack[ScanArgs],
     ) -> SyncIndexScan[IR]: ...
-
-    @overload
-    def index_scan(
-        self,
-        index: str,
-        *leading: Any,
-        partial: Any = None,
-        prefix: Any = None,
-        start: tuple[Any, ...] | bytes | None = None,
-        end: tuple[Any, ...] | bytes | None = None,
-        after: str | bytes | None = None,
-        records: Literal[True] = True,
-        options: ScanOptions | None = None,
-        **keywords: Unpack[ScanKeywords],
-    ) -> SyncIndexScan[Any]: ...
 
     @overload
     def index_scan(
         self,
         index: Index | str,
         *leading: Any,
-        partial: Any = None,
-        prefix: Any = None,
-        start: tuple[Any, ...] | bytes | None = None,
-        end: tuple[Any, ...] | bytes | None = None,
-        after: str | bytes | None = None,
+        range: ScanRange | None = None,
         records: Literal[False],
         options: ScanOptions | None = None,
-        **keywords: Unpack[ScanKeywords],
+        **keywords: Unpack[ScanArgs],
     ) -> SyncIndexScan[IndexEntry]: ...
 
     @overload
@@ -893,48 +772,32 @@ class SyncStoreReader(SyncView, ReaderContext):
         self,
         index: Index | str,
         *leading: Any,
-        partial: Any = None,
-        prefix: Any = None,
-        start: tuple[Any, ...] | bytes | None = None,
-        end: tuple[Any, ...] | bytes | None = None,
-        after: str | bytes | None = None,
+        range: ScanRange | None = None,
         records: bool,
         options: ScanOptions | None = None,
-        **keywords: Unpack[ScanKeywords],
+        **keywords: Unpack[ScanArgs],
     ) -> SyncIndexScan[Any]: ...
 
     def index_scan(
         self,
         index: Index | str,
         *leading: Any,
-        partial: Any = None,
-        prefix: Any = None,
-        start: tuple[Any, ...] | bytes | None = None,
-        end: tuple[Any, ...] | bytes | None = None,
-        after: str | bytes | None = None,
+        range: ScanRange | None = None,
         records: bool = True,
         options: ScanOptions | None = None,
-        **keywords: Unpack[ScanKeywords],
+        **keywords: Unpack[ScanArgs],
     ) -> SyncIndexScan[Any]:
         """The records of a value or unique index in index order (entries only, no record
-        read, with records=False; aggregates always come as entries), narrowed to leading
-        field values, a `partial` value the next field starts with (as in scan; `prefix=` is
-        an older name for it), and [start, end) (tuples of leading field values). `after`: a
-        cursor. How it reads: `options=ScanOptions(...)` and/or its settings as keywords, as
-        for scan (batch_size defaults to 256 here; on_error does not apply)."""
+        read, with records=False; aggregates always come as entries), in a range as for scan:
+        leading field values, a `partial` value the next field starts with (`prefix=` is an
+        older name for it here), [start, end) (tuples of leading field values or entry key
+        bytes) and `after` (a cursor), given as `range=ScanRange(...)` and/or keywords. How
+        it reads: `options=ScanOptions(...)` and/or its settings as keywords, as for scan
+        (batch_size defaults to 256 here; on_error does not apply)."""
         twin: Any = self.store
         return SyncIndexScan[Any](
             twin.index_scan(
-                index,
-                *leading,
-                partial=partial,
-                prefix=prefix,
-                start=start,
-                end=end,
-                after=after,
-                records=records,
-                options=options,
-                **keywords,
+                index, *leading, range=range, records=records, options=options, **keywords
             )
         )
 
@@ -949,30 +812,30 @@ class SyncStoreReader(SyncView, ReaderContext):
         are two reads: a record that no longer holds the value is read again (LOOKUP_TRIES
         times, then through a snapshot when the store has one), never returned."""
         twin: Any = self.store
-        result: Any = _now(twin.lookup(index, *values))
+        result: Any = run_inline(twin.lookup(index, *values))
         return result
 
     def index_count(self, index: AggregateIndex | str, *group: Any) -> int:
         """How many records a count or sum index holds in `group` (one read, no scan)."""
-        result: int = _now(self.store.index_count(index, *group))
+        result: int = run_inline(self.store.index_count(index, *group))
         return result
 
     def index_sum(self, index: AggregateIndex | str, *group: Any) -> int | float:
         """The sum a sum index holds for `group` (one read, no scan)."""
-        result: int | float = _now(self.store.index_sum(index, *group))
+        result: int | float = run_inline(self.store.index_sum(index, *group))
         return result
 
     def index_info(self) -> dict[str, dict[str, Any]]:
         """Every index stored in the database by name: its definition, state ("readable" or
         "write_only"), build position and records built so far (declared or not)."""
-        result: dict[str, dict[str, Any]] = _now(self.store.index_info())
+        result: dict[str, dict[str, Any]] = run_inline(self.store.index_info())
         return result
 
     def check_indexes(self, *names: str) -> list[Problem]:
         """Every declared index (or those named) checked against a recount from the records:
         entries without a record, records without an entry, aggregates that differ. Reads
         only."""
-        result: list[Problem] = _now(self.store.check_indexes(*names))
+        result: list[Problem] = run_inline(self.store.check_indexes(*names))
         return result
 
 
@@ -1034,7 +897,7 @@ class SyncStore(SyncStoreReader):
             agree with it: InvalidArgumentError otherwise).
         """
         return SyncStore(
-            _loop(
+            run_on_loop(
                 _await(
                     Store.open(
                         url,
@@ -1088,7 +951,7 @@ class SyncStore(SyncStoreReader):
         `cache_bytes`, `indexes` (the indexes to read), `options`: as for Store.open.
         """
         return SyncStoreReader(
-            _loop(
+            run_on_loop(
                 _await(
                     Store.open_reader(
                         url,
@@ -1139,7 +1002,7 @@ class SyncStore(SyncStoreReader):
         Returns once SlateDB accepted the write; it is durable after `flush()`.
         """
         twin: Any = self.store
-        _now(twin.put(target, fields, value, ttl=ttl))
+        run_inline(twin.put(target, fields, value, ttl=ttl))
 
     @overload
     def delete(
@@ -1154,22 +1017,19 @@ class SyncStore(SyncStoreReader):
     def delete(self, target: Target, fields: Fields = None) -> None:
         """Remove the record under the key (no error when there is none)."""
         twin: Any = self.store
-        _now(twin.delete(target, fields))
+        run_inline(twin.delete(target, fields))
 
     def delete_range(
         self,
         record: RecordType | str | None = None,
         *leading: Any,
-        partial: Any = None,
-        version: int | None = None,
-        prefix: bytes | None = None,
-        start: Bound = None,
-        end: Bound = None,
+        range: ScanRange | None = None,
         max_keys: int = MAX_KEYS,
         durable: bool = False,
+        **bounds: Unpack[RangeKeywords],
     ) -> int:
-        """Delete every record a scan with the same arguments would see (every version of a
-        record name; or, with no record, every key under `prefix` / in [start, end)), in one
+        """Delete every record a scan with the same range would see (every version of a
+        record name; or, with no record, every key in the range of raw keys), in one
         atomic batch; returns how many live records were deleted (keys whose TTL had passed
         get a tombstone too but are not counted).
 
@@ -1177,17 +1037,9 @@ class SyncStore(SyncStoreReader):
         written. A range of more than `max_keys` keys is refused before anything is written;
         records written into the range after the keys were read are not deleted.
         """
-        result: int = _now(
+        result: int = run_inline(
             self.store.delete_range(
-                record,
-                *leading,
-                partial=partial,
-                version=version,
-                prefix=prefix,
-                start=start,
-                end=end,
-                max_keys=max_keys,
-                durable=durable,
+                record, *leading, range=range, max_keys=max_keys, durable=durable, **bounds
             )
         )
         return result
@@ -1195,7 +1047,7 @@ class SyncStore(SyncStoreReader):
     def put_raw(self, key: bytes, data: bytes) -> None:
         """Store raw bytes under a raw key (tools and migrations); a key of an indexed record
         type is indexed as a typed put would be (its value decoded with its version's codec)."""
-        _now(self.store.put_raw(key, data))
+        run_inline(self.store.put_raw(key, data))
 
     def flush(self) -> None:
         """Make every write accepted so far durable in the object store.
@@ -1205,7 +1057,7 @@ class SyncStore(SyncStoreReader):
         another one fenced raises FencedError, `unflushed` writes since the last flush() that
         returned being lost, and refuses every later call (docs/store.md "One writer").
         """
-        _now(self.store.flush())
+        run_inline(self.store.flush())
 
     def put_many(
         self,
@@ -1222,7 +1074,7 @@ class SyncStore(SyncStoreReader):
         are atomic one by one, not as a whole; `durable=True` flushes once at the end.
         `progress(total_so_far)` is called after each batch.
         """
-        run = _loop if isinstance(records, AsyncIterable) else _now
+        run = run_on_loop if isinstance(records, AsyncIterable) else run_inline
         result: int = run(
             self.store.put_many(records, batch_size=batch_size, durable=durable, progress=progress)
         )
@@ -1236,7 +1088,7 @@ class SyncStore(SyncStoreReader):
     def write(self, batch: SyncBatch, *, durable: bool = False) -> None:
         """Apply a Batch atomically, with the index ops of its records, in one native write
         (an empty batch sends nothing)."""
-        _now(self.store.write(batch.batch, durable=durable))
+        run_inline(self.store.write(batch.batch, durable=durable))
 
     def transaction(
         self, isolation: str = "serializable", *, durable: bool = False
@@ -1261,7 +1113,7 @@ class SyncStore(SyncStoreReader):
         """Rewrite every record of `name` stored under an older key version as the newest
         version (key and value upgraded, remaining TTL kept), in atomic batches; returns how
         many records moved (see ops/migrate.py)."""
-        result: int = _now(
+        result: int = run_inline(
             self.store.migrate(name, batch_size=batch_size, progress=progress, durable=durable)
         )
         return result
@@ -1276,7 +1128,9 @@ class SyncStore(SyncStoreReader):
         """Build a write_only index from the records already stored, `batch_size` records per
         atomic step with a persisted position (a killed build resumes); readable when done.
         Returns how many records this call indexed. `progress(done, state)` after each step."""
-        result: int = _now(self.store.build_index(name, batch_size=batch_size, progress=progress))
+        result: int = run_inline(
+            self.store.build_index(name, batch_size=batch_size, progress=progress)
+        )
         return result
 
     def rebuild_index(
@@ -1288,7 +1142,9 @@ class SyncStore(SyncStoreReader):
     ) -> int:
         """Repair an index: clear every entry and build it again from the records (reads of it
         are refused until done). Returns how many records were indexed."""
-        result: int = _now(self.store.rebuild_index(name, batch_size=batch_size, progress=progress))
+        result: int = run_inline(
+            self.store.rebuild_index(name, batch_size=batch_size, progress=progress)
+        )
         return result
 
     def drop_index(
@@ -1299,7 +1155,9 @@ class SyncStore(SyncStoreReader):
         progress: Callable[[int, str], None] | None = None,
     ) -> int:
         """Remove an index and every entry of it; returns how many entries were deleted."""
-        result: int = _now(self.store.drop_index(name, batch_size=batch_size, progress=progress))
+        result: int = run_inline(
+            self.store.drop_index(name, batch_size=batch_size, progress=progress)
+        )
         return result
 
 
@@ -1320,7 +1178,7 @@ class SyncScan(ScanIteration[R]):
     def next_chunk(self, size: int | None = None) -> list[R]:
         """Up to `size` records (the rest of the current batch by default); [] at the end.
         A `size` of at most DECODE_CHUNK decodes no more rows than that ahead (see _fill)."""
-        result: list[R] = _now(self.scan.next_chunk(size))
+        result: list[R] = run_inline(self.scan.next_chunk(size))
         return result
 
     def has_more(self) -> bool:
@@ -1328,12 +1186,12 @@ class SyncScan(ScanIteration[R]):
         one more to yield; once it is, whether one more lies in the range past the limit (one
         row is read from the open iterator, no new scan). A page of `limit` records thus
         tells whether a next page exists without an empty round trip to find out."""
-        result: bool = _now(self.scan.has_more())
+        result: bool = run_inline(self.scan.has_more())
         return result
 
     def to_list(self) -> list[R]:
         """Every remaining record."""
-        result: list[R] = _now(self.scan.to_list())
+        result: list[R] = run_inline(self.scan.to_list())
         return result
 
     def to_arrow(self, *, expiry: bool = False, raw_key: bool = False) -> Any:
@@ -1345,7 +1203,7 @@ class SyncScan(ScanIteration[R]):
     def count(self) -> int:
         """How many live rows remain (up to `limit`), read a batch at a time; nothing is
         decoded. Consumes the scan."""
-        result: int = _now(self.scan.count())
+        result: int = run_inline(self.scan.count())
         return result
 
     def seek(self, key: bytes) -> bool:
@@ -1356,7 +1214,7 @@ class SyncScan(ScanIteration[R]):
         out, or outside the span being read): start a new scan at `key` instead. (Should an
         SST vanish under a reader later, the scan resumes after the last row handed out, and
         the skipped rows come again.)"""
-        result: bool = _now(self.scan.seek(key))
+        result: bool = run_inline(self.scan.seek(key))
         return result
 
 
@@ -1375,17 +1233,17 @@ class SyncIndexScan(IndexScanIteration[IT]):
 
     def next_chunk(self, size: int | None = None) -> list[IT]:
         """Up to `size` items (the rest of the current batch by default); [] at the end."""
-        result: list[IT] = _now(self.scan.next_chunk(size))
+        result: list[IT] = run_inline(self.scan.next_chunk(size))
         return result
 
     def has_more(self) -> bool:
         """True when another item would be yielded (past `limit` once reached): entries that
         would be skipped do not count."""
-        result: bool = _now(self.scan.has_more())
+        result: bool = run_inline(self.scan.has_more())
         return result
 
     def to_list(self) -> list[IT]:
-        result: list[IT] = _now(self.scan.to_list())
+        result: list[IT] = run_inline(self.scan.to_list())
         return result
 
     def to_arrow(self, *, expiry: bool = False, raw_key: bool = False) -> Any:

@@ -4,11 +4,11 @@ with no async twin. Everything else in store/sync.py is generated (tools/gen_syn
 Every operation is written once, as the async method; a sync method only runs it for its
 caller, on the calling thread, through the runner tools/gen_sync.py's RUNNERS table names:
 
-- `_now` (native.calls.sync) for operations whose every wait is a native slatedb call (reads,
+- `run_inline` (native.calls.sync) for operations whose every wait is a native slatedb call (reads,
   writes, scans, batches, transactions, snapshots, migrations, index builds, close): driven
   inline, no event loop, no thread hand-off, so many threads may call one SyncStore at once,
   and a Ctrl-C while a call pends cancels that call and leaves the store usable;
-- `_loop` (native.driver.run) for operations that use asyncio itself (opening with a timeout,
+- `run_on_loop` (native.driver.run) for operations that use asyncio itself (opening with a timeout,
   checkpoints, clone, the change feed's polling, put_many of an async iterable): on a private
   event loop of the calling thread (a short-lived thread when one already runs here).
 """
@@ -38,8 +38,10 @@ W = TypeVar("W")
 C = TypeVar("C")
 H = TypeVar("H", bound="BatchHolder")
 
-_now: Callable[[Coroutine[Any, Any, Any]], Any] = calls.sync
-_loop: Callable[[Coroutine[Any, Any, Any]], Any] = driver.run
+#: drive a coroutine to completion on this thread, its waits native calls (no event loop)
+run_inline: Callable[[Coroutine[Any, Any, Any]], Any] = calls.sync
+#: run a coroutine that uses asyncio itself on a private event loop of this thread
+run_on_loop: Callable[[Coroutine[Any, Any, Any]], Any] = driver.run
 
 
 async def _await(awaitable: Any) -> Any:
@@ -54,14 +56,14 @@ def _itself(value: T) -> T:
 def _entered(manager: AbstractAsyncContextManager[T], wrap: Callable[[T], W]) -> Iterator[W]:
     """An async context manager (batch, transaction, snapshot) entered and left for a sync
     caller, driven inline; the block's exception goes to its __aexit__ as `async with` would."""
-    value = _now(manager.__aenter__())
+    value = run_inline(manager.__aenter__())
     try:
         yield wrap(value)
     except BaseException as exc:
-        if not _now(manager.__aexit__(type(exc), exc, exc.__traceback__)):
+        if not run_inline(manager.__aexit__(type(exc), exc, exc.__traceback__)):
             raise
     else:
-        _now(manager.__aexit__(None, None, None))
+        run_inline(manager.__aexit__(None, None, None))
 
 
 class ScanIteration(Generic[R]):
@@ -92,7 +94,7 @@ class ScanIteration(Generic[R]):
         pos = scan._pos
         buffer = scan._buffer
         if pos >= len(buffer):
-            if not _now(scan._fill()):
+            if not run_inline(scan._fill()):
                 raise StopIteration
             buffer, pos = scan._buffer, 0
         scan._pos = pos + 1
@@ -137,7 +139,7 @@ class IndexScanIteration(Generic[IT]):
 
     def __next__(self) -> IT:
         try:
-            item: IT = _now(self.scan.__anext__())
+            item: IT = run_inline(self.scan.__anext__())
             return item
         except StopAsyncIteration:
             raise StopIteration from None
@@ -163,7 +165,7 @@ class SyncChanges(Generic[C]):
             raise StopIteration
         self._store.check_open()
         try:
-            item: C = _loop(self._next())
+            item: C = run_on_loop(self._next())
         except StopAsyncIteration:
             self.close()
             raise StopIteration from None
@@ -182,7 +184,7 @@ class SyncChanges(Generic[C]):
             return
         self._done = True
         with contextlib.suppress(RuntimeError):  # still running after an interrupt: dropped
-            _loop(self._batches.aclose())
+            run_on_loop(self._batches.aclose())
 
     def __enter__(self) -> SyncChanges[C]:
         return self
@@ -255,7 +257,7 @@ class ReaderContext(ViewMapping):
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        _now(self.store._close_after(exc_info[1]))
+        run_inline(self.store._close_after(exc_info[1]))
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.store.where}>"

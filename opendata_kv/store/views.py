@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 import functools
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, TypeVar, overload
 
 from opendata_kv.errors import (
     ArgumentTypeError,
@@ -29,7 +29,8 @@ from opendata_kv.store.cursor import decode_cursor
 from opendata_kv.store.expiry import live_value, now_ms
 from opendata_kv.store.indexes.layout import ROOT as INDEX_ROOT
 from opendata_kv.store.indexes.layout import without_index_keys
-from opendata_kv.store.options import ScanKeywords, ScanOptions, scan_settings
+from opendata_kv.store.options import ScanOptions, scan_settings
+from opendata_kv.store.ranges import After, Bound, RangeKeywords, ScanArgs, ScanRange, scan_range
 from opendata_kv.store.scan import (
     K,
     KeySpan,
@@ -59,8 +60,6 @@ else:
     Target = Key | tuple[Any, ...] | RecordType | str
 #: what get_many takes first: a RecordType or record name (then its fields), or Keys
 ManyTarget = RecordType | str | Iterable[Key | tuple[Any, ...]] | Target
-#: a scan bound: raw key bytes, a Key, or a tuple of leading field values (typed scans only)
-Bound = bytes | Key | tuple[Any, ...] | None
 TtlArg = float | datetime.timedelta | None
 #: what get and get_many return for a missing record, when not None
 D = TypeVar("D")
@@ -229,14 +228,25 @@ def encode_put(
     return key, values.encode(record_type, value, key), expire_at_of(ttl, check_expiry), value
 
 
-#: a put of one record type, bound once: (key of the field tuple without the fallback, the
-#: same with it (RecordType.encode: the error naming the field), value bytes of (value, key))
-PutPlan = tuple[Callable[..., bytes], Callable[..., bytes], Callable[[Any, bytes], bytes]]
+#: where a point row (native.wire.PointRow) holds its value and its expiry (Unix ms or None)
+VALUE: Final = 0
+EXPIRE: Final = 1
 
 
-def put_plan(schema: Schema, values: Values, target: Target) -> PutPlan | None:
+class PutEncoders(NamedTuple):
+    """How a put of one record type encodes, bound once (Batch.put's per-record path)."""
+
+    #: key bytes of a field tuple, without the fallback (RecordType.fast_encode)
+    fast_key: Callable[..., bytes]
+    #: the same with it (RecordType.encode): the error that names the field
+    key: Callable[..., bytes]
+    #: value bytes of (value, key)
+    value: Callable[[Any, bytes], bytes]
+
+
+def put_encoders(schema: Schema, values: Values, target: Target) -> PutEncoders | None:
     """How a put addressed as `target` (a RecordType or record name) plus a field tuple
-    encodes, bound once (Batch.put's per-record path, cached in values.put_plans); None for
+    encodes, bound once (Batch.put's per-record path, cached in values.put_encoders); None for
     any other target (a Key, a look-alike, an unknown name)."""
     if values.schema is not schema:
         return None
@@ -250,7 +260,7 @@ def put_plan(schema: Schema, values: Values, target: Target) -> PutPlan | None:
         record_type = schema.get(target)
     else:
         return None
-    return record_type.fast_encode, record_type.encode, values.encoder(record_type)
+    return PutEncoders(record_type.fast_encode, record_type.encode, values.encoder(record_type))
 
 
 def bound_bytes(bound: Bound, record_type: RecordType | None, what: str) -> bytes | None:
@@ -357,11 +367,11 @@ class ReadView:
         if self.check_expiry:
             found = list(map(live_value, rows))
         else:
-            found = [None if row is None else row[0] for row in rows]
+            found = [None if row is None else row[VALUE] for row in rows]
         if expiries is not None:
             for key, row, data in zip(keys, rows, found, strict=True):
-                if data is not None and row is not None and row[1] is not None:
-                    expiries[key] = row[1]
+                if data is not None and row is not None and row[EXPIRE] is not None:
+                    expiries[key] = row[EXPIRE]
         return found
 
     async def get_raw(self, key: bytes) -> bytes | None:
@@ -597,84 +607,38 @@ class ReadView:
     @overload
     def scan(
         self,
-        record: RecordType[K, V],
+        record: RecordType[K, V] | str,
         *leading: Any,
-        partial: Any = None,
-        version: int | None = None,
-        prefix: bytes | None = None,
-        start: Bound = None,
-        end: Bound = None,
-        after: str | bytes | Key | None = None,
+        range: ScanRange | None = None,
         options: ScanOptions | None = None,
         on_error: Literal["raise", "skip"] | None = None,
-        **keywords: Unpack[ScanKeywords],
+        **keywords: Unpack[ScanArgs],
     ) -> Scan[Record[K, V]]: ...
 
     @overload
     def scan(
         self,
-        record: RecordType[K, V],
+        record: RecordType[K, V] | str,
         *leading: Any,
-        partial: Any = None,
-        version: int | None = None,
-        prefix: bytes | None = None,
-        start: Bound = None,
-        end: Bound = None,
-        after: str | bytes | Key | None = None,
+        range: ScanRange | None = None,
         options: ScanOptions | None = None,
         on_error: str,
-        **keywords: Unpack[ScanKeywords],
+        **keywords: Unpack[ScanArgs],
     ) -> Scan[Record[K, V] | RawRecord]: ...
-
-    @overload
-    def scan(
-        self,
-        record: str,
-        *leading: Any,
-        partial: Any = None,
-        version: int | None = None,
-        prefix: bytes | None = None,
-        start: Bound = None,
-        end: Bound = None,
-        after: str | bytes | Key | None = None,
-        options: ScanOptions | None = None,
-        on_error: Literal["raise", "skip"] | None = None,
-        **keywords: Unpack[ScanKeywords],
-    ) -> Scan[Record]: ...
-
-    @overload
-    def scan(
-        self,
-        record: str,
-        *leading: Any,
-        partial: Any = None,
-        version: int | None = None,
-        prefix: bytes | None = None,
-        start: Bound = None,
-        end: Bound = None,
-        after: str | bytes | Key | None = None,
-        options: ScanOptions | None = None,
-        on_error: str,
-        **keywords: Unpack[ScanKeywords],
-    ) -> Scan[Record | RawRecord]: ...
 
     def scan(
         self,
         record: RecordType | str,
         *leading: Any,
-        partial: Any = None,
-        version: int | None = None,
-        prefix: bytes | None = None,
-        start: Bound = None,
-        end: Bound = None,
-        after: str | bytes | Key | None = None,
+        range: ScanRange | None = None,
         options: ScanOptions | None = None,
         on_error: str | None = None,
-        **keywords: Unpack[ScanKeywords],
+        **keywords: Unpack[ScanArgs],
     ) -> Scan[Record[Any, Any]] | Scan[Record[Any, Any] | RawRecord]:
         """Records of one RecordType (or every registered version of a record name), in key
-        order, optionally narrowed to leading field values, a partial string (the next field
-        starts with it), a raw key `prefix`, and [start, end).
+        order, in a range: leading field values, then `range=ScanRange(...)` and/or its bounds
+        as keywords (partial, version, prefix, start, end, after; see ScanRange), keywords
+        winning.
 
         `start`/`end`: key bytes, a Key, or a tuple of leading field values (compared as field
         tuples: `end=("b",)` stops before every key whose first field is "b"). `after` (a
@@ -689,93 +653,100 @@ class ReadView:
         (so the scan's type is `Scan[Record | RawRecord]`). `scan(...).keys()` and
         `.values()` yield only keys (values are not decoded) or only values.
         """
-        spans = self._spans(record, leading, partial, version, prefix)
-        return self._scan(spans, start, end, after, "raise", options, on_error, keywords)
+        found, settings = scan_range(range, leading, keywords)
+        spans = self._spans(record, found)
+        return self._scan(
+            spans, found.start, found.end, found.after, "raise", options, on_error, settings
+        )
 
     @overload
     def scan_all(
         self,
         *,
-        prefix: bytes = b"",
-        start: bytes | Key | None = None,
-        end: bytes | Key | None = None,
-        after: str | bytes | Key | None = None,
+        range: ScanRange | None = None,
         on_unknown: Literal["raise", "skip"] = "raise",
         options: ScanOptions | None = None,
         on_error: Literal["raise", "skip"] | None = None,
-        **keywords: Unpack[ScanKeywords],
+        **keywords: Unpack[ScanArgs],
     ) -> Scan[Record]: ...
 
     @overload
     def scan_all(
         self,
         *,
-        prefix: bytes = b"",
-        start: bytes | Key | None = None,
-        end: bytes | Key | None = None,
-        after: str | bytes | Key | None = None,
+        range: ScanRange | None = None,
         on_unknown: str = "raise",
         options: ScanOptions | None = None,
         on_error: str | None = None,
-        **keywords: Unpack[ScanKeywords],
+        **keywords: Unpack[ScanArgs],
     ) -> Scan[Record | RawRecord]: ...
 
     def scan_all(
         self,
         *,
-        prefix: bytes = b"",
-        start: bytes | Key | None = None,
-        end: bytes | Key | None = None,
-        after: str | bytes | Key | None = None,
+        range: ScanRange | None = None,
         on_unknown: str = "raise",
         options: ScanOptions | None = None,
         on_error: str | None = None,
-        **keywords: Unpack[ScanKeywords],
+        **keywords: Unpack[ScanArgs],
     ) -> Scan[Record] | Scan[Record | RawRecord]:
-        """Every record (or those under a raw `prefix`), each key decoded by the RecordType its
-        prefix names. Keys no RecordType owns: on_unknown "raise" (default), "skip", or "raw"
-        (yielded as RawRecord, so the scan's type is `Scan[Record | RawRecord]`). How it reads
-        (`options`, keywords) and rows of a known RecordType that fail to decode (`on_error`):
-        as for scan(). Secondary index keys (RFC 0010) are left out unless `prefix` names
-        them."""
+        """Every record (or those in a range of raw keys: prefix, start, end, after), each key
+        decoded by the RecordType its prefix names. Keys no RecordType owns: on_unknown "raise"
+        (default), "skip", or "raw" (yielded as RawRecord, so the scan's type is
+        `Scan[Record | RawRecord]`). How it reads (`options`, keywords) and rows of a known
+        RecordType that fail to decode (`on_error`): as for scan(). Secondary index keys (RFC
+        0010) are left out unless `prefix` names them."""
         policy = check_policy(on_unknown)
-        span = narrow(KeySpan(None, None, None), prefix or None, None, None)
-        hide = self._indexes is not None and not prefix.startswith(INDEX_ROOT)
-        spans = without_index_keys(span) if hide else [span]
-        return self._scan(spans, start, end, after, policy, options, on_error, keywords)
+        found, settings = scan_range(range, (), keywords, "scan_all")
+        spans = self._spans(None, found)
+        return self._scan(
+            spans, found.start, found.end, found.after, policy, options, on_error, settings
+        )
 
     async def count(
         self,
         record: RecordType | str | None = None,
         *leading: Any,
-        partial: Any = None,
-        version: int | None = None,
-        prefix: bytes | None = None,
-        start: Bound = None,
-        end: Bound = None,
+        range: ScanRange | None = None,
+        **bounds: Unpack[RangeKeywords],
     ) -> int:
-        """How many live records a scan with the same arguments would yield (no record: every
-        key under `prefix` / in [start, end)); keys and values are read but never decoded."""
-        spans = self._spans(record, leading, partial, version, prefix)
-        return await self._scan(spans, start, end, None, "raw", None, "raw", {}).count()
+        """How many live records a scan with the same range would yield (no record: every
+        key in the range of raw keys); keys and values are read but never decoded."""
+        found, _ = scan_range(range, leading, bounds, "count")
+        spans = self._spans(record, found)
+        scan = self._scan(spans, found.start, found.end, found.after, "raw", None, "raw", {})
+        return await scan.count()
 
-    def _spans(
-        self,
-        record: RecordType | str | None,
-        leading: tuple[Any, ...],
-        partial: Any,
-        version: int | None,
-        prefix: bytes | None,
-    ) -> list[KeySpan]:
-        """The key spans of a scan: one per version of the record (None: every key), narrowed
-        to leading field values, a partial string and a raw prefix."""
+    def _cursor(self, spans: list[KeySpan], after: After, where: str) -> bytes | None:
+        """The raw key a range's `after` names (a cursor string, raw key or Key), checked to
+        lie in `spans`; None for no cursor."""
+        cursor = bound_bytes(
+            decode_cursor(after) if isinstance(after, str) else after, None, "after"
+        )
+        if cursor is not None:
+            check_cursor(spans, cursor, where)
+        return cursor
+
+    def _spans(self, record: RecordType | str | None, found: ScanRange) -> list[KeySpan]:
+        """The key spans of a range before its start/end/after (_scan applies those): one per
+        version of the record, narrowed to leading field values, a partial string and a raw
+        prefix. No record: every key, index keys left out unless `prefix` names them."""
+        leading, partial, version, prefix = (
+            found.leading,
+            found.partial,
+            found.version,
+            found.prefix,
+        )
         if record is None:
             if leading or partial is not None or version is not None:
                 raise ArgumentTypeError(
                     "leading fields, partial and version need a record type",
                     field="record",
                 )
-            return [narrow(KeySpan(None, None, None), prefix or None, None, None)]
+            span = narrow(KeySpan(None, None, None), prefix or None, None, None)
+            if self._indexes is None or (prefix or b"").startswith(INDEX_ROOT):
+                return [span]
+            return without_index_keys(span)
         if isinstance(record, str):
             resolve(self.schema, record)  # SchemaError naming an unknown name
             if version is None:
@@ -816,19 +787,17 @@ class ReadView:
         spans: list[KeySpan],
         start: Bound,
         end: Bound,
-        after: str | bytes | Key | None,
+        after: After,
         on_unknown: Any,
         options: ScanOptions | None,
         on_error: str | None,
         keywords: Mapping[str, Any],
     ) -> Scan[Any]:
+        """A Scan of `spans` (see _spans) narrowed to [start, end), from after the cursor
+        `after`, read as `options` and `keywords` say."""
         where = f"scan on {self.where}"
         settings, policy = scan_settings(options, on_error, keywords)
-        cursor = bound_bytes(
-            decode_cursor(after) if isinstance(after, str) else after, None, "after"
-        )
-        if cursor is not None:
-            check_cursor(spans, cursor, where)
+        cursor = self._cursor(spans, after, where)
         narrowed = self._bounded_spans(spans, start, end)
         scan = Scan[Any](
             self._source,

@@ -50,17 +50,18 @@ from opendata_kv.store.indexes.registry import IndexSet, WriteLock
 from opendata_kv.store.open_options import OpenOptions, open_options
 from opendata_kv.store.opening import bounded, check_cache_dir, open_db, with_cache_dir
 from opendata_kv.store.ops import migrate as _migrate
+from opendata_kv.store.ranges import RangeKeywords, ScanRange, scan_range
 from opendata_kv.store.reader import Opening, StoreReader, _open_reader
 from opendata_kv.store.scan import V
 from opendata_kv.store.schema_arg import SchemaArg, as_schema
 from opendata_kv.store.views import (
     MISSING,
-    Bound,
     Fields,
     Target,
     TtlArg,
     encode_put,
     key_bytes,
+    narrow,
     options_at,
 )
 from opendata_kv.store.writes import UNDECODED, Delete, Fetch, FetchReads, Op, Put
@@ -295,16 +296,13 @@ class Store(StoreReader):
         self,
         record: RecordType | str | None = None,
         *leading: Any,
-        partial: Any = None,
-        version: int | None = None,
-        prefix: bytes | None = None,
-        start: Bound = None,
-        end: Bound = None,
+        range: ScanRange | None = None,
         max_keys: int = MAX_KEYS,
         durable: bool = False,
+        **bounds: Unpack[RangeKeywords],
     ) -> int:
-        """Delete every record a scan with the same arguments would see (every version of a
-        record name; or, with no record, every key under `prefix` / in [start, end)), in one
+        """Delete every record a scan with the same range would see (every version of a
+        record name; or, with no record, every key in the range of raw keys), in one
         atomic batch; returns how many live records were deleted (keys whose TTL had passed
         get a tombstone too but are not counted).
 
@@ -313,9 +311,8 @@ class Store(StoreReader):
         records written into the range after the keys were read are not deleted.
         """
         db = self._writable()
-        keys, live = await self._range_keys(
-            record, leading, partial, version, prefix, start, end, max_keys
-        )
+        found, _ = scan_range(range, leading, bounds, "delete_range")
+        keys, live = await self._range_keys(record, found, max_keys)
         if keys:
             await self._write_ops(db, [Delete(key) for key in keys])
         if durable:
@@ -323,28 +320,23 @@ class Store(StoreReader):
         return live
 
     async def _range_keys(
-        self,
-        record: RecordType | str | None,
-        leading: tuple[Any, ...],
-        partial: Any,
-        version: int | None,
-        prefix: bytes | None,
-        start: Bound,
-        end: Bound,
-        max_keys: int,
+        self, record: RecordType | str | None, found: ScanRange, max_keys: int
     ) -> tuple[list[bytes], int]:
         """The keys delete_range removes (see there), and how many of them are live."""
         max_keys = check_max_keys(max_keys)
-        if record is None and not prefix and start is None and end is None:
+        if record is None and not found.narrows_keys:
             raise InvalidArgumentError(
                 "delete_range needs a record, a prefix or start/end bounds (it never deletes "
                 "every key of the database by default)",
                 field="record",
             )
-        spans = self._bounded_spans(
-            self._spans(record, leading, partial, version, prefix), start, end
-        )
-        return await keys_in(self._writable(), spans, max_keys, f"delete_range on {self.where}")
+        where = f"delete_range on {self.where}"
+        spans = self._spans(record, found)
+        cursor = self._cursor(spans, found.after, where)
+        spans = self._bounded_spans(spans, found.start, found.end)
+        if cursor is not None:  # keys in ascending order, strictly after the cursor
+            spans = [narrow(span, None, cursor + b"\x00", None) for span in spans]
+        return await keys_in(self._writable(), spans, max_keys, where)
 
     async def put_raw(self, key: bytes, data: bytes) -> None:
         """Store raw bytes under a raw key (tools and migrations); a key of an indexed record

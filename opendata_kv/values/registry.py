@@ -77,7 +77,7 @@ def refuse_none(record_type: RecordType, codec: object, key: bytes | None = None
 class Values:
     """Value codecs for every RecordType of a schema; msgpack unless registered otherwise."""
 
-    __slots__ = ("_plans", "default", "limits", "put_plans", "schema")
+    __slots__ = ("_codecs", "default", "limits", "put_encoders", "schema")
 
     def __init__(
         self, schema: Schema, default: Any = None, *, limits: DecodeLimits | None = None
@@ -87,9 +87,9 @@ class Values:
         self.schema = schema
         self.limits = DEFAULT_LIMITS if limits is None else limits
         self.default: ValueCodec[Any] = self._limited(as_codec(default))
-        self._plans: dict[bytes, VersionCodec] = {}
-        #: Batch.put's per-target encoders (store/views.py put_plan), emptied by register()
-        self.put_plans: dict[object, Any] = {}
+        self._codecs: dict[bytes, VersionCodec] = {}
+        #: Batch.put's per-target encoders (store/views.py put_encoders), emptied by register()
+        self.put_encoders: dict[object, Any] = {}
 
     def _limited(self, codec: ValueCodec[Any]) -> ValueCodec[Any]:
         return with_limits(codec, self.limits)
@@ -137,21 +137,21 @@ class Values:
         decodes (`register(v1, PostV1, upgrade=to_v2)` needs `to_v2(old: PostV1)`)."""
         if record_type not in self.schema:
             raise SchemaError(f"{record_type.name!r} v{record_type.version} is not in the schema")
-        self._plans[record_type.head] = VersionCodec(
+        self._codecs[record_type.head] = VersionCodec(
             record_type,
             self._limited(as_codec(codec)) if codec is not None else self.default,
             upgrade,
             upgrade_key,
         )
-        self.put_plans.clear()  # they hold the codec the record type had
+        self.put_encoders.clear()  # they hold the codec the record type had
         return self
 
     def plan(self, record_type: RecordType) -> VersionCodec:
         """The registered VersionCodec, or the default codec with no upgrade."""
-        found = self._plans.get(record_type.head)
+        found = self._codecs.get(record_type.head)
         if found is None:
             found = VersionCodec(record_type, self.default)
-            self._plans[record_type.head] = found
+            self._codecs[record_type.head] = found
         return found
 
     def current(self, record_type: RecordType) -> RecordType:

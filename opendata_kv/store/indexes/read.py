@@ -4,6 +4,7 @@ check_indexes. IndexReads is mixed into StoreReader, so a Store and a reader bot
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, overload
 
@@ -29,7 +30,8 @@ from opendata_kv.store.indexes.layout import (
     encode_leading,
 )
 from opendata_kv.store.indexes.registry import IndexSet
-from opendata_kv.store.options import ScanKeywords, ScanOptions, scan_settings
+from opendata_kv.store.options import ScanOptions, scan_settings
+from opendata_kv.store.ranges import ScanArgs, ScanRange, scan_range
 from opendata_kv.store.scan import KeySpan, RawRecord, Record, Scan
 from opendata_kv.store.views import ReadView
 
@@ -265,7 +267,8 @@ INDEX_SCAN = ScanOptions(batch_size=256)
 
 
 def _partial(partial: Any, prefix: Any) -> Any:
-    """index_scan's partial value: `partial`, or `prefix` (its older name); not both."""
+    """index_scan's partial value: `partial`, or `prefix` (its older name, deprecated: in
+    every other scan form prefix= is raw key bytes); not both."""
     if prefix is None:
         return partial
     if partial is not None:
@@ -275,6 +278,12 @@ def _partial(partial: Any, prefix: Any) -> Any:
             field="prefix",
             value=prefix,
         )
+    warnings.warn(
+        "index_scan(prefix=...) is deprecated: pass partial= (prefix= means raw key bytes in "
+        "every other scan form)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
     return prefix
 
 
@@ -374,46 +383,23 @@ class IndexReads:
     @overload
     def index_scan(
         self,
-        index: Index[IR],
+        index: Index[IR] | str,
         *leading: Any,
-        partial: Any = None,
-        prefix: Any = None,
-        start: tuple[Any, ...] | bytes | None = None,
-        end: tuple[Any, ...] | bytes | None = None,
-        after: str | bytes | None = None,
+        range: ScanRange | None = None,
         records: Literal[True] = True,
         options: ScanOptions | None = None,
-        **keywords: Unpack[ScanKeywords],
+        **keywords: Unpack[ScanArgs],
     ) -> IndexScan[IR]: ...
-
-    @overload
-    def index_scan(
-        self,
-        index: str,
-        *leading: Any,
-        partial: Any = None,
-        prefix: Any = None,
-        start: tuple[Any, ...] | bytes | None = None,
-        end: tuple[Any, ...] | bytes | None = None,
-        after: str | bytes | None = None,
-        records: Literal[True] = True,
-        options: ScanOptions | None = None,
-        **keywords: Unpack[ScanKeywords],
-    ) -> IndexScan[Any]: ...
 
     @overload
     def index_scan(
         self,
         index: Index | str,
         *leading: Any,
-        partial: Any = None,
-        prefix: Any = None,
-        start: tuple[Any, ...] | bytes | None = None,
-        end: tuple[Any, ...] | bytes | None = None,
-        after: str | bytes | None = None,
+        range: ScanRange | None = None,
         records: Literal[False],
         options: ScanOptions | None = None,
-        **keywords: Unpack[ScanKeywords],
+        **keywords: Unpack[ScanArgs],
     ) -> IndexScan[IndexEntry]: ...
 
     @overload
@@ -421,38 +407,39 @@ class IndexReads:
         self,
         index: Index | str,
         *leading: Any,
-        partial: Any = None,
-        prefix: Any = None,
-        start: tuple[Any, ...] | bytes | None = None,
-        end: tuple[Any, ...] | bytes | None = None,
-        after: str | bytes | None = None,
+        range: ScanRange | None = None,
         records: bool,
         options: ScanOptions | None = None,
-        **keywords: Unpack[ScanKeywords],
+        **keywords: Unpack[ScanArgs],
     ) -> IndexScan[Any]: ...
 
     def index_scan(
         self,
         index: Index | str,
         *leading: Any,
-        partial: Any = None,
-        prefix: Any = None,
-        start: tuple[Any, ...] | bytes | None = None,
-        end: tuple[Any, ...] | bytes | None = None,
-        after: str | bytes | None = None,
+        range: ScanRange | None = None,
         records: bool = True,
         options: ScanOptions | None = None,
-        **keywords: Unpack[ScanKeywords],
+        **keywords: Unpack[ScanArgs],
     ) -> IndexScan[Any]:
         """The records of a value or unique index in index order (entries only, no record
-        read, with records=False; aggregates always come as entries), narrowed to leading
-        field values, a `partial` value the next field starts with (as in scan; `prefix=` is
-        an older name for it), and [start, end) (tuples of leading field values). `after`: a
-        cursor. How it reads: `options=ScanOptions(...)` and/or its settings as keywords, as
-        for scan (batch_size defaults to 256 here; on_error does not apply)."""
+        read, with records=False; aggregates always come as entries), in a range as for scan:
+        leading field values, a `partial` value the next field starts with (`prefix=` is an
+        older name for it here), [start, end) (tuples of leading field values or entry key
+        bytes) and `after` (a cursor), given as `range=ScanRange(...)` and/or keywords. How
+        it reads: `options=ScanOptions(...)` and/or its settings as keywords, as for scan
+        (batch_size defaults to 256 here; on_error does not apply)."""
         found = self._index(index, "index_scan")
-        partial = _partial(partial, prefix)
-        settings, _ = scan_settings(options or INDEX_SCAN, None, keywords)
+        bounds, rest = scan_range(range, leading, keywords, "index_scan")
+        if bounds.version is not None:
+            raise ArgumentTypeError(
+                f"index_scan: version={bounds.version!r} does not apply to an index (its "
+                "entries point at records of every version)",
+                field="version",
+                value=bounds.version,
+            )
+        leading, partial = bounds.leading, _partial(bounds.partial, bounds.prefix)
+        settings, _ = scan_settings(options or INDEX_SCAN, None, rest)
         if settings.on_error != "raise":
             raise InvalidArgumentError(
                 f"index_scan: on_error={settings.on_error!r} does not apply; an index scan "
@@ -472,9 +459,9 @@ class IndexReads:
             batch_size = min(batch_size, limit + 1)
         scan = view._scan(
             [span],
-            _bound(found, start, "start"),
-            _bound(found, end, "end"),
-            after,
+            _bound(found, bounds.start, "start"),
+            _bound(found, bounds.end, "end"),
+            bounds.after,
             "raw",
             settings.but(limit=None, batch_size=batch_size),
             None,

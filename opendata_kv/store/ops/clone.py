@@ -42,7 +42,7 @@ from opendata_kv.store import opening
 from opendata_kv.store.expiry import is_expired, now_ms
 from opendata_kv.store.indexes.layout import is_index_key
 from opendata_kv.store.ops.checkpoints import Checkpoints, require_id
-from opendata_kv.store.scan import scan_options
+from opendata_kv.store.scan import native_scan_options
 from opendata_kv.store.views import options_at
 from opendata_kv.values.limits import check_stored_size
 
@@ -296,7 +296,7 @@ class _Copier:
                     KeyRange(
                         start=start, start_inclusive=start is None, end=None, end_inclusive=False
                     ),
-                    scan_options(False, fill_cache=False),
+                    native_scan_options(False, fill_cache=False),
                 ),
                 self.where,
             ),

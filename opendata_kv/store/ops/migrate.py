@@ -20,7 +20,7 @@ from opendata_kv.native.slatedb import (
 )
 from opendata_kv.store.batch import Batch
 from opendata_kv.store.expiry import is_expired, now_ms
-from opendata_kv.store.scan import scan_options
+from opendata_kv.store.scan import native_scan_options
 
 if TYPE_CHECKING:
     from opendata_kv.store.writer import Store
@@ -76,7 +76,7 @@ async def _pass(
     # The iterator reads at the sequence number of its creation: the batches this pass
     # writes (new records, tombstones of old ones) do not show up in it.
     iterator = await call(
-        calls.method(db, "scan_with_options", key_range, scan_options(False, False)), where
+        calls.method(db, "scan_with_options", key_range, native_scan_options(False, False)), where
     )
     values = store.values
     moved = 0
