@@ -4,6 +4,7 @@ check_indexes. IndexReads is mixed into StoreReader, so a Store and a reader bot
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, overload
 
@@ -23,7 +24,6 @@ from opendata_kv.store.expiry import live_value
 from opendata_kv.store.indexes.check import check_index
 from opendata_kv.store.indexes.declare import IR, Index
 from opendata_kv.store.indexes.layout import (
-    decode_aggregate,
     decode_entry,
     encode_fields,
     encode_leading,
@@ -46,14 +46,34 @@ LOOKUP_TRIES = 3
 
 class IndexEntry(NamedTuple):
     """One index entry: its field `values`, the primary `key` it points to (a Key; None for an
-    aggregate), its own key bytes `raw_key` (the cursor), and an aggregate's `total` count and
-    `amount` sum."""
+    aggregate), its own key bytes `raw_key` (the cursor), and an aggregate's count of
+    `records` and `sum` of their amounts, as index_count and index_sum give them."""
 
     values: tuple[Any, ...]
     key: Key | None
     raw_key: bytes
-    total: int | None = None
-    amount: int | float | None = None
+    records: int | None = None  # not `count`: a tuple has a count method
+    sum: int | float | None = None
+
+    @property
+    def total(self) -> int | None:
+        """Deprecated: `records` (the name said a sum, the field holds the record count)."""
+        warnings.warn(
+            "IndexEntry.total is deprecated: it is the count of records, IndexEntry.records",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.records
+
+    @property
+    def amount(self) -> int | float | None:
+        """Deprecated: `sum` (an Index's `amount` is what one record adds, this the total)."""
+        warnings.warn(
+            "IndexEntry.amount is deprecated: it is the group's sum, IndexEntry.sum",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.sum
 
 
 #: what an IndexScan yields
@@ -213,18 +233,19 @@ class IndexScan(Generic[IT]):
 
     async def _convert(self, rows: list[RawRecord]) -> list[tuple[Any, bytes]]:
         index, schema = self._index, self._view.schema
+        kind = index.index_kind
         entries: list[tuple[tuple[Any, ...], bytes | None, RawRecord]] = []
         for row in rows:
             values, rest = decode_entry(index.name, index.fields, row.raw_key)
-            primary = {"unique": row.value, "value": rest}.get(index.kind)
-            entries.append((values, primary, row))
+            entries.append((values, kind.primary(rest, row.value), row))
         if not self._records:
             out = []
             for values, primary, row in entries:
-                if primary is None:
-                    count, total = decode_aggregate(index.name, row.raw_key, row.value)
-                    out.append((IndexEntry(values, None, row.raw_key, count, total), row.raw_key))
-                else:
+                counts = kind.counts(index.name, row.raw_key, row.value)
+                if counts is not None:
+                    entry = IndexEntry(values, None, row.raw_key, *counts)
+                    out.append((entry, row.raw_key))
+                elif primary is not None:
                     entry = IndexEntry(values, schema.decode(primary), row.raw_key)
                     out.append((entry, row.raw_key))
             return out
@@ -288,8 +309,7 @@ def holds(
         for values in produced:
             if values == decoded and all(type(value) in _EXACT for value in values):
                 return True
-    if index.kind != "unique":
-        entry = entry[: len(entry) - len(record.raw_key)]
+    entry = index.index_kind.entry_part(entry, record.raw_key)
     return any(encode_fields(index.name, index.fields, v) == entry for v in produced)
 
 
@@ -493,7 +513,7 @@ class IndexReads:
         are two reads: a record that no longer holds the value is read again (LOOKUP_TRIES
         times, then through a snapshot when the store has one), never returned."""
         found = self._index(index, "lookup")
-        if found.kind != "unique":
+        if not found.index_kind.unique:
             raise IndexStateError(
                 f"lookup on {self.where}: index {found.name!r} is a {found.kind} index; lookup "
                 "reads unique indexes (index_scan reads the others)",
@@ -534,7 +554,7 @@ class IndexReads:
         entry = encode_fields(found.name, found.fields, group)
         view: Any = self
         data = await view._fetch(entry)
-        return (0, 0) if data is None else decode_aggregate(found.name, entry, data)
+        return (0, 0) if data is None else found.index_kind.counts(found.name, entry, data)
 
     async def index_count(self, index: AggregateIndex | str, *group: Any) -> int:
         """How many records a count or sum index holds in `group` (one read, no scan)."""
