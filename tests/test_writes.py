@@ -31,7 +31,7 @@ from opendata_kv.store.indexes.layout import ROOT, encode_aggregate, encode_fiel
 from opendata_kv.store.indexes.maintain import plan
 from opendata_kv.store.indexes.registry import READABLE, IndexSet
 from opendata_kv.store.schema_arg import as_schema
-from opendata_kv.store.writes import UNDECODED, Delete, IndexReads, Op, Put
+from opendata_kv.store.writes import UNDECODED, Delete, MaintenanceReads, Op, Put
 
 EXAMPLES = int(os.environ.get("OPENDATA_KV_WRITES_EXAMPLES", "60"))
 
@@ -116,7 +116,7 @@ SCHEMA_OBJ, VALUES_OBJ = as_schema(SCHEMA)
 
 
 class FakeReads:
-    """IndexReads over a dict of stored rows (no TTLs: plain bytes)."""
+    """MaintenanceReads over a dict of stored rows (no TTLs: plain bytes)."""
 
     def __init__(self, rows: dict[bytes, bytes]) -> None:
         self.rows = rows
@@ -206,7 +206,7 @@ def test_maintainers_keep_index_rows_equal_to_a_recount(batches: list[list[Any]]
     unique clash is one whose records would give a value two holders."""
     indexes = _index_set()
     rows: dict[bytes, bytes] = {}
-    reads: IndexReads = FakeReads(rows)
+    reads: MaintenanceReads = FakeReads(rows)
     for batch in batches:
         ops: list[Op] = []
         for author, rkey, value in batch:

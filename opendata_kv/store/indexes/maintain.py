@@ -27,7 +27,7 @@ from opendata_kv.store.indexes.maintainers import (
     show_key,
 )
 from opendata_kv.store.indexes.registry import IndexSet
-from opendata_kv.store.writes import UNDECODED, Delete, IndexReads, Op, Put
+from opendata_kv.store.writes import UNDECODED, Delete, MaintenanceReads, Op, Put
 from opendata_kv.values import Values
 
 __all__ = ["Expired", "Expiring", "Tracked", "plan", "show_key"]
@@ -77,7 +77,7 @@ async def plan(
     indexes: IndexSet,
     values: Values,
     tracked: Sequence[Tracked],
-    reads: IndexReads,
+    reads: MaintenanceReads,
     only: Index | None = None,
     groups: GroupCache | None = None,
 ) -> list[Op]:

@@ -21,6 +21,7 @@ from opendata_kv.native.errors import translating
 from opendata_kv.store.arrow import record_batches, require_pyarrow
 from opendata_kv.store.cursor import encode_cursor
 from opendata_kv.store.expiry import live_value
+from opendata_kv.store.indexes.access import RowReads
 from opendata_kv.store.indexes.check import check_index
 from opendata_kv.store.indexes.declare import IR, Index
 from opendata_kv.store.indexes.layout import (
@@ -28,7 +29,6 @@ from opendata_kv.store.indexes.layout import (
     encode_fields,
     encode_leading,
 )
-from opendata_kv.store.indexes.registry import IndexSet
 from opendata_kv.store.options import ScanKeywords, ScanOptions, scan_settings
 from opendata_kv.store.scan import KeySpan, RawRecord, Record, Scan
 from opendata_kv.store.views import ReadView
@@ -87,7 +87,7 @@ class IndexScan(Generic[IT]):
     `limit` counts only what is yielded (RFC 0010)."""
 
     def __init__(
-        self, view: ReadView, index: Index, scan: Scan[Any], records: bool, limit: int | None
+        self, view: RowReads, index: Index, scan: Scan[Any], records: bool, limit: int | None
     ) -> None:
         self._view = view
         self._index = index
@@ -313,7 +313,7 @@ def holds(
     return any(encode_fields(index.name, index.fields, v) == entry for v in produced)
 
 
-def _records(view: ReadView, rows: list[tuple[bytes, bytes, bytes]]) -> list[tuple[Any, bytes]]:
+def _records(view: RowReads, rows: list[tuple[bytes, bytes, bytes]]) -> list[tuple[Any, bytes]]:
     """(Record, entry key) for (primary key, stored value, entry key) rows: a batch of one
     record type decoded in a few C-level passes as a scan does, else (or when any row fails)
     row by row, where a failure raises its precise error."""
@@ -344,7 +344,7 @@ def _records(view: ReadView, rows: list[tuple[bytes, bytes, bytes]]) -> list[tup
     return out
 
 
-def _record(view: ReadView, primary: bytes, data: bytes | None) -> Record | None:
+def _record(view: RowReads, primary: bytes, data: bytes | None) -> Record | None:
     if data is None:
         return None
     key = view.schema.decode(primary)
@@ -375,11 +375,9 @@ def _bound(index: Index, bound: Any, what: str) -> bytes | None:
     )
 
 
-class IndexReads:
-    """The index reads of a store (see the module docstring)."""
-
-    _indexes: IndexSet | None
-    where: str
+class IndexReads(ReadView):
+    """The index reads of a store (see the module docstring): a ReadView, so that its own
+    reads (_scan, _fetch) are typed, and a RowReads (access.py) for IndexScan."""
 
     def _index(self, index: Index | str, what: str) -> Index:
         if self._indexes is None:
@@ -487,10 +485,9 @@ class IndexReads:
             raise _arity(found, leading if partial is None else (*leading, partial), "index_scan")
         lo = encode_leading(found.name, found.fields, leading, partial)
         span = KeySpan(None, lo, prefix_successor(lo))
-        view: Any = self
         if limit is not None:  # the limit is applied on what is yielded; read a little past it
             batch_size = min(batch_size, limit + 1)
-        scan = view._scan(
+        scan = self._scan(
             [span],
             _bound(found, start, "start"),
             _bound(found, end, "end"),
@@ -500,7 +497,7 @@ class IndexReads:
             None,
             {},
         )
-        return IndexScan(view, found, scan.undecoded(), records, limit)
+        return IndexScan(self, found, scan.undecoded(), records, limit)
 
     @overload
     async def lookup(self, index: Index[IR, Literal["unique"]], *values: Any) -> IR | None: ...
@@ -522,15 +519,14 @@ class IndexReads:
         if len(values) != len(found.fields):
             raise _arity(found, values, "lookup")
         entry = encode_fields(found.name, found.fields, values)
-        view: Any = self
         for _ in range(LOOKUP_TRIES):
-            primary = await view._fetch(entry)
+            primary = await self._fetch(entry)
             if primary is None:
                 return None
-            record = _record(view, primary, await view._fetch(primary))
+            record = _record(self, primary, await self._fetch(primary))
             if record is not None and holds(found, record, entry):
                 return record
-        source = view._source
+        source = self._source
         if not hasattr(source, "snapshot"):
             return None
         with translating(f"lookup on {self.where}"):
@@ -538,7 +534,7 @@ class IndexReads:
             primary = live_value(await calls.get_row(snap, entry))
             if primary is None:
                 return None
-            record = _record(view, primary, live_value(await calls.get_row(snap, primary)))
+            record = _record(self, primary, live_value(await calls.get_row(snap, primary)))
         return record if record is not None and holds(found, record, entry) else None
 
     async def _aggregate(self, index: Index | str, group: tuple[Any, ...], what: str) -> Any:
@@ -552,8 +548,7 @@ class IndexReads:
         if len(group) != len(found.fields):
             raise _arity(found, group, what)
         entry = encode_fields(found.name, found.fields, group)
-        view: Any = self
-        data = await view._fetch(entry)
+        data = await self._fetch(entry)
         return (0, 0) if data is None else found.index_kind.counts(found.name, entry, data)
 
     async def index_count(self, index: AggregateIndex | str, *group: Any) -> int:
@@ -573,8 +568,7 @@ class IndexReads:
             return {name: dict(meta) for name, meta in self._indexes.stored.items()}
         from opendata_kv.store.indexes.admin import stored_metas
 
-        view: Any = self
-        return await stored_metas(view)
+        return await stored_metas(self)
 
     async def check_indexes(self, *names: str) -> list[Problem]:
         """Every declared index (or those named) checked against a recount from the records:
@@ -583,12 +577,11 @@ class IndexReads:
         indexes = self._indexes
         if indexes is None:
             return []
-        view: Any = self
         problems: list[Problem] = []
         for name, index in indexes.declared.items():
             if (names and name not in names) or name not in indexes.stored:
                 continue
             if indexes.state(name) != "readable":
                 continue
-            problems += await check_index(view, index)
+            problems += await check_index(self, index)
         return problems
