@@ -29,7 +29,7 @@ from opendata_kv.store.indexes.layout import (
     entry_prefix,
     meta_key,
 )
-from opendata_kv.store.indexes.maintain import Tracked, plan
+from opendata_kv.store.indexes.maintain import IndexedOp, index_ops_for
 from opendata_kv.store.indexes.registry import READABLE, WRITE_ONLY, IndexSet
 from opendata_kv.store.indexes.stored import index_from_definition, unknown_functions
 from opendata_kv.store.scan import KeySpan, Record
@@ -256,9 +256,9 @@ async def build(
             meta = dict(indexes.stored[name])
             position = meta.get("position")
             rows, expiries = await _rows_after(store, spans, position, batch_size, where)
-            tracked = await _tracked(store, index, rows, expiries)
+            tracked = await _build_puts(store, index, rows, expiries)
             reads = FetchReads(store._fetch_many, store._fetch_many)  # a build replaces nothing
-            writes = await plan(indexes, store.values, tracked, reads, only=index)
+            writes = await index_ops_for(indexes, store.values, tracked, reads, only=index)
             batch = Batch(store)
             batch.queue(writes)
             finished = len(rows) < batch_size
@@ -291,14 +291,14 @@ async def _rows_after(
     return await scan.to_list(), expiries
 
 
-async def _tracked(
+async def _build_puts(
     store: RowReads, index: Index, rows: list[Record], expiries: dict[bytes, int]
-) -> list[Tracked]:
+) -> list[IndexedOp]:
     """The build's live records as tracked puts with their expiry (read by the scan, under the
     index lock), so every entry expires with its record; a covering index's with their stored
     bytes too, read with the expiry again, skipping a record that expired since the scan."""
     if not index.covering:
-        tracked: list[Tracked] = []
+        tracked: list[IndexedOp] = []
         for row in rows:
             expire_at = expiries.get(row.raw_key)
             put = _new(Put, (row.raw_key, None, expire_at, row.value, options_at(expire_at)))

@@ -30,11 +30,11 @@ from opendata_kv.store.indexes.registry import IndexSet
 from opendata_kv.store.writes import UNDECODED, Delete, MaintenanceReads, Op, Put
 from opendata_kv.values import Values
 
-__all__ = ["Expired", "Expiring", "Tracked", "plan", "show_key"]
+__all__ = ["Expired", "Expiring", "IndexedOp", "index_ops_for", "show_key"]
 
 _new = tuple.__new__  # a RecordWrite without NamedTuple.__new__'s argument handling (per record)
 #: one record write: (key bytes, its RecordType, the Put or Delete)
-Tracked = tuple[bytes, RecordType, Op]
+IndexedOp = tuple[bytes, RecordType, Op]
 
 
 class Expired(bytes):
@@ -73,15 +73,15 @@ def _value(values: Values, record_type: RecordType, key: bytes, new: Op) -> Any:
     return new.value
 
 
-async def plan(
+async def index_ops_for(
     indexes: IndexSet,
     values: Values,
-    tracked: Sequence[Tracked],
+    writes: Sequence[IndexedOp],
     reads: MaintenanceReads,
     only: Index | None = None,
     groups: GroupCache | None = None,
 ) -> list[Op]:
-    """The index ops for `tracked` (the last write of a key wins, as in the batch), reading
+    """The index ops for `writes` (the last write of a key wins, as in the batch), reading
     the replaced values with `reads.replaced` and unique holders and aggregates with
     `reads.current` (live values only: an expired record's entries expired with it).
     UniqueIndexError before anything is written when a unique value would get a second live
@@ -94,7 +94,7 @@ async def plan(
     gives the groups it writes are staged in it (learnt once the write is acknowledged)."""
     final: dict[bytes, tuple[RecordType, Op]] = {}
     has: dict[RecordType, bool] = {}  # whether a record type has indexes, asked once each
-    for key, record_type, new in tracked:
+    for key, record_type, new in writes:
         found = has.get(record_type)
         if found is None:
             found = has[record_type] = only is not None or bool(indexes.of(record_type))

@@ -3,8 +3,8 @@ index operations that keep its entries current (RFC 0010, "Writes as values").
 
 A maintainer sees a record change as a `RecordWrite` (the replaced value as read, the new one),
 returns plain ops (writes.Put / writes.Delete), and reads what else it needs (unique holders,
-aggregate groups) through the `current` values the coordinator (maintain.plan) reads for all
-maintainers at once. It imports nothing from the writer, reader, batch or views and touches
+aggregate groups) through the `current` values the coordinator (maintain.index_ops_for) reads
+for all maintainers at once. It imports nothing from the writer, reader, batch or views and touches
 nothing private of anyone else.
 """
 
