@@ -54,15 +54,15 @@ class IndexKind:
             raise SchemaError(f"index {name!r}: a {kind} index needs at least one field")
         if self.takes_amount != (index.amount is not None):
             raise SchemaError(
-                f"index {name!r}: amount= is what a sum index adds up, and only a sum index "
-                "takes it",
+                f"index {name!r}: a {kind} index {'needs' if self.takes_amount else 'takes no'} "
+                f"amount= (what a sum index adds up), got amount={index.amount!r}",
                 field="amount",
                 value=index.amount,
             )
         if index.covering and not self.takes_covering:
             raise SchemaError(
                 f"index {name!r}: covering=True keeps a copy of each record's value in its "
-                f"entries, which only a value index has (kind={kind!r})",
+                f"entries, which a {kind} index does not (a value index does)",
                 field="covering",
                 value=True,
             )
