@@ -520,7 +520,7 @@ def check_aggregate(face: SyncFace, model: Model, index: Index) -> None:
     groups = model.groups(index)
     items, more, _ = face.scan(index, records=False)
     got = [
-        (canon(e.values), e.total, canon(e.amount) if index.kind == "sum" else None) for e in items
+        (canon(e.values), e.records, canon(e.sum) if index.kind == "sum" else None) for e in items
     ]
     want = [
         (canon(values), count, canon(total) if index.kind == "sum" else None)

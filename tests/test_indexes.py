@@ -216,7 +216,7 @@ def test_reads_cursor_limit_reverse_and_has_more() -> None:
         assert found is not None and found.key.rkey == 4 and found.value["tag"] == "y"
         assert db.lookup(by_handle, "nobody") is None
         assert db.index_count(per_tag, "x") == 5
-        assert [(e.values, e.total) for e in db.index_scan(per_tag)] == [(("x",), 5), (("y",), 5)]
+        assert [(e.values, e.records) for e in db.index_scan(per_tag)] == [(("x",), 5), (("y",), 5)]
         with pytest.raises(IndexStateError, match="unique"):
             db.lookup(by_tag, "x")
         with pytest.raises(IndexStateError, match="not a count or sum"):

@@ -28,10 +28,10 @@ from opendata_kv.errors import (
 from opendata_kv.native import calls as native_calls
 from opendata_kv.store import Batch, Store, SyncBatch, SyncStore
 from opendata_kv.store.indexes.layout import ROOT, encode_aggregate, encode_fields
-from opendata_kv.store.indexes.maintain import plan
+from opendata_kv.store.indexes.maintain import index_ops_for
 from opendata_kv.store.indexes.registry import READABLE, IndexSet
 from opendata_kv.store.schema_arg import as_schema
-from opendata_kv.store.writes import UNDECODED, Delete, IndexReads, Op, Put
+from opendata_kv.store.writes import UNDECODED, Delete, MaintenanceReads, Op, Put
 
 EXAMPLES = int(os.environ.get("OPENDATA_KV_WRITES_EXAMPLES", "60"))
 
@@ -116,7 +116,7 @@ SCHEMA_OBJ, VALUES_OBJ = as_schema(SCHEMA)
 
 
 class FakeReads:
-    """IndexReads over a dict of stored rows (no TTLs: plain bytes)."""
+    """MaintenanceReads over a dict of stored rows (no TTLs: plain bytes)."""
 
     def __init__(self, rows: dict[bytes, bytes]) -> None:
         self.rows = rows
@@ -206,7 +206,7 @@ def test_maintainers_keep_index_rows_equal_to_a_recount(batches: list[list[Any]]
     unique clash is one whose records would give a value two holders."""
     indexes = _index_set()
     rows: dict[bytes, bytes] = {}
-    reads: IndexReads = FakeReads(rows)
+    reads: MaintenanceReads = FakeReads(rows)
     for batch in batches:
         ops: list[Op] = []
         for author, rkey, value in batch:
@@ -216,7 +216,8 @@ def test_maintainers_keep_index_rows_equal_to_a_recount(batches: list[list[Any]]
             else:
                 ops.append(Put(key, VALUES_OBJ.encode(post, value, key), None, value, None))
         try:
-            index_ops = asyncio.run(plan(indexes, VALUES_OBJ, indexes.tracked(ops), reads))
+            written = indexes.indexed_ops(ops)
+            index_ops = asyncio.run(index_ops_for(indexes, VALUES_OBJ, written, reads))
         except UniqueIndexError:
             after = dict(rows)
             _apply(after, ops)
@@ -271,7 +272,7 @@ def test_an_indexed_put_encodes_once_and_builds_one_native_batch(
         ("values/registry.py", "encode"),
         ("store/reader.py", "_writable"),
         ("store/indexes/registry.py", "indexed"),
-        ("store/indexes/maintain.py", "plan"),
+        ("store/indexes/maintain.py", "index_ops_for"),
         ("store/indexes/old_values.py", "current_values"),  # unique holders and groups
         ("store/batch.py", "native_batch"),
     ]

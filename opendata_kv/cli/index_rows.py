@@ -15,12 +15,12 @@ from opendata_kv.keys import Schema
 from opendata_kv.keys.codec_names import field_named
 from opendata_kv.keys.fields import Field
 from opendata_kv.store.indexes.admin import stored_metas
+from opendata_kv.store.indexes.kinds import KINDS
 from opendata_kv.store.indexes.layout import (
     CATALOG,
     ENTRIES,
     META,
     ROOT,
-    decode_aggregate,
     decode_entry,
     decode_meta,
     index_name_of,
@@ -108,19 +108,21 @@ class IndexKeys:
             )
         if isinstance(fields, str):
             raise StoreDataError(f"index {name!r}: {fields}", field=name)
-        kind = self.kinds[name]
-        obj["entry"] = kind
+        obj["entry"] = self.kinds[name]
+        kind = KINDS.get(self.kinds[name])
+        if kind is None:
+            raise StoreDataError(
+                f"index {name!r} is of kind {self.kinds[name]!r}, which this version does not "
+                f"know (it knows {list(KINDS)})",
+                field=name,
+            )
         values, rest = decode_entry(name, fields, key)
         obj["fields"] = {n: jsonable(v) for (n, _), v in zip(fields, values, strict=True)}
-        primary: bytes | None = None
-        if kind in ("count", "sum"):
-            if with_values:
-                count, total = decode_aggregate(name, key, data)
-                obj["value"] = {"count": count, "sum": jsonable(total)}
-        elif kind != "unique":
-            primary = rest  # the record key ends the entry key
-        elif with_values:
-            primary = data  # a unique entry's value is the record key
+        shown = kind.shown_value(name, key, data) if with_values else None
+        if shown is not None:
+            obj["value"] = {n: jsonable(v) for n, v in shown.items()}
+        # the record key: in the entry key, or (a unique entry's) the value, read only `with_values`
+        primary = kind.primary(rest, data if with_values else None)
         if primary is not None:
             obj["primary"] = self._primary(primary)
 

@@ -14,7 +14,7 @@ from opendata_kv.native.errors import FOREIGN, call, translate
 from opendata_kv.native.slatedb import WriteBatch
 from opendata_kv.store.absent import exists_error
 from opendata_kv.store.deletes import MAX_KEYS
-from opendata_kv.store.indexes.maintain import Tracked, plan
+from opendata_kv.store.indexes.maintain import IndexedOp, index_ops_for
 from opendata_kv.store.indexes.old_values import point_reads
 from opendata_kv.store.indexes.registry import IndexSet, WriteLock
 from opendata_kv.store.ranges import RangeKeywords, ScanRange, scan_range
@@ -170,7 +170,7 @@ class Batch:
         value = self._typed.get(at, UNDECODED)
         return _new(Put, (key, data, expire_at, value, options_at(expire_at)))
 
-    def tracked(self, indexes: IndexSet) -> list[Tracked]:
+    def tracked(self, indexes: IndexSet) -> list[IndexedOp]:
         """The queued ops with index upkeep (IndexSet.indexed_at decides), with their types."""
         keys = self._keys
         return [(keys[at], rt, self._op(at)) for at, rt in indexes.indexed_at(keys)]
@@ -483,7 +483,8 @@ class Transaction(ReadView):
             point_reads, self._source, self.where, check_expiry=self.check_expiry
         )
         reads = FetchReads(replaced, self._fetch_many)
-        for index_op in await plan(indexes, self.values, [(op.key, record_type, op)], reads):
+        written = [(op.key, record_type, op)]
+        for index_op in await index_ops_for(indexes, self.values, written, reads):
             await self._apply(index_op)
 
     async def _apply(self, op: Op) -> None:

@@ -22,7 +22,7 @@ from opendata_kv.objstore.deadline import READER_TIMEOUT
 from opendata_kv.store.batch import Batch, Snapshot, Transaction
 from opendata_kv.store.deletes import MAX_KEYS
 from opendata_kv.store.indexes.declare import IR, Index
-from opendata_kv.store.indexes.maintain import Tracked
+from opendata_kv.store.indexes.maintain import IndexedOp
 from opendata_kv.store.indexes.read import IT, AggregateIndex, IndexEntry
 from opendata_kv.store.indexes.registry import IndexSet
 from opendata_kv.store.open_options import OpenOptions
@@ -378,7 +378,7 @@ class SyncBatch(BatchHolder):
 
     batch: Batch
 
-    def tracked(self, indexes: IndexSet) -> list[Tracked]:
+    def tracked(self, indexes: IndexSet) -> list[IndexedOp]:
         """The queued ops with index upkeep (IndexSet.indexed_at decides), with their types."""
         return self.batch.tracked(indexes)
 

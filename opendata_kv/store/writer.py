@@ -44,7 +44,7 @@ from opendata_kv.store.deletes import MAX_KEYS, check_max_keys, keys_in
 from opendata_kv.store.indexes import admin as index_admin
 from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.layout import is_index_key
-from opendata_kv.store.indexes.maintain import Tracked, plan
+from opendata_kv.store.indexes.maintain import IndexedOp, index_ops_for
 from opendata_kv.store.indexes.old_values import current_values, old_values
 from opendata_kv.store.indexes.registry import IndexSet, WriteLock
 from opendata_kv.store.open_options import OpenOptions, open_options
@@ -455,7 +455,7 @@ class Store(StoreReader):
 
     async def _write_ops(self, db: Any, ops: list[Op]) -> None:
         """Apply `ops` atomically, with their index ops, in one native write."""
-        tracked, rows_of = self._tracked(lambda indexes: indexes.tracked(ops))
+        tracked, rows_of = self._tracked(lambda indexes: indexes.indexed_ops(ops))
         try:
             if tracked:
                 await self._write_indexed(db, ops, tracked)
@@ -466,8 +466,8 @@ class Store(StoreReader):
                 rows_of.groups.drop()
 
     def _tracked(
-        self, track: Callable[[IndexSet], list[Tracked]]
-    ) -> tuple[list[Tracked], IndexSet | None]:
+        self, track: Callable[[IndexSet], list[IndexedOp]]
+    ) -> tuple[list[IndexedOp], IndexSet | None]:
         """The writes with index upkeep (`track` of the IndexSet), and the IndexSet when they
         hold index rows written outside upkeep: `track` dropped its group cache then, and the
         caller drops it again once they are written (groups.py)."""
@@ -482,7 +482,7 @@ class Store(StoreReader):
         self,
         db: Any,
         ops: Batch | Sequence[Op],
-        tracked: list[Tracked],
+        tracked: list[IndexedOp],
         creates: Sequence[bytes] = (),
     ) -> None:
         """Write record ops with the index ops of `tracked` (planned from the values they
@@ -512,7 +512,9 @@ class Store(StoreReader):
                             telemetry.counting(current),
                         )
                     reads = FetchReads(replaced, current)
-                    index_ops = await plan(indexes, self.values, tracked, reads, groups=groups)
+                    index_ops = await index_ops_for(
+                        indexes, self.values, tracked, reads, groups=groups
+                    )
                 unread = check.unread()
                 if unread:  # the others in one read
                     check.seen(unread, await read(unread))

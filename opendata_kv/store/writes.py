@@ -39,7 +39,7 @@ Op = Put | Delete
 Fetch = Callable[[list[bytes]], Awaitable[list[bytes | None]]]
 
 
-class IndexReads(Protocol):
+class MaintenanceReads(Protocol):
     """What index upkeep reads: the values a write replaces (old_values' marking: Expired,
     Expiring) and the current live values of index rows (unique holders, aggregate groups)."""
 
@@ -49,7 +49,7 @@ class IndexReads(Protocol):
 
 
 class FetchReads:
-    """IndexReads from two fetch functions (the writer's, a transaction's, a build's)."""
+    """MaintenanceReads from two fetch functions (the writer's, a transaction's, a build's)."""
 
     __slots__ = ("_current", "_replaced")
 

@@ -57,7 +57,7 @@ async def reads(store: Store) -> None:
     async for hit in store.index_scan(by_text):
         reveal_type(hit.value)  # R: typed_schema.Post
     async for entry in store.index_scan(likes):
-        reveal_type(entry.total)  # R: "int | None"
+        reveal_type(entry.records)  # R: "int | None"
     reveal_type(await store.lookup(by_text, "hi"))  # R: typed_schema.Post]] | None
 
 

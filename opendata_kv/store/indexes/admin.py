@@ -19,6 +19,7 @@ from opendata_kv.errors import IndexStateError
 from opendata_kv.native import calls
 from opendata_kv.store.batch import Batch
 from opendata_kv.store.expiry import is_expired, now_ms
+from opendata_kv.store.indexes.access import RowReads
 from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.layout import (
     CATALOG,
@@ -28,7 +29,7 @@ from opendata_kv.store.indexes.layout import (
     entry_prefix,
     meta_key,
 )
-from opendata_kv.store.indexes.maintain import Tracked, plan
+from opendata_kv.store.indexes.maintain import IndexedOp, index_ops_for
 from opendata_kv.store.indexes.registry import READABLE, WRITE_ONLY, IndexSet
 from opendata_kv.store.indexes.stored import index_from_definition, unknown_functions
 from opendata_kv.store.scan import KeySpan, Record
@@ -204,7 +205,7 @@ def _spans(store: StoreReader, index: Index) -> list[KeySpan]:
     return sorted(spans, key=lambda span: span.start or b"")
 
 
-def _need(store: Store, name: str) -> tuple[IndexSet, Index]:
+def _need(store: RowReads, name: str) -> tuple[IndexSet, Index]:
     indexes = store._indexes
     if indexes is None or name not in indexes.declared:
         raise IndexStateError(
@@ -254,16 +255,10 @@ async def build(
         async with indexes.lock.held(store.where):
             meta = dict(indexes.stored[name])
             position = meta.get("position")
-            scan = store._scan(
-                spans, None, None, position, "raise", None, None, {"limit": batch_size}
-            )
-            scan._where = where
-            expiries: dict[bytes, int] = {}
-            scan.expiries = expiries
-            rows = await scan.to_list()
-            tracked = await _tracked(store, index, rows, expiries)
+            rows, expiries = await _rows_after(store, spans, position, batch_size, where)
+            tracked = await _build_puts(store, index, rows, expiries)
             reads = FetchReads(store._fetch_many, store._fetch_many)  # a build replaces nothing
-            writes = await plan(indexes, store.values, tracked, reads, only=index)
+            writes = await index_ops_for(indexes, store.values, tracked, reads, only=index)
             batch = Batch(store)
             batch.queue(writes)
             finished = len(rows) < batch_size
@@ -284,14 +279,26 @@ async def build(
             return done
 
 
-async def _tracked(
-    store: Store, index: Index, rows: list[Record], expiries: dict[bytes, int]
-) -> list[Tracked]:
+async def _rows_after(
+    store: RowReads, spans: list[KeySpan], position: Any, batch_size: int, where: str
+) -> tuple[list[Record], dict[bytes, int]]:
+    """The next `batch_size` records of `spans` after the build position, with the expiry
+    (Unix ms) of each that has one, read with them."""
+    scan = store._scan(spans, None, None, position, "raise", None, None, {"limit": batch_size})
+    scan._where = where
+    expiries: dict[bytes, int] = {}
+    scan.expiries = expiries
+    return await scan.to_list(), expiries
+
+
+async def _build_puts(
+    store: RowReads, index: Index, rows: list[Record], expiries: dict[bytes, int]
+) -> list[IndexedOp]:
     """The build's live records as tracked puts with their expiry (read by the scan, under the
     index lock), so every entry expires with its record; a covering index's with their stored
     bytes too, read with the expiry again, skipping a record that expired since the scan."""
     if not index.covering:
-        tracked: list[Tracked] = []
+        tracked: list[IndexedOp] = []
         for row in rows:
             expire_at = expiries.get(row.raw_key)
             put = _new(Put, (row.raw_key, None, expire_at, row.value, options_at(expire_at)))

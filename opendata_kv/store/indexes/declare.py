@@ -21,6 +21,9 @@ from opendata_kv.errors import KeyEncodeError, SchemaError
 from opendata_kv.keys import Key, RecordType
 from opendata_kv.keys.fields import Field
 from opendata_kv.keys.record import check_field_name
+from opendata_kv.store.indexes.field_values import field_of
+from opendata_kv.store.indexes.kind import IndexKind
+from opendata_kv.store.indexes.kinds import kind_named
 from opendata_kv.store.indexes.library import callable_name
 from opendata_kv.store.scan import K, Record, V
 
@@ -42,14 +45,12 @@ else:
     IR = TypeVar("IR")
     IK = TypeVar("IK", covariant=True)
 
+#: the built-in kinds, for the typed overloads; every kind (kinds.KINDS) is accepted as a str
 Kind = Literal["value", "unique", "count", "sum"]
-KINDS: tuple[Kind, ...] = ("value", "unique", "count", "sum")
-AGGREGATES = ("count", "sum")
 Using = Callable[[Key, Any], Iterable[Sequence[Any]]]
 Amount = Callable[[Key, Any], "int | float | None"]
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}\Z")
-_ABSENT = object()
 
 
 def check_index_name(name: object) -> str:
@@ -62,20 +63,6 @@ def check_index_name(name: object) -> str:
             value=name,
         )
     return name
-
-
-def field_of(key: Key | None, value: Any, name: str) -> Any:
-    """The field `name` of a record: a key field, else a value's mapping key or attribute;
-    None when the record has no such field. `key` None: the caller knows no field of this
-    index is a key field (Index.reads_key), so the key was not decoded."""
-    if key is not None and name in key._fields:
-        return getattr(key, name)
-    if value.__class__ is dict:  # the common case, without the ABC check
-        return value.get(name)
-    if isinstance(value, Mapping):
-        return value.get(name)
-    found = getattr(value, name, _ABSENT)
-    return None if found is _ABSENT else found
 
 
 class Index(Generic[IR, IK]):
@@ -91,6 +78,7 @@ class Index(Generic[IR, IK]):
         "covering",
         "field_names",
         "fields",
+        "index_kind",
         "kind",
         "name",
         "records",
@@ -189,7 +177,7 @@ class Index(Generic[IR, IK]):
         records: RecordType | str | Sequence[str | RecordType],
         fields: Mapping[str, Field] | Iterable[tuple[str, Field]],
         *,
-        kind: Kind = "value",
+        kind: str = "value",
         using: Using | None = None,
         amount: str | Amount | None = None,
         covering: bool = False,
@@ -202,7 +190,7 @@ class Index(Generic[IR, IK]):
         records: RecordType | str | Sequence[str | RecordType],
         fields: Mapping[str, Field] | Iterable[tuple[str, Field]],
         *,
-        kind: Kind = "value",
+        kind: str = "value",
         using: Using | None = None,
         amount: str | Amount | None = None,
         covering: bool = False,
@@ -239,35 +227,22 @@ class Index(Generic[IR, IK]):
                     "key; an index entry continues after its fields (use a terminated codec)",
                     field=pair[0],
                 )
-        if not pairs and kind not in AGGREGATES:
-            raise SchemaError(f"index {name!r}: a {kind} index needs at least one field")
         self.fields: tuple[tuple[str, Field], ...] = pairs
         self.field_names = tuple(n for n, _ in pairs)
-        if kind not in KINDS:
-            raise SchemaError(
-                f"index {name!r}: kind must be one of {list(KINDS)}, got {kind!r}",
-                field="kind",
-                value=kind,
-            )
-        self.kind: Kind = kind
-        if (kind == "sum") != (amount is not None):
-            raise SchemaError(
-                f"index {name!r}: amount= is what a sum index adds up, and only a sum index "
-                "takes it",
-                field="amount",
-                value=amount,
-            )
+        #: what the kind decides (entry layout, TTL policy, maintainer, ...): kinds.py
+        self.index_kind: IndexKind = kind_named(kind, name)
+        self.kind: str = kind
         self.amount = amount
-        if covering not in (False, True) or (covering and kind != "value"):
+        if covering not in (False, True):
             raise SchemaError(
-                f"index {name!r}: covering=True keeps a copy of each record's value in its "
-                f"entries, which only a value index has (kind={kind!r})",
+                f"index {name!r}: covering= is True or False, got {covering!r}",
                 field="covering",
                 value=covering,
             )
         #: entries hold a copy of the record's stored value: index_scan reads no record
         self.covering = bool(covering)
         self.using = using
+        self.index_kind.check_declaration(self)
         if isinstance(version, bool) or not isinstance(version, int) or version < 1:
             raise SchemaError(f"index {name!r}: version must be an int >= 1, got {version!r}")
         self.version = version
@@ -293,7 +268,7 @@ class Index(Generic[IR, IK]):
     @property
     def aggregate(self) -> bool:
         """True for count and sum indexes (one entry per group, holding count and sum)."""
-        return self.kind in AGGREGATES
+        return self.index_kind.aggregate
 
     def reads_key(self, record_type: RecordType) -> bool:
         """True when this index's entries or amount of `record_type` read its key (a key

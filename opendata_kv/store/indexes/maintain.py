@@ -20,22 +20,21 @@ from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.groups import GroupCache
 from opendata_kv.store.indexes.layout import encode_fields
 from opendata_kv.store.indexes.maintainers import (
-    MAINTAINERS,
-    Change,
+    PUT_VALUE,
     CountMaintainer,
     Maintainer,
-    kind_of,
+    RecordWrite,
     show_key,
 )
 from opendata_kv.store.indexes.registry import IndexSet
-from opendata_kv.store.writes import UNDECODED, Delete, IndexReads, Op, Put
+from opendata_kv.store.writes import UNDECODED, Delete, MaintenanceReads, Op, Put
 from opendata_kv.values import Values
 
-__all__ = ["Expired", "Expiring", "Tracked", "plan", "show_key"]
+__all__ = ["Expired", "Expiring", "IndexedOp", "index_ops_for", "show_key"]
 
-_new = tuple.__new__  # a Change without NamedTuple.__new__'s argument handling (per record)
+_new = tuple.__new__  # a RecordWrite without NamedTuple.__new__'s argument handling (per record)
 #: one record write: (key bytes, its RecordType, the Put or Delete)
-Tracked = tuple[bytes, RecordType, Op]
+IndexedOp = tuple[bytes, RecordType, Op]
 
 
 class Expired(bytes):
@@ -74,15 +73,15 @@ def _value(values: Values, record_type: RecordType, key: bytes, new: Op) -> Any:
     return new.value
 
 
-async def plan(
+async def index_ops_for(
     indexes: IndexSet,
     values: Values,
-    tracked: Sequence[Tracked],
-    reads: IndexReads,
+    writes: Sequence[IndexedOp],
+    reads: MaintenanceReads,
     only: Index | None = None,
     groups: GroupCache | None = None,
 ) -> list[Op]:
-    """The index ops for `tracked` (the last write of a key wins, as in the batch), reading
+    """The index ops for `writes` (the last write of a key wins, as in the batch), reading
     the replaced values with `reads.replaced` and unique holders and aggregates with
     `reads.current` (live values only: an expired record's entries expired with it).
     UniqueIndexError before anything is written when a unique value would get a second live
@@ -95,7 +94,7 @@ async def plan(
     gives the groups it writes are staged in it (learnt once the write is acknowledged)."""
     final: dict[bytes, tuple[RecordType, Op]] = {}
     has: dict[RecordType, bool] = {}  # whether a record type has indexes, asked once each
-    for key, record_type, new in tracked:
+    for key, record_type, new in writes:
         found = has.get(record_type)
         if found is None:
             found = has[record_type] = only is not None or bool(indexes.of(record_type))
@@ -108,8 +107,8 @@ async def plan(
         olds: list[bytes | None] = [None] * len(keys)
     else:
         olds = await reads.replaced(keys)
-    maintainers: dict[str, Maintainer] = {}
-    by_index: dict[Index, list[Change]] = {}  # the changes of each index, in batch order
+    maintainers: dict[type[Maintainer], Maintainer] = {}
+    by_index: dict[Index, list[RecordWrite]] = {}  # the changes of each index, in batch order
     encode = _entry_cache(indexes.entry_keys)
     if sum(map(len, indexes.entry_strings.values())) > ENTRY_CACHE_SIZE:
         indexes.entry_strings.clear()
@@ -117,7 +116,7 @@ async def plan(
     # key), decided once per plan instead of per record; None: asked key by key (a build)
     per_type: dict[RecordType, tuple[Sequence[Index], bool] | None] = {}
     # the change lists of a record type's indexes, when known once per plan (per_type)
-    lists: dict[RecordType, list[list[Change]]] = {}
+    lists: dict[RecordType, list[list[RecordWrite]]] = {}
     for key, old_data in zip(keys, olds, strict=True):
         record_type, new = final[key]
         active: Sequence[Index]
@@ -154,11 +153,11 @@ async def plan(
             # kept entries take the new expiry; with none before and none now they stay as
             # they are (only old_values' readers tell a value without a TTL by its plain bytes)
             keep = (put is None or put.options is None) and type(old_data) is bytes
-        if put is not None and put[3] is not UNDECODED:
+        if put is not None and put[PUT_VALUE] is not UNDECODED:
             new_value = put[3]
         else:
             new_value = _value(values, record_type, key, new)
-        change = _new(Change, (key, key_obj, old, live_old, new_value, put, keep))
+        change = _new(RecordWrite, (key, key_obj, old, live_old, new_value, put, keep))
         if targets is not None:  # every index of the type, lists made once
             for changes in targets:
                 changes.append(change)
@@ -166,14 +165,14 @@ async def plan(
         for index in active:
             by_index.setdefault(index, []).append(change)
     for index, changes in by_index.items():  # each index's changes at once (change_all)
-        kind = kind_of(index)
-        maintainer = maintainers.get(kind)
+        made = index.index_kind.maintainer(index)
+        maintainer = maintainers.get(made)
         if maintainer is None:
-            maintainer = maintainers[kind] = MAINTAINERS[kind](
+            maintainer = maintainers[made] = made(
                 indexes.schema, encode, only, indexes.entry_strings
             )
         maintainer.change_all(index, changes)
-    ordered = [maintainers[kind] for kind in MAINTAINERS if kind in maintainers]
+    ordered = sorted(maintainers.values(), key=_settle_order)
     counters = [m for m in ordered if isinstance(m, CountMaintainer)]
     if groups is not None and only is None:
         cached = groups.known(indexes.generation)
@@ -193,7 +192,7 @@ def _refuse_ttl(indexes: IndexSet, only: Index | None, record_type: RecordType, 
     """IndexTtlError when a count or sum index covers a record written with a TTL: an
     aggregate cannot expire with its records (RFC 0010)."""
     for index in [only] if only is not None else indexes.of(record_type):
-        if index.aggregate:
+        if not index.index_kind.takes_ttl:
             shown = show_key(indexes.schema, key)
             raise IndexTtlError(
                 f"{index.kind} index {index.name!r} covers {record_type.name!r} records, which "
@@ -203,6 +202,10 @@ def _refuse_ttl(indexes: IndexSet, only: Index | None, record_type: RecordType, 
                 record=record_type.name,
                 key=shown,
             )
+
+
+def _settle_order(maintainer: Maintainer) -> int:
+    return maintainer.settle_order
 
 
 def _whole(indexes: IndexSet, record_type: RecordType) -> tuple[Sequence[Index], bool] | None:

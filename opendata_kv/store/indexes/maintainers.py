@@ -1,10 +1,10 @@
 """Index maintainers, one per index kind: each turns the record changes of a write into the
 index operations that keep its entries current (RFC 0010, "Writes as values").
 
-A maintainer sees a record change as a `Change` (the replaced value as read, the new one),
+A maintainer sees a record change as a `RecordWrite` (the replaced value as read, the new one),
 returns plain ops (writes.Put / writes.Delete), and reads what else it needs (unique holders,
-aggregate groups) through the `current` values the coordinator (maintain.plan) reads for all
-maintainers at once. It imports nothing from the writer, reader, batch or views and touches
+aggregate groups) through the `current` values the coordinator (maintain.index_ops_for) reads
+for all maintainers at once. It imports nothing from the writer, reader, batch or views and touches
 nothing private of anyone else.
 """
 
@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from opendata_kv.errors import IndexAmountError, UniqueIndexError, show_bytes
 from opendata_kv.keys import Schema
 from opendata_kv.keys.fields import Field
-from opendata_kv.store.indexes.declare import Index, field_of
+from opendata_kv.store.indexes.field_values import field_of
 from opendata_kv.store.indexes.groups import Group
 from opendata_kv.store.indexes.layout import decode_entry, decode_sum, encode_sum
 from opendata_kv.store.indexes.sums import (
@@ -32,12 +32,16 @@ from opendata_kv.store.indexes.sums import (
 )
 from opendata_kv.store.writes import UNDECODED, Delete, Op, Put
 
+if TYPE_CHECKING:
+    from opendata_kv.store.indexes.declare import Index
+
 Encode = Callable[[str, Sequence[tuple[str, Field]], tuple[Any, ...]], bytes]
 _new = tuple.__new__  # ops built without NamedTuple.__new__'s argument handling (per entry)
 
 
-class Change(NamedTuple):
-    """One record write as maintainers see it (the last write of its key in the batch)."""
+class RecordWrite(NamedTuple):
+    """One record write as maintainers see it (the last write of its key in the batch); the
+    hot loops read it by the field positions below (KEY, KEY_OBJ, ...), not by bare numbers."""
 
     key: bytes
     key_obj: Any  # the decoded Key when an index reads key fields, else None
@@ -46,6 +50,29 @@ class Change(NamedTuple):
     new: Any  # the new value (None for a delete)
     put: Put | None  # the put (None for a delete)
     keep: bool  # kept entries stay as they are: neither old nor new value has a TTL
+
+
+#: RecordWrite's field positions, for the per-record loops that index it as a plain tuple
+KEY: Final = 0
+KEY_OBJ: Final = 1
+OLD: Final = 2
+LIVE_OLD: Final = 3
+NEW: Final = 4
+PUT: Final = 5
+KEEP: Final = 6
+assert RecordWrite._fields[KEEP] == "keep" and RecordWrite._fields[LIVE_OLD] == "live_old"
+#: Put's field positions (writes.Put), read the same way
+PUT_DATA: Final = 1
+PUT_EXPIRE_AT: Final = 2
+PUT_VALUE: Final = 3
+PUT_OPTIONS: Final = 4
+assert Put._fields[PUT_EXPIRE_AT] == "expire_at" and Put._fields[PUT_OPTIONS] == "options"
+#: positions in a CountMaintainer's per-group delta list [index, count, ints, floats, fine, key]
+D_COUNT: Final = 1
+D_INTS: Final = 2
+D_FLOATS: Final = 3
+D_FINE: Final = 4
+D_KEY: Final = 5
 
 
 def show_key(schema: Schema, key: bytes) -> Any:
@@ -58,6 +85,9 @@ def show_key(schema: Schema, key: bytes) -> Any:
 
 class Maintainer:
     """Collects the index ops of one index kind for one write (see the subclasses)."""
+
+    #: maintainers settle in this order (unique clashes refuse a write before aggregates)
+    settle_order = 0
 
     def __init__(
         self,
@@ -74,7 +104,9 @@ class Maintainer:
         #: IndexSet's, kept across writes: a stream of likes points at few subjects)
         self.strings = {} if strings is None else strings
 
-    def entries(self, index: Index, change: Change, value: Any) -> dict[bytes, tuple[Any, ...]]:
+    def entries(
+        self, index: Index, change: RecordWrite, value: Any
+    ) -> dict[bytes, tuple[Any, ...]]:
         """Entry keys (without the primary key) of a value, with their field values; compared
         as the bytes they encode to, since (-0.0,) == (0.0,) as tuples."""
         if value is None:
@@ -84,10 +116,10 @@ class Maintainer:
             encode(index.name, index.fields, v): v for v in index.entries(change.key_obj, value)
         }
 
-    def change(self, index: Index, change: Change) -> None:
+    def change(self, index: Index, change: RecordWrite) -> None:
         raise NotImplementedError
 
-    def change_all(self, index: Index, changes: Sequence[Change]) -> None:
+    def change_all(self, index: Index, changes: Sequence[RecordWrite]) -> None:
         """`change` for each of `changes` (record writes of one type, in batch order); a kind
         with `change_columns` does it column by column when a record has one entry at most
         (no `using`)."""
@@ -97,18 +129,18 @@ class Maintainer:
         for change in changes:
             self.change(index, change)
 
-    def change_columns(self, index: Index, changes: Sequence[Change]) -> None:
+    def change_columns(self, index: Index, changes: Sequence[RecordWrite]) -> None:
         """`change_all` for an index without `using`, column by column (kinds that can)."""
         raise NotImplementedError
 
     def entry_columns(
-        self, index: Index, changes: Sequence[Change], old_at: int = 2
+        self, index: Index, changes: Sequence[RecordWrite], old_at: int = OLD
     ) -> tuple[list[Any], list[Any]]:
-        """(before, after): the entry key of each change's replaced value (Change field
-        `old_at`: `old`, or `live_old` for aggregates) and of its new value."""
-        key_objs = [c[1] for c in changes]
+        """(before, after): the entry key of each change's replaced value (RecordWrite field
+        `old_at`: OLD, or LIVE_OLD for aggregates) and of its new value."""
+        key_objs = [c[KEY_OBJ] for c in changes]
         before = self.column(index, key_objs, [c[old_at] for c in changes])
-        return before, self.column(index, key_objs, [c[4] for c in changes])
+        return before, self.column(index, key_objs, [c[NEW] for c in changes])
 
     def column(self, index: Index, key_objs: Sequence[Any], values: list[Any]) -> list[Any]:
         """The entry key of each value (None: none) for an index without `using` (one entry
@@ -155,7 +187,7 @@ class Maintainer:
 class ValueMaintainer(Maintainer):
     """A value index: an empty entry per field value, deleted when the record gives it up."""
 
-    def change(self, index: Index, change: Change) -> None:
+    def change(self, index: Index, change: RecordWrite) -> None:
         # unpacked and inlined: this runs once per record and index, on the batched put path
         key, key_obj, old, _, new, put, keep = change
         encode, name, fields, ops = self.encode, index.name, index.fields, self.ops
@@ -172,28 +204,31 @@ class ValueMaintainer(Maintainer):
             return
         expire_at = options = None
         if put is not None:
-            expire_at, options = put[2], put[4]
+            expire_at, options = put[PUT_EXPIRE_AT], put[PUT_OPTIONS]
         for entry in after:  # kept entries too (they take the write's expiry) unless `keep`
             if not (keep and entry in before):
                 ops.append(_new(Put, (entry + key, b"", expire_at, UNDECODED, options)))
 
-    def change_columns(self, index: Index, changes: Sequence[Change]) -> None:
+    def change_columns(self, index: Index, changes: Sequence[RecordWrite]) -> None:
         before, after = self.entry_columns(index, changes)
         ops = self.ops
         for change, new, old in zip(changes, after, before, strict=True):
-            key = change[0]
+            key = change[KEY]
             if old is not None and old != new:
                 ops.append(Delete(old + key))
-            if new is not None and not (change[6] and old == new):
-                put: Any = change[5]  # a record with an entry is a put
-                ops.append(_new(Put, (new + key, b"", put[2], UNDECODED, put[4])))
+            if new is not None and not (change[KEEP] and old == new):
+                put: Any = change[PUT]  # a record with an entry is a put
+                entry = (new + key, b"", put[PUT_EXPIRE_AT], UNDECODED, put[PUT_OPTIONS])
+                ops.append(_new(Put, entry))
 
 
 class CoveringMaintainer(Maintainer):
     """A covering value index: every entry holds the record's stored bytes, so each write
     rewrites all of them, changed or not."""
 
-    def change(self, index: Index, change: Change) -> None:
+    settle_order = 1
+
+    def change(self, index: Index, change: RecordWrite) -> None:
         after = self.entries(index, change, change.new)
         before = self.entries(index, change, change.old)
         key, put = change.key, change.put
@@ -210,11 +245,11 @@ class CoveringMaintainer(Maintainer):
             copy = (entry + key, put.data, put.expire_at, UNDECODED, put.options)
             self.ops.append(_new(Put, copy))
 
-    def change_columns(self, index: Index, changes: Sequence[Change]) -> None:
+    def change_columns(self, index: Index, changes: Sequence[RecordWrite]) -> None:
         before, after = self.entry_columns(index, changes)
         ops = self.ops
         for change, new, old in zip(changes, after, before, strict=True):
-            key, put = change[0], change[5]
+            key, put = change[KEY], change[PUT]
             if old is not None and old != new:
                 ops.append(Delete(old + key))
             if new is None:
@@ -231,6 +266,8 @@ class UniqueMaintainer(Maintainer):
     """A unique index: one entry per value, holding the primary key; a value held by another
     live record refuses the write (UniqueIndexError) before anything is written."""
 
+    settle_order = 2
+
     def __init__(
         self,
         schema: Schema,
@@ -242,7 +279,7 @@ class UniqueMaintainer(Maintainer):
         self.adds: dict[bytes, tuple[Index, tuple[Any, ...], bytes, Put | None]] = {}
         self.removes: dict[bytes, bytes] = {}
 
-    def change(self, index: Index, change: Change) -> None:
+    def change(self, index: Index, change: RecordWrite) -> None:
         after = self.entries(index, change, change.new)
         before = self.entries(index, change, change.old)
         key = change.key
@@ -302,6 +339,8 @@ class CountMaintainer(Maintainer):
     """A count index: one row per group with its live record count (and, for a sum index, the
     exact total of its amounts, sums.py), read and rewritten with the write's net change."""
 
+    settle_order = 3
+
     def __init__(
         self,
         schema: Schema,
@@ -333,18 +372,18 @@ class CountMaintainer(Maintainer):
         if delta is None:
             delta = self.deltas[group] = [index, 0, 0, 0, 0, key]
         else:
-            delta[5] = key
-        delta[1] += sign
+            delta[D_KEY] = key
+        delta[D_COUNT] += sign
         if amount is None or amount.__class__ is int:
             if amount:
-                delta[2] += sign * amount
+                delta[D_INTS] += sign * amount
         elif isinstance(amount, float):
-            delta[3] += sign
-            delta[4] += sign * fine_units(amount)
+            delta[D_FLOATS] += sign
+            delta[D_FINE] += sign * fine_units(amount)
         else:  # an int subclass
-            delta[2] += sign * int(amount)
+            delta[D_INTS] += sign * int(amount)
 
-    def change(self, index: Index, change: Change) -> None:
+    def change(self, index: Index, change: RecordWrite) -> None:
         # An expired value counts in no aggregate any more: only the live one is taken out
         key, key_obj, _, live_old, new, _, _ = change
         encode, name, fields, add_one = self.encode, index.name, index.fields, self._add
@@ -359,25 +398,28 @@ class CountMaintainer(Maintainer):
                 for group in dict.fromkeys(groups):  # distinct, as entries() are
                     add_one(index, group, key, sign, amount)
 
-    def change_columns(self, index: Index, changes: Sequence[Change]) -> None:
+    def change_columns(self, index: Index, changes: Sequence[RecordWrite]) -> None:
         deltas, get = self.deltas, self.deltas.get
         # an expired value counts in no aggregate any more: only the live one is taken out
-        gone, added = self.entry_columns(index, changes, old_at=3)
+        gone, added = self.entry_columns(index, changes, old_at=LIVE_OLD)
         if index.amount is None:  # a count index: counts only, inlined (the put_many path)
             for at, change in enumerate(changes):
                 for group, sign in ((gone[at], -1), (added[at], 1)):
                     if group is not None:
                         delta = get(group)
                         if delta is None:
-                            deltas[group] = [index, sign, 0, 0, 0, change[0]]
+                            deltas[group] = [index, sign, 0, 0, 0, change[KEY]]
                         else:
-                            delta[1] += sign
-                            delta[5] = change[0]
+                            delta[D_COUNT] += sign
+                            delta[D_KEY] = change[KEY]
             return
         amount_of, amount, add_one = index.amount_of, self.amount, self._add
         for at, change in enumerate(changes):  # in record order, as change() adds up
-            key, key_obj = change[0], change[1]
-            for group, sign, value in ((gone[at], -1, change[3]), (added[at], 1, change[4])):
+            key, key_obj = change[KEY], change[KEY_OBJ]
+            for group, sign, value in (
+                (gone[at], -1, change[LIVE_OLD]),
+                (added[at], 1, change[NEW]),
+            ):
                 if group is None:
                     continue
                 found = amount_of(key_obj, value)
@@ -386,9 +428,9 @@ class CountMaintainer(Maintainer):
                     if delta is None:
                         deltas[group] = [index, sign, sign * found, 0, 0, key]
                     else:
-                        delta[1] += sign
-                        delta[2] += sign * found
-                        delta[5] = key
+                        delta[D_COUNT] += sign
+                        delta[D_INTS] += sign * found
+                        delta[D_KEY] = key
                 else:
                     add_one(index, group, key, sign, amount(index, key, key_obj, value, group))
 
@@ -450,17 +492,4 @@ class CountMaintainer(Maintainer):
 class SumMaintainer(CountMaintainer):
     """A sum index: a count index whose rows also total each record's amount."""
 
-
-#: the maintainer of each kind, in the order they settle (unique clashes before aggregates)
-MAINTAINERS: dict[str, type[Maintainer]] = {
-    "value": ValueMaintainer,
-    "covering": CoveringMaintainer,
-    "unique": UniqueMaintainer,
-    "count": CountMaintainer,
-    "sum": SumMaintainer,
-}
-
-
-def kind_of(index: Index) -> str:
-    """The MAINTAINERS key of an index."""
-    return "covering" if index.covering else index.kind
+    settle_order = 4

@@ -21,15 +21,14 @@ from opendata_kv.native.errors import translating
 from opendata_kv.store.arrow import record_batches, require_pyarrow
 from opendata_kv.store.cursor import encode_cursor
 from opendata_kv.store.expiry import live_value
+from opendata_kv.store.indexes.access import RowReads
 from opendata_kv.store.indexes.check import check_index
 from opendata_kv.store.indexes.declare import IR, Index
 from opendata_kv.store.indexes.layout import (
-    decode_aggregate,
     decode_entry,
     encode_fields,
     encode_leading,
 )
-from opendata_kv.store.indexes.registry import IndexSet
 from opendata_kv.store.options import ScanOptions, scan_settings
 from opendata_kv.store.ranges import ScanArgs, ScanRange, scan_range
 from opendata_kv.store.scan import KeySpan, RawRecord, Record, Scan
@@ -48,14 +47,34 @@ LOOKUP_TRIES = 3
 
 class IndexEntry(NamedTuple):
     """One index entry: its field `values`, the primary `key` it points to (a Key; None for an
-    aggregate), its own key bytes `raw_key` (the cursor), and an aggregate's `total` count and
-    `amount` sum."""
+    aggregate), its own key bytes `raw_key` (the cursor), and an aggregate's count of
+    `records` and `sum` of their amounts, as index_count and index_sum give them."""
 
     values: tuple[Any, ...]
     key: Key | None
     raw_key: bytes
-    total: int | None = None
-    amount: int | float | None = None
+    records: int | None = None  # not `count`: a tuple has a count method
+    sum: int | float | None = None
+
+    @property
+    def total(self) -> int | None:
+        """Deprecated: `records` (the name said a sum, the field holds the record count)."""
+        warnings.warn(
+            "IndexEntry.total is deprecated: it is the count of records, IndexEntry.records",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.records
+
+    @property
+    def amount(self) -> int | float | None:
+        """Deprecated: `sum` (an Index's `amount` is what one record adds, this the total)."""
+        warnings.warn(
+            "IndexEntry.amount is deprecated: it is the group's sum, IndexEntry.sum",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.sum
 
 
 #: what an IndexScan yields
@@ -69,7 +88,7 @@ class IndexScan(Generic[IT]):
     `limit` counts only what is yielded (RFC 0010)."""
 
     def __init__(
-        self, view: ReadView, index: Index, scan: Scan[Any], records: bool, limit: int | None
+        self, view: RowReads, index: Index, scan: Scan[Any], records: bool, limit: int | None
     ) -> None:
         self._view = view
         self._index = index
@@ -215,18 +234,19 @@ class IndexScan(Generic[IT]):
 
     async def _convert(self, rows: list[RawRecord]) -> list[tuple[Any, bytes]]:
         index, schema = self._index, self._view.schema
+        kind = index.index_kind
         entries: list[tuple[tuple[Any, ...], bytes | None, RawRecord]] = []
         for row in rows:
             values, rest = decode_entry(index.name, index.fields, row.raw_key)
-            primary = {"unique": row.value, "value": rest}.get(index.kind)
-            entries.append((values, primary, row))
+            entries.append((values, kind.primary(rest, row.value), row))
         if not self._records:
             out = []
             for values, primary, row in entries:
-                if primary is None:
-                    count, total = decode_aggregate(index.name, row.raw_key, row.value)
-                    out.append((IndexEntry(values, None, row.raw_key, count, total), row.raw_key))
-                else:
+                counts = kind.counts(index.name, row.raw_key, row.value)
+                if counts is not None:
+                    entry = IndexEntry(values, None, row.raw_key, *counts)
+                    out.append((entry, row.raw_key))
+                elif primary is not None:
                     entry = IndexEntry(values, schema.decode(primary), row.raw_key)
                     out.append((entry, row.raw_key))
             return out
@@ -297,12 +317,11 @@ def holds(
         for values in produced:
             if values == decoded and all(type(value) in _EXACT for value in values):
                 return True
-    if index.kind != "unique":
-        entry = entry[: len(entry) - len(record.raw_key)]
+    entry = index.index_kind.entry_part(entry, record.raw_key)
     return any(encode_fields(index.name, index.fields, v) == entry for v in produced)
 
 
-def _records(view: ReadView, rows: list[tuple[bytes, bytes, bytes]]) -> list[tuple[Any, bytes]]:
+def _records(view: RowReads, rows: list[tuple[bytes, bytes, bytes]]) -> list[tuple[Any, bytes]]:
     """(Record, entry key) for (primary key, stored value, entry key) rows: a batch of one
     record type decoded in a few C-level passes as a scan does, else (or when any row fails)
     row by row, where a failure raises its precise error."""
@@ -333,7 +352,7 @@ def _records(view: ReadView, rows: list[tuple[bytes, bytes, bytes]]) -> list[tup
     return out
 
 
-def _record(view: ReadView, primary: bytes, data: bytes | None) -> Record | None:
+def _record(view: RowReads, primary: bytes, data: bytes | None) -> Record | None:
     if data is None:
         return None
     key = view.schema.decode(primary)
@@ -364,11 +383,9 @@ def _bound(index: Index, bound: Any, what: str) -> bytes | None:
     )
 
 
-class IndexReads:
-    """The index reads of a store (see the module docstring)."""
-
-    _indexes: IndexSet | None
-    where: str
+class IndexReads(ReadView):
+    """The index reads of a store (see the module docstring): a ReadView, so that its own
+    reads (_scan, _fetch) are typed, and a RowReads (access.py) for IndexScan."""
 
     def _index(self, index: Index | str, what: str) -> Index:
         if self._indexes is None:
@@ -454,10 +471,9 @@ class IndexReads:
             raise _arity(found, leading if partial is None else (*leading, partial), "index_scan")
         lo = encode_leading(found.name, found.fields, leading, partial)
         span = KeySpan(None, lo, prefix_successor(lo))
-        view: Any = self
         if limit is not None:  # the limit is applied on what is yielded; read a little past it
             batch_size = min(batch_size, limit + 1)
-        scan = view._scan(
+        scan = self._scan(
             [span],
             _bound(found, bounds.start, "start"),
             _bound(found, bounds.end, "end"),
@@ -467,7 +483,7 @@ class IndexReads:
             None,
             {},
         )
-        return IndexScan(view, found, scan.undecoded(), records, limit)
+        return IndexScan(self, found, scan.undecoded(), records, limit)
 
     @overload
     async def lookup(self, index: Index[IR, Literal["unique"]], *values: Any) -> IR | None: ...
@@ -480,7 +496,7 @@ class IndexReads:
         are two reads: a record that no longer holds the value is read again (LOOKUP_TRIES
         times, then through a snapshot when the store has one), never returned."""
         found = self._index(index, "lookup")
-        if found.kind != "unique":
+        if not found.index_kind.unique:
             raise IndexStateError(
                 f"lookup on {self.where}: index {found.name!r} is a {found.kind} index; lookup "
                 "reads unique indexes (index_scan reads the others)",
@@ -489,15 +505,14 @@ class IndexReads:
         if len(values) != len(found.fields):
             raise _arity(found, values, "lookup")
         entry = encode_fields(found.name, found.fields, values)
-        view: Any = self
         for _ in range(LOOKUP_TRIES):
-            primary = await view._fetch(entry)
+            primary = await self._fetch(entry)
             if primary is None:
                 return None
-            record = _record(view, primary, await view._fetch(primary))
+            record = _record(self, primary, await self._fetch(primary))
             if record is not None and holds(found, record, entry):
                 return record
-        source = view._source
+        source = self._source
         if not hasattr(source, "snapshot"):
             return None
         with translating(f"lookup on {self.where}"):
@@ -505,7 +520,7 @@ class IndexReads:
             primary = live_value(await calls.get_row(snap, entry))
             if primary is None:
                 return None
-            record = _record(view, primary, live_value(await calls.get_row(snap, primary)))
+            record = _record(self, primary, live_value(await calls.get_row(snap, primary)))
         return record if record is not None and holds(found, record, entry) else None
 
     async def _aggregate(self, index: Index | str, group: tuple[Any, ...], what: str) -> Any:
@@ -519,9 +534,8 @@ class IndexReads:
         if len(group) != len(found.fields):
             raise _arity(found, group, what)
         entry = encode_fields(found.name, found.fields, group)
-        view: Any = self
-        data = await view._fetch(entry)
-        return (0, 0) if data is None else decode_aggregate(found.name, entry, data)
+        data = await self._fetch(entry)
+        return (0, 0) if data is None else found.index_kind.counts(found.name, entry, data)
 
     async def index_count(self, index: AggregateIndex | str, *group: Any) -> int:
         """How many records a count or sum index holds in `group` (one read, no scan)."""
@@ -540,8 +554,7 @@ class IndexReads:
             return {name: dict(meta) for name, meta in self._indexes.stored.items()}
         from opendata_kv.store.indexes.admin import stored_metas
 
-        view: Any = self
-        return await stored_metas(view)
+        return await stored_metas(self)
 
     async def check_indexes(self, *names: str) -> list[Problem]:
         """Every declared index (or those named) checked against a recount from the records:
@@ -550,12 +563,11 @@ class IndexReads:
         indexes = self._indexes
         if indexes is None:
             return []
-        view: Any = self
         problems: list[Problem] = []
         for name, index in indexes.declared.items():
             if (names and name not in names) or name not in indexes.stored:
                 continue
             if indexes.state(name) != "readable":
                 continue
-            problems += await check_index(view, index)
+            problems += await check_index(self, index)
         return problems

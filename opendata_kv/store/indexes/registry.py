@@ -165,7 +165,7 @@ class IndexSet:
             self.groups.drop()
         return found
 
-    def tracked(self, ops: Sequence[Op]) -> list[tuple[bytes, RecordType, Op]]:
+    def indexed_ops(self, ops: Sequence[Op]) -> list[tuple[bytes, RecordType, Op]]:
         """The ops of `ops` that have index upkeep, with their record types."""
         at_types = self.indexed_at([op[0] for op in ops]) if self._by_type else []
         return [(ops[at][0], record_type, ops[at]) for at, record_type in at_types]

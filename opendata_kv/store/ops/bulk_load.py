@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from opendata_kv.errors import IndexStateError, InvalidArgumentError, check_count, show_bytes
 from opendata_kv.keys import RecordType
+from opendata_kv.store.indexes.access import OpWrites, RowReads
 from opendata_kv.store.indexes.layout import ROOT, owned_part
 from opendata_kv.store.views import options_at
 from opendata_kv.store.writer import Store
@@ -37,7 +38,7 @@ class Checked(NamedTuple):
     expire_at: int | None = None  # absolute expiry, Unix ms (None: no TTL)
 
 
-def kept_indexes(store: Store) -> list[str]:
+def kept_indexes(store: RowReads) -> list[str]:
     """The stored indexes of `store` that keep entries now (IndexSet.keeping_entries): those
     a pair no record of its schema owns could leave stale."""
     indexes = store._indexes
@@ -98,7 +99,7 @@ def check_pair(
     return Checked(key, data, owner, fields, value, expire_at)
 
 
-async def write_checked(store: Store, pairs: list[Checked]) -> None:
+async def write_checked(store: OpWrites, pairs: list[Checked]) -> None:
     """Write checked pairs in one atomic native write with their index ops (the value each
     decoded to is handed on, so index upkeep does not decode it again), each with its expiry."""
     plan = store.values.plan

@@ -26,13 +26,13 @@ from opendata_kv.errors import OpendataKvError, SchemaError
 from opendata_kv.keys import Key, RecordType, Schema, codec_names
 from opendata_kv.keys.codecs import Field
 from opendata_kv.native.slatedb import RowEntryKind
-from opendata_kv.store.indexes.declare import AGGREGATES, Index
+from opendata_kv.store.indexes.declare import Index
+from opendata_kv.store.indexes.kinds import KINDS
 from opendata_kv.store.indexes.layout import (
     CATALOG,
     ENTRIES,
     META,
     ROOT,
-    decode_aggregate,
     decode_entry,
     decode_meta,
 )
@@ -267,15 +267,15 @@ class Decoder:
             return made(None, "unknown", None, None, data)
         name = key[len(ENTRIES) : end].decode(errors="replace")
         shape = self.shapes.get(name)
-        if shape is None or shape.fields is None:
-            return made(name, "entry", None, None, data)
+        kind = None if shape is None else KINDS.get(shape.kind)
+        if shape is None or shape.fields is None or kind is None:
+            return made(name, "entry", None, None, data)  # a kind this version does not know
         values, rest = decode_entry(name, shape.fields, key)
         fields = {field: value for (field, _), value in zip(shape.fields, values, strict=True)}
-        if shape.kind in AGGREGATES:
-            value = None if data is None else decode_aggregate(name, key, data)
+        if kind.aggregate:
+            value = None if data is None else kind.counts(name, key, data)
             return made(name, "entry", fields, None, value)
-        primary = data if shape.kind == "unique" else rest
-        return made(name, "entry", fields, self._record_key(primary), None)
+        return made(name, "entry", fields, self._record_key(kind.primary(rest, data)), None)
 
     def _record_key(self, primary: bytes | None) -> Key | bytes | None:
         if not primary:
