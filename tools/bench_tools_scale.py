@@ -166,23 +166,18 @@ def measure(path: str, runs: int, tools: list[str]) -> None:
             )
 
 
-async def footprint(path: str) -> None:
+async def footprint(path: str, settle: bool = True) -> None:
     """The store's settled bytes beside rocksdict's for the same pairs (bench_footprint's
     moments on a store this tool built: reopen the writer, let compaction settle, one GC pass
     beside it, close; rocksdict with default options gets every raw pair, flushed, reopened
-    and compacted). Writes to the store: run it after `measure`."""
+    and compacted, copied first, by a reader). Writes to the store: run it after `measure`;
+    `settle` False reads only (the store's bytes as built, L0 and WAL included)."""
     import rocksdict as rd
     from bench_footprint import GC_MIN_AGE_S, collect_all
     from bench_scale import dir_bytes, settle_slatedb
 
     load = os.getloadavg()[0]
     before = dir_bytes(Path(path))
-    store = await Store.open(path, Schema(RECORD))
-    compaction = await settle_slatedb(path)
-    await asyncio.sleep(GC_MIN_AGE_S + 0.1)
-    await collect_all(path)
-    await store.close()
-    settled = dir_bytes(Path(path))
     rocks = Path(path).parent / (Path(path).name + "-rocksdict")
     options = rd.Options(raw_mode=True)
     options.create_if_missing(True)
@@ -207,10 +202,19 @@ async def footprint(path: str) -> None:
     while any(db.property_int_value(p) for p in busy):
         await asyncio.sleep(0.25)
     db.close()
+    compaction: dict[str, int] = {}
+    if settle:
+        store = await Store.open(path, Schema(RECORD))
+        compaction = await settle_slatedb(path)
+        await asyncio.sleep(GC_MIN_AGE_S + 0.1)
+        await collect_all(path)
+        await store.close()
+    settled = dir_bytes(Path(path))
     rocks_bytes = sum(f.stat().st_size for f in rocks.rglob("*") if f.is_file())
     ours = sum(settled.values())
     print(
-        f"footprint {copied:,} records: as built {sum(before.values()) / 1e6:,.1f} MB {before}; "
+        f"footprint {copied:,} records (settled: {settle}): "
+        f"as built {sum(before.values()) / 1e6:,.1f} MB {before}; "
         f"settled {ours / 1e6:,.1f} MB {settled} ({ours / copied:.1f} B/record, {compaction}); "
         f"rocksdict {rocks_bytes / 1e6:,.1f} MB ({rocks_bytes / copied:.1f} B/record); "
         f"x rocksdict {ours / rocks_bytes:.2f}  (load {load:.2f} -> {os.getloadavg()[0]:.2f})",
@@ -285,6 +289,7 @@ def main() -> None:
     parser.add_argument(
         "--no-codec", action="store_true", help="build with slatedb's defaults (no codec)"
     )
+    parser.add_argument("--no-settle", action="store_true", help="footprint: read only")
     parser.add_argument("--tools", default="stats,verify", help="which CLI commands to measure")
     parser.add_argument(
         "--checked", action="store_true", help="build through load_pairs (decodes each value)"
@@ -301,7 +306,7 @@ def main() -> None:
     elif args.action == "measure":
         measure(where, args.runs, args.tools.split(","))
     else:
-        asyncio.run(footprint(where))
+        asyncio.run(footprint(where, not args.no_settle))
 
 
 if __name__ == "__main__":
