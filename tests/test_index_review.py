@@ -36,10 +36,15 @@ def _ids(records: Any) -> list[str]:
 
 
 def _expired_store(url: str, n: int) -> None:
+    """`n` records whose TTL has passed, every one still stored: the TTL outlasts the close's
+    flush (a flush drops rows already expired, so a short TTL on a loaded machine lost the
+    first of them), then the test waits it out."""
+    ttl = 1.0
+    written = time.monotonic()
     with SyncStore.open(url, [user], indexes=INDEXES) as db:
         for i in range(n):
-            db.put(user, (f"u{i:02}",), {"team": "a", "handle": f"h{i}"}, ttl=0.02)
-    time.sleep(0.06)
+            db.put(user, (f"u{i:02}",), {"team": "a", "handle": f"h{i}"}, ttl=ttl)
+    time.sleep(max(0.0, written + ttl + 0.1 - time.monotonic()))
 
 
 @pytest.mark.parametrize("how", ["put", "batch", "walked_batch", "transaction", "rebuild"])

@@ -46,8 +46,9 @@ def through(proxy: DelayProxy) -> dict[str, Any]:
 
 
 async def _things(url: str) -> None:
-    """10,000 rows of ~150 B (~1.5 MB: 6-7 windows of 256 KiB) in four leading groups."""
-    async with Store.open(url, [thing]) as db:
+    """10,000 rows of ~150 B (~1.5 MB: 6-7 windows of 256 KiB) in four leading groups,
+    stored uncompressed (Lz4, the default, would shrink these repetitive rows to a window)."""
+    async with Store.open(url, [thing], settings={"compression_codec": None}) as db:
         await db.put_many(
             ((thing, (n % 4, n), {"text": "x" * 120, "n": n}) for n in range(ROWS)),
             durable=True,

@@ -80,7 +80,10 @@ def _numbered(root: str, directory: str, suffix: str, listing: Listing) -> dict[
         if number is None or not entry.is_file():
             listing.strays.append(f"{directory}/{entry.name}")
             continue
-        found[number] = entry.stat().st_size
+        try:
+            found[number] = entry.stat().st_size
+        except FileNotFoundError:
+            continue  # collected between the directory read and the stat: not listed
         if not os.access(entry.path, os.R_OK):
             listing.unreadable.append(f"{directory}/{entry.name}")
     return found
@@ -93,7 +96,10 @@ def list_local(root: str) -> Listing:
     for entry in _entries(root, SST_DIR):
         stem, dot, ext = entry.name.partition(".")
         if dot and ext == "sst" and entry.is_file():
-            listing.ssts[stem] = entry.stat().st_size
+            try:
+                listing.ssts[stem] = entry.stat().st_size
+            except FileNotFoundError:
+                continue  # compacted away between the directory read and the stat
             if not os.access(entry.path, os.R_OK):
                 listing.unreadable.append(f"{SST_DIR}/{entry.name}")
         else:
