@@ -176,10 +176,12 @@ class StructCodec(_Limited, Generic[T]):
         self.cls = cls
         self.name = f"struct:{cls.__qualname__}"
         self.unknown = "forbid" if config.forbid_unknown_fields else check_unknown(unknown)
+        #: msgspec itself refuses undeclared fields: nothing is left to look for
+        self._strict = bool(config.forbid_unknown_fields)
         #: the stored names of its fields, in the order msgspec encodes them
         self._order: tuple[str, ...] = tuple(cls.__struct_encode_fields__)  # type: ignore[attr-defined]
         self._declared = frozenset(self._order)
-        self._all_required = len(cls.__struct_defaults__) == 0  # type: ignore[attr-defined]
+        self._twin: Callable[[bytes], Any] = _twin_decoder(cls)
         self._encode: Callable[[Any], bytes] = msgspec.msgpack.Encoder().encode
         self._decode: Callable[[bytes], T] = msgspec.msgpack.Decoder(cls).decode
 
@@ -213,12 +215,21 @@ class StructCodec(_Limited, Generic[T]):
 
     def _unknown(self, made: T, data: bytes) -> T:
         """`made`, after the stored fields its Struct does not declare are refused (forbid)
-        or kept beside it (keep). A map of as many entries as a Struct without defaults has
-        fields holds exactly those (msgspec refused a missing one) and is not looked at again;
-        any other is unpacked to find its undeclared keys."""
-        if self._all_required and _map_length(data) == len(self._order):
+        or kept beside it (keep). The map is first read by a twin Struct of the same field
+        names that forbids unknown ones and decodes no value (msgspec.Raw): it passes, in C,
+        for every record of only declared fields; one that fails is unpacked to find them."""
+        if self._strict:
             return made
-        stored = unpack(data, self.limits)
+        try:
+            self._twin(data)
+            return made
+        except msgspec.ValidationError:
+            return self._undeclared(made, data)
+
+    def _undeclared(self, made: T, data: bytes) -> T:
+        """`_unknown` past the twin: `data` (which msgspec decoded, under the caps) unpacked
+        with the caps' own unpacker to find its undeclared fields."""
+        stored = self.limits.unpackb(data)
         unknown = [k for k in stored if k not in self._declared]
         if unknown and self.unknown == "forbid":
             raise ValueDecodeError(
@@ -233,8 +244,15 @@ class StructCodec(_Limited, Generic[T]):
         """`decode` over a batch (a scan's path); any error sends the scan to `decode`."""
         if _any_may_exceed(batch, self.limits):
             return [self.decode(data) for data in batch]
-        decode, check = self._decode, self._unknown
-        return [check(decode(data), data) for data in batch]
+        made = list(map(self._decode, batch))
+        if not self._strict:
+            try:
+                list(map(self._twin, batch))  # no undeclared field anywhere: the common case
+            except msgspec.ValidationError:
+                pairs = zip(made, batch, strict=True)
+                check = self._unknown
+                return [check(value, data) for value, data in pairs]
+        return made
 
     def __repr__(self) -> str:
         extra = f", unknown={self.unknown!r}" if self.unknown != "keep" else ""
@@ -256,15 +274,20 @@ def _any_may_exceed(batch: list[bytes], limits: DecodeLimits) -> bool:
     return any(may_exceed(data, limits) for data in batch)
 
 
-def _map_length(data: bytes) -> int:
-    """The entry count of the msgpack map `data` starts with (-1 when it starts no map)."""
-    if not data:
-        return -1
-    head = data[0]
-    if 0x80 <= head <= 0x8F:
-        return head & 0x0F
-    if head == 0xDE and len(data) >= 3:
-        return int.from_bytes(data[1:3], "big")
-    if head == 0xDF and len(data) >= 5:
-        return int.from_bytes(data[1:5], "big")
-    return -1
+
+def _twin_decoder(cls: Any) -> Callable[[bytes], Any]:
+    """A msgspec decoder of a Struct with `cls`'s stored field names (and tag), every one
+    optional and left undecoded (msgspec.Raw), that refuses any other name: it checks, at
+    msgspec's speed, that a stored map holds no field `cls` does not declare."""
+    infos = msgspec.structs.fields(cls)
+    config = cls.__struct_config__
+    twin = msgspec.defstruct(
+        f"{cls.__name__}Names",
+        [(info.name, msgspec.Raw, msgspec.Raw()) for info in infos],
+        rename={info.name: info.encode_name for info in infos},
+        forbid_unknown_fields=True,
+        tag=config.tag,
+        tag_field=config.tag_field,
+    )
+    decode: Callable[[bytes], Any] = msgspec.msgpack.Decoder(twin).decode
+    return decode

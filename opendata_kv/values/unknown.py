@@ -6,8 +6,8 @@ their stored order, so a typed get and put of a record with unknown fields is by
 `unknown="forbid"`: such a record is a ValueDecodeError naming the record, field and bytes.
 
 A dataclass, Struct or pydantic object keeps them beside itself: KEPT maps the object's id to
-the map it was decoded from, for as long as the object lives (a weakref.finalize drops the
-entry as the object is freed, before its id can be reused). A TypedDict value is a dict and
+the map it was decoded from, for as long as the object lives (a weak reference's callback
+drops the entry as the object is freed, before its id can be reused). A TypedDict value is a dict and
 keeps them in itself.
 """
 
@@ -29,25 +29,31 @@ def check_unknown(unknown: object) -> UnknownFields:
 
 
 class _Kept:
-    """id(object) -> the stored map the object was decoded from, while the object lives."""
+    """id(object) -> the stored map the object was decoded from, while the object lives: the
+    entry holds a weak reference to the object whose callback removes the entry as the
+    object is freed (before its id can be reused)."""
 
     def __init__(self) -> None:
-        self._maps: dict[int, dict[Any, Any]] = {}
+        self._maps: dict[int, tuple[dict[Any, Any], weakref.ref[Any]]] = {}
 
     def remember(self, obj: object, stored: dict[Any, Any]) -> bool:
         """Keep `stored` beside `obj`; False when `obj` takes no weak reference (a slotted
         dataclass without weakref_slot, a Struct without weakref=True): nothing is kept."""
         key = id(obj)
+        maps = self._maps
         try:
-            weakref.finalize(obj, self._maps.pop, key, None)
+            ref = weakref.ref(obj, lambda _ref: maps.pop(key, None))
         except TypeError:
             return False
-        self._maps[key] = stored
+        maps[key] = (stored, ref)
         return True
 
     def recall(self, obj: object) -> dict[Any, Any] | None:
         """The stored map `obj` was decoded from, when it was kept."""
-        return self._maps.get(id(obj))
+        entry = self._maps.get(id(obj))
+        if entry is None or entry[1]() is not obj:
+            return None
+        return entry[0]
 
     def __len__(self) -> int:
         return len(self._maps)
