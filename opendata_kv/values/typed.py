@@ -274,7 +274,6 @@ def _any_may_exceed(batch: list[bytes], limits: DecodeLimits) -> bool:
     return any(may_exceed(data, limits) for data in batch)
 
 
-
 def _twin_decoder(cls: Any) -> Callable[[bytes], Any]:
     """A msgspec decoder of a Struct with `cls`'s stored field names (and tag), every one
     optional and left undecoded (msgspec.Raw), that refuses any other name: it checks, at

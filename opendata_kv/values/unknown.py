@@ -7,8 +7,8 @@ their stored order, so a typed get and put of a record with unknown fields is by
 
 A dataclass, Struct or pydantic object keeps them beside itself: KEPT maps the object's id to
 the map it was decoded from, for as long as the object lives (a weak reference's callback
-drops the entry as the object is freed, before its id can be reused). A TypedDict value is a dict and
-keeps them in itself.
+drops the entry as the object is freed, before its id can be reused). A TypedDict value is
+a dict and keeps them in itself.
 """
 
 from __future__ import annotations
