@@ -117,8 +117,9 @@ def readable_undeclared(
     stored: Mapping[str, Mapping[str, Any]], declared: Iterable[str], records: Iterable[str]
 ) -> list[Index]:
     """The stored indexes a reader was not given that it reads from their stored definitions
-    (RFC 0010, "Readers"): each one over a record type of the reader's schema (`records`)
-    whose definition rebuilds its Index (no function, or only the library's). A reader writes
+    (RFC 0013, "Readers and the indexes they were not given"): each one over a record type of
+    the reader's schema (`records`) whose definition rebuilds its Index (no function, or only
+    the library's). A reader writes
     no entry, so what a writer needs the function for never happens; the definition gives the
     entry layout, the stored state still refuses reads of an index being built, and one that
     names another function is left to its declaration (the error of a read names
