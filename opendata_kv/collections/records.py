@@ -280,9 +280,11 @@ class RecordCollection(Generic[StoreT]):
     max_attempts: how often `create` runs its transaction before it gives up on conflicts.
     backlinks: the backlink indexes the backlink reads use (those of `layout` by default);
         the store must have been opened with their `indexes`.
-    value_types: collection NSID -> the type of its values (a dataclass, TypedDict or
-        msgspec.Struct, or a value codec): written through its codec's checks, stored as the
-        plain msgpack map, read back as that type; other collections hold plain data.
+    value_types: collection NSID -> the type of its values (a dataclass, TypedDict,
+        msgspec.Struct or pydantic model, or a value codec): written through its codec's
+        checks, stored as the plain msgpack map, read back as that type (stored fields the
+        type does not declare kept); other collections hold any msgpack value. `typed(nsid,
+        Post)` gives the same to mypy, as a view of one collection.
     store: a Store, or a StoreReader for the read methods only.
     """
 
