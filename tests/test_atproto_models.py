@@ -20,7 +20,7 @@ from opendata_kv.collections import (
 )
 from opendata_kv.errors import ValueDecodeError, ValueEncodeError
 from opendata_kv.store import SyncStore
-from opendata_kv.values import ModelCodec, as_codec, unpack
+from opendata_kv.values import ModelCodec, as_codec, pack, unpack
 
 ALICE = "did:plc:4q2vy7fjsmu4xkzrsjbtwpoe"
 BOB = "did:plc:ewvi7nxzyoun6zhxrhs64oiz"
@@ -112,3 +112,19 @@ def test_a_newer_post_with_fields_the_sdk_lacks_round_trips_byte_identical() -> 
         with pytest.raises(ValueDecodeError, match=r"unknown fields \['via'\]") as caught:
             strict.get(ALICE, "3kabcdefghij2")
         assert caught.value.field == "via"
+
+
+def test_nested_fields_the_sdk_lacks_survive_too() -> None:
+    external = {"uri": "https://a.example", "title": "t", "description": "d", "newField": [1, 2]}
+    stored = {
+        "text": "x",
+        "$type": POST,
+        "embed": {"$type": "app.bsky.embed.external", "external": external, "extra": True},
+        "createdAt": AT,
+        "reply": None,
+    }
+    codec = as_codec(models.AppBskyFeedPost.Record)
+    data = pack(stored)
+    post = codec.decode(data)
+    assert post.embed.external.title == "t"
+    assert codec.encode(post) == data
