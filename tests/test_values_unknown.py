@@ -225,3 +225,19 @@ def test_typed_view_get_and_put_is_byte_identical(spec: Any) -> None:
             assert no.value.field in set(stored) - DECLARED
 
         check()
+
+
+def test_a_store_read_refusing_unknown_fields_names_record_field_and_bytes() -> None:
+    from opendata_kv import RecordType, Schema, fields
+    from opendata_kv.values import Values
+
+    note = RecordType("note", 1, [("rkey", fields.string)])
+    with SyncStore.open("memory://strict-note", Schema(note)) as db:
+        db.put(note, ("a",), {"text": "hi", "likes": 1, "facets": []})
+        data = db.get_raw(note.encode("a"))
+    strict = Values(Schema(note)).register(note, DataclassCodec(PostDc, unknown="forbid"))
+    with pytest.raises(ValueDecodeError, match=r"note v1 key .*unknown fields \['facets'\]") as no:
+        strict.decode(note, note.encode("a"), data)
+    assert (no.value.record, no.value.field, no.value.value) == ("note", "facets", data)
+    kept = Values(Schema(note)).register(note, PostDc).decode(note, note.encode("a"), data)
+    assert unknown_fields(kept) == {"facets": []}

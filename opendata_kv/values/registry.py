@@ -252,7 +252,9 @@ class Values:
             )
             if isinstance(exc, ValueLimitError):  # keep the class and the cap's facts
                 raise ValueLimitError(message, cap=exc.cap, limit=exc.limit) from None
-            raise ValueDecodeError(message) from None
+            raise ValueDecodeError(
+                message, record=record_type.name, field=exc.field, value=data
+            ) from None
         if upgrade and plan.upgrade is not None:
             try:
                 value = plan.upgrade(value)
