@@ -56,7 +56,9 @@ from opendata_kv.collections.sync import (
     SyncPageStore,
     SyncRecordCollection,
     SyncResults,
+    SyncTypedRecords,
 )
+from opendata_kv.collections.typed_records import TypedRecords
 from opendata_kv.keys import RecordType, Schema
 from opendata_kv.values import Values
 
@@ -105,6 +107,8 @@ __all__ = [
     "SyncPageStore",
     "SyncRecordCollection",
     "SyncResults",
+    "SyncTypedRecords",
+    "TypedRecords",
     "combined_schema",
     "default_schema",
     "default_values",
