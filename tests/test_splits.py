@@ -96,6 +96,17 @@ def test_cut_inside_one_piece_interpolates() -> None:
     assert [r.estimated_bytes for r in ranges] == [1000] * 4
 
 
+def test_a_dense_piece_inside_a_wide_one_does_not_erase_it() -> None:
+    """L0 SSTs spanning every record type, and one record's SST a millionth of their width:
+    the wide ones' bytes still count after the dense one ends (a running float sum lost
+    them, and the range came back uncut)."""
+    wide = [Piece(b"\x01\x10did:0\x00r", b"\x02\x10did:4\x00s", 7000) for _ in range(6)]
+    dense = Piece(b"\x01 " + bytes(8), b"\x01 " + bytes(7) + b"'", 685)
+    ranges = cut([dense, *wide], b"", None, 2)
+    assert len(ranges) == 2
+    check_balance(ranges)
+
+
 def test_no_data_is_one_range() -> None:
     assert cut([], b"x", b"y", 8) == [KeyRange(b"x", b"y", 0)]
 

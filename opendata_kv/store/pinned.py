@@ -145,6 +145,16 @@ class Pinned:
         self._checkpoint_id = made.id
         return made.id
 
+    async def refresh_async(self) -> None:
+        """Give the checkpoint its full lifetime again from now: what a job longer than
+        `lifetime` calls now and then (a job that dies stops refreshing, so it still expires)."""
+        async with await self._open_admin() as reader:
+            await reader.refresh_checkpoint(self.checkpoint_id, self.lifetime)
+
+    def refresh(self) -> None:
+        """refresh_async, blocking."""
+        driver.run(self.refresh_async())
+
     async def release(self) -> None:
         """Delete the checkpoint (what leaving does); nothing when none is held."""
         checkpoint_id, self._checkpoint_id = self._checkpoint_id, None

@@ -13,6 +13,7 @@ SSTs). Splits whose estimates differ by more than 2x are merged with a neighbour
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -157,16 +158,17 @@ def _places(
     pieces: Sequence[Piece], prefix: bytes, total: int, n: int
 ) -> list[tuple[bytes, float]]:
     """(cut key, bytes before it) for each multiple of total / n, in order."""
-    starts: dict[int, float] = {}
-    ends: dict[int, float] = {}
+    starts: dict[int, list[int]] = {}  # place -> pieces starting there (their index)
+    ends: dict[int, list[int]] = {}
+    densities: list[float] = []
     points: dict[int, float] = {}
     firsts: dict[int, bytes] = {}
     for piece in pieces:
         a, b = position(piece.first, prefix), position(piece.last, prefix)
         if b > a:
-            density = piece.size / (b - a)
-            starts[a] = starts.get(a, 0.0) + density
-            ends[b] = ends.get(b, 0.0) + density
+            starts.setdefault(a, []).append(len(densities))
+            ends.setdefault(b, []).append(len(densities))
+            densities.append(piece.size / (b - a))
         else:
             points[a] = points.get(a, 0.0) + piece.size
         if a not in firsts or piece.first < firsts[a]:
@@ -177,6 +179,7 @@ def _places(
     ideal: list[tuple[int, float]] = []  # (place, bytes before it)
     before: dict[int, float] = {}  # bytes before each place, point masses at it excluded
     cum = density = 0.0
+    active: set[int] = set()
     prev = xs[0]
     i = 0
     for x in xs:
@@ -194,7 +197,12 @@ def _places(
             ideal.append((x, cum) if targets[i] - cum < mass / 2 else (x + 1, cum + mass))
             i += 1
         cum += mass
-        density += starts.get(x, 0.0) - ends.get(x, 0.0)
+        if x in starts or x in ends:
+            # summed afresh: a running sum would lose a small density to a large one's
+            # subtraction (a piece a million times denser comes and goes)
+            active.difference_update(ends.get(x, ()))
+            active.update(starts.get(x, ()))
+            density = math.fsum(densities[j] for j in active)
         prev = x
     snaps = sorted(firsts)
     out = []
