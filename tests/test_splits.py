@@ -326,3 +326,37 @@ def test_splits_async(tmp_path: Path) -> None:
     ranges = asyncio.run(main())
     check_cover(ranges, *post.range())  # type: ignore[arg-type]
     assert len(ranges) > 1
+
+
+def test_a_reader_estimates_writes_only_in_the_wal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the writer open and its writes only in WAL files (no L0 flush yet), a reader's
+    splits count them from the WAL rows, also when it reads only a sample of the files."""
+    from opendata_kv.store.ops import manifest_pieces
+
+    url = str(tmp_path / "db")
+    rng = random.Random(3)
+    with SyncStore.open(url, SCHEMA, settings={"flush_interval": "60s"}) as db:
+        for batch in range(20):
+            with db.batch() as b:
+                for i in range(50):
+                    b.put(post, ("repo", batch * 50 + i), rng.randbytes(rng.randrange(50, 150)))
+            db.flush()  # one WAL file per batch
+        with SyncStore.open_reader(url, SCHEMA) as reader:
+            full = reader.splits(post, n=4)
+            check_cover(full, *post.range())  # type: ignore[arg-type]
+            assert len(full) == 4
+            whole = sum(r.estimated_bytes for r in full)
+            assert whole >= 1000 * 50  # every value's bytes, from the WAL
+            monkeypatch.setattr(manifest_pieces, "WAL_SAMPLE_ROWS", 120)  # 3 of 20 files
+            sampled = reader.splits(post, n=4)
+            check_cover(sampled, *post.range())  # type: ignore[arg-type]
+            estimate = sum(r.estimated_bytes for r in sampled)
+            assert estimate != whole  # extrapolated from 3 files, not read from 20
+            assert whole / 2 <= estimate <= whole * 2
+            assert [kv for s in sampled for kv in rows_in(reader, s)] == rows(reader, post)
+
+
+def rows_in(view: Any, split: KeyRange) -> list[tuple[bytes, bytes]]:
+    return [(r.raw_key, r.value) for r in view.scan(post, range=split)]

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from opendata_kv.errors import ArgumentTypeError, CheckpointError, StoreUnavailableError
 from opendata_kv.keys import RecordType
+from opendata_kv.native.errors import call
+from opendata_kv.native.slatedb import FlushOptions, FlushType
 from opendata_kv.store.ops.checkpoints import Checkpoints, wal_dir
 from opendata_kv.store.ops.manifest_pieces import data_pieces
 from opendata_kv.store.ranges import KeyRange, ScanRange, scan_range
@@ -87,9 +89,15 @@ def target_bounds(
 
 async def pieces_of(reader: StoreReader) -> list[Any]:
     """The data pieces of what `reader` reads: the latest manifest plus the WAL after it, or
-    a checkpoint's manifest (and, for one made away from the writer, its copy's WAL)."""
+    a checkpoint's manifest (and, for one made away from the writer, its copy's WAL). The
+    writer flushes its memtable to L0 first, so its manifest names all it holds."""
     store, where = reader._object_store, reader.where
     db_path = reader.location.db_path
+    if not reader.readonly:
+        await call(
+            reader._writable().flush_with_options(FlushOptions(flush_type=FlushType.MEM_TABLE)),
+            f"flush before splits on {where}",
+        )
     if reader.checkpoint_id is None:
         return await data_pieces(db_path, store, where, None, with_wal=True)
     checkpoints = Checkpoints(db_path, store, where)

@@ -2,7 +2,8 @@
 for splits (RFC 0014): each SST of a manifest (its first and last key, narrowed to the view's
 visible range, and slatedb's estimate of its bytes), and the rows of the WAL files after the
 manifest's replay point, which no SST holds yet (a reader replays them into its memtable, and
-cannot flush them). Reads the manifest and those WAL files only; writes nothing.
+cannot flush them): the first WAL_SAMPLE_ROWS rows of them read, the rest estimated from
+those. Reads the manifest and those WAL files only; writes nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from opendata_kv.store.split_points import Piece
 
 #: WAL rows are summed into at most this many pieces (runs of consecutive keys)
 WAL_PIECES = 256
+#: WAL files are read until this many rows are: the rest are estimated from them
+WAL_SAMPLE_ROWS = 4096
 
 
 def manifest_views(manifest: Any) -> Iterator[Any]:
@@ -47,27 +50,36 @@ def view_piece(view: Any) -> Piece | None:
     return Piece(first, last, int(view.estimated_size_bytes))
 
 
-def wal_pieces(rows: list[tuple[bytes, int]]) -> list[Piece]:
-    """(key, bytes) rows summed into at most WAL_PIECES pieces of consecutive keys."""
+def wal_pieces(rows: list[tuple[bytes, int]], factor: float = 1.0) -> list[Piece]:
+    """(key, bytes) rows summed into at most WAL_PIECES pieces of consecutive keys, their
+    bytes times `factor` (the WAL files they stand for, read or not)."""
     rows.sort()
     step = max(1, -(-len(rows) // WAL_PIECES))
     out = []
     for at in range(0, len(rows), step):
         run = rows[at : at + step]
-        out.append(Piece(run[0][0], run[-1][0], sum(size for _, size in run)))
+        size = round(sum(size for _, size in run) * factor)
+        out.append(Piece(run[0][0], run[-1][0], size))
     return out
 
 
-async def read_wal_rows(db_path: str, object_store: Any, after: int, where: str) -> list[Any]:
-    """(key, bytes) of every row in the WAL files after `after` (the manifest's replay
-    point), up to the last one there now."""
+async def read_wal_rows(
+    db_path: str, object_store: Any, after: int, where: str, sample: int | None = None
+) -> tuple[list[tuple[bytes, int]], float]:
+    """((key, bytes) of the rows of the WAL files after `after`, the manifest's replay point,
+    up to the last one there now; the factor their bytes stand for). Files are read whole,
+    until `sample` rows (default WAL_SAMPLE_ROWS) are read: the files left are counted, not
+    read, and the factor (files there / files read) scales the rows read up to them (a WAL
+    row costs ~10-80 us through the binding: a full memtable's WAL would take seconds)."""
     reader = wal_reader(db_path, object_store)
     tail = await call(reader.last_wal_file_id(after), f"read the WAL of {where}", others=True)
     if tail is None or tail <= after:
-        return []
+        return [], 1.0
     iterator = await call(reader.iterator(after + 1), f"read the WAL of {where}", others=True)
     rows: list[tuple[bytes, int]] = []
-    while True:
+    consumed = after
+    sample = WAL_SAMPLE_ROWS if sample is None else sample
+    while len(rows) < sample:
         batch = await call(iterator.next(), f"read the WAL of {where}", others=True)
         if batch is None:
             break
@@ -75,9 +87,11 @@ async def read_wal_rows(db_path: str, object_store: Any, after: int, where: str)
             key = bytes(row.key)
             value = row.value
             rows.append((key, len(key) + (0 if value is None else len(value))))
-        if batch.last_consumed_wal_file_id >= tail:
+        consumed = batch.last_consumed_wal_file_id
+        if consumed >= tail:
             break
-    return rows
+    read = max(1, min(consumed, tail) - after)
+    return rows, (tail - after) / read
 
 
 async def data_pieces(
@@ -91,6 +105,8 @@ async def data_pieces(
         return []
     pieces = [piece for piece in map(view_piece, manifest_views(manifest)) if piece is not None]
     if with_wal:
-        rows = await read_wal_rows(db_path, object_store, manifest.replay_after_wal_id, where)
-        pieces += wal_pieces(rows)
+        rows, factor = await read_wal_rows(
+            db_path, object_store, manifest.replay_after_wal_id, where
+        )
+        pieces += wal_pieces(rows, factor)
     return pieces
