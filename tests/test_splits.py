@@ -332,7 +332,8 @@ def test_a_reader_estimates_writes_only_in_the_wal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With the writer open and its writes only in WAL files (no L0 flush yet), a reader's
-    splits count them from the WAL rows, also when it reads only a sample of the files."""
+    splits count them from the WAL rows: all files read, or some read and the rest counted by
+    their sizes, or (a store that cannot be listed) by their number."""
     from opendata_kv.store.ops import manifest_pieces
 
     url = str(tmp_path / "db")
@@ -344,18 +345,25 @@ def test_a_reader_estimates_writes_only_in_the_wal(
                     b.put(post, ("repo", batch * 50 + i), rng.randbytes(rng.randrange(50, 150)))
             db.flush()  # one WAL file per batch
         with SyncStore.open_reader(url, SCHEMA) as reader:
-            full = reader.splits(post, n=4)
-            check_cover(full, *post.range())  # type: ignore[arg-type]
-            assert len(full) == 4
-            whole = sum(r.estimated_bytes for r in full)
-            assert whole >= 1000 * 50  # every value's bytes, from the WAL
-            monkeypatch.setattr(manifest_pieces, "WAL_SAMPLE_ROWS", 120)  # 3 of 20 files
-            sampled = reader.splits(post, n=4)
-            check_cover(sampled, *post.range())  # type: ignore[arg-type]
-            estimate = sum(r.estimated_bytes for r in sampled)
-            assert estimate != whole  # extrapolated from 3 files, not read from 20
-            assert whole / 2 <= estimate <= whole * 2
-            assert [kv for s in sampled for kv in rows_in(reader, s)] == rows(reader, post)
+            whole_scan = rows(reader, post)
+
+            def check(expect_splits: int | None = None) -> int:
+                ranges = reader.splits(post, n=4)
+                check_cover(ranges, *post.range())  # type: ignore[arg-type]
+                check_balance(ranges)
+                if expect_splits is not None:
+                    assert len(ranges) == expect_splits
+                assert [kv for s in ranges for kv in rows_in(reader, s)] == whole_scan
+                return sum(r.estimated_bytes for r in ranges)
+
+            whole = check(4)  # every file read (under WAL_READ_BYTES)
+            assert whole >= 1000 * 50  # at least every value's bytes
+            monkeypatch.setattr(manifest_pieces, "WAL_READ_BYTES", 15_000)  # 2 files of 20
+            assert abs(check() - whole) <= 300  # the rest counted by their file sizes (rounding)
+            monkeypatch.setattr(manifest_pieces, "wal_sizes", lambda *a: None)  # not listable
+            monkeypatch.setattr(manifest_pieces, "WAL_SAMPLE_ROWS", 120)  # 3 files of 20
+            estimate = check()
+            assert whole / 2 <= estimate <= whole * 2  # raw row bytes x 20/3 files
 
 
 def rows_in(view: Any, split: KeyRange) -> list[tuple[bytes, bytes]]:

@@ -98,14 +98,15 @@ async def pieces_of(reader: StoreReader) -> list[Any]:
             reader._writable().flush_with_options(FlushOptions(flush_type=FlushType.MEM_TABLE)),
             f"flush before splits on {where}",
         )
+    location = reader.location
     if reader.checkpoint_id is None:
-        return await data_pieces(db_path, store, where, None, with_wal=True)
+        return await data_pieces(location, store, where, None, with_wal=True)
     checkpoints = Checkpoints(db_path, store, where)
     facts = await checkpoints.facts(reader.checkpoint_id)
     side = checkpoints._side
     if facts is not None and side is not None:  # read through its copy, WAL files and all
         copy = side.path_of(f"{wal_dir(reader.checkpoint_id)}/db")
-        return await data_pieces(copy, store, where, None, with_wal=True)
+        return await data_pieces(location, store, where, None, with_wal=True, db_path=copy)
     listed = {cp.id: cp for cp in await checkpoints.list()}
     found = listed.get(reader.checkpoint_id)
     if found is None:
@@ -114,7 +115,7 @@ async def pieces_of(reader: StoreReader) -> list[Any]:
             "(deleted, or expired past its lifetime)",
             value=reader.checkpoint_id,
         )
-    return await data_pieces(db_path, store, where, found.manifest_id, with_wal=False)
+    return await data_pieces(location, store, where, found.manifest_id, with_wal=False)
 
 
 async def splits(
