@@ -170,3 +170,29 @@ def test_the_older_string_parquet_form_still_imports(tmp_path: Path) -> None:
     pq.write_table(table, tmp_path / "old.parquet")
     ok("import", str(tmp_path / "copy"), str(tmp_path / "old.parquet"), *SPEC)
     assert [(k, v) for k, v, _ in raw_rows(tmp_path / "copy")] == [(key, value)]
+
+
+def test_parallel_export_on_s3(s3_url: str, tmp_path: Path) -> None:
+    """The same round trip on the moto S3 endpoint: the workers (spawned processes, the AWS_*
+    variables inherited) read the pinned checkpoint there; it is gone afterwards."""
+    rng = random.Random(8)
+    with SyncStore.open(s3_url, VALUES, settings=SMALL_SSTS) as store:
+        for start in range(0, 300, 100):
+            with store.batch() as b:
+                for n in range(start, start + 100):
+                    b.put(POST_V2, (f"did:{n % 3}", f"s{n:05d}"), Post("x" * rng.randrange(60)))
+            store.flush()
+        store.put(LIKE, (1,), {"by": "u"}, ttl=3600)
+        store.flush()
+        with SyncStore.open_reader(s3_url, SCHEMA) as reader:
+            before = {cp.id for cp in reader.checkpoints()}
+        out = tmp_path / "dataset"
+        ok("export", s3_url, *SPEC, "--output", str(out), "--parallel", "2")
+        assert len(list(out.glob("*.parquet"))) >= 2
+        with SyncStore.open_reader(s3_url, SCHEMA) as reader:
+            assert {cp.id for cp in reader.checkpoints()} == before
+            stored = [(r.raw_key, r.value) for r in reader.scan_all()]
+    copy = tmp_path / "copy"
+    ok("import", str(copy), str(out), *SPEC)
+    with SyncStore.open_reader(str(copy), SCHEMA) as reader:
+        assert [(r.raw_key, r.value) for r in reader.scan_all()] == stored
