@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import shutil
 import statistics
@@ -48,13 +49,27 @@ def load() -> str:
 
 
 async def build(path: str, count: int, sst_kib: int | None) -> None:
+    """`count` records; with `sst_kib`, in batches of 2,000 (one small L0 SST each) and
+    compacted into sorted runs of `sst_kib` KiB SSTs: a manifest of many SSTs."""
     settings = None
     if sst_kib is not None:
         size = sst_kib * 1024
-        settings = {"l0_sst_size_bytes": size, "compactor_options.worker.max_sst_size": size}
+        settings = {
+            "l0_sst_size_bytes": size,
+            "compactor_options.worker.max_sst_size": size,
+            "compactor_options.poll_interval": "100ms",
+            "compactor_options.worker.compactions_poll_interval": "100ms",
+        }
     start = time.perf_counter()
     async with Store.open(path, SCHEMA, settings=settings) as store:
-        await put_raw_batches(store, pairs(count), lambda done: None)
+        if sst_kib is None:
+            await put_raw_batches(store, pairs(count), lambda done: None)
+        else:
+            source = pairs(count)
+            while chunk := list(itertools.islice(source, 2000)):
+                async with store.batch() as batch:
+                    for key, data in chunk:
+                        batch.put_raw(key, data)
         await store.flush()
     print(f"  built {count:,} records in {time.perf_counter() - start:.1f} s ({load()})")
 
