@@ -196,3 +196,34 @@ def test_parallel_export_on_s3(s3_url: str, tmp_path: Path) -> None:
     ok("import", str(copy), str(out), *SPEC)
     with SyncStore.open_reader(str(copy), SCHEMA) as reader:
         assert [(r.raw_key, r.value) for r in reader.scan_all()] == stored
+
+
+def test_parallel_export_of_a_given_checkpoint_keeps_it(store_db: Path, tmp_path: Path) -> None:
+    """--checkpoint NAME: the workers read that checkpoint, which the export leaves alone."""
+    ok("checkpoint", "create", str(store_db), "--name", "nightly")
+    try:
+        out = tmp_path / "dataset"
+        ok(
+            "export",
+            str(store_db),
+            *SPEC,
+            "--checkpoint",
+            "nightly",
+            "--output",
+            str(out),
+            "--parallel",
+            "2",
+            "--record",
+            "like",
+        )
+        with SyncStore.open_reader(str(store_db), SCHEMA) as reader:
+            assert [cp.name for cp in reader.checkpoints("nightly")] == ["nightly"]
+            likes = [r.raw_key for r in reader.scan("like")]
+        keys = [
+            k
+            for f in sorted(out.glob("*.parquet"))
+            for k in pq.read_table(f).column("_key").to_pylist()
+        ]
+        assert keys == likes and len(likes) == 40
+    finally:
+        ok("checkpoint", "delete", str(store_db), "nightly")

@@ -368,3 +368,24 @@ def test_a_reader_estimates_writes_only_in_the_wal(
 
 def rows_in(view: Any, split: KeyRange) -> list[tuple[bytes, bytes]]:
     return [(r.raw_key, r.value) for r in view.scan(post, range=split)]
+
+
+def test_a_key_range_narrows_an_index_scan(tmp_path: Path) -> None:
+    """Splits of the index key space read, split after split through index_scan, what one
+    index_scan reads."""
+    from opendata_kv import Index
+    from opendata_kv.store.indexes.layout import ROOT
+
+    by_repo = Index("by_text", "post", [("text", F.string)])
+    url = str(tmp_path / "db")
+    with SyncStore.open(url, SCHEMA, settings=SMALL_SSTS, indexes=[by_repo]) as db:
+        for start in range(0, 400, 100):
+            with db.batch() as b:
+                for n in range(start, start + 100):
+                    b.put(post, ("r", n), {"text": f"text {n % 37:03d}"})
+            db.flush()
+        whole = [e.key for e in db.index_scan(by_repo, records=False)]
+        ranges = db.splits(ScanRange(prefix=ROOT), n=4)
+        check_cover(ranges, *prefix_range(ROOT))  # type: ignore[arg-type]
+        pieces = [e.key for s in ranges for e in db.index_scan(by_repo, range=s, records=False)]
+        assert pieces == whole and len(whole) == 400
