@@ -13,21 +13,24 @@ from opendata_kv.errors import OpendataKvError
 from opendata_kv.keys import RecordType, Schema, fields
 
 if TYPE_CHECKING:
-    from opendata_kv.store import Store, SyncStore
+    from opendata_kv.store import KeyRange, Pinned, Store, SyncStore, pinned
     from opendata_kv.store.indexes import Index
 
 __version__ = "0.1.0"
 
 _LAZY = {
     "Index": "opendata_kv.store.indexes",
+    "KeyRange": "opendata_kv.store",
+    "Pinned": "opendata_kv.store",
+    "pinned": "opendata_kv.store",
     "Store": "opendata_kv.store",
     "SyncStore": "opendata_kv.store",
 }
 
 
 def __getattr__(name: str) -> Any:
-    """Load the store layer (and with it slatedb) only when Store, SyncStore or Index is asked
-    for."""
+    """Load the store layer (and with it slatedb) only when Store, SyncStore, Index,
+    KeyRange, Pinned or pinned is asked for."""
     module_name = _LAZY.get(name)
     if module_name is None:
         raise AttributeError(f"module 'opendata_kv' has no attribute {name!r}")
@@ -40,7 +43,9 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Index",
+    "KeyRange",
     "OpendataKvError",
+    "Pinned",
     "RecordType",
     "Schema",
     "Store",
@@ -48,4 +53,5 @@ __all__ = [
     "__version__",
     "errors",
     "fields",
+    "pinned",
 ]

@@ -95,9 +95,11 @@ def test_every_format_holds_expire_at_only_for_records_with_a_ttl(tmp_path: Path
     assert csv_text[1].endswith(",") and csv_text[2].endswith(f",{stamp}")
     pq = pytest.importorskip("pyarrow.parquet")
     ok("export", str(db), *SPEC, "--output", str(tmp_path / "rows.parquet"))
-    table = pq.read_table(tmp_path / "rows.parquet")
-    assert str(table.schema.field("expire_at").type) == "int64"
-    assert table.column("expire_at").to_pylist() == [None, stamp]
+    table = pq.read_table(tmp_path / "rows.parquet")  # typed: _expires is a UTC timestamp
+    assert str(table.schema.field("_expires").type) == "timestamp[ms, tz=UTC]"
+    import pyarrow as pa
+
+    assert table.column("_expires").cast(pa.int64()).to_pylist() == [None, stamp]
 
 
 def test_an_expired_row_is_skipped_and_counted(tmp_path: Path) -> None:

@@ -134,6 +134,7 @@ FACES = (
             "check_open": "call",
             "checkpoint": "loop",
             "checkpoints": "loop",
+            "splits": "loop",
             "refresh_checkpoint": "loop",
             "delete_checkpoint": "loop",
             "close": "now",

@@ -3,14 +3,20 @@
 A row is what `dump --json --values` prints for the record (key_hex, version, record_type,
 reserved, record, fields, value or value_hex, value_size, error) with `value_hex` always
 present, so the exact stored bytes come back, and `expire_at` (absolute expiry, Unix ms) for a
-record with a TTL; CSV and Parquet hold the same names as columns (`expire_at` empty or null
-without a TTL), `fields` and `value` as JSON text.
+record with a TTL; CSV holds the same names as columns (`expire_at` empty without a TTL),
+`fields` and `value` as JSON text.
+
+Parquet holds typed columns instead (cli/export_parquet.py), and import reads the bytes back
+from its `_key`, `_raw_value` and `_expires`; a directory of Parquet files (export --parallel)
+is read file by file in name order. Parquet files of the older form (the columns above, as
+strings) are still read.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import os
 from collections.abc import Generator, Iterator
 from typing import IO, Any
 
@@ -71,13 +77,12 @@ def flat(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 class RowWriter:
-    """Writes row objects to one output in one format."""
+    """Writes row objects to one output as JSONL or CSV (Parquet: export_parquet.py)."""
 
     def __init__(self, fmt: str, out: IO[Any]) -> None:
         self.fmt = fmt
         self.out = out
         self._csv: Any = None
-        self._parquet: Any = None
         if fmt == "csv":
             self._csv = csv.DictWriter(out, COLUMNS, lineterminator="\n")
             self._csv.writeheader()
@@ -85,33 +90,11 @@ class RowWriter:
     def rows(self, objs: list[dict[str, Any]]) -> None:
         if self.fmt == "jsonl":
             self.out.write("".join(json_text(obj) + "\n" for obj in objs))
-        elif self.fmt == "csv":
-            self._csv.writerows(flat(obj) for obj in objs)
         else:
-            self._parquet_rows(objs)
-
-    def _parquet_rows(self, objs: list[dict[str, Any]]) -> None:
-        import pyarrow as pa
-
-        pq = need_pyarrow()
-        schema = pa.schema(
-            [(name, pa.int64() if name in _INT_COLUMNS else pa.string()) for name in COLUMNS]
-        )
-        if self._parquet is None:
-            self._parquet = pq.ParquetWriter(self.out, schema)
-        cells = [flat(obj) for obj in objs]
-        table = pa.Table.from_pylist(cells, schema=schema)
-        self._parquet.write_table(table)
+            self._csv.writerows(flat(obj) for obj in objs)
 
     def close(self) -> None:
-        """Finish the file (a Parquet footer; an empty Parquet file still gets its schema)."""
-        if self.fmt == "parquet":
-            if self._parquet is None:
-                self._parquet_rows([])
-            self._parquet.close()
-
-
-_INT_COLUMNS = ("version", "record_type", "reserved", "value_size", EXPIRE_AT)
+        """Nothing left to write (JSONL and CSV rows are written as they come)."""
 
 
 def read_rows(path: str, fmt: str, stream: IO[str] | None = None) -> Iterator[tuple[int, Any]]:
@@ -203,7 +186,30 @@ def _csv_rows(path: str, stream: IO[str] | None) -> Iterator[tuple[int, Any]]:
         lines.close()  # closes the file
 
 
+def parquet_files(path: str) -> list[str]:
+    """The Parquet files of `path`: itself, or a directory's *.parquet in name order (an
+    export --parallel dataset); CliError for a directory with none."""
+    if not os.path.isdir(path):
+        return [path]
+    try:
+        names = sorted(n for n in os.listdir(path) if n.endswith((".parquet", ".pq")))
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror}") from None
+    if not names:
+        raise CliError(f"{path} is a directory without Parquet files (*.parquet)")
+    return [os.path.join(path, name) for name in names]
+
+
 def _parquet_rows(path: str) -> Iterator[tuple[int, Any]]:
+    """Rows of a Parquet file or dataset directory, numbered from 1 across its files."""
+    number = 0
+    for file in parquet_files(path):
+        for _, obj in _parquet_file_rows(file, number):
+            number += 1
+            yield number, obj
+
+
+def _parquet_file_rows(path: str, before: int) -> Iterator[tuple[int, Any]]:
     pq = need_pyarrow()
     import pyarrow as pa
 
@@ -214,10 +220,16 @@ def _parquet_rows(path: str) -> Iterator[tuple[int, Any]]:
     except pa.ArrowException as exc:
         raise CliError(f"{path} is not a readable Parquet file: {exc}") from None
     names = parquet.schema_arrow.names
+    if all(name in names for name in TYPED_REQUIRED):
+        yield from _typed_rows(path, parquet, before)
+        return
     missing = [name for name in REQUIRED if name not in names]
     if missing:
-        raise CliError(f"{path}: the Parquet file has no {' or '.join(missing)} column")
-    number = 0
+        raise CliError(
+            f"{path}: the Parquet file has neither {' and '.join(TYPED_REQUIRED)} (the typed "
+            f"form) nor {' and '.join(REQUIRED)} columns"
+        )
+    number = before
     try:
         for batch in parquet.iter_batches(batch_size=4096):
             for obj in batch.to_pylist():
@@ -231,5 +243,45 @@ def _parquet_rows(path: str) -> Iterator[tuple[int, Any]]:
                                 f"{path} row {number}: column {name}: not JSON"
                             ) from None
                 yield number, obj
+    except pa.ArrowException as exc:
+        raise CliError(f"{path} after row {number}: not readable as Parquet: {exc}") from None
+
+
+#: the typed form's columns import reads (cli/export_parquet.py)
+TYPED_REQUIRED = ("_key", "_raw_value")
+TYPED_EXPIRES = "_expires"
+
+
+def _typed_rows(path: str, parquet: Any, before: int) -> Iterator[tuple[int, Any]]:
+    """Rows of the typed form: {"_key": bytes, "_raw_value": bytes, "expire_at": ms}."""
+    import pyarrow as pa
+
+    schema = parquet.schema_arrow
+    for name in TYPED_REQUIRED:
+        kind = schema.field(name).type
+        if not (pa.types.is_binary(kind) or pa.types.is_large_binary(kind)):
+            raise CliError(f"{path}: column {name} holds {kind}, not binary")
+    columns = list(TYPED_REQUIRED)
+    expires = TYPED_EXPIRES in schema.names
+    if expires:
+        kind = schema.field(TYPED_EXPIRES).type
+        if not (pa.types.is_timestamp(kind) or pa.types.is_integer(kind)):
+            raise CliError(f"{path}: column {TYPED_EXPIRES} holds {kind}, not a timestamp")
+        columns.append(TYPED_EXPIRES)
+    number = before
+    try:
+        for batch in parquet.iter_batches(batch_size=4096, columns=columns):
+            keys = batch.column(0).to_pylist()
+            values = batch.column(1).to_pylist()
+            if expires:
+                column = batch.column(2)
+                if pa.types.is_timestamp(column.type):
+                    column = column.cast(pa.timestamp("ms", tz=column.type.tz)).cast(pa.int64())
+                stamps = column.to_pylist()
+            else:
+                stamps = [None] * len(keys)
+            for key, value, stamp in zip(keys, values, stamps, strict=True):
+                number += 1
+                yield number, {"_key": key, "_raw_value": value, EXPIRE_AT: stamp}
     except pa.ArrowException as exc:
         raise CliError(f"{path} after row {number}: not readable as Parquet: {exc}") from None

@@ -26,7 +26,13 @@ from opendata_kv.cli.common import (
 )
 from opendata_kv.cli.db_args import cache_dir_args, database_arg, read_limit_args, timeout_arg
 from opendata_kv.cli.db_read import ReadLimits, endpoint_text
-from opendata_kv.cli.export_format import EXPIRE_AT, FORMATS, format_of, read_rows
+from opendata_kv.cli.export_format import (
+    EXPIRE_AT,
+    FORMATS,
+    format_of,
+    parquet_files,
+    read_rows,
+)
 from opendata_kv.cli.index_args import load_indexes
 from opendata_kv.cli.index_cmds import StepProgress
 from opendata_kv.cli.text import json_text
@@ -72,7 +78,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     parser.add_argument("db", metavar="URL", type=database_arg, help="database directory or URL")
-    parser.add_argument("file", metavar="FILE", help="the export file (- for stdin: jsonl, csv)")
+    parser.add_argument(
+        "file",
+        metavar="FILE",
+        help="the export file (- for stdin: jsonl, csv), or a directory of Parquet files "
+        "(export --parallel)",
+    )
     parser.add_argument("--format", choices=FORMATS, help="default: from the extension, else jsonl")
     parser.add_argument(
         "--schema", metavar="MODULE:ATTR", help="check keys and values with this Schema (or Values)"
@@ -111,6 +122,8 @@ def _batch_size(text: str) -> int:
 
 def run_import(args: argparse.Namespace) -> int:
     fmt = format_of(args.file, args.format)
+    if args.format is None and args.file != "-" and os.path.isdir(args.file):
+        fmt = "parquet"  # a dataset directory of export --parallel
     if args.file == "-" and fmt == "parquet":
         raise CliError("a Parquet file cannot be read from stdin: give its path")
     spec = load_schema(args.schema) if args.schema else None
@@ -142,14 +155,16 @@ def run_import(args: argparse.Namespace) -> int:
 
 
 def file_identity(path: str, fmt: str) -> dict[str, Any] | None:
-    """What the marker records of FILE to know it again (None for stdin: not resumable)."""
+    """What the marker records of FILE (or of a directory of Parquet files: their total
+    size) to know it again (None for stdin: not resumable)."""
     if path == "-":
         return None
+    files = parquet_files(path) if fmt == "parquet" else [path]
     try:
-        stat = os.stat(path)
+        size = sum(os.stat(file).st_size for file in files)
     except OSError as exc:
         raise CliError(f"cannot read {path}: {exc.strerror}") from None
-    return {"file": os.path.abspath(path), "size": stat.st_size, "format": fmt}
+    return {"file": os.path.abspath(path), "size": size, "format": fmt}
 
 
 async def _import(
@@ -268,6 +283,12 @@ class Loader:
         column."""
         if not isinstance(obj, dict):
             raise CliError(f"{path} {_where(number, path)}: not a JSON object")
+        if "_key" in obj:  # the typed Parquet form: the bytes as they are (export_parquet.py)
+            key, data = obj["_key"], obj["_raw_value"]
+            for name, cell in (("_key", key), ("_raw_value", data)):
+                if not isinstance(cell, bytes):
+                    raise CliError(f"{path} {_where(number, path)}: {name} is null")
+            return key, data, _expire_cell(obj, number, path)
         return (
             _hex_cell(obj, "key_hex", number, path),
             _hex_cell(obj, "value_hex", number, path),
@@ -344,7 +365,8 @@ def _same(where: str, column: str, given: Any, stored: Any) -> None:
 
 
 def _where(number: int, path: str) -> str:
-    return f"row {number}" if path.lower().endswith((".parquet", ".pq")) else f"line {number}"
+    parquet = path.lower().endswith((".parquet", ".pq")) or os.path.isdir(path)
+    return f"row {number}" if parquet else f"line {number}"
 
 
 _EXPIRE_MAX = (1 << 63) - 1  # slatedb keeps expiry as an i64 of ms

@@ -12,6 +12,8 @@ IndexChange    a write of a secondary index (Store.changes(indexes=True))
 ChangeBatch    one WAL file's changes (Store.change_batches); the first says what GC took
 OpenOptions    how Store.open / open_reader open a database, as one value (options=)
 Checkpoint     a pinned state (Store.checkpoint, Store.open_reader(checkpoint=...))
+KeyRange       one split of a key range (Store.splits), a `range=` for every scan form
+pinned         a store pinned at one checkpoint for a job (Pinned: `with`, picklable)
 clone          copy a database (at a checkpoint) into a new, independent one
 verify         check every object of a database; a VerifyReport of Problems (read-only);
                verify_sync blocks (verify_async: the deprecated old name of verify)
@@ -25,7 +27,8 @@ from opendata_kv.store.ops.checkpoints import Checkpoint
 from opendata_kv.store.ops.clone import CloneResult, clone, clone_sync
 from opendata_kv.store.ops.feed import Change, ChangeBatch, IndexChange, RawChange
 from opendata_kv.store.options import ScanOptions
-from opendata_kv.store.ranges import ScanRange
+from opendata_kv.store.pinned import Pinned, pinned
+from opendata_kv.store.ranges import KeyRange, ScanRange
 from opendata_kv.store.reader import Opening, StoreReader
 from opendata_kv.store.scan import RawRecord, Record, Scan
 from opendata_kv.store.sync import (
@@ -47,8 +50,10 @@ __all__ = [
     "Checkpoint",
     "CloneResult",
     "IndexChange",
+    "KeyRange",
     "OpenOptions",
     "Opening",
+    "Pinned",
     "Problem",
     "RawChange",
     "RawRecord",
@@ -71,6 +76,7 @@ __all__ = [
     "VerifyReport",
     "clone",
     "clone_sync",
+    "pinned",
     "verify",
     "verify_async",
     "verify_sync",

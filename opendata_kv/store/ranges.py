@@ -6,8 +6,11 @@ The bounds are declared here once: the dataclass, the TypedDict that types them 
 and `scan_range`, which lays keywords over a range. A new bound is a field here plus the line
 that applies it where ranges are resolved (ReadView._resolve, and IndexReads.index_scan when
 it applies to index entries); no scan signature repeats it (RFC 0012, "One range value").
-A range holds plain values (bytes, tuples of field values, ints, strings), so it pickles:
-a split of a scan handed to another process is a ScanRange.
+A range holds plain values (bytes, tuples of field values, ints, strings), so it pickles.
+
+`KeyRange` is a split (Store.splits, RFC 0014): [start, end) in raw key bytes with the bytes
+it is estimated to hold. Given as `range=`, it is a ScanRange of those start/end bytes, so a
+typed scan reads its record's keys within it (the record's range intersected with the split).
 """
 
 from __future__ import annotations
@@ -69,6 +72,53 @@ class ScanRange:
 EVERYTHING = ScanRange()
 
 
+@dataclass(frozen=True)
+class KeyRange:
+    """One split of a key range (Store.splits): raw keys in [start, end), end None for no
+    upper bound, and the bytes the manifest says it holds (an estimate). Picklable, so a task
+    in another process reads it: `store.scan(post, range=split)`."""
+
+    start: bytes
+    end: bytes | None
+    estimated_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("start", "end"):
+            value = getattr(self, name)
+            if not isinstance(value, bytes) and not (name == "end" and value is None):
+                raise ArgumentTypeError(
+                    f"KeyRange({name}={value!r}): key bounds are bytes"
+                    + (" (end None: no upper bound)" if name == "end" else ""),
+                    field=name,
+                    value=value,
+                )
+        if self.end is not None and self.end <= self.start:
+            raise ArgumentTypeError(
+                f"KeyRange(start={self.start!r}, end={self.end!r}): end must be above start",
+                field="end",
+                value=self.end,
+            )
+        estimate = self.estimated_bytes
+        if isinstance(estimate, bool) or not isinstance(estimate, int) or estimate < 0:
+            raise ArgumentTypeError(
+                f"KeyRange(estimated_bytes={estimate!r}): a count of bytes, 0 or more",
+                field="estimated_bytes",
+                value=estimate,
+            )
+
+    def contains(self, key: bytes) -> bool:
+        """True when raw key `key` lies in [start, end)."""
+        return self.start <= key and (self.end is None or key < self.end)
+
+    def as_scan_range(self) -> ScanRange:
+        """The ScanRange of the same keys (what a scan given this split reads)."""
+        return ScanRange(start=self.start, end=self.end)
+
+
+#: what `range=` takes: a ScanRange, or a split (KeyRange) read as its start/end
+RangeArg = ScanRange | KeyRange | None
+
+
 class RangeKeywords(TypedDict, total=False):
     """ScanRange's bounds as keywords (leading fields are given positionally)."""
 
@@ -88,21 +138,34 @@ _BOUNDS = frozenset(RangeKeywords.__annotations__)
 
 
 def scan_range(
-    range: ScanRange | None,
+    range: RangeArg,
     leading: tuple[Any, ...],
     keywords: Mapping[str, Any],
     what: str = "scan",
 ) -> tuple[ScanRange, dict[str, Any]]:
-    """(the scan's range, the keywords left for ScanOptions): `range` (default: everything)
-    with positional `leading` values and the bound keywords laid over it. Leading values given
-    both positionally and in `range` are an ArgumentTypeError."""
+    """(the scan's range, the keywords left for ScanOptions): `range` (default: everything;
+    a KeyRange: its start/end) with positional `leading` values and the bound keywords laid
+    over it. Leading values given both positionally and in `range`, and start/end given both
+    by a KeyRange and as keywords, are ArgumentTypeErrors."""
     if range is None:
         found = EVERYTHING
     elif isinstance(range, ScanRange):
         found = range
+    elif isinstance(range, KeyRange):
+        both = sorted({"start", "end"}.intersection(keywords))
+        if both:
+            raise ArgumentTypeError(
+                f"{what}: {'/'.join(both)} given both as keywords and by range={range!r}; a "
+                "split is its own start and end (narrow it with leading fields, partial or "
+                "prefix instead)",
+                field=both[0],
+                value=keywords[both[0]],
+            )
+        found = range.as_scan_range()
     else:
         raise ArgumentTypeError(
-            f"{what}: range must be a ScanRange, got {type(range).__name__} {range!r}",
+            f"{what}: range must be a ScanRange or a KeyRange, got {type(range).__name__} "
+            f"{range!r}",
             field="range",
             value=range,
         )

@@ -31,7 +31,7 @@ from opendata_kv.native import driver
 from opendata_kv.native.slatedb import DefaultMetricsRecorder, metric_kind
 from opendata_kv.objstore import sidecar
 from opendata_kv.objstore.location import Location, parse_location
-from opendata_kv.store import metrics
+from opendata_kv.store import metrics, splitting
 from opendata_kv.store.fencing import Fence
 from opendata_kv.store.gc_runner import GcRunner
 from opendata_kv.store.indexes import admin as index_admin
@@ -49,7 +49,9 @@ from opendata_kv.store.ops.feed_rows import (
     RawChange,
     shapes_of,
 )
+from opendata_kv.store.ranges import KeyRange, RangeKeywords
 from opendata_kv.store.schema_arg import SchemaArg, as_schema
+from opendata_kv.store.splitting import SPLITS_TIMEOUT, SplitTarget
 from opendata_kv.store.views import (
     ReadView,
     TtlArg,
@@ -57,6 +59,8 @@ from opendata_kv.store.views import (
 from opendata_kv.values import Values
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from opendata_kv.store.indexes.registry import IndexSet
 
 S = TypeVar("S", bound="StoreReader")
@@ -363,6 +367,29 @@ class StoreReader(IndexReads, ReadView):
         made = await self._checkpoints().create(writer=writer, name=name, lifetime=lifetime)
         self._fence.covered(mark)
         return made
+
+    async def splits(
+        self,
+        target: SplitTarget,
+        *leading: Any,
+        n: int | None = None,
+        target_bytes: int | None = None,
+        timeout: float | None = SPLITS_TIMEOUT,
+        **bounds: Unpack[RangeKeywords],
+    ) -> list[KeyRange]:
+        """The key range of `target` cut into contiguous KeyRanges of about equal estimated
+        bytes, for parallel reads (RFC 0014): each a `range=` for any scan form.
+
+        `target`: a RecordType or record name (with leading field values and bounds as scan
+        takes them), raw prefix bytes, a ScanRange (raw keys) or a KeyRange. The ranges are
+        sorted and cover its range exactly once (the first starts at its start, each ends
+        where the next starts, the last ends at its end), estimates within 2x of each other.
+        `n`: at most that many (fewer when the data cannot be cut finer); `target_bytes`:
+        about that many bytes each; neither: one per 64 MiB. Sizes come from the manifest
+        (each SST's first and last key and size) and the WAL rows no SST holds yet; on a
+        reader pinned to a checkpoint, from that checkpoint. `timeout` bounds those reads.
+        """
+        return await splitting.splits(self, target, leading, n, target_bytes, timeout, bounds)
 
     async def checkpoints(self, name: str | None = None) -> list[Checkpoint]:
         """The store's checkpoints (only those named `name` if given), oldest first."""

@@ -31,10 +31,11 @@ from opendata_kv.store.ops.clone import CloneResult
 from opendata_kv.store.ops.feed import ChangeBatch
 from opendata_kv.store.ops.feed_rows import Change, IndexChange, RawChange
 from opendata_kv.store.options import ScanOptions
-from opendata_kv.store.ranges import RangeKeywords, ScanArgs, ScanRange
+from opendata_kv.store.ranges import KeyRange, RangeArg, RangeKeywords, ScanArgs, ScanRange
 from opendata_kv.store.reader import StoreReader
 from opendata_kv.store.scan import K, R, RawRecord, Record, V
 from opendata_kv.store.schema_arg import SchemaArg
+from opendata_kv.store.splitting import SPLITS_TIMEOUT, SplitTarget
 from opendata_kv.store.sync_support import (
     BatchHolder,
     IndexScanIteration,
@@ -205,7 +206,7 @@ class SyncView(ViewMapping):
         self,
         record: RecordType[K, V] | str,
         *leading: Any,
-        range: ScanRange | None = None,
+        range: RangeArg = None,
         options: ScanOptions | None = None,
         on_error: Literal["raise", "skip"] | None = None,
         **keywords: Unpack[ScanArgs],
@@ -216,7 +217,7 @@ class SyncView(ViewMapping):
         self,
         record: RecordType[K, V] | str,
         *leading: Any,
-        range: ScanRange | None = None,
+        range: RangeArg = None,
         options: ScanOptions | None = None,
         on_error: str,
         **keywords: Unpack[ScanArgs],
@@ -226,7 +227,7 @@ class SyncView(ViewMapping):
         self,
         record: RecordType | str,
         *leading: Any,
-        range: ScanRange | None = None,
+        range: RangeArg = None,
         options: ScanOptions | None = None,
         on_error: str | None = None,
         **keywords: Unpack[ScanArgs],
@@ -258,7 +259,7 @@ class SyncView(ViewMapping):
     def scan_all(
         self,
         *,
-        range: ScanRange | None = None,
+        range: RangeArg = None,
         on_unknown: Literal["raise", "skip"] = "raise",
         options: ScanOptions | None = None,
         on_error: Literal["raise", "skip"] | None = None,
@@ -269,7 +270,7 @@ class SyncView(ViewMapping):
     def scan_all(
         self,
         *,
-        range: ScanRange | None = None,
+        range: RangeArg = None,
         on_unknown: str = "raise",
         options: ScanOptions | None = None,
         on_error: str | None = None,
@@ -279,7 +280,7 @@ class SyncView(ViewMapping):
     def scan_all(
         self,
         *,
-        range: ScanRange | None = None,
+        range: RangeArg = None,
         on_unknown: str = "raise",
         options: ScanOptions | None = None,
         on_error: str | None = None,
@@ -302,7 +303,7 @@ class SyncView(ViewMapping):
         self,
         record: RecordType | str | None = None,
         *leading: Any,
-        range: ScanRange | None = None,
+        range: RangeArg = None,
         **bounds: Unpack[RangeKeywords],
     ) -> int:
         """How many live records a scan with the same range would yield (no record: every
@@ -718,6 +719,34 @@ class SyncStoreReader(SyncView, ReaderContext):
         result: Checkpoint = run_on_loop(self.store.checkpoint(name, lifetime))
         return result
 
+    def splits(
+        self,
+        target: SplitTarget,
+        *leading: Any,
+        n: int | None = None,
+        target_bytes: int | None = None,
+        timeout: float | None = SPLITS_TIMEOUT,
+        **bounds: Unpack[RangeKeywords],
+    ) -> list[KeyRange]:
+        """The key range of `target` cut into contiguous KeyRanges of about equal estimated
+        bytes, for parallel reads (RFC 0014): each a `range=` for any scan form.
+
+        `target`: a RecordType or record name (with leading field values and bounds as scan
+        takes them), raw prefix bytes, a ScanRange (raw keys) or a KeyRange. The ranges are
+        sorted and cover its range exactly once (the first starts at its start, each ends
+        where the next starts, the last ends at its end), estimates within 2x of each other.
+        `n`: at most that many (fewer when the data cannot be cut finer); `target_bytes`:
+        about that many bytes each; neither: one per 64 MiB. Sizes come from the manifest
+        (each SST's first and last key and size) and the WAL rows no SST holds yet; on a
+        reader pinned to a checkpoint, from that checkpoint. `timeout` bounds those reads.
+        """
+        result: list[KeyRange] = run_on_loop(
+            self.store.splits(
+                target, *leading, n=n, target_bytes=target_bytes, timeout=timeout, **bounds
+            )
+        )
+        return result
+
     def checkpoints(self, name: str | None = None) -> list[Checkpoint]:
         """The store's checkpoints (only those named `name` if given), oldest first."""
         result: list[Checkpoint] = run_on_loop(self.store.checkpoints(name))
@@ -750,7 +779,7 @@ class SyncStoreReader(SyncView, ReaderContext):
         self,
         index: Index[IR] | str,
         *leading: Any,
-        range: ScanRange | None = None,
+        range: RangeArg = None,
         records: Literal[True] = True,
         options: ScanOptions | None = None,
         **keywords: Unpack[ScanArgs],
@@ -761,7 +790,7 @@ class SyncStoreReader(SyncView, ReaderContext):
         self,
         index: Index | str,
         *leading: Any,
-        range: ScanRange | None = None,
+        range: RangeArg = None,
         records: Literal[False],
         options: ScanOptions | None = None,
         **keywords: Unpack[ScanArgs],
@@ -772,7 +801,7 @@ class SyncStoreReader(SyncView, ReaderContext):
         self,
         index: Index | str,
         *leading: Any,
-        range: ScanRange | None = None,
+        range: RangeArg = None,
         records: bool,
         options: ScanOptions | None = None,
         **keywords: Unpack[ScanArgs],
@@ -782,7 +811,7 @@ class SyncStoreReader(SyncView, ReaderContext):
         self,
         index: Index | str,
         *leading: Any,
-        range: ScanRange | None = None,
+        range: RangeArg = None,
         records: bool = True,
         options: ScanOptions | None = None,
         **keywords: Unpack[ScanArgs],

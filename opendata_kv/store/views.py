@@ -30,7 +30,15 @@ from opendata_kv.store.expiry import live_value, now_ms
 from opendata_kv.store.indexes.layout import ROOT as INDEX_ROOT
 from opendata_kv.store.indexes.layout import without_index_keys
 from opendata_kv.store.options import ScanOptions, scan_settings
-from opendata_kv.store.ranges import After, Bound, RangeKeywords, ScanArgs, ScanRange, scan_range
+from opendata_kv.store.ranges import (
+    After,
+    Bound,
+    RangeArg,
+    RangeKeywords,
+    ScanArgs,
+    ScanRange,
+    scan_range,
+)
 from opendata_kv.store.scan import (
     K,
     KeySpan,
@@ -609,7 +617,7 @@ class ReadView:
         self,
         record: RecordType[K, V] | str,
         *leading: Any,
-        range: ScanRange | None = None,
+        range: RangeArg = None,
         options: ScanOptions | None = None,
         on_error: Literal["raise", "skip"] | None = None,
         **keywords: Unpack[ScanArgs],
@@ -620,7 +628,7 @@ class ReadView:
         self,
         record: RecordType[K, V] | str,
         *leading: Any,
-        range: ScanRange | None = None,
+        range: RangeArg = None,
         options: ScanOptions | None = None,
         on_error: str,
         **keywords: Unpack[ScanArgs],
@@ -630,7 +638,7 @@ class ReadView:
         self,
         record: RecordType | str,
         *leading: Any,
-        range: ScanRange | None = None,
+        range: RangeArg = None,
         options: ScanOptions | None = None,
         on_error: str | None = None,
         **keywords: Unpack[ScanArgs],
@@ -663,7 +671,7 @@ class ReadView:
     def scan_all(
         self,
         *,
-        range: ScanRange | None = None,
+        range: RangeArg = None,
         on_unknown: Literal["raise", "skip"] = "raise",
         options: ScanOptions | None = None,
         on_error: Literal["raise", "skip"] | None = None,
@@ -674,7 +682,7 @@ class ReadView:
     def scan_all(
         self,
         *,
-        range: ScanRange | None = None,
+        range: RangeArg = None,
         on_unknown: str = "raise",
         options: ScanOptions | None = None,
         on_error: str | None = None,
@@ -684,7 +692,7 @@ class ReadView:
     def scan_all(
         self,
         *,
-        range: ScanRange | None = None,
+        range: RangeArg = None,
         on_unknown: str = "raise",
         options: ScanOptions | None = None,
         on_error: str | None = None,
@@ -707,7 +715,7 @@ class ReadView:
         self,
         record: RecordType | str | None = None,
         *leading: Any,
-        range: ScanRange | None = None,
+        range: RangeArg = None,
         **bounds: Unpack[RangeKeywords],
     ) -> int:
         """How many live records a scan with the same range would yield (no record: every

@@ -30,7 +30,7 @@ from opendata_kv.store.indexes.layout import (
     encode_leading,
 )
 from opendata_kv.store.options import ScanOptions, scan_settings
-from opendata_kv.store.ranges import ScanArgs, ScanRange, scan_range
+from opendata_kv.store.ranges import RangeArg, ScanArgs, scan_range
 from opendata_kv.store.scan import KeySpan, RawRecord, Record, Scan
 from opendata_kv.store.views import ReadView
 
@@ -403,7 +403,7 @@ class IndexReads(ReadView):
         self,
         index: Index[IR] | str,
         *leading: Any,
-        range: ScanRange | None = None,
+        range: RangeArg = None,
         records: Literal[True] = True,
         options: ScanOptions | None = None,
         **keywords: Unpack[ScanArgs],
@@ -414,7 +414,7 @@ class IndexReads(ReadView):
         self,
         index: Index | str,
         *leading: Any,
-        range: ScanRange | None = None,
+        range: RangeArg = None,
         records: Literal[False],
         options: ScanOptions | None = None,
         **keywords: Unpack[ScanArgs],
@@ -425,7 +425,7 @@ class IndexReads(ReadView):
         self,
         index: Index | str,
         *leading: Any,
-        range: ScanRange | None = None,
+        range: RangeArg = None,
         records: bool,
         options: ScanOptions | None = None,
         **keywords: Unpack[ScanArgs],
@@ -435,7 +435,7 @@ class IndexReads(ReadView):
         self,
         index: Index | str,
         *leading: Any,
-        range: ScanRange | None = None,
+        range: RangeArg = None,
         records: bool = True,
         options: ScanOptions | None = None,
         **keywords: Unpack[ScanArgs],
