@@ -220,6 +220,8 @@ COLLECTION_FACES = (
             "__init__": "init",
             "backlinks": "get",
             "key_type": "call",
+            "check_key": "call",
+            "prepared": "call",
             "create": "now",
             "put": "now",
             "put_many": "now|loop:records",

@@ -61,8 +61,9 @@ from opendata_kv.ids.tid import TidGenerator
 from opendata_kv.keys import RecordType, fields, prefix_successor
 from opendata_kv.store import Batch, Store
 from opendata_kv.store.cursor import decode_cursor, is_cursor
+from opendata_kv.store.indexes.layout import decode_entry, encode_leading
 from opendata_kv.store.scan import Record
-from opendata_kv.values import ValueCodec, as_codec
+from opendata_kv.values import ValueCodec, as_codec, batch_decoder
 
 #: Default record type nibble of AT Protocol records.
 RECORD_TYPE = 0xA
@@ -145,6 +146,9 @@ RECORDS = RecordsLayout()
 
 #: The backlink indexes of the default layout: Store.open(..., indexes=BACKLINKS.indexes).
 BACKLINKS = Backlinks(RECORDS)
+#: Covering backlinks of the default layout: pages of likes, reposts and followers read no
+#: record (RecordCollection(..., backlinks=COVERING_BACKLINKS); collections/backlinks.py).
+COVERING_BACKLINKS = Backlinks(RECORDS, covering=True)
 
 
 @dataclass(frozen=True)
@@ -420,6 +424,17 @@ class RecordCollection(Generic[StoreT]):
             f"create in at://{repo}/{collection} gave up after {self.max_attempts} conflicting "
             f"attempts: {conflict}"
         ) from conflict
+
+    def check_key(self, repo: str, collection: str, rkey: str) -> None:
+        """The key checks of put and delete (IdError, RkeyError), for a writer that batches
+        records itself (atproto/jetstream.py)."""
+        self._check_write(repo, collection, rkey)
+
+    def prepared(self, repo: str, collection: str, rkey: str, value: Any) -> Any:
+        """What `put` stores for this record, after its checks (IdError, RkeyError,
+        ValueEncodeError, InvalidInputError), for a writer that batches records itself."""
+        self._check_write(repo, collection, rkey)
+        return self._stored_value(collection, value)
 
     async def put(
         self: RecordCollection[Store], repo: str, collection: str, rkey: str, value: Any
@@ -773,11 +788,47 @@ class RecordCollection(Generic[StoreT]):
         limit = check_limit(limit)
         if cursor is not None:
             cursor = decode_cursor(cursor, "cursor")
+        if link.covering:
+            return await self._covering_page(link, subject, limit, cursor, reverse)
         scan = self.store.index_scan(
             link.entries.name, subject, reverse=reverse, limit=limit, after=cursor
         )
         records = [self._record(record) for record in await scan.to_list()]
         more = limit is not None and await scan.has_more()
+        return BacklinkPage(records, scan.cursor if more else None, more)
+
+    async def _covering_page(
+        self, link: Backlink, subject: str, limit: int | None, after: bytes | None, reverse: bool
+    ) -> BacklinkPage:
+        """backlink_page from covering entries: each entry's fields name the linking record
+        (subject, rkey, DID) and its value is the record's copy, so no record is read and no
+        record key decoded. The index's state is checked as index_scan checks it."""
+        index = link.entries
+        self.store.index_scan(index, subject, limit=0)  # IndexStateError unless readable
+        prefix = encode_leading(index.name, index.fields, (subject,), None)
+        batch = 256 if limit is None else min(256, limit + 1)
+        scan = self.store.scan_all(
+            prefix=prefix, reverse=reverse, limit=limit, after=after, batch_size=batch
+        ).undecoded()
+        rows = await scan.to_list()
+        more = limit is not None and await scan.has_more()
+        copies = batch_decoder(self.store.values.plan(self.record).codec)([r.value for r in rows])
+        collection, name, fields_ = link.collection, index.name, index.fields
+        typed = self.value_codecs.get(collection) is not None
+        records = []
+        head = len(prefix)
+        for row, value in zip(rows, copies, strict=True):
+            key = row.raw_key  # prefix, then rkey 00 did 00 and the record key
+            end = key.find(b"\x00", head)
+            stop = key.find(b"\x00", end + 1)
+            rkey_b, repo_b = key[head:end], key[end + 1 : stop]
+            if end < 0 or stop < 0 or 1 in rkey_b or 1 in repo_b or not repo_b.isascii():
+                _, rkey, repo = decode_entry(name, fields_, key)[0]  # escapes: the full decode
+            else:  # record keys and DIDs are ASCII without 00 or 01: no escape to undo
+                rkey, repo = rkey_b.decode(), repo_b.decode()
+            if typed:
+                value = self._typed_value(repo, collection, rkey, value)
+            records.append(RepoRecord(repo, collection, rkey, value))
         return BacklinkPage(records, scan.cursor if more else None, more)
 
     async def backlink_count(self, link: Backlink, subject: str) -> int:
