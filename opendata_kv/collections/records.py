@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import heapq
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, Protocol
@@ -804,7 +805,7 @@ class RecordCollection(Generic[StoreT]):
         (subject, rkey, DID) and its value is the record's copy, so no record is read and no
         record key decoded. The index's state is checked as index_scan checks it."""
         index = link.entries
-        self.store.index_scan(index, subject, limit=0)  # IndexStateError unless readable
+        self.store.index_scan(index.name, subject, limit=0)  # IndexStateError unless readable
         prefix = encode_leading(index.name, index.fields, (subject,), None)
         batch = 256 if limit is None else min(256, limit + 1)
         scan = self.store.scan_all(
@@ -830,6 +831,47 @@ class RecordCollection(Generic[StoreT]):
                 value = self._typed_value(repo, collection, rkey, value)
             records.append(RepoRecord(repo, collection, rkey, value))
         return BacklinkPage(records, scan.cursor if more else None, more)
+
+    async def top(
+        self, n: int, *, link: Backlink | None = None, partial: str | None = None
+    ) -> builtins.list[tuple[str, int]]:
+        """The `n` subjects with the most links of one kind (likes by default: the most-liked
+        posts), as (subject, count), most first (ties by subject). A bounded scan of the
+        count index (rfcs/0007-collections.md, "top"): every group it holds, or those whose
+        subject starts with `partial` (say "at://did:plc:x/" for one author's posts), read
+        in batches, n kept; no record is read."""
+        check_count(n, "n", 0)
+        counts = (link or self.backlinks.likes).counts
+        scan = self.store.index_scan(counts.name, partial=partial, records=False, batch_size=4096)
+        best: builtins.list[tuple[int, str]] = []
+        while chunk := await scan.next_chunk():
+            best = heapq.nsmallest(n, [*best, *((-(e.records or 0), e.values[0]) for e in chunk)])
+        return [(subject, -negated) for negated, subject in best]
+
+    async def distinct_likers(self, uri: str) -> int:
+        """How many distinct DIDs like the record at `uri` (see distinct_linkers)."""
+        return await self.distinct_linkers(self.backlinks.likes, uri)
+
+    async def distinct_linkers(self, link: Backlink, subject: str) -> int:
+        """How many distinct DIDs hold a link of one kind to `subject`: exact, from a scan of
+        the subject's entries (keys only: covering entries name the DID; plain ones through
+        their record key), so it costs one entry per link (rfcs/0007-collections.md)."""
+        _check_subject(subject)
+        if not link.covering:
+            entries = self.store.index_scan(link.entries.name, subject, records=False)
+            return len({entry.key.repo async for entry in entries if entry.key is not None})
+        index = link.entries
+        self.store.index_scan(index.name, subject, limit=0)  # IndexStateError unless readable
+        prefix = encode_leading(index.name, index.fields, (subject,), None)
+        scan = self.store.scan_all(prefix=prefix, batch_size=4096).undecoded()
+        head = len(prefix)
+        seen: set[bytes] = set()
+        while chunk := await scan.next_chunk():
+            for row in chunk:  # prefix, rkey 00, did 00, record key: the DID's bytes suffice
+                key = row.raw_key
+                end = key.find(b"\x00", head) + 1
+                seen.add(key[end : key.find(b"\x00", end)])
+        return len(seen)
 
     async def backlink_count(self, link: Backlink, subject: str) -> int:
         """How many records of one backlink kind point at `subject`."""
