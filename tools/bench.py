@@ -31,6 +31,9 @@
                                     RecordCollection.repos()/collections() vs a keys-only
                                     scan (see tools/bench_listing.py)
     python tools/bench.py arrow     scan.to_arrow() read to the end vs a plain typed scan (rows/s)
+    python tools/bench.py appview   "who liked X" pages through covering vs plain backlinks,
+                                    top(), distinct likers; Jetstream ingest vs a hand-written
+                                    rocksdict consumer (see tools/bench_appview.py)
     python tools/bench.py all       every section but scale, listing and footprint (run alone)
 
 Each section lives in tools/bench_<section>.py and exposes run(quick: bool) -> None; one that
@@ -57,6 +60,7 @@ SECTIONS = (
     "collections",
     "arrow",
     "bulk",
+    "appview",
 )
 #: sections with options of their own -> what --quick becomes for their main(argv)
 OWN_OPTIONS = {
