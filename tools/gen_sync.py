@@ -220,7 +220,6 @@ COLLECTION_FACES = (
             "__init__": "init",
             "backlinks": "get",
             "key_type": "call",
-            "check_key": "call",
             "prepared": "call",
             "create": "now",
             "put": "now",

@@ -37,7 +37,7 @@ from opendata_kv.atproto.layout import JETSTREAM, JetstreamLayout
 from opendata_kv.atproto.websocket import messages
 from opendata_kv.collections import RecordCollection
 from opendata_kv.collections._common import writer_of
-from opendata_kv.collections.records import check_did
+from opendata_kv.collections.records import check_did, check_nsid
 from opendata_kv.errors import (
     InvalidInputError,
     JetstreamConnectionError,
@@ -45,6 +45,8 @@ from opendata_kv.errors import (
     StoreDataError,
     check_count,
 )
+from opendata_kv.ids import rkey as rkey_ids
+from opendata_kv.ids.rkey import KeyType
 from opendata_kv.store import Batch, Store
 
 #: why a run ended: its source ended, it took max_events, or it reached `until`
@@ -53,6 +55,8 @@ Stopped = Literal["end", "max_events", "until"]
 Message = str | bytes
 
 _ABSENT = object()
+#: how many distinct DIDs (and collections) a consumer remembers as checked
+REMEMBERED = 65536
 
 
 @dataclass(frozen=True)
@@ -196,6 +200,8 @@ class Jetstream:
         self.on_error = on_error
         self.on_written = on_written
         self._state: IngestState | None = None
+        self._dids: set[str] = set()
+        self._key_types: dict[str, KeyType] = {}
 
     def __repr__(self) -> str:
         return f"<Jetstream {self.name!r} into {self.records!r}>"
@@ -343,14 +349,15 @@ class Jetstream:
     ) -> JetstreamEventError | None:
         """Check one event and queue what it writes; the error when it is refused."""
         try:
-            check_did(event.did)
+            self._check_did(event.did)
             if isinstance(event, Commit):
                 key = (event.did, event.collection, event.rkey)
-                if event.operation == "delete":
-                    self.records.check_key(*key)
-                    stored = None
-                else:
-                    stored = self.records.prepared(*key, event.record)
+                rkey_ids.validate(event.rkey, self._key_type(event.collection))
+                stored = (
+                    None
+                    if event.operation == "delete"
+                    else self.records.prepared(event.collection, event.record)
+                )
                 commits.append((event, key, stored))
             elif isinstance(event, Identity):
                 counts["identities"] += 1
@@ -374,6 +381,24 @@ class Jetstream:
         except InvalidInputError as exc:
             return _refused(event, exc)
         return None
+
+    def _check_did(self, did: str) -> None:
+        """check_did, each distinct DID once (up to REMEMBERED of them)."""
+        if did not in self._dids:
+            check_did(did)
+            if len(self._dids) >= REMEMBERED:
+                self._dids.clear()
+            self._dids.add(did)
+
+    def _key_type(self, collection: str) -> KeyType:
+        """The collection's record key type, its NSID checked once (check_nsid)."""
+        found = self._key_types.get(collection)
+        if found is None:
+            found = self.records.key_type(check_nsid(collection))
+            if len(self._key_types) >= REMEMBERED:
+                self._key_types.clear()
+            self._key_types[collection] = found
+        return found
 
     def _malformed(self, error: JetstreamEventError, counts: dict[str, Any]) -> None:
         counts["malformed"] += 1

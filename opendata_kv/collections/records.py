@@ -426,15 +426,10 @@ class RecordCollection(Generic[StoreT]):
             f"attempts: {conflict}"
         ) from conflict
 
-    def check_key(self, repo: str, collection: str, rkey: str) -> None:
-        """The key checks of put and delete (IdError, RkeyError), for a writer that batches
-        records itself (atproto/jetstream.py)."""
-        self._check_write(repo, collection, rkey)
-
-    def prepared(self, repo: str, collection: str, rkey: str, value: Any) -> Any:
-        """What `put` stores for this record, after its checks (IdError, RkeyError,
-        ValueEncodeError, InvalidInputError), for a writer that batches records itself."""
-        self._check_write(repo, collection, rkey)
+    def prepared(self, collection: str, value: Any) -> Any:
+        """What `put` stores for a value of `collection`, after put's value checks
+        (ValueEncodeError, InvalidInputError for a `$type` of another collection), for a
+        writer that batches records itself (atproto/jetstream.py, which checks the key)."""
         return self._stored_value(collection, value)
 
     async def put(

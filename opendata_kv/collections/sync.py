@@ -105,15 +105,11 @@ class SyncRecordCollection(CollectionFace, Generic[SyncStoreT]):
         result: RepoRecord = run_inline(self.collection.create(repo, collection, value, rkey=rkey))
         return result
 
-    def check_key(self, repo: str, collection: str, rkey: str) -> None:
-        """The key checks of put and delete (IdError, RkeyError), for a writer that batches
-        records itself (atproto/jetstream.py)."""
-        self.collection.check_key(repo, collection, rkey)
-
-    def prepared(self, repo: str, collection: str, rkey: str, value: Any) -> Any:
-        """What `put` stores for this record, after its checks (IdError, RkeyError,
-        ValueEncodeError, InvalidInputError), for a writer that batches records itself."""
-        return self.collection.prepared(repo, collection, rkey, value)
+    def prepared(self, collection: str, value: Any) -> Any:
+        """What `put` stores for a value of `collection`, after put's value checks
+        (ValueEncodeError, InvalidInputError for a `$type` of another collection), for a
+        writer that batches records itself (atproto/jetstream.py, which checks the key)."""
+        return self.collection.prepared(collection, value)
 
     def put(
         self: SyncRecordCollection[SyncStore], repo: str, collection: str, rkey: str, value: Any
