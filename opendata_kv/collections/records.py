@@ -61,9 +61,9 @@ from opendata_kv.ids.rkey import KeyType
 from opendata_kv.ids.tid import TidGenerator
 from opendata_kv.keys import RecordType, fields, prefix_successor
 from opendata_kv.store import Batch, Store
-from opendata_kv.store.cursor import decode_cursor, is_cursor
+from opendata_kv.store.cursor import decode_cursor, encode_cursor, is_cursor
 from opendata_kv.store.indexes.layout import decode_entry, encode_leading
-from opendata_kv.store.scan import Record
+from opendata_kv.store.scan import RawRecord, Record
 from opendata_kv.values import ValueCodec, as_codec, batch_decoder
 
 #: Default record type nibble of AT Protocol records.
@@ -793,6 +793,15 @@ class RecordCollection(Generic[StoreT]):
         more = limit is not None and await scan.has_more()
         return BacklinkPage(records, scan.cursor if more else None, more)
 
+    def _check_readable(self, name: str) -> None:
+        """IndexStateError unless the index `name` is declared and readable, as index_scan
+        says it (an in-memory check: a page must not pay for building a scan to learn it)."""
+        indexes = self.store._indexes
+        if indexes is None:
+            self.store.index_scan(name, limit=0)  # raises, naming the missing declaration
+        else:
+            indexes.readable(name, f"index_scan on {self.store.where}")
+
     async def _covering_page(
         self, link: Backlink, subject: str, limit: int | None, after: bytes | None, reverse: bool
     ) -> BacklinkPage:
@@ -800,14 +809,22 @@ class RecordCollection(Generic[StoreT]):
         (subject, rkey, DID) and its value is the record's copy, so no record is read and no
         record key decoded. The index's state is checked as index_scan checks it."""
         index = link.entries
-        self.store.index_scan(index.name, subject, limit=0)  # IndexStateError unless readable
+        self._check_readable(index.name)
         prefix = encode_leading(index.name, index.fields, (subject,), None)
         batch = 256 if limit is None else min(256, limit + 1)
         scan = self.store.scan_all(
-            prefix=prefix, reverse=reverse, limit=limit, after=after, batch_size=batch
+            prefix=prefix, reverse=reverse, after=after, batch_size=batch
         ).undecoded()
-        rows = await scan.to_list()
-        more = limit is not None and await scan.has_more()
+        rows: builtins.list[RawRecord] = []
+        while limit is None or len(rows) <= limit:  # one native batch of limit + 1, mostly
+            chunk = await scan.next_chunk()
+            if not chunk:
+                break
+            rows += chunk
+        more = limit is not None and len(rows) > limit
+        if more:
+            del rows[limit:]
+        cursor = encode_cursor(rows[-1].raw_key) if more else None
         copies = batch_decoder(self.store.values.plan(self.record).codec)([r.value for r in rows])
         collection, name, fields_ = link.collection, index.name, index.fields
         typed = self.value_codecs.get(collection) is not None
@@ -825,7 +842,7 @@ class RecordCollection(Generic[StoreT]):
             if typed:
                 value = self._typed_value(repo, collection, rkey, value)
             records.append(RepoRecord(repo, collection, rkey, value))
-        return BacklinkPage(records, scan.cursor if more else None, more)
+        return BacklinkPage(records, cursor, more)
 
     async def top(
         self, n: int, *, link: Backlink | None = None, partial: str | None = None
@@ -856,7 +873,7 @@ class RecordCollection(Generic[StoreT]):
             entries = self.store.index_scan(link.entries.name, subject, records=False)
             return len({entry.key.repo async for entry in entries if entry.key is not None})
         index = link.entries
-        self.store.index_scan(index.name, subject, limit=0)  # IndexStateError unless readable
+        self._check_readable(index.name)
         prefix = encode_leading(index.name, index.fields, (subject,), None)
         scan = self.store.scan_all(prefix=prefix, batch_size=4096).undecoded()
         head = len(prefix)
