@@ -285,6 +285,10 @@ class Jetstream:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
+            close = getattr(source, "aclose", None)  # an async generator: its socket closed now
+            if close is not None:
+                with contextlib.suppress(Exception):
+                    await close()
         if end is not None and end.error is not None:
             raise end.error
         if stopped == "end" and max_events is not None and taken >= max_events:
