@@ -79,6 +79,7 @@ def test_typeddict_round_trip_is_the_plain_dict() -> None:
     ("value", "field", "words"),
     [
         ({"text": "hi", "likes": 1}, "langs", "missing keys ['langs']"),
+        # refused with unknown="forbid" (kept by default: tests/test_values_unknown.py)
         ({"text": "hi", "likes": 1, "langs": None, "ownr": "x"}, "ownr", "unknown keys"),
         ({"text": 1, "likes": 1, "langs": None}, "text", "declared str, but the value is int"),
         ({"text": "hi", "likes": True, "langs": None}, "likes", "declared int"),
@@ -87,7 +88,7 @@ def test_typeddict_round_trip_is_the_plain_dict() -> None:
 def test_typeddict_refuses_what_a_dataclass_refuses(
     value: dict[str, Any], field: str, words: str
 ) -> None:
-    codec = TypedDictCodec(PostTd)
+    codec = TypedDictCodec(PostTd, unknown="forbid")
     with pytest.raises(ValueEncodeError, match=re.escape(words)) as written:
         codec.encode(value)  # type: ignore[arg-type]
     assert written.value.field == field
@@ -96,7 +97,7 @@ def test_typeddict_refuses_what_a_dataclass_refuses(
     assert read.value.field == field
     if field != "langs":  # a dataclass field with a default may be absent; else the same error
         with pytest.raises(ValueDecodeError):
-            DataclassCodec(PostDc).decode(pack(value))
+            DataclassCodec(PostDc, unknown="forbid").decode(pack(value))
 
 
 def test_typeddict_not_a_dict_is_refused() -> None:
@@ -106,7 +107,7 @@ def test_typeddict_not_a_dict_is_refused() -> None:
 
 @aio
 async def test_store_put_of_a_bad_typeddict_names_record_and_field(tmp_path: Path) -> None:
-    values = Values(Schema(post)).register(post, PostTd)
+    values = Values(Schema(post)).register(post, TypedDictCodec(PostTd, unknown="forbid"))
     async with Store.open(str(tmp_path / "db"), values) as store:
         with pytest.raises(ValueEncodeError, match=r"post v1 .*unknown keys") as caught:
             await store.put(
@@ -119,15 +120,15 @@ async def test_store_put_of_a_bad_typeddict_names_record_and_field(tmp_path: Pat
 # --- msgspec.Struct ------------------------------------------------------------------------------
 
 
-def test_struct_codec_refuses_structs_that_would_drop_or_hide_fields() -> None:
+def test_struct_codec_refuses_structs_that_would_hide_fields() -> None:
     class Loose(msgspec.Struct):
         text: str
 
     class Array(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
         text: str
 
-    with pytest.raises(ArgumentTypeError, match="forbid_unknown_fields=True"):
-        StructCodec(Loose)
+    assert StructCodec(Loose).unknown == "keep"  # issue 39: no forbid_unknown_fields needed
+    assert StructCodec(Loose, unknown="forbid").unknown == "forbid"
     with pytest.raises(ArgumentTypeError, match="array_like"):
         StructCodec(Array)
     with pytest.raises(ArgumentTypeError, match=r"msgspec\.Struct type"):

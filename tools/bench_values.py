@@ -7,7 +7,9 @@ Side by side on the same stored bytes, interleaved rounds (see bench_codec.py):
   record and on a 20 KiB record with 300 containers (past the cheap depth bound: it walks);
 - DataclassCodec with check_types=True vs check_types=False;
 - a scan's batch decoding (store scans decode 100 values at once), per value: MsgpackCodec
-  (today's dict scan), DataclassCodec, and StructCodec (msgspec, when installed);
+  (today's dict scan), DataclassCodec, and StructCodec (msgspec, when installed): a strict
+  Struct (forbid_unknown_fields) against one keeping unknown fields (issue 39), on records
+  without and with a field it does not declare;
 - the time a hostile value (2 levels of 3000 empty arrays, 9 MB) takes to be refused.
 """
 
@@ -38,6 +40,13 @@ try:
     from opendata_kv.values import StructCodec
 
     class PostStruct(msgspec.Struct, forbid_unknown_fields=True):
+        text: str
+        lang: str
+        likes: int
+        tags: list[str]
+        reply_to: str | None = None
+
+    class KeptStruct(msgspec.Struct, weakref=True):  # unknown="keep": looks for unknown fields
         text: str
         lang: str
         likes: int
@@ -88,6 +97,12 @@ def run(quick: bool) -> None:
         assert scans["scan struct"].decode(small[0]) == PostStruct(**codec.decode(small[0]))
     for name, scan_codec in scans.items():
         cases[name] = functools.partial(loop, batch_decoder(scan_codec), batches)
+    if msgspec is not None:
+        kept = batch_decoder(StructCodec(KeptStruct))
+        newer = [msgpack.packb({**post, "likes": i, "facets": [i]}) for i in range(count)]
+        newer_batches = [newer[i : i + 100] for i in range(0, count, 100)]
+        cases["scan struct keep"] = functools.partial(loop, kept, batches)
+        cases["scan struct keep+new"] = functools.partial(loop, kept, newer_batches)
     samples = interleaved(cases, count, rounds, repeat)
     big_ops = len(big) / count  # the big cases ran len(big) items but were divided by count
     print(
@@ -103,6 +118,14 @@ def run(quick: bool) -> None:
         ("type checks", "dataclass checked", "dataclass unchecked"),
         ("dataclass scan", "scan dataclass", "scan msgpack"),
         *([("Struct scan", "scan struct", "scan msgpack")] if msgspec is not None else []),
+        *(
+            [
+                ("Struct keep", "scan struct keep", "scan struct"),
+                ("Struct keep, unknown field", "scan struct keep+new", "scan struct"),
+            ]
+            if msgspec is not None
+            else []
+        ),
     ):
         median, low, high = ratio(samples, mine, other)
         print(f"  {label}: {mine} / {other} = {median:.2f}x (range {low:.2f}-{high:.2f})")

@@ -244,8 +244,31 @@ COLLECTION_FACES = (
             "top": "now",
             "distinct_likers": "now",
             "distinct_linkers": "now",
+            "typed": "wrap",
         },
         {"collection": "RecordCollection[Any]"},
+    ),
+    Face(
+        "SyncTypedRecords",
+        ("opendata_kv.collections.typed_records:TypedRecords",),
+        ("TypedFace", "Generic[ValueT, SyncStoreT]"),
+        "self.collection",
+        "A typed view of one collection NSID for a SyncStore (SyncRecordCollection.typed): the\n"
+        "same methods, blocking.",
+        {
+            "get": "now",
+            "exists": "now",
+            "list": "now",
+            "scan": "wrap",
+            "count": "now",
+            "backlink_page": "now",
+            "create": "now",
+            "put": "now",
+            "put_many": "now|loop:records",
+            "create_many": "now|loop:records",
+            "delete": "now",
+        },
+        {"collection": "TypedRecords[Any, Any]"},
     ),
     Face(
         "SyncChangeLog",
@@ -302,6 +325,7 @@ RENAMES = {
     "RecordCollection": "SyncRecordCollection",
     "ChangeLog": "SyncChangeLog",
     "PageStore": "SyncPageStore",
+    "TypedRecords": "SyncTypedRecords",
 }
 #: `wrap`: what the async return type (by its head) becomes; {arg}: its first type argument
 WRAPS = {
@@ -310,6 +334,7 @@ WRAPS = {
     "AsyncGenerator": "SyncChanges({call}, self.store)",
     "Opening": "{arg}(run_on_loop(_await({call})))",
     "Results": "SyncResults({call})",
+    "TypedRecords": "SyncTypedRecords({call})",
 }
 #: `enter`: how the object a context manager yields is wrapped, by the async return type
 ENTERS = {"_BatchContext": "SyncBatch._of", "AsyncIterator": "{arg}"}

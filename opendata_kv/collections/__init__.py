@@ -57,7 +57,9 @@ from opendata_kv.collections.sync import (
     SyncPageStore,
     SyncRecordCollection,
     SyncResults,
+    SyncTypedRecords,
 )
+from opendata_kv.collections.typed_records import TypedRecords
 from opendata_kv.keys import RecordType, Schema
 from opendata_kv.values import Values
 
@@ -107,6 +109,8 @@ __all__ = [
     "SyncPageStore",
     "SyncRecordCollection",
     "SyncResults",
+    "SyncTypedRecords",
+    "TypedRecords",
     "combined_schema",
     "default_schema",
     "default_values",

@@ -29,8 +29,12 @@ if TYPE_CHECKING:  # a TypeVar default (PEP 696) for the type checker only: no r
     #: what a collection reads through: a Store (reads and writes, the default) or a
     #: StoreReader (reads only: mypy flags its write methods, typed `self: ...[Store]`)
     StoreT = DefaultingTypeVar("StoreT", bound=StoreReader, default=Store)
+    #: a record's value type: what a typed view (RecordCollection.typed) reads and writes;
+    #: Any for the untyped collection, so a bare RepoRecord is RepoRecord[Any]
+    ValueT = DefaultingTypeVar("ValueT", default=Any)
 else:
     StoreT = TypeVar("StoreT", bound=StoreReader)
+    ValueT = TypeVar("ValueT")
 
 Instant = int | datetime.datetime
 
@@ -139,7 +143,9 @@ def from_plain(codec: ValueCodec[Any], plain: Any, what: str, record: str) -> An
     try:
         return codec.decode(pack(plain))
     except ValueDecodeError as exc:
-        raise ValueDecodeError(f"{what}: {exc}", record=record, value=plain) from None
+        raise ValueDecodeError(
+            f"{what}: {exc}", record=record, field=exc.field, value=plain
+        ) from None
 
 
 def combined_schema(layouts: Iterable[Layout], *extra: RecordType) -> Schema:

@@ -30,15 +30,17 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import copy
 import heapq
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, NamedTuple, Protocol
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar, overload
 
 from opendata_kv.collections._common import (
     Layout,
     Results,
     StoreT,
+    ValueT,
     check_limit,
     from_plain,
     key_of,
@@ -46,6 +48,7 @@ from opendata_kv.collections._common import (
     writer_of,
 )
 from opendata_kv.collections.backlinks import Backlink, Backlinks
+from opendata_kv.collections.typed_records import TypedRecords
 from opendata_kv.errors import (
     CursorError,
     IdError,
@@ -64,7 +67,9 @@ from opendata_kv.store import Batch, Store
 from opendata_kv.store.cursor import decode_cursor, encode_cursor, is_cursor
 from opendata_kv.store.indexes.layout import decode_entry, encode_leading
 from opendata_kv.store.scan import RawRecord, Record
-from opendata_kv.values import ValueCodec, as_codec, batch_decoder
+from opendata_kv.values import UnknownFields, ValueCodec, as_codec, batch_decoder
+
+V = TypeVar("V")
 
 #: Default record type nibble of AT Protocol records.
 RECORD_TYPE = 0xA
@@ -153,13 +158,14 @@ COVERING_BACKLINKS = Backlinks(RECORDS, covering=True)
 
 
 @dataclass(frozen=True)
-class RepoRecord:
-    """One stored record and where it lives."""
+class RepoRecord(Generic[ValueT]):
+    """One stored record and where it lives; `value` is its collection's value type (Any
+    unless read through a typed view, RecordCollection.typed)."""
 
     repo: str
     collection: str
     rkey: str
-    value: Any
+    value: ValueT
 
     @property
     def uri(self) -> str:
@@ -168,7 +174,7 @@ class RepoRecord:
 
 
 @dataclass(frozen=True)
-class RecordList:
+class RecordList(Generic[ValueT]):
     """One page of `RecordCollection.list`: the records and the cursor of the next page.
 
     `cursor` is the page cursor (a printable str, store/cursor.py) of the last record returned
@@ -177,11 +183,11 @@ class RecordList:
     `has_more`: whether records follow (with `limit=0`, an empty page, whether any exist).
     """
 
-    records: list[RepoRecord]
+    records: list[RepoRecord[ValueT]]
     cursor: str | None
     has_more: bool = False
 
-    def __iter__(self) -> Iterator[RepoRecord]:
+    def __iter__(self) -> Iterator[RepoRecord[ValueT]]:
         return iter(self.records)
 
     def __len__(self) -> int:
@@ -189,16 +195,16 @@ class RecordList:
 
 
 @dataclass(frozen=True)
-class BacklinkPage:
+class BacklinkPage(Generic[ValueT]):
     """One page of backlinks: the linking records (a like's `repo` is the liker) in index
     order, and the page cursor of the next page (a printable str, store/cursor.py; None when
     the listing is complete). Pass it back as `cursor=` with the same `reverse`."""
 
-    records: list[RepoRecord]
+    records: list[RepoRecord[ValueT]]
     cursor: str | None
     has_more: bool = False
 
-    def __iter__(self) -> Iterator[RepoRecord]:
+    def __iter__(self) -> Iterator[RepoRecord[ValueT]]:
         return iter(self.records)
 
     def __len__(self) -> int:
@@ -279,9 +285,11 @@ class RecordCollection(Generic[StoreT]):
     max_attempts: how often `create` runs its transaction before it gives up on conflicts.
     backlinks: the backlink indexes the backlink reads use (those of `layout` by default);
         the store must have been opened with their `indexes`.
-    value_types: collection NSID -> the type of its values (a dataclass, TypedDict or
-        msgspec.Struct, or a value codec): written through its codec's checks, stored as the
-        plain msgpack map, read back as that type; other collections hold plain data.
+    value_types: collection NSID -> the type of its values (a dataclass, TypedDict,
+        msgspec.Struct or pydantic model, or a value codec): written through its codec's
+        checks, stored as the plain msgpack map, read back as that type (stored fields the
+        type does not declare kept); other collections hold any msgpack value. `typed(nsid,
+        Post)` gives the same to mypy, as a view of one collection.
     store: a Store, or a StoreReader for the read methods only.
     """
 
@@ -331,6 +339,30 @@ class RecordCollection(Generic[StoreT]):
         if self._backlinks is None:
             self._backlinks = Backlinks(self.layout)
         return self._backlinks
+
+    @overload
+    def typed(
+        self, collection: str, value_type: type[V], *, unknown: UnknownFields = "keep"
+    ) -> TypedRecords[V, StoreT]: ...
+
+    @overload
+    def typed(
+        self, collection: str, value_type: ValueCodec[V], *, unknown: UnknownFields = "keep"
+    ) -> TypedRecords[V, StoreT]: ...
+
+    def typed(
+        self, collection: str, value_type: Any, *, unknown: UnknownFields = "keep"
+    ) -> TypedRecords[Any, StoreT]:
+        """A typed view of one collection: its get, list, scan and backlink pages give
+        `value_type` (RepoRecord[Post] to mypy) and its writes take one. `value_type`: a
+        dataclass, TypedDict, msgspec.Struct or pydantic model type, or a value codec.
+        `unknown`: "keep" (stored fields the type does not declare are kept and written back
+        by put) or "forbid" (ValueDecodeError naming the record and field), for a type
+        given as a class (a codec says its own)."""
+        nsid = check_nsid(collection)
+        view = copy.copy(self)
+        view.value_codecs = {**self.value_codecs, nsid: as_codec(value_type, unknown=unknown)}
+        return TypedRecords(view, nsid)
 
     # --- key checks -----------------------------------------------------------------------------
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 import builtins
 from collections.abc import AsyncIterable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
-from typing import Any, Generic
+from typing import Any, Generic, overload
 
-from opendata_kv.collections._common import Instant
+from opendata_kv.collections._common import Instant, ValueT
 from opendata_kv.collections.backlinks import Backlink, Backlinks
 from opendata_kv.collections.changelog import (
     CHANGELOG,
@@ -38,13 +38,16 @@ from opendata_kv.collections.records import (
     RecordsLayout,
     RepoRecord,
     TidSource,
+    V,
 )
-from opendata_kv.collections.sync_support import CollectionFace, SyncResults, SyncStoreT
+from opendata_kv.collections.sync_support import CollectionFace, SyncResults, SyncStoreT, TypedFace
+from opendata_kv.collections.typed_records import D, TypedCreateItem, TypedPutItem, TypedRecords
 from opendata_kv.ids.muid import Muid, MuidGenerator
 from opendata_kv.ids.rkey import KeyType
 from opendata_kv.store.sync import SyncStore
 from opendata_kv.store.sync_support import _entered, _itself, run_inline, run_on_loop
 from opendata_kv.store.ttl import Duration
+from opendata_kv.values import UnknownFields, ValueCodec
 
 
 class SyncRecordCollection(CollectionFace, Generic[SyncStoreT]):
@@ -80,6 +83,28 @@ class SyncRecordCollection(CollectionFace, Generic[SyncStoreT]):
         """The backlink indexes the backlink reads use (made on first use for a layout of
         your own, so a record name that is no valid index name only matters then)."""
         return self.collection.backlinks
+
+    @overload
+    def typed(
+        self, collection: str, value_type: type[V], *, unknown: UnknownFields = "keep"
+    ) -> SyncTypedRecords[V, SyncStoreT]: ...
+
+    @overload
+    def typed(
+        self, collection: str, value_type: ValueCodec[V], *, unknown: UnknownFields = "keep"
+    ) -> SyncTypedRecords[V, SyncStoreT]: ...
+
+    def typed(
+        self, collection: str, value_type: Any, *, unknown: UnknownFields = "keep"
+    ) -> SyncTypedRecords[Any, SyncStoreT]:
+        """A typed view of one collection: its get, list, scan and backlink pages give
+        `value_type` (RepoRecord[Post] to mypy) and its writes take one. `value_type`: a
+        dataclass, TypedDict, msgspec.Struct or pydantic model type, or a value codec.
+        `unknown`: "keep" (stored fields the type does not declare are kept and written back
+        by put) or "forbid" (ValueDecodeError naming the record and field), for a type
+        given as a class (a codec says its own)."""
+        twin: Any = self.collection
+        return SyncTypedRecords(twin.typed(collection, value_type, unknown=unknown))
 
     def key_type(self, collection: str) -> KeyType:
         """The Lexicon record key type enforced for `collection`."""
@@ -315,6 +340,120 @@ class SyncRecordCollection(CollectionFace, Generic[SyncStoreT]):
         return result
 
 
+class SyncTypedRecords(TypedFace, Generic[ValueT, SyncStoreT]):
+    """A typed view of one collection NSID for a SyncStore (SyncRecordCollection.typed): the
+    same methods, blocking."""
+
+    collection: TypedRecords[Any, Any]
+
+    @overload
+    def get(self, repo: str, rkey: str) -> ValueT | None: ...
+
+    @overload
+    def get(self, repo: str, rkey: str, default: D) -> ValueT | D: ...
+
+    def get(self, repo: str, rkey: str, default: Any = None) -> Any:
+        """The record's value, or `default` when there is none."""
+        twin: Any = self.collection
+        result: Any = run_inline(twin.get(repo, rkey, default))
+        return result
+
+    def exists(self, repo: str, rkey: str) -> bool:
+        """True when the record exists."""
+        result: bool = run_inline(self.collection.exists(repo, rkey))
+        return result
+
+    def list(
+        self,
+        repo: str,
+        reverse: bool = False,
+        limit: int | None = None,
+        cursor: str | bytes | None = None,
+    ) -> RecordList[ValueT]:
+        """One page of `repo`'s records in record key order (reverse: newest TID first, a
+        feed), as RecordCollection.list."""
+        result: RecordList[ValueT] = run_inline(self.collection.list(repo, reverse, limit, cursor))
+        return result
+
+    def scan(self, repo: str, *, reverse: bool = False) -> SyncResults[RepoRecord[ValueT]]:
+        """Stream `repo`'s records of this collection in record key order."""
+        return SyncResults(self.collection.scan(repo, reverse=reverse))
+
+    def count(self, repo: str) -> int:
+        """How many records of this collection `repo` holds."""
+        result: int = run_inline(self.collection.count(repo))
+        return result
+
+    def backlink_page(
+        self,
+        link: Backlink,
+        subject: str,
+        limit: int | None = None,
+        cursor: str | bytes | None = None,
+        reverse: bool = False,
+    ) -> BacklinkPage[ValueT]:
+        """One page of this collection's records pointing at `subject` through `link` (a
+        backlink of this collection: `records.backlinks.likes` for a like view)."""
+        result: BacklinkPage[ValueT] = run_inline(
+            self.collection.backlink_page(link, subject, limit, cursor, reverse)
+        )
+        return result
+
+    def create(
+        self: SyncTypedRecords[ValueT, SyncStore],
+        repo: str,
+        value: ValueT,
+        *,
+        rkey: str | None = None,
+    ) -> RepoRecord[ValueT]:
+        """Store a new record (never overwrites) and return it, as RecordCollection.create."""
+        result: RepoRecord[ValueT] = run_inline(self.collection.create(repo, value, rkey=rkey))
+        return result
+
+    def put(
+        self: SyncTypedRecords[ValueT, SyncStore], repo: str, rkey: str, value: ValueT
+    ) -> RepoRecord[ValueT]:
+        """Store `value` under the key, replacing any record there."""
+        result: RepoRecord[ValueT] = run_inline(self.collection.put(repo, rkey, value))
+        return result
+
+    def put_many(
+        self: SyncTypedRecords[ValueT, SyncStore],
+        records: Iterable[TypedPutItem[ValueT]] | AsyncIterable[TypedPutItem[ValueT]],
+        *,
+        batch_size: int = 1000,
+        durable: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Put `(repo, rkey, value)` records, as RecordCollection.put_many."""
+        run = run_on_loop if isinstance(records, AsyncIterable) else run_inline
+        result: int = run(
+            self.collection.put_many(
+                records, batch_size=batch_size, durable=durable, progress=progress
+            )
+        )
+        return result
+
+    def create_many(
+        self: SyncTypedRecords[ValueT, SyncStore],
+        records: Iterable[TypedCreateItem[ValueT]] | AsyncIterable[TypedCreateItem[ValueT]],
+        *,
+        batch_size: int = 1000,
+        durable: bool = False,
+    ) -> builtins.list[RepoRecord[ValueT]]:
+        """Create `(repo, value)` or `(repo, value, rkey)` records, as
+        RecordCollection.create_many; returns the records made."""
+        run = run_on_loop if isinstance(records, AsyncIterable) else run_inline
+        result: builtins.list[RepoRecord[ValueT]] = run(
+            self.collection.create_many(records, batch_size=batch_size, durable=durable)
+        )
+        return result
+
+    def delete(self: SyncTypedRecords[ValueT, SyncStore], repo: str, rkey: str) -> None:
+        """Remove the record (no error when there is none)."""
+        run_inline(self.collection.delete(repo, rkey))
+
+
 class SyncChangeLog(CollectionFace, Generic[SyncStoreT]):
     """ChangeLog for a SyncStore: the same methods, blocking."""
 
@@ -497,4 +636,10 @@ class SyncPageStore(CollectionFace, Generic[SyncStoreT]):
         return SyncResults(self.collection.scan(limit=limit))
 
 
-__all__ = ["SyncChangeLog", "SyncPageStore", "SyncRecordCollection", "SyncResults"]
+__all__ = [
+    "SyncChangeLog",
+    "SyncPageStore",
+    "SyncRecordCollection",
+    "SyncResults",
+    "SyncTypedRecords",
+]

@@ -57,3 +57,11 @@ class CollectionFace:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} of {self.collection!r}>"
+
+
+class TypedFace(CollectionFace):
+    """The sync face of a typed view (SyncTypedRecords): made from the async view
+    RecordCollection.typed returns, which it runs."""
+
+    def __init__(self, collection: Any) -> None:
+        self.collection = collection

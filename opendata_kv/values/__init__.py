@@ -17,6 +17,7 @@ from opendata_kv.values.codecs import (
     unpack,
 )
 from opendata_kv.values.limits import DEFAULT_LIMITS, DecodeLimits
+from opendata_kv.values.pydantic_models import ModelCodec
 from opendata_kv.values.registry import (
     UNKNOWN_POLICIES,
     UnknownPolicy,
@@ -26,18 +27,22 @@ from opendata_kv.values.registry import (
 )
 from opendata_kv.values.specs import as_codec
 from opendata_kv.values.typed import StructCodec, TypedDictCodec
+from opendata_kv.values.unknown import UNKNOWN_FIELDS, UnknownFields, unknown_fields
 
 __all__ = [
     "DEFAULT_LIMITS",
+    "UNKNOWN_FIELDS",
     "UNKNOWN_POLICIES",
     "BatchDecoding",
     "DataclassCodec",
     "DecodeLimits",
     "LimitsAware",
+    "ModelCodec",
     "MsgpackCodec",
     "RawCodec",
     "StructCodec",
     "TypedDictCodec",
+    "UnknownFields",
     "UnknownPolicy",
     "ValueCodec",
     "Values",
@@ -48,5 +53,6 @@ __all__ = [
     "msgpack_codec",
     "pack",
     "raw",
+    "unknown_fields",
     "unpack",
 ]

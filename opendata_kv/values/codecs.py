@@ -29,6 +29,7 @@ from opendata_kv.values.limits import (
     limited_unpackb,
 )
 from opendata_kv.values.typecheck import field_checkers
+from opendata_kv.values.unknown import KEPT, UnknownFields, check_unknown, keep, merged
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -249,15 +250,25 @@ class MsgpackCodec(_Limited):
 
 class DataclassCodec(_Limited, Generic[T]):
     """A dataclass stored as a msgpack map of its field names; fields with defaults may be
-    absent from old records, unknown names are an error (never silently dropped).
+    absent from old records.
 
-    `check_types` (default True): a stored value must match each field's declared type
-    (values/typecheck.py), so {"text": 1} for `text: str` is a ValueDecodeError, not a
-    dataclass holding an int. `limits`: decode caps, as for MsgpackCodec.
+    `unknown` (values/unknown.py): "keep" (default) reads a stored field the dataclass does
+    not declare and keeps it beside the object, so `encode` writes it back unchanged and in
+    its stored order; "forbid" refuses it (ValueDecodeError naming the field). A slotted
+    dataclass keeps them only with weakref_slot=True: without, a record with unknown fields
+    is refused rather than half-read. `check_types` (default True): a stored value must match
+    each field's declared type (values/typecheck.py), so {"text": 1} for `text: str` is a
+    ValueDecodeError, not a dataclass holding an int. `limits`: decode caps, as for
+    MsgpackCodec.
     """
 
     def __init__(
-        self, cls: type[T], *, check_types: bool = True, limits: DecodeLimits | None = None
+        self,
+        cls: type[T],
+        *,
+        check_types: bool = True,
+        limits: DecodeLimits | None = None,
+        unknown: UnknownFields = "keep",
     ) -> None:
         if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
             raise ArgumentTypeError(
@@ -267,8 +278,10 @@ class DataclassCodec(_Limited, Generic[T]):
         self.cls = cls
         self.name = f"dataclass:{cls.__qualname__}"
         self.check_types = check_types
+        self.unknown = check_unknown(unknown)
         fields = dataclasses.fields(cls)
         self._names = tuple(f.name for f in fields if f.init)
+        self._declared = frozenset(self._names)
         self._required = frozenset(
             f.name
             for f in fields
@@ -276,14 +289,18 @@ class DataclassCodec(_Limited, Generic[T]):
             and f.default is dataclasses.MISSING
             and f.default_factory is dataclasses.MISSING
         )
-        self._checks = tuple(field_checkers(cls).items()) if check_types else ()
+        extra_ok = self.unknown == "keep"
+        self._checks = (
+            tuple(field_checkers(cls, extra_keys=extra_ok).items()) if check_types else ()
+        )
 
     def encode(self, value: T) -> bytes:
         if not isinstance(value, self.cls):
             raise ValueEncodeError(
                 f"{self.name} value must be a {self.cls.__qualname__}, got {type(value).__name__}"
             )
-        return pack({n: getattr(value, n) for n in self._names}, self.name)
+        fresh = {n: getattr(value, n) for n in self._names}
+        return pack(merged(fresh, KEPT.recall(value), self._declared), self.name)
 
     def decode(self, data: bytes) -> T:
         mapping = unpack(data, self.limits)
@@ -291,9 +308,13 @@ class DataclassCodec(_Limited, Generic[T]):
             raise ValueDecodeError(
                 f"{self.name}: expected a msgpack map, got {type(mapping).__name__}"
             )
-        unknown = [k for k in mapping if k not in self._names]
-        if unknown:
-            raise ValueDecodeError(f"{self.name}: unknown fields {unknown!r}")
+        unknown = [k for k in mapping if k not in self._declared]
+        if unknown and self.unknown == "forbid":
+            raise ValueDecodeError(
+                f"{self.name}: unknown fields {unknown!r} (unknown='forbid'): {show_bytes(data)}",
+                field=str(unknown[0]),
+                value=data,
+            )
         missing = sorted(self._required - mapping.keys())
         if missing:
             raise ValueDecodeError(f"{self.name}: missing fields {missing}")
@@ -304,13 +325,18 @@ class DataclassCodec(_Limited, Generic[T]):
                     f"{self.name}: field {name!r} is declared {shown}, but the stored value is "
                     f"{type(value).__name__} {_show_value(value)}"
                 )
+        own = {k: v for k, v in mapping.items() if k in self._declared} if unknown else mapping
         try:
-            return self.cls(**mapping)
+            made = self.cls(**own)
         except (TypeError, ValueError) as exc:
             raise ValueDecodeError(f"{self.name}: {exc}") from None
+        keep(self.name, made, mapping, unknown, self._names, data)
+        return made
 
     def __repr__(self) -> str:
         extra = "" if self.check_types else ", check_types=False"
+        if self.unknown != "keep":
+            extra += f", unknown={self.unknown!r}"
         if self.explicit_limits:
             extra += f", limits={self.limits!r}"
         return f"DataclassCodec({self.cls.__qualname__}{extra})"

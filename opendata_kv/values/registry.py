@@ -132,9 +132,10 @@ class Values:
         upgrade: Upgrade | None = None,
         upgrade_key: KeyUpgrade | None = None,
     ) -> Values:
-        """Set the codec of one RecordType version (a codec; a dataclass, TypedDict or
-        msgspec.Struct type; bytes or dict). mypy checks that `upgrade` takes what the codec
-        decodes (`register(v1, PostV1, upgrade=to_v2)` needs `to_v2(old: PostV1)`)."""
+        """Set the codec of one RecordType version (a codec; a dataclass, TypedDict,
+        msgspec.Struct or pydantic model type; bytes or dict). mypy checks that `upgrade`
+        takes what the codec decodes (`register(v1, PostV1, upgrade=to_v2)` needs
+        `to_v2(old: PostV1)`)."""
         if record_type not in self.schema:
             raise SchemaError(f"{record_type.name!r} v{record_type.version} is not in the schema")
         self._codecs[record_type.head] = VersionCodec(
@@ -251,7 +252,9 @@ class Values:
             )
             if isinstance(exc, ValueLimitError):  # keep the class and the cap's facts
                 raise ValueLimitError(message, cap=exc.cap, limit=exc.limit) from None
-            raise ValueDecodeError(message) from None
+            raise ValueDecodeError(
+                message, record=record_type.name, field=exc.field, value=data
+            ) from None
         if upgrade and plan.upgrade is not None:
             try:
                 value = plan.upgrade(value)

@@ -31,7 +31,11 @@ from opendata_kv.store.indexes.layout import (
 )
 from opendata_kv.store.indexes.maintain import IndexedOp, index_ops_for
 from opendata_kv.store.indexes.registry import READABLE, WRITE_ONLY, IndexSet
-from opendata_kv.store.indexes.stored import index_from_definition, unknown_functions
+from opendata_kv.store.indexes.stored import (
+    index_from_definition,
+    readable_undeclared,
+    unknown_functions,
+)
 from opendata_kv.store.scan import KeySpan, Record
 from opendata_kv.store.views import in_windows, options_at
 from opendata_kv.store.writes import FetchReads, Put
@@ -78,6 +82,10 @@ async def load(
         return None
     if undeclared and not store.readonly and not INDEX_ROWS_ONLY.get():
         await _undeclared(store, indexes, later)  # type: ignore[arg-type]  # before any write
+    elif store.readonly and undeclared:
+        names = store.schema.names()
+        for index in readable_undeclared(indexes.stored, indexes.declared, names):
+            indexes.take_up(index)  # a reader reads the stored indexes it was not given
     for index in declared:
         meta = indexes.stored.get(index.name)
         if meta is not None:

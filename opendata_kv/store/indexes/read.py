@@ -388,14 +388,15 @@ class IndexReads(ReadView):
     reads (_scan, _fetch) are typed, and a RowReads (access.py) for IndexScan."""
 
     def _index(self, index: Index | str, what: str) -> Index:
+        opener = "Store.open_reader" if getattr(self, "readonly", False) else "Store.open"
         if self._indexes is None:
             name = index if isinstance(index, str) else index.name
             raise IndexStateError(
                 f"{what} on {self.where}: no index named {name!r} (this store was opened "
-                "without indexes=[...])",
+                f"without indexes=[...], and stores none: {opener}(..., indexes=[...]))",
                 index=name,
             )
-        return self._indexes.readable(index, f"{what} on {self.where}")
+        return self._indexes.readable(index, f"{what} on {self.where}", opener)
 
     @overload
     def index_scan(

@@ -204,13 +204,14 @@ class IndexSet:
         position = meta.get("position")
         return position is not None and key <= position
 
-    def readable(self, index: Index | str, where: str) -> Index:
-        """The declared index, IndexStateError unless it is readable."""
+    def readable(self, index: Index | str, where: str, opener: str = "Store.open") -> Index:
+        """The declared index, IndexStateError unless it is readable; `opener`: the call
+        that declares indexes for this store (Store.open_reader for a reader)."""
         name = index if isinstance(index, str) else index.name
         found = self.declared.get(name)
         if found is None:
             raise IndexStateError(
-                f"{where}: no index named {name!r} was declared (Store.open(..., indexes=[...]); "
+                f"{where}: no index named {name!r} was declared ({opener}(..., indexes=[...]); "
                 f"declared: {sorted(self.declared)})",
                 index=name,
             )

@@ -111,3 +111,31 @@ def resolve(stored: Mapping[str, Mapping[str, Any]], declared: Iterable[Index]) 
         except (IndexStateError, StoreDataError) as exc:
             out.unusable[name] = str(exc)
     return out
+
+
+def readable_undeclared(
+    stored: Mapping[str, Mapping[str, Any]], declared: Iterable[str], records: Iterable[str]
+) -> list[Index]:
+    """The stored indexes a reader was not given that it reads from their stored definitions
+    (RFC 0013, "Readers and the indexes they were not given"): each one over a record type of
+    the reader's schema (`records`) whose definition rebuilds its Index (no function, or only
+    the library's). A reader writes
+    no entry, so what a writer needs the function for never happens; the definition gives the
+    entry layout, the stored state still refuses reads of an index being built, and one that
+    names another function is left to its declaration (the error of a read names
+    `Store.open_reader(..., indexes=[...])`)."""
+    given = set(declared)
+    names = set(records)
+    found: list[Index] = []
+    for name, meta in sorted(stored.items()):
+        definition = meta["definition"]
+        over = definition.get("records")
+        if name in given or (isinstance(over, list) and not names.intersection(map(str, over))):
+            continue
+        if unknown_functions(definition):
+            continue
+        try:
+            found.append(index_from_definition(definition))
+        except (IndexStateError, StoreDataError):
+            continue  # damaged: a read of it says it was not declared; verify reports it
+    return found
