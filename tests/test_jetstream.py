@@ -319,3 +319,38 @@ def test_consume_gives_up_after_its_retries() -> None:
             assert caught.value.value == "ws://127.0.0.1:9/subscribe"
 
     asyncio.run(main())
+
+
+def test_consume_opens_a_dropped_connection_again_from_the_cursor() -> None:
+    """The first connection is closed after 50 messages; consume opens another with the
+    stored cursor and ends at `until` holding the whole stream."""
+    stream = generate(3, 150)
+
+    class Dropping(Server):
+        async def handler(self, socket: ServerConnection) -> None:
+            if self.cursors:
+                await super().handler(socket)
+                return
+            self.cursors.append(None)
+            for message in stream.messages[:50]:
+                await socket.send(message)
+            await socket.close(1011, "going away")
+
+    async def main() -> None:
+        server = Dropping(stream)
+        async with serve(server.handler, "127.0.0.1", 0) as running:
+            port = next(iter(running.sockets)).getsockname()[1]
+            async with Store.open(
+                "memory://js-drop", SCHEMA, indexes=COVERING_BACKLINKS.indexes
+            ) as store:
+                records = RecordCollection(
+                    store, key_types=BSKY_KEY_TYPES, backlinks=COVERING_BACKLINKS
+                )
+                ingest = Jetstream(records, batch_size=10)
+                url = f"ws://127.0.0.1:{port}/subscribe"
+                report = await consume(ingest, url, until=stream.times[-1], retries=2)
+                assert report.stopped == "until" and report.taken == len(stream.messages)
+                assert len(server.cursors) == 2 and server.cursors[1] is not None
+                await check_holds(store, stream)
+
+    asyncio.run(main())

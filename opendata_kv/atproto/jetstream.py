@@ -514,9 +514,10 @@ async def consume(
         error: JetstreamConnectionError | None = None
         try:
             report = await ingest.run(source, max_events=left, until=until)
-        except JetstreamConnectionError as exc:
+        except JetstreamConnectionError as exc:  # what it took before the drop still counts
             error = exc
-            report = IngestReport(await ingest.state(), 0, 0, 0, "end")
+            after = await ingest.state()
+            report = IngestReport(after, after.events - state.events, 0, 0, "end")
         taken, skipped = taken + report.taken, skipped + report.skipped
         batches += report.batches
         if on_batch is not None:
