@@ -137,6 +137,23 @@ class CursorError(InvalidInputError):
 # --- identifiers -------------------------------------------------------------------------------
 
 
+class JetstreamEventError(InvalidInputError):
+    """A Jetstream event that is no valid event (not JSON, a missing or mistyped field, a
+    record the collection refuses): `field` names the JSON path, `value` the offending text;
+    `time_us` is the event's time when it could be read (None otherwise)."""
+
+    def __init__(
+        self, message: str, *, field: str | None = None, value: Any = None, time_us: int | None
+    ) -> None:
+        super().__init__(message, field=field, value=value)
+        self.time_us = time_us
+
+
+class JetstreamConnectionError(OpendataKvError, ConnectionError):
+    """A Jetstream websocket that could not be opened, closed abnormally or sent nothing for
+    longer than the caller's bound; `value` is the URL."""
+
+
 class IdError(InvalidInputError):
     """An identifier (TID, record key, muid, URL key) that does not parse or validate."""
 
@@ -427,6 +444,8 @@ __all__ = [
     "IndexTtlError",
     "InvalidArgumentError",
     "InvalidInputError",
+    "JetstreamConnectionError",
+    "JetstreamEventError",
     "KeyDecodeError",
     "KeyEncodeError",
     "KeyFormatError",

@@ -35,6 +35,9 @@
                                     Store.splits time on a manifest of many SSTs (and a
                                     synthesized 10M-record one); `export --parallel P` vs the
                                     single-file Parquet export (see tools/bench_scaleout.py)
+    python tools/bench.py appview   "who liked X" pages through covering vs plain backlinks,
+                                    top(), distinct likers; Jetstream ingest vs a hand-written
+                                    rocksdict consumer (see tools/bench_appview.py)
     python tools/bench.py all       every section but scale, listing and footprint (run alone)
 
 Each section lives in tools/bench_<section>.py and exposes run(quick: bool) -> None; one that
@@ -61,6 +64,7 @@ SECTIONS = (
     "collections",
     "arrow",
     "bulk",
+    "appview",
 )
 #: sections with options of their own -> what --quick becomes for their main(argv)
 OWN_OPTIONS = {

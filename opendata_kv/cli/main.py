@@ -29,6 +29,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "opendata_kv.cli.checkpoint_cmds",
     "opendata_kv.cli.verify_cmds",
     "opendata_kv.cli.index_cmds",
+    "opendata_kv.cli.jetstream_cmds",
     "opendata_kv.cli.demo",
 )
 

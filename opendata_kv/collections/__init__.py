@@ -44,6 +44,7 @@ from opendata_kv.collections.pages import PAGES, Page, PagesLayout, PageStore
 from opendata_kv.collections.records import (
     BACKLINKS,
     BSKY_KEY_TYPES,
+    COVERING_BACKLINKS,
     RECORDS,
     BacklinkPage,
     RecordCollection,
@@ -84,6 +85,7 @@ __all__ = [
     "BACKLINKS",
     "BSKY_KEY_TYPES",
     "CHANGELOG",
+    "COVERING_BACKLINKS",
     "DEFAULT_LAYOUTS",
     "PAGES",
     "RECORDS",

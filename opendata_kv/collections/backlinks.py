@@ -12,6 +12,13 @@ DID, `subject: "did:..."`. Each kind has a value index on (subject, rkey), so th
 records of one subject come in record key order (TIDs: oldest first, `reverse` for newest),
 and a count index on (subject). A record without a usable subject has no entry. The indexes
 are kept in the same atomic write as the records, by the store, for every write path.
+
+Covering backlinks (`Backlinks(layout, covering=True)`, `COVERING_BACKLINKS` for the default
+layout) keep what a page of likes shows in the entries themselves: their fields are (subject,
+rkey, linking DID) and each holds a copy of the linking record's value (its createdAt), so a
+page of `likes()`, `reposts()` or `followers()` reads no record and decodes no record key.
+Their entry indexes are named `<prefix>.<kind>_links` (beside `_by_subject`, so a database can
+move from one to the other with an online build); the count indexes are the same.
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ FOLLOW = "app.bsky.graph.follow"
 ENTRY_FIELDS = (("subject", fields.string), ("rkey", fields.string))
 #: a count group: the subject
 COUNT_FIELDS = (("subject", fields.string),)
+#: a covering entry: the subject, the linking record's key, its repo (the linking DID)
+LINK_FIELDS = (("subject", fields.string), ("rkey", fields.string), ("did", fields.string))
 
 
 def strong_ref_uri(value: Any) -> str | None:
@@ -88,6 +97,24 @@ def follow_groups(key: Key, value: Any) -> list[tuple[str]]:
     return [] if did is None else [(did,)]
 
 
+@index_function
+def like_links(key: Key, value: Any) -> list[tuple[str, str, str]]:
+    uri = strong_ref_uri(value) if key.collection == LIKE else None
+    return [] if uri is None else [(uri, key.rkey, key.repo)]
+
+
+@index_function
+def repost_links(key: Key, value: Any) -> list[tuple[str, str, str]]:
+    uri = strong_ref_uri(value) if key.collection == REPOST else None
+    return [] if uri is None else [(uri, key.rkey, key.repo)]
+
+
+@index_function
+def follow_links(key: Key, value: Any) -> list[tuple[str, str, str]]:
+    did = subject_did(value) if key.collection == FOLLOW else None
+    return [] if did is None else [(did, key.rkey, key.repo)]
+
+
 @dataclass(frozen=True)
 class Backlink:
     """One kind of backlink: the records of `collection` pointing at a subject; `entries`
@@ -96,6 +123,11 @@ class Backlink:
     collection: str
     entries: Index
     counts: Index
+
+    @property
+    def covering(self) -> bool:
+        """Whether the entries hold (subject, rkey, DID) and a copy of the record's value."""
+        return self.entries.covering
 
 
 class HasRecord(Protocol):
@@ -109,22 +141,32 @@ class Backlinks:
     """The backlink indexes of one RecordsLayout (likes, reposts, follows); pass `indexes` to
     Store.open. Index names start with `prefix` (the layout's record name by default), so
     two layouts in one database keep separate indexes. `BACKLINKS` (in collections) are those
-    of the default layout."""
+    of the default layout. `covering=True`: entries that hold what a page shows (see the
+    module docstring), `COVERING_BACKLINKS` for the default layout."""
 
-    def __init__(self, layout: HasRecord, *, prefix: str | None = None) -> None:
+    def __init__(
+        self, layout: HasRecord, *, prefix: str | None = None, covering: bool = False
+    ) -> None:
         record = layout.record.name
         head = record if prefix is None else prefix
+        self.covering = covering
 
-        def kind(name: str, collection: str, entries: Any, groups: Any) -> Backlink:
+        def kind(name: str, collection: str, using: tuple[Any, Any, Any]) -> Backlink:
+            entries, links, groups = using
+            listed = (
+                Index(f"{head}.{name}_links", record, LINK_FIELDS, using=links, covering=True)
+                if covering
+                else Index(f"{head}.{name}_by_subject", record, ENTRY_FIELDS, using=entries)
+            )
             return Backlink(
                 collection,
-                Index(f"{head}.{name}_by_subject", record, ENTRY_FIELDS, using=entries),
+                listed,
                 Index(f"{head}.{name}_count", record, COUNT_FIELDS, kind="count", using=groups),
             )
 
-        self.likes = kind("likes", LIKE, like_entries, like_groups)
-        self.reposts = kind("reposts", REPOST, repost_entries, repost_groups)
-        self.follows = kind("follows", FOLLOW, follow_entries, follow_groups)
+        self.likes = kind("likes", LIKE, (like_entries, like_links, like_groups))
+        self.reposts = kind("reposts", REPOST, (repost_entries, repost_links, repost_groups))
+        self.follows = kind("follows", FOLLOW, (follow_entries, follow_links, follow_groups))
 
     def __iter__(self) -> Iterator[Backlink]:
         return iter((self.likes, self.reposts, self.follows))

@@ -31,6 +31,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import copy
+import heapq
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar, overload
@@ -63,9 +64,10 @@ from opendata_kv.ids.rkey import KeyType
 from opendata_kv.ids.tid import TidGenerator
 from opendata_kv.keys import RecordType, fields, prefix_successor
 from opendata_kv.store import Batch, Store
-from opendata_kv.store.cursor import decode_cursor, is_cursor
-from opendata_kv.store.scan import Record
-from opendata_kv.values import UnknownFields, ValueCodec, as_codec
+from opendata_kv.store.cursor import decode_cursor, encode_cursor, is_cursor
+from opendata_kv.store.indexes.layout import decode_entry, encode_leading
+from opendata_kv.store.scan import RawRecord, Record
+from opendata_kv.values import UnknownFields, ValueCodec, as_codec, batch_decoder
 
 V = TypeVar("V")
 
@@ -150,6 +152,9 @@ RECORDS = RecordsLayout()
 
 #: The backlink indexes of the default layout: Store.open(..., indexes=BACKLINKS.indexes).
 BACKLINKS = Backlinks(RECORDS)
+#: Covering backlinks of the default layout: pages of likes, reposts and followers read no
+#: record (RecordCollection(..., backlinks=COVERING_BACKLINKS); collections/backlinks.py).
+COVERING_BACKLINKS = Backlinks(RECORDS, covering=True)
 
 
 @dataclass(frozen=True)
@@ -452,6 +457,12 @@ class RecordCollection(Generic[StoreT]):
             f"create in at://{repo}/{collection} gave up after {self.max_attempts} conflicting "
             f"attempts: {conflict}"
         ) from conflict
+
+    def prepared(self, collection: str, value: Any) -> Any:
+        """What `put` stores for a value of `collection`, after put's value checks
+        (ValueEncodeError, InvalidInputError for a `$type` of another collection), for a
+        writer that batches records itself (atproto/jetstream.py, which checks the key)."""
+        return self._stored_value(collection, value)
 
     async def put(
         self: RecordCollection[Store], repo: str, collection: str, rkey: str, value: Any
@@ -805,12 +816,106 @@ class RecordCollection(Generic[StoreT]):
         limit = check_limit(limit)
         if cursor is not None:
             cursor = decode_cursor(cursor, "cursor")
+        if link.covering:
+            return await self._covering_page(link, subject, limit, cursor, reverse)
         scan = self.store.index_scan(
             link.entries.name, subject, reverse=reverse, limit=limit, after=cursor
         )
         records = [self._record(record) for record in await scan.to_list()]
         more = limit is not None and await scan.has_more()
         return BacklinkPage(records, scan.cursor if more else None, more)
+
+    def _check_readable(self, name: str) -> None:
+        """IndexStateError unless the index `name` is declared and readable, as index_scan
+        says it (an in-memory check: a page must not pay for building a scan to learn it)."""
+        indexes = self.store._indexes
+        if indexes is None:
+            self.store.index_scan(name, limit=0)  # raises, naming the missing declaration
+        else:
+            indexes.readable(name, f"index_scan on {self.store.where}")
+
+    async def _covering_page(
+        self, link: Backlink, subject: str, limit: int | None, after: bytes | None, reverse: bool
+    ) -> BacklinkPage:
+        """backlink_page from covering entries: each entry's fields name the linking record
+        (subject, rkey, DID) and its value is the record's copy, so no record is read and no
+        record key decoded. The index's state is checked as index_scan checks it."""
+        index = link.entries
+        self._check_readable(index.name)
+        prefix = encode_leading(index.name, index.fields, (subject,), None)
+        batch = 256 if limit is None else min(256, limit + 1)
+        scan = self.store.scan_all(
+            prefix=prefix, reverse=reverse, after=after, batch_size=batch
+        ).undecoded()
+        rows: builtins.list[RawRecord] = []
+        while limit is None or len(rows) <= limit:  # one native batch of limit + 1, mostly
+            chunk = await scan.next_chunk()
+            if not chunk:
+                break
+            rows += chunk
+        more = limit is not None and len(rows) > limit
+        if more:
+            del rows[limit:]
+        cursor = encode_cursor(rows[-1].raw_key) if more else None
+        copies = batch_decoder(self.store.values.plan(self.record).codec)([r.value for r in rows])
+        collection, name, fields_ = link.collection, index.name, index.fields
+        typed = self.value_codecs.get(collection) is not None
+        records = []
+        head = len(prefix)
+        for row, value in zip(rows, copies, strict=True):
+            key = row.raw_key  # prefix, then rkey 00 did 00 and the record key
+            end = key.find(b"\x00", head)
+            stop = key.find(b"\x00", end + 1)
+            rkey_b, repo_b = key[head:end], key[end + 1 : stop]
+            if end < 0 or stop < 0 or 1 in rkey_b or 1 in repo_b or not repo_b.isascii():
+                _, rkey, repo = decode_entry(name, fields_, key)[0]  # escapes: the full decode
+            else:  # record keys and DIDs are ASCII without 00 or 01: no escape to undo
+                rkey, repo = rkey_b.decode(), repo_b.decode()
+            if typed:
+                value = self._typed_value(repo, collection, rkey, value)
+            records.append(RepoRecord(repo, collection, rkey, value))
+        return BacklinkPage(records, cursor, more)
+
+    async def top(
+        self, n: int, *, link: Backlink | None = None, partial: str | None = None
+    ) -> builtins.list[tuple[str, int]]:
+        """The `n` subjects with the most links of one kind (likes by default: the most-liked
+        posts), as (subject, count), most first (ties by subject). A bounded scan of the
+        count index (rfcs/0007-collections.md, "top"): every group it holds, or those whose
+        subject starts with `partial` (say "at://did:plc:x/" for one author's posts), read
+        in batches, n kept; no record is read."""
+        check_count(n, "n", 0)
+        counts = (link or self.backlinks.likes).counts
+        scan = self.store.index_scan(counts.name, partial=partial, records=False, batch_size=4096)
+        best: builtins.list[tuple[int, str]] = []
+        while chunk := await scan.next_chunk():
+            best = heapq.nsmallest(n, [*best, *((-(e.records or 0), e.values[0]) for e in chunk)])
+        return [(subject, -negated) for negated, subject in best]
+
+    async def distinct_likers(self, uri: str) -> int:
+        """How many distinct DIDs like the record at `uri` (see distinct_linkers)."""
+        return await self.distinct_linkers(self.backlinks.likes, uri)
+
+    async def distinct_linkers(self, link: Backlink, subject: str) -> int:
+        """How many distinct DIDs hold a link of one kind to `subject`: exact, from a scan of
+        the subject's entries (keys only: covering entries name the DID; plain ones through
+        their record key), so it costs one entry per link (rfcs/0007-collections.md)."""
+        _check_subject(subject)
+        if not link.covering:
+            entries = self.store.index_scan(link.entries.name, subject, records=False)
+            return len({entry.key.repo async for entry in entries if entry.key is not None})
+        index = link.entries
+        self._check_readable(index.name)
+        prefix = encode_leading(index.name, index.fields, (subject,), None)
+        scan = self.store.scan_all(prefix=prefix, batch_size=4096).undecoded()
+        head = len(prefix)
+        seen: set[bytes] = set()
+        while chunk := await scan.next_chunk():
+            for row in chunk:  # prefix, rkey 00, did 00, record key: the DID's bytes suffice
+                key = row.raw_key
+                end = key.find(b"\x00", head) + 1
+                seen.add(key[end : key.find(b"\x00", end)])
+        return len(seen)
 
     async def backlink_count(self, link: Backlink, subject: str) -> int:
         """How many records of one backlink kind point at `subject`."""

@@ -130,6 +130,12 @@ class SyncRecordCollection(CollectionFace, Generic[SyncStoreT]):
         result: RepoRecord = run_inline(self.collection.create(repo, collection, value, rkey=rkey))
         return result
 
+    def prepared(self, collection: str, value: Any) -> Any:
+        """What `put` stores for a value of `collection`, after put's value checks
+        (ValueEncodeError, InvalidInputError for a `$type` of another collection), for a
+        writer that batches records itself (atproto/jetstream.py, which checks the key)."""
+        return self.collection.prepared(collection, value)
+
     def put(
         self: SyncRecordCollection[SyncStore], repo: str, collection: str, rkey: str, value: Any
     ) -> RepoRecord:
@@ -301,6 +307,31 @@ class SyncRecordCollection(CollectionFace, Generic[SyncStoreT]):
         result: BacklinkPage = run_inline(
             self.collection.backlink_page(link, subject, limit, cursor, reverse)
         )
+        return result
+
+    def top(
+        self, n: int, *, link: Backlink | None = None, partial: str | None = None
+    ) -> builtins.list[tuple[str, int]]:
+        """The `n` subjects with the most links of one kind (likes by default: the most-liked
+        posts), as (subject, count), most first (ties by subject). A bounded scan of the
+        count index (rfcs/0007-collections.md, "top"): every group it holds, or those whose
+        subject starts with `partial` (say "at://did:plc:x/" for one author's posts), read
+        in batches, n kept; no record is read."""
+        result: builtins.list[tuple[str, int]] = run_inline(
+            self.collection.top(n, link=link, partial=partial)
+        )
+        return result
+
+    def distinct_likers(self, uri: str) -> int:
+        """How many distinct DIDs like the record at `uri` (see distinct_linkers)."""
+        result: int = run_inline(self.collection.distinct_likers(uri))
+        return result
+
+    def distinct_linkers(self, link: Backlink, subject: str) -> int:
+        """How many distinct DIDs hold a link of one kind to `subject`: exact, from a scan of
+        the subject's entries (keys only: covering entries name the DID; plain ones through
+        their record key), so it costs one entry per link (rfcs/0007-collections.md)."""
+        result: int = run_inline(self.collection.distinct_linkers(link, subject))
         return result
 
     def backlink_count(self, link: Backlink, subject: str) -> int:

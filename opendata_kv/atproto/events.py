@@ -1,0 +1,199 @@
+"""Jetstream's JSON events, read into typed values: a commit (create, update or delete of one
+record), an identity change (a DID's handle) or an account change (active or not, and why).
+
+    {"did": "did:plc:...", "time_us": 1725911162329308, "kind": "commit",
+     "commit": {"rev": "...", "operation": "create", "collection": "app.bsky.feed.like",
+                "rkey": "3l3qo2vuowo2b", "record": {...}, "cid": "bafy..."}}
+    {"did": ..., "time_us": ..., "kind": "identity", "identity": {"did", "handle", "seq", "time"}}
+    {"did": ..., "time_us": ..., "kind": "account", "account": {"active", "did", "seq", "time"[,
+     "status"]}}
+
+Anything else raises JetstreamEventError naming the JSON path and the offending text, with the
+event's `time_us` when it could be read: the consumer counts it and goes on.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from opendata_kv.errors import JetstreamEventError
+
+Operation = Literal["create", "update", "delete"]
+OPERATIONS: frozenset[str] = frozenset(("create", "update", "delete"))
+#: how much of an offending message an error keeps
+SHOWN = 120
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One record written or deleted in a repo (`record` is None for a delete)."""
+
+    did: str
+    time_us: int
+    operation: Operation
+    collection: str
+    rkey: str
+    record: dict[str, Any] | None
+    cid: str | None
+    rev: str | None
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A DID's identity changed (its handle, None when it has none)."""
+
+    did: str
+    time_us: int
+    handle: str | None
+    seq: int | None
+    time: str | None
+
+
+@dataclass(frozen=True)
+class Account:
+    """A DID's hosting status: `active`, and `status` ("deactivated", "takendown", ...) when
+    it is not."""
+
+    did: str
+    time_us: int
+    active: bool
+    status: str | None
+    seq: int | None
+    time: str | None
+
+
+@dataclass(frozen=True)
+class Other:
+    """An event of a kind this version does not know: counted, its time taken, not stored."""
+
+    did: str
+    time_us: int
+    kind: str
+
+
+Event = Commit | Identity | Account | Other
+
+
+def shown(message: str | bytes) -> str:
+    """The start of a message, for an error."""
+    text = message.decode("utf-8", "replace") if isinstance(message, bytes) else message
+    return text if len(text) <= SHOWN else f"{text[: SHOWN - 3]}..."
+
+
+def parse_event(message: str | bytes) -> Event:
+    """The event a Jetstream message holds; JetstreamEventError when it holds none."""
+    try:
+        data = json.loads(message)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise JetstreamEventError(
+            f"Jetstream event is not JSON ({exc}): {shown(message)!r}",
+            value=shown(message),
+            time_us=None,
+        ) from None
+    if not isinstance(data, dict):
+        raise JetstreamEventError(
+            f"Jetstream event is not a JSON object: {shown(message)!r}",
+            value=shown(message),
+            time_us=None,
+        )
+    time_us = data.get("time_us")
+    if type(time_us) is not int or time_us < 0:
+        raise JetstreamEventError(
+            f"Jetstream event: time_us must be a non-negative integer, got {time_us!r}",
+            field="time_us",
+            value=time_us,
+            time_us=None,
+        )
+    return _Reader(data, time_us).event()
+
+
+class _Reader:
+    """Reads one decoded event's fields, raising JetstreamEventError with its path and time."""
+
+    def __init__(self, data: dict[str, Any], time_us: int) -> None:
+        self.data = data
+        self.time_us = time_us
+
+    def fail(self, path: str, what: str, got: Any) -> JetstreamEventError:
+        text = repr(got)
+        text = text if len(text) <= SHOWN else f"{text[: SHOWN - 3]}..."
+        return JetstreamEventError(
+            f"Jetstream event at time_us {self.time_us}: {path} must be {what}, got {text}",
+            field=path,
+            value=got,
+            time_us=self.time_us,
+        )
+
+    def text(self, part: dict[str, Any], path: str, name: str, *, optional: bool = False) -> Any:
+        found = part.get(name)
+        if found is None and optional:
+            return None
+        if not isinstance(found, str) or not found:
+            raise self.fail(f"{path}{name}", "a non-empty string", found)
+        return found
+
+    def number(self, part: dict[str, Any], path: str, name: str) -> int | None:
+        found = part.get(name)
+        if found is not None and type(found) is not int:
+            raise self.fail(f"{path}{name}", "an integer", found)
+        return found
+
+    def section(self, name: str) -> dict[str, Any]:
+        found = self.data.get(name)
+        if not isinstance(found, dict):
+            raise self.fail(name, "a JSON object", found)
+        return found
+
+    def event(self) -> Event:
+        did = self.text(self.data, "", "did")
+        kind = self.data.get("kind")
+        if kind == "commit":
+            return self.commit(did)
+        if kind == "identity":
+            part = self.section("identity")
+            return Identity(
+                did,
+                self.time_us,
+                self.text(part, "identity.", "handle", optional=True),
+                self.number(part, "identity.", "seq"),
+                self.text(part, "identity.", "time", optional=True),
+            )
+        if kind == "account":
+            part = self.section("account")
+            active = part.get("active")
+            if not isinstance(active, bool):
+                raise self.fail("account.active", "true or false", active)
+            return Account(
+                did,
+                self.time_us,
+                active,
+                self.text(part, "account.", "status", optional=True),
+                self.number(part, "account.", "seq"),
+                self.text(part, "account.", "time", optional=True),
+            )
+        if not isinstance(kind, str) or not kind:
+            raise self.fail("kind", '"commit", "identity" or "account"', kind)
+        return Other(did, self.time_us, kind)
+
+    def commit(self, did: str) -> Commit:
+        part = self.section("commit")
+        operation = part.get("operation")
+        if operation not in OPERATIONS:
+            raise self.fail("commit.operation", '"create", "update" or "delete"', operation)
+        record = part.get("record")
+        if operation == "delete":
+            record = None
+        elif not isinstance(record, dict):
+            raise self.fail("commit.record", "a JSON object", record)
+        return Commit(
+            did,
+            self.time_us,
+            operation,
+            self.text(part, "commit.", "collection"),
+            self.text(part, "commit.", "rkey"),
+            record,
+            self.text(part, "commit.", "cid", optional=True),
+            self.text(part, "commit.", "rev", optional=True),
+        )

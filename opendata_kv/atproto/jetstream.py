@@ -1,0 +1,534 @@
+"""Jetstream ingest: apply Jetstream's JSON events to a RecordCollection in atomic batches that
+also hold the consumer's cursor, so that a restart resumes where the last batch ended.
+
+    records = RecordCollection(store, key_types=BSKY_KEY_TYPES)
+    ingest = Jetstream(records)                         # the store's schema holds JETSTREAM's type
+    report = await ingest.run(events)                   # any async iterator of str/bytes messages
+    report = await consume(records, "wss://jetstream2.us-east.bsky.network/subscribe")
+
+Each batch (up to `batch_size` messages, as many as are waiting) is one store write holding the
+records it creates, replaces and deletes, their index entries (backlinks, counts), the latest
+identity and account of each DID it names, and the cursor: the `time_us` of its last message
+and how many messages of that time it took (IngestState). Killed at any moment, the database
+holds whole batches, each with its cursor. A run reads the stored cursor first and skips the
+messages it already took (Jetstream replays from `cursor=` inclusive), so nothing is lost or
+applied twice; `subscribe_url` puts the cursor into the URL.
+
+A message that is no valid event, or whose record the collection refuses (a bad DID, NSID or
+rkey, a `$type` of another collection), counts as `malformed` (`last_error` says why) and
+takes its place in the cursor; a delete of a record the store does not hold counts as
+`unknown_deletes`; neither stops the run. The messages pass through a queue of `queue_size`
+between the source and the writer: when the writer falls behind, the reader stops reading
+(backpressure, and the websocket's own flow control behind it) instead of buffering without
+bound. time_us is taken to increase (Jetstream's does); an older one counts at the cursor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterable, Callable, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from opendata_kv.atproto.events import Account, Commit, Identity, Other, parse_event
+from opendata_kv.atproto.layout import JETSTREAM, JetstreamLayout
+from opendata_kv.atproto.websocket import messages
+from opendata_kv.collections import RecordCollection
+from opendata_kv.collections._common import writer_of
+from opendata_kv.collections.records import check_did, check_nsid
+from opendata_kv.errors import (
+    InvalidInputError,
+    JetstreamConnectionError,
+    JetstreamEventError,
+    StoreDataError,
+    check_count,
+)
+from opendata_kv.ids import rkey as rkey_ids
+from opendata_kv.ids.rkey import KeyType
+from opendata_kv.store import Batch, Store
+
+#: why a run ended: its source ended, it took max_events, or it reached `until`
+Stopped = Literal["end", "max_events", "until"]
+#: a Jetstream message as a websocket gives it
+Message = str | bytes
+
+_ABSENT = object()
+#: how many distinct DIDs (and collections) a consumer remembers as checked
+REMEMBERED = 65536
+
+
+@dataclass(frozen=True)
+class IngestState:
+    """What a consumer stored with its last batch: the cursor and the counts of every message
+    it took. `cursor` is the time_us of the last message taken (None before the first),
+    `at_cursor` how many messages of that time it took. `events` counts every message taken;
+    `creates`, `updates`, `deletes` the valid commits of each operation (`unknown_updates` and
+    `unknown_deletes` of them named a record the store did not hold); `identities`,
+    `accounts` and `others` (kinds this version does not know) the rest; `malformed` the
+    messages that held no valid event, `last_error` why the last one did not."""
+
+    cursor: int | None = None
+    at_cursor: int = 0
+    events: int = 0
+    creates: int = 0
+    updates: int = 0
+    deletes: int = 0
+    identities: int = 0
+    accounts: int = 0
+    others: int = 0
+    malformed: int = 0
+    unknown_updates: int = 0
+    unknown_deletes: int = 0
+    last_error: str | None = None
+
+    def to_plain(self) -> dict[str, Any]:
+        """The stored form (a msgpack map)."""
+        return asdict(self)
+
+    @classmethod
+    def from_plain(cls, plain: Any, where: str) -> IngestState:
+        """The state stored as `plain`; StoreDataError naming `where` when it is none."""
+        names = {f.name for f in fields(cls)}
+        if not isinstance(plain, dict) or not set(plain) <= names:
+            raise StoreDataError(f"{where}: not a Jetstream consumer state: {plain!r}")
+        return cls(**plain)
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    """One run: the state stored after it, the messages it took (`taken`) and skipped as
+    taken before (`skipped`, replayed after a resume), its batches and why it stopped."""
+
+    state: IngestState
+    taken: int
+    skipped: int
+    batches: int
+    stopped: Stopped
+
+
+class _End:
+    """The source ended (with `error` when it raised)."""
+
+    def __init__(self, error: BaseException | None = None) -> None:
+        self.error = error
+
+
+class _Position:
+    """Where the messages of one run stand against the stored cursor: the first messages a
+    resumed source replays are skipped up to it (time_us below the cursor, then `at_cursor`
+    messages at it). A message without a readable time_us stands at the time of the one
+    before it."""
+
+    def __init__(self, state: IngestState) -> None:
+        self.cursor = state.cursor
+        self.at = state.at_cursor
+        self.skipping = state.cursor is not None
+        self.seen = 0
+        self.previous = state.cursor or 0
+
+    def time(self, time_us: int | None) -> int:
+        """The time a message stands at (its own, never before the cursor's)."""
+        at = self.previous if time_us is None else time_us
+        if self.cursor is not None and at < self.cursor and not self.skipping:
+            at = self.cursor
+        self.previous = at
+        return at
+
+    def skip(self, at: int) -> bool:
+        """True for a message taken before (replayed after a resume)."""
+        if not self.skipping:
+            return False
+        assert self.cursor is not None
+        if at < self.cursor:
+            return True
+        if at == self.cursor and self.seen < self.at:
+            self.seen += 1
+            return True
+        self.skipping = False
+        return False
+
+    def took(self, at: int) -> tuple[int, int]:
+        """Take a message at `at`: the new (cursor, at_cursor)."""
+        if self.cursor is not None and at <= self.cursor:
+            self.at += 1
+        else:
+            self.cursor, self.at = at, 1
+        return self.cursor, self.at
+
+
+class Jetstream:
+    """A Jetstream consumer writing into `records` (see the module docstring).
+
+    name: the consumer's name, so that several consumers (say, of different collections) keep
+        their own cursors in one database.
+    layout: where its state lives (JETSTREAM: record type 0xF); the store's schema must hold
+        `layout.record_types`.
+    batch_size: the most messages one atomic write takes (fewer when fewer are waiting).
+    queue_size: the most messages read ahead of the writer (backpressure beyond it).
+    durable: flush each batch before taking the next (slower; without it a crash loses the
+        last unflushed batches whole, with their cursor, and a restart takes them again).
+    on_error: called with each malformed message's JetstreamEventError (besides counting it).
+    on_written: called with the state stored by each batch, once it is written.
+    """
+
+    def __init__(
+        self,
+        records: RecordCollection[Store],
+        *,
+        name: str = "default",
+        layout: JetstreamLayout = JETSTREAM,
+        batch_size: int = 500,
+        queue_size: int = 2000,
+        durable: bool = False,
+        on_error: Callable[[JetstreamEventError], None] | None = None,
+        on_written: Callable[[IngestState], None] | None = None,
+    ) -> None:
+        self.store = writer_of(records.store, "Jetstream")
+        layout.check(self.store)
+        check_count(batch_size, "batch_size", 1)
+        check_count(queue_size, "queue_size", 1)
+        if not isinstance(name, str) or not name:
+            raise InvalidInputError(f"name must be a non-empty str, got {name!r}", value=name)
+        self.records = records
+        self.name = name
+        self.layout = layout
+        self.batch_size = batch_size
+        self.queue_size = queue_size
+        self.durable = durable
+        self.on_error = on_error
+        self.on_written = on_written
+        self._state: IngestState | None = None
+        self._dids: set[str] = set()
+        self._key_types: dict[str, KeyType] = {}
+
+    def __repr__(self) -> str:
+        return f"<Jetstream {self.name!r} into {self.records!r}>"
+
+    # --- state ----------------------------------------------------------------------------------
+
+    async def state(self) -> IngestState:
+        """The state stored with the last batch (IngestState() before the first)."""
+        plain = await self.store.get(self.layout.state, ("cursor", self.name))
+        where = f"{self.layout.state.name} cursor {self.name!r}"
+        self._state = IngestState() if plain is None else IngestState.from_plain(plain, where)
+        return self._state
+
+    async def identity(self, did: str) -> dict[str, Any] | None:
+        """The latest identity event taken for `did` (handle, seq, time, time_us), or None."""
+        found = await self.store.get(self.layout.state, ("identity", check_did(did)))
+        return found if isinstance(found, dict) else None
+
+    async def account(self, did: str) -> dict[str, Any] | None:
+        """The latest account event taken for `did` (active, status, seq, time, time_us)."""
+        found = await self.store.get(self.layout.state, ("account", check_did(did)))
+        return found if isinstance(found, dict) else None
+
+    @staticmethod
+    def subscribe_url(url: str, state: IngestState) -> str:
+        """`url` with `cursor=` set to the state's cursor (as Jetstream takes it: replay from
+        that time_us on), unchanged before the first batch."""
+        if state.cursor is None:
+            return url
+        parts = urlsplit(url)
+        query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "cursor"]
+        query.append(("cursor", str(state.cursor)))
+        return urlunsplit(parts._replace(query=urlencode(query)))
+
+    # --- the run --------------------------------------------------------------------------------
+
+    async def run(
+        self,
+        source: AsyncIterable[Message],
+        *,
+        max_events: int | None = None,
+        until: int | None = None,
+    ) -> IngestReport:
+        """Take the messages of `source` until it ends, `max_events` messages were taken, or
+        a message at or past time_us `until` was taken; returns what the run did. A source
+        that raises has what it gave before applied, then its error raised."""
+        check_count(max_events, "max_events", 0, none_ok=True)
+        check_count(until, "until", 0, none_ok=True)
+        position = _Position(await self.state())
+        queue: asyncio.Queue[Message | _End] = asyncio.Queue(self.queue_size)
+        reader = asyncio.create_task(_read(source, queue))
+        taken = skipped = batches = 0
+        stopped: Stopped = "end"
+        end: _End | None = None
+        try:
+            while end is None:
+                if max_events is not None and taken >= max_events:
+                    stopped = "max_events"
+                    break
+                pending: list[Message] = []
+                item = await queue.get()
+                while True:
+                    if isinstance(item, _End):
+                        end = item
+                        break
+                    pending.append(item)
+                    if len(pending) >= self.batch_size:
+                        break
+                    try:
+                        item = queue.get_nowait()
+                    except asyncio.QueueEmpty:
+                        break
+                left = None if max_events is None else max_events - taken
+                took, passed, reached = await self._apply(pending, position, left, until)
+                taken, skipped = taken + took, skipped + passed
+                batches += took > 0
+                if reached:
+                    stopped = "until"
+                    break
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+            close = getattr(source, "aclose", None)  # an async generator: its socket closed now
+            if close is not None:
+                with contextlib.suppress(Exception):
+                    await close()
+        if end is not None and end.error is not None:
+            raise end.error
+        if stopped == "end" and max_events is not None and taken >= max_events:
+            stopped = "max_events"
+        state = self._state if self._state is not None else IngestState()
+        return IngestReport(state, taken, skipped, batches, stopped)
+
+    async def apply(self, messages: Sequence[Message]) -> IngestReport:
+        """Take `messages` in one atomic batch (as a run of them would, skipping those taken
+        before the stored cursor)."""
+        position = _Position(await self.state())
+        taken, skipped, _ = await self._apply(list(messages), position, None, None)
+        assert self._state is not None
+        return IngestReport(self._state, taken, skipped, int(taken > 0), "end")
+
+    async def _apply(
+        self,
+        messages: list[Message],
+        position: _Position,
+        limit: int | None,
+        until: int | None,
+    ) -> tuple[int, int, bool]:
+        """Take messages in one batch: (taken, skipped, whether `until` was reached)."""
+        assert self._state is not None
+        counts = asdict(self._state)
+        commits: list[tuple[Commit, tuple[str, str, str], Any]] = []
+        states: dict[tuple[str, str], dict[str, Any]] = {}
+        taken = skipped = 0
+        reached = False
+        for message in messages:
+            if limit is not None and taken >= limit:
+                break
+            try:
+                event = parse_event(message)
+                error = None
+                at = position.time(event.time_us)
+            except JetstreamEventError as exc:
+                event, error, at = None, exc, position.time(exc.time_us)
+            if position.skip(at):
+                skipped += 1
+                continue
+            taken += 1
+            counts["cursor"], counts["at_cursor"] = position.took(at)
+            counts["events"] += 1
+            if event is not None:
+                error = self._take(event, commits, states, counts)
+            if error is not None:
+                self._malformed(error, counts)
+            if until is not None and at >= until:
+                reached = True
+                break
+        if taken:
+            await self._write(commits, states, counts)
+        return taken, skipped, reached
+
+    def _take(
+        self,
+        event: Commit | Identity | Account | Other,
+        commits: list[tuple[Commit, tuple[str, str, str], Any]],
+        states: dict[tuple[str, str], dict[str, Any]],
+        counts: dict[str, Any],
+    ) -> JetstreamEventError | None:
+        """Check one event and queue what it writes; the error when it is refused."""
+        try:
+            self._check_did(event.did)
+            if isinstance(event, Commit):
+                key = (event.did, event.collection, event.rkey)
+                rkey_ids.validate(event.rkey, self._key_type(event.collection))
+                stored = (
+                    None
+                    if event.operation == "delete"
+                    else self.records.prepared(event.collection, event.record)
+                )
+                commits.append((event, key, stored))
+            elif isinstance(event, Identity):
+                counts["identities"] += 1
+                states["identity", event.did] = {
+                    "handle": event.handle,
+                    "seq": event.seq,
+                    "time": event.time,
+                    "time_us": event.time_us,
+                }
+            elif isinstance(event, Account):
+                counts["accounts"] += 1
+                states["account", event.did] = {
+                    "active": event.active,
+                    "status": event.status,
+                    "seq": event.seq,
+                    "time": event.time,
+                    "time_us": event.time_us,
+                }
+            else:
+                counts["others"] += 1
+        except InvalidInputError as exc:
+            return _refused(event, exc)
+        return None
+
+    def _check_did(self, did: str) -> None:
+        """check_did, each distinct DID once (up to REMEMBERED of them)."""
+        if did not in self._dids:
+            check_did(did)
+            if len(self._dids) >= REMEMBERED:
+                self._dids.clear()
+            self._dids.add(did)
+
+    def _key_type(self, collection: str) -> KeyType:
+        """The collection's record key type, its NSID checked once (check_nsid)."""
+        found = self._key_types.get(collection)
+        if found is None:
+            found = self.records.key_type(check_nsid(collection))
+            if len(self._key_types) >= REMEMBERED:
+                self._key_types.clear()
+            self._key_types[collection] = found
+        return found
+
+    def _malformed(self, error: JetstreamEventError, counts: dict[str, Any]) -> None:
+        counts["malformed"] += 1
+        counts["last_error"] = str(error)
+        if self.on_error is not None:
+            self.on_error(error)
+
+    async def _write(
+        self,
+        commits: list[tuple[Commit, tuple[str, str, str], Any]],
+        states: dict[tuple[str, str], dict[str, Any]],
+        counts: dict[str, Any],
+    ) -> None:
+        """One atomic write: the commits (deletes and updates checked against what the store
+        and the batch's earlier commits hold), the identity and account states, the cursor."""
+        record = self.records.record
+        asked = list(dict.fromkeys(key for c, key, _ in commits if c.operation != "create"))
+        found = await self.store.get_many(record, asked, default=_ABSENT) if asked else []
+        present = {key: value is not _ABSENT for key, value in zip(asked, found, strict=True)}
+        batch = Batch(self.store)
+        for commit, key, stored in commits:
+            held = present.get(key, False)
+            if commit.operation == "delete":
+                counts["deletes"] += 1
+                if held:
+                    batch.delete(record, key)
+                else:
+                    counts["unknown_deletes"] += 1
+                present[key] = False
+                continue
+            try:
+                batch.put(record, key, stored)
+            except InvalidInputError as exc:  # a value the codec cannot store
+                self._malformed(_refused(commit, exc), counts)
+                continue
+            if commit.operation == "create":
+                counts["creates"] += 1
+            else:
+                counts["updates"] += 1
+                counts["unknown_updates"] += not held
+            present[key] = True
+        for key_fields, value in states.items():
+            batch.put(self.layout.state, key_fields, value)
+        state = IngestState(**counts)
+        batch.put(self.layout.state, ("cursor", self.name), state.to_plain())
+        await self.store.write(batch, durable=self.durable)
+        self._state = state
+        if self.on_written is not None:
+            self.on_written(state)
+
+
+def _refused(
+    event: Commit | Identity | Account | Other, exc: InvalidInputError
+) -> JetstreamEventError:
+    """A checked event's refusal as a JetstreamEventError naming the event."""
+    where = (
+        f"at://{event.did}/{event.collection}/{event.rkey} ({event.operation})"
+        if isinstance(event, Commit)
+        else f"{type(event).__name__.lower()} of {event.did!r}"
+    )
+    return JetstreamEventError(
+        f"Jetstream event at time_us {event.time_us}: {where}: {exc}",
+        field=exc.field or ("commit.record" if isinstance(event, Commit) else "did"),
+        value=exc.value,
+        time_us=event.time_us,
+    )
+
+
+async def _read(source: AsyncIterable[Message], queue: asyncio.Queue[Message | _End]) -> None:
+    """Move the source's messages into the bounded queue (waiting while it is full)."""
+    try:
+        async for message in source:
+            await queue.put(message)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # handed to the writer, raised after what came before
+        await queue.put(_End(exc))
+        return
+    await queue.put(_End())
+
+
+async def consume(
+    ingest: Jetstream,
+    url: str,
+    *,
+    max_events: int | None = None,
+    until: int | None = None,
+    retries: int = 5,
+    open_timeout: float = 10.0,
+    idle_timeout: float = 60.0,
+    on_batch: Callable[[IngestReport], None] | None = None,
+) -> IngestReport:
+    """Run `ingest` on the Jetstream websocket at `url` (with `cursor=` from its stored state)
+    until `max_events` messages were taken, `until` was reached, or the connection failed
+    `retries` times in a row without a message taken (then JetstreamConnectionError). A
+    closed or failed connection is opened again from the stored cursor after a pause of
+    1, 2, 4... s (at most 30 s); `on_batch` sees the report of each connection's run."""
+    check_count(retries, "retries", 0)
+    taken = skipped = batches = 0
+    failures = 0
+    while True:
+        left = None if max_events is None else max_events - taken
+        state = await ingest.state()
+        source = messages(
+            Jetstream.subscribe_url(url, state),
+            open_timeout=open_timeout,
+            idle_timeout=idle_timeout,
+        )
+        error: JetstreamConnectionError | None = None
+        try:
+            report = await ingest.run(source, max_events=left, until=until)
+        except JetstreamConnectionError as exc:  # what it took before the drop still counts
+            error = exc
+            after = await ingest.state()
+            report = IngestReport(after, after.events - state.events, 0, 0, "end")
+        taken, skipped = taken + report.taken, skipped + report.skipped
+        batches += report.batches
+        if on_batch is not None:
+            on_batch(report)
+        if report.stopped != "end":
+            return IngestReport(report.state, taken, skipped, batches, report.stopped)
+        failures = 0 if report.taken else failures + 1
+        if failures > retries:
+            if error is not None:
+                raise error
+            raise JetstreamConnectionError(
+                f"Jetstream at {url}: {failures} connections in a row gave no event", value=url
+            )
+        await asyncio.sleep(min(30.0, 2.0 ** max(0, failures - 1)))
