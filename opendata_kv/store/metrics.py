@@ -315,7 +315,8 @@ def telemetry(meter_provider: Any, namespace: str) -> Telemetry | None:
 
 def _timed(t: Telemetry, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
     """An async operation, timed."""
-    found, lock, clock = t.series(name), t.lock, _clock
+    found, clock = t.series(name), _clock
+    acquire, release = t.lock.acquire, t.lock.release
 
     @functools.wraps(method)
     async def timed(*args: Any, **kwargs: Any) -> Any:
@@ -327,13 +328,16 @@ def _timed(t: Telemetry, name: str, method: Callable[..., Any]) -> Callable[...,
             raise
         elapsed = clock() - start
         i = bisect_left(BOUNDS_NS, elapsed)
-        with lock:  # Telemetry.add's step, inlined: this is the path of every single get
+        acquire()  # Telemetry.add's step, inlined: the path of every single get (the lock's
+        try:  # methods called as they are: ~1/3 less than `with lock`)
             found[i] += 1
             found[SUM + i] += elapsed
             if elapsed < found[LEAST]:
                 found[LEAST] = elapsed
             if elapsed > found[MOST]:
                 found[MOST] = elapsed
+        finally:
+            release()
         return result
 
     return timed
@@ -341,7 +345,8 @@ def _timed(t: Telemetry, name: str, method: Callable[..., Any]) -> Callable[...,
 
 def _timed_now(t: Telemetry, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
     """A plain (sync face) operation, timed."""
-    found, lock, clock = t.series(name), t.lock, _clock
+    found, clock = t.series(name), _clock
+    acquire, release = t.lock.acquire, t.lock.release
 
     @functools.wraps(method)
     def timed(*args: Any, **kwargs: Any) -> Any:
@@ -353,13 +358,16 @@ def _timed_now(t: Telemetry, name: str, method: Callable[..., Any]) -> Callable[
             raise
         elapsed = clock() - start
         i = bisect_left(BOUNDS_NS, elapsed)
-        with lock:  # as in _timed
+        acquire()  # as in _timed
+        try:
             found[i] += 1
             found[SUM + i] += elapsed
             if elapsed < found[LEAST]:
                 found[LEAST] = elapsed
             if elapsed > found[MOST]:
                 found[MOST] = elapsed
+        finally:
+            release()
         return result
 
     return timed
