@@ -8,8 +8,8 @@ scan_all, index_scan, write, transaction, flush, change_batches, and the sync fa
 paths) with timed twins, and `bridge` exposes slatedb's own metrics recorder through the same
 meter. Names and attributes: docs/operations.md ("Metrics").
 
-An SDK `Histogram.record` costs tens of local gets, so an operation does not call it: it
-reads the clock twice and adds its duration (integer nanoseconds) to an aggregation of its
+An SDK `Histogram.record` costs more than a local get (29-41 µs of CPU against 24 on a loaded
+machine), so an operation does not call it: it reads the clock twice and adds its duration (integer nanoseconds) to an aggregation of its
 own attribute set, the histogram's bucket counts by the same boundaries with each bucket's
 sum and the set's least and greatest value. When the meter collects (the callback of
 `opendata_kv.measurements.pending`, which the SDK runs before it reads its storage) each
