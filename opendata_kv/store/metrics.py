@@ -9,14 +9,15 @@ paths) with timed twins, and `bridge` exposes slatedb's own metrics recorder thr
 meter. Names and attributes: docs/operations.md ("Metrics").
 
 An SDK `Histogram.record` costs more than a local get (29-41 µs of CPU against 24 on a loaded
-machine), so an operation does not call it: it reads the clock twice and adds its duration (integer nanoseconds) to an aggregation of its
-own attribute set, the histogram's bucket counts by the same boundaries with each bucket's
-sum and the set's least and greatest value. When the meter collects (the callback of
-`opendata_kv.measurements.pending`, which the SDK runs before it reads its storage) each
-aggregation is replayed into the SDK histogram: per bucket its extremes and the rest at the
-bucket's mean, so the exported counts per bucket, count, sum, min and max are those measured.
-The SDK's work is done once per measurement at the collection, off the caller's path; the
-caller pays the two clock reads and one aggregation step (docs/performance.md, "Metrics").
+machine), so an operation does not call it: it reads the clock twice and adds its duration
+(integer nanoseconds) to an aggregation of its own attribute set, the histogram's bucket
+counts by the same boundaries with each bucket's sum and the set's least and greatest value.
+When the meter collects (the callback of `opendata_kv.measurements.pending`, which the SDK
+runs before it reads its storage) each aggregation is replayed into the SDK histogram: per
+bucket its extremes and the rest at the bucket's mean, so the exported counts per bucket,
+count, sum, min and max are those measured. The SDK's work is done once per measurement at
+the collection, off the caller's path; the caller pays the two clock reads and one
+aggregation step (docs/performance.md, "Metrics").
 """
 
 from __future__ import annotations
