@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
@@ -181,20 +183,104 @@ def test_without_the_extra_there_is_nothing_to_record(monkeypatch: pytest.Monkey
     assert store_metrics.telemetry(None, "/db") is None
 
 
-def test_measurements_wait_for_the_collection_or_the_queue_bound(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_durations_wait_in_the_aggregation_for_the_collection(tmp_path: Path) -> None:
+    # an operation adds to its aggregation; the SDK sees nothing until the meter collects,
+    # then every duration exactly once (a second collection replays nothing again)
     reader, options = reader_and_options()
     with SyncStore.open(tmp_path / "db", SCHEMA, options=options) as store:
         store.put(item, (1,), {"a": 1})
-        telemetry = store.store._telemetry
-        assert telemetry is not None and len(telemetry._pending) == 2  # a duration, a count
-        found = points(reader)  # the collection records them first
-        assert [p.count for p in by_operation(found)["put"]] == [1]
-        assert [p.value for p in found[store_metrics.PENDING]] == [2]
-        assert len(telemetry._pending) == 0
-        monkeypatch.setattr(store_metrics, "PENDING_LIMIT", 3)
-        for _ in range(3):
+        for _ in range(5):
             assert store.get(item, (1,)) == {"a": 1}
-        assert len(telemetry._pending) == 0  # the third reached the bound: recorded at once
-        assert [p.count for p in by_operation(points(reader))["get"]] == [3]
+        telemetry = store.store._telemetry
+        assert telemetry is not None
+        assert telemetry.series("get")[: store_metrics.SUM] != [0] * store_metrics.SUM
+        found = points(reader)
+        assert [p.count for p in by_operation(found)["get"]] == [5]
+        assert [p.value for p in found[store_metrics.PENDING]] == [6]  # the put and 5 gets
+        assert telemetry.series("get")[: store_metrics.SUM] == [0] * store_metrics.SUM
+        again = points(reader)
+        assert [p.count for p in by_operation(again)["get"]] == [5]  # cumulative, not 10
+        assert [p.value for p in again[store_metrics.PENDING]] == [0]
+
+
+#: durations in ns: every boundary, a nanosecond either side, and anything up to 20 s
+_BOUNDARY_NS = [b + d for b in store_metrics.BOUNDS_NS for d in (-1, 0, 1)]
+durations = st.lists(
+    st.one_of(st.sampled_from(_BOUNDARY_NS), st.integers(0, 20 * 10**9)), min_size=1, max_size=60
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["get", "scan"]), durations), min_size=1, max_size=3))
+def test_the_replayed_histogram_is_the_one_recorded_directly(
+    runs: list[tuple[str, list[int]]],
+) -> None:
+    """Aggregated here and replayed at the collection, the histogram the SDK exports has the
+    counts per bucket, count, min and max of recording every duration directly, and its sum."""
+    reader, options = reader_and_options()
+    assert options.meter_provider is not None
+    telemetry = store_metrics.telemetry(options.meter_provider, "/db")
+    assert telemetry is not None
+    direct = InMemoryMetricReader()
+    histogram = (
+        MeterProvider(metric_readers=[direct])
+        .get_meter("direct")
+        .create_histogram(
+            DURATION, unit="s", explicit_bucket_boundaries_advisory=store_metrics.BUCKETS
+        )
+    )
+    for operation, measured in runs:
+        for elapsed in measured:
+            telemetry.add(operation, elapsed)
+            histogram.record(elapsed / 1e9, {"db.operation.name": operation})
+    ours = {p.attributes["db.operation.name"]: p for p in points(reader)[DURATION]}
+    theirs = {p.attributes["db.operation.name"]: p for p in points(direct)[DURATION]}
+    assert sorted(ours) == sorted(theirs)
+    for operation, want in theirs.items():
+        got = ours[operation]
+        assert list(got.explicit_bounds) == list(want.explicit_bounds)
+        assert list(got.bucket_counts) == list(want.bucket_counts), operation
+        assert (got.count, got.min, got.max) == (want.count, want.min, want.max)
+        assert got.sum == pytest.approx(want.sum, rel=1e-12, abs=1e-15)
+
+
+def test_errors_and_batch_sizes_are_series_of_their_own(tmp_path: Path) -> None:
+    reader, options = reader_and_options()
+    with SyncStore.open(tmp_path / "db", SCHEMA, options=options) as store:
+        for size in (1, 2, 2):
+            store.put_many([(item, (n,), {"a": n}) for n in range(size)])
+        telemetry = store.store._telemetry
+        assert telemetry is not None
+        found = by_operation(points(reader))
+        sizes = sorted(
+            (p.attributes["db.operation.batch.size"], p.count) for p in found["put_many"]
+        )
+        assert sizes == [(1, 1), (2, 2)]
+        # taken at the collection: the series of a size or an error do not pile up
+        assert all(key[1] is None and key[2] is None for key in telemetry._series)
+
+
+@aio
+async def test_the_feed_lag_is_what_it_has_seen_and_not_delivered(tmp_path: Path) -> None:
+    reader, options = reader_and_options()
+    async with Store.open(tmp_path / "db", SCHEMA, options=options) as store:
+        assert store_metrics.FEED_LAG_SEQUENCE not in points(reader)  # no feed read yet
+        for n in range(4):  # four WAL files, a sequence number each
+            await store.put(item, (n,), {"a": n})
+            await store.flush()
+        batches = store.change_batches()
+        first = await batches.__anext__()
+        # the first file delivered, the other three read ahead
+        assert (first.lag, first.lag_files) == (3, 3)
+        assert first.lag_seconds is not None and first.lag_seconds >= 0
+        found = points(reader)
+        assert [p.value for p in found[store_metrics.FEED_LAG_SEQUENCE]] == [3]
+        assert [p.value for p in found[store_metrics.FEED_LAG_FILES]] == [3]
+        assert [p.value for p in found[store_metrics.FEED_LAG]] == [first.lag_seconds]
+        rest = [batch async for batch in batches]
+        assert [(b.lag, b.lag_files) for b in rest] == [(2, 2), (1, 1), (0, 0)]
+        found = points(reader)
+        assert [p.value for p in found[store_metrics.FEED_LAG_SEQUENCE]] == [0]
+        assert [p.value for p in found[store_metrics.FEED_LAG]] == [0]
+        (point,) = found[store_metrics.FEED_LAG_FILES]
+        assert point.value == 0 and point.attributes["db.system.name"] == "slatedb"

@@ -1,18 +1,21 @@
 """What store metrics cost (opendata_kv/store/metrics.py), side by side in one process: the
 same records in two stores, one opened with an OpenTelemetry SDK meter provider (in-memory
-reader) and one without, timed in alternating rounds on the same keys.
+reader) and one without, timed in alternating rounds on the same keys, the rows in the
+memtable (the cheapest get, so the largest share).
 
     python tools/bench.py metrics [--quick]
-    BENCH_METRICS_QUEUE=unbounded python tools/bench.py metrics   # never recorded in the loop
 
-The measurements wait in a queue until the meter collects or PENDING_LIMIT (4,096) are queued;
-a round of 5,000 gets crosses that bound once, so its figures hold the SDK's recording of
-4,096 measurements. With BENCH_METRICS_QUEUE=unbounded the bound is lifted: the figures are
-then what a call pays when the meter collects before the bound is reached.
+Times are the process's CPU time (slatedb's threads included), not wall time: on a shared
+machine a process waits for a core longer than it runs. Rows: per path, the median over
+rounds of µs per operation (per key for get_many, per row for
+a scan, per record for puts) without and with metrics, and the median of the rounds' ratios
+(with / without). The meter does not collect inside the timed loops (a service's reader
+collects every few seconds at most): what the caller pays is timed, and the collection is
+timed on its own after them (µs per duration replayed into the SDK histogram).
 
-Rows: SyncStore.get and Store.get (µs per get), a full scan (µs per row), batched puts (µs per
-record); each the median over rounds of (with metrics) / (without), and both medians.
-`tools/bench.py store --metrics` gives the same paths' absolute figures for a whole run.
+Then the floor of the design: the same wrapper (two clock reads and one aggregation step)
+around a function that does nothing, against the bare function, in ns per call, and what it
+is of the memtable get measured above.
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ import random
 import statistics
 import tempfile
 import time
+from bisect import bisect_left
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -36,27 +41,21 @@ from opendata_kv.store import metrics as store_metrics
 
 REC = RecordType("bench", 1, [("id", F.u64)])
 SCHEMA = Schema(REC)
+VALUE = {"name": "x" * 80}
+MANY = 64  # keys per get_many
+PUTS = 1000  # records per put_many / batch round
 
 
 def _timed(fn: Callable[[], int]) -> float:
-    start = time.perf_counter()
+    """µs of the process's CPU time per item of one run of `fn` (CPU time, not wall: on the
+    shared machine a process waits for a core longer than it runs)."""
+    start = time.process_time()
     n = fn()
-    return (time.perf_counter() - start) / n * 1e6
+    return (time.process_time() - start) / n * 1e6
 
 
-def measure(records: int, gets: int, rounds: int, root: Path) -> dict[str, tuple[float, ...]]:
-    """{path: (median µs without, median µs with, median ratio)}."""
-    options = OpenOptions(meter_provider=MeterProvider(metric_readers=[InMemoryMetricReader()]))
-    stores = {
-        "off": SyncStore.open(root / "off", SCHEMA),
-        "on": SyncStore.open(root / "on", SCHEMA, options=options),
-    }
-    value = {"name": "x" * 80}
-    for store in stores.values():
-        store.put_many(((REC, (i,), value) for i in range(records)), batch_size=1000)
-        store.flush()
-    keys = random.Random(7).sample(range(records), gets)
-    next_id = [records]
+def _paths(keys: list[int], next_id: list[int], singles: int) -> dict[str, Callable[..., int]]:
+    """path name -> a function of a store running one round and returning its count."""
 
     def get(store: SyncStore) -> int:
         for i in keys:
@@ -73,28 +72,81 @@ def measure(records: int, gets: int, rounds: int, root: Path) -> dict[str, tuple
 
         return asyncio.run(run())
 
-    def scan(store: SyncStore) -> int:
-        return sum(1 for _ in store.scan(REC))
+    def get_many(store: SyncStore) -> int:
+        for at in range(0, len(keys) - MANY + 1, MANY):
+            store.get_many(REC, [(i,) for i in keys[at : at + MANY]])
+        return len(keys) // MANY * MANY
 
     def put(store: SyncStore) -> int:
         start = next_id[0]
-        with store.batch() as batch:
-            for i in range(start, start + 1000):
-                batch.put(REC, (i,), value)
-        return 1000
+        for i in range(start, start + singles):
+            store.put(REC, (i,), VALUE)
+        return singles
 
-    paths = {"SyncStore.get": get, "Store.get": aget, "scan (per row)": scan, "batched put": put}
+    def put_many(store: SyncStore) -> int:
+        start = next_id[0]
+        return store.put_many((REC, (i,), VALUE) for i in range(start, start + PUTS))
+
+    def batch(store: SyncStore) -> int:
+        start = next_id[0]
+        with store.batch() as b:
+            for i in range(start, start + PUTS):
+                b.put(REC, (i,), VALUE)
+        return PUTS
+
+    def scan(store: SyncStore) -> int:
+        return sum(1 for _ in store.scan(REC))
+
+    return {
+        "SyncStore.get": get,
+        "Store.get": aget,
+        "get_many (per key)": get_many,
+        "put (single)": put,
+        "put_many (per record)": put_many,
+        "batch() put (per record)": batch,
+        "scan (per row)": scan,
+    }
+
+
+def measure(
+    records: int, gets: int, rounds: int, root: Path
+) -> tuple[dict[str, tuple[float, float, float]], float]:
+    """({path: (median µs without, median µs with, median ratio)}, µs per duration replayed
+    at a collection)."""
+    reader = InMemoryMetricReader()
+    options = OpenOptions(meter_provider=MeterProvider(metric_readers=[reader]))
+    stores = {
+        "off": SyncStore.open(root / "off", SCHEMA),
+        "on": SyncStore.open(root / "on", SCHEMA, options=options),
+    }
+    for store in stores.values():
+        store.put_many(((REC, (i,), VALUE) for i in range(records)), batch_size=1000)
+    keys = random.Random(7).sample(range(records), gets)
+    next_id = [records]
+    paths = _paths(keys, next_id, singles=max(50, gets // 10))
     samples: dict[str, dict[str, list[float]]] = {p: {"off": [], "on": []} for p in paths}
     for fn in paths.values():  # warm-up
         for store in stores.values():
             fn(store)
-        next_id[0] += 1000
+        next_id[0] += 10 * PUTS
+    reader.get_metrics_data()  # replays the warm-up's durations
+    collect_us: list[float] = []
     for r in range(rounds):
         order = ("off", "on") if r % 2 == 0 else ("on", "off")
         for name, fn in paths.items():
             for side in order:
                 samples[name][side].append(_timed(lambda s=stores[side], f=fn: f(s)))  # type: ignore[misc]
-            next_id[0] += 1000
+            next_id[0] += 10 * PUTS
+        telemetry: Any = stores["on"].store._telemetry
+        series = getattr(telemetry, "_series", None)  # None: the queue of the design before
+        pending = (
+            len(telemetry._pending)
+            if series is None
+            else sum(sum(found[: store_metrics.SUM]) for found in series.values())
+        )
+        start = time.process_time()
+        reader.get_metrics_data()  # the collection: every duration of the round replayed
+        collect_us.append((time.process_time() - start) / max(1, pending) * 1e6)
     for store in stores.values():
         store.close()
     out = {}
@@ -105,18 +157,86 @@ def measure(records: int, gets: int, rounds: int, root: Path) -> dict[str, tuple
             statistics.median(got["on"]),
             statistics.median(ratios),
         )
-    return out
+    return out, statistics.median(collect_us)
+
+
+def floor_ns(calls: int, rounds: int) -> dict[str, float]:
+    """ns of this thread's CPU per call, median over rounds in rotated order: a function doing
+    nothing called as SyncStore.get calls its twin (`bare`), with two clock reads around it
+    (`clocks`), with the bucket's bisect and the locked aggregation step too (`step`), and
+    wrapped by the store's own wrapper (`wrapper`: the same, plus its call passing the
+    arguments on)."""
+    telemetry = store_metrics.telemetry(MeterProvider(metric_readers=[InMemoryMetricReader()]), "/")
+    assert telemetry is not None
+    found = telemetry.series("step")
+    acquire, release, clock = telemetry.lock.acquire, telemetry.lock.release, time.perf_counter_ns
+    bounds, least, most, sums = (
+        store_metrics.BOUNDS_NS,
+        store_metrics.LEAST,
+        store_metrics.MOST,
+        store_metrics.SUM,
+    )
+
+    def nothing(target: Any, fields: Any, *, default: Any = None, upgrade: bool = True) -> None:
+        return None  # called as SyncStore.get calls its twin's _get_now
+
+    def clocks(target: Any, fields: Any, *, default: Any = None, upgrade: bool = True) -> None:
+        start = clock()
+        elapsed = clock() - start
+        del elapsed
+
+    def step(target: Any, fields: Any, *, default: Any = None, upgrade: bool = True) -> None:
+        start = clock()
+        elapsed = clock() - start
+        i = bisect_left(bounds, elapsed)
+        acquire()
+        try:
+            found[i] += 1
+            found[sums + i] += elapsed
+            if elapsed < found[least]:
+                found[least] = elapsed
+            if elapsed > found[most]:
+                found[most] = elapsed
+        finally:
+            release()
+
+    ways = {
+        "bare": nothing,
+        "clocks": clocks,
+        "step": step,
+        "wrapper": store_metrics._timed_now(telemetry, "get", nothing),
+    }
+    key = (1,)
+    got: dict[str, list[float]] = {name: [] for name in ways}
+    names = list(ways)
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            fn = ways[name]
+            start = time.thread_time_ns()
+            for _ in range(calls):
+                fn(REC, key, default=None, upgrade=True)
+            got[name].append((time.thread_time_ns() - start) / calls)
+    return {name: statistics.median(v) for name, v in got.items()}
 
 
 def run(quick: bool) -> None:
-    records, gets, rounds = (2_000, 500, 5) if quick else (20_000, 5_000, 9)
-    if os.environ.get("BENCH_METRICS_QUEUE") == "unbounded":
-        store_metrics.PENDING_LIMIT = 10**12  # type: ignore[misc]
-        print("the queue bound lifted: nothing is recorded inside the timed loops")
+    records, gets, rounds = (2_000, 640, 3) if quick else (20_000, 6_400, 9)
+    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench-metrics-") as tmp:
-        result = measure(records, gets, rounds, Path(tmp))
-    print(f"{records:,} records, {gets:,} gets a round, {rounds} rounds, alternating order")
+        result, collect_us = measure(records, gets, rounds, Path(tmp))
+    floor = floor_ns(20_000 if quick else 200_000, rounds)
+    print(
+        f"{records:,} records in the memtable, {gets:,} gets a round, {rounds} rounds, "
+        f"alternating order (load {load:.2f} -> {os.getloadavg()[0]:.2f})"
+    )
     print("| path | without metrics µs | with metrics µs | with / without (median of rounds) |")
     print("|---|---|---|---|")
     for name, (off, on, ratio) in result.items():
         print(f"| {name} | {off:.2f} | {on:.2f} | {ratio:.3f} |")
+    get_ns = result["SyncStore.get"][0] * 1000
+    print(f"collection: {collect_us:.2f} µs per duration replayed into the SDK histogram")
+    print(f"floor of the design: ns a call above a bare one, % of SyncStore.get ({get_ns:.0f} ns)")
+    for name in ("clocks", "step", "wrapper"):
+        extra = floor[name] - floor["bare"]
+        print(f"  {name}: +{extra:.0f} ns ({extra / get_ns * 100:.1f}%)")
+    print(f"  (bare call {floor['bare']:.0f} ns)")

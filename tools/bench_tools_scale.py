@@ -154,8 +154,9 @@ def run_tool(args: list[str]) -> dict[str, float]:
     return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mib": usage.ru_maxrss / 1024}
 
 
-def measure(path: str, runs: int, tools: list[str]) -> None:
-    for tool in ([name, path] for name in tools):
+def measure(path: str, runs: int, tools: list[str], timeout: float = 0) -> None:
+    # --timeout 0: on a loaded machine the open of a 10M store outlasts the default 10 s
+    for tool in ([name, path, "--timeout", f"{timeout:g}"] for name in tools):
         for _ in range(runs):
             load = os.getloadavg()[0]
             got = run_tool(tool)
@@ -292,6 +293,9 @@ def main() -> None:
     parser.add_argument("--no-settle", action="store_true", help="footprint: read only")
     parser.add_argument("--tools", default="stats,verify", help="which CLI commands to measure")
     parser.add_argument(
+        "--timeout", type=float, default=0, help="each tool's --timeout (0: no bound)"
+    )
+    parser.add_argument(
         "--checked", action="store_true", help="build through load_pairs (decodes each value)"
     )
     args = parser.parse_args()
@@ -304,7 +308,7 @@ def main() -> None:
     if args.action == "build":
         asyncio.run(build(where, args.records, args.checked, args.no_codec))
     elif args.action == "measure":
-        measure(where, args.runs, args.tools.split(","))
+        measure(where, args.runs, args.tools.split(","), args.timeout)
     else:
         asyncio.run(footprint(where, not args.no_settle))
 

@@ -200,6 +200,10 @@ class Walk:
     #: set to a dict to collect the expiry (Unix ms) of each row read that has one, by raw
     #: key (export pops them as it writes the rows)
     expiries: dict[bytes, int] | None = None
+    #: read with the lean window (store/scan.py lean_read_ahead), not the bulk one: a walk over
+    #: a whole store that keeps nothing it reads (stats), whose memory must not grow with the
+    #: bulk window (dump and export keep it: fewer, larger requests on object storage)
+    lean: bool = False
 
     def type_bounds(self, version: int) -> Bounds:
         """Keys of record type `record_type` (any reserved bits) under `version`."""
@@ -296,6 +300,10 @@ class Walk:
                 fill_cache=False,  # a long one-shot read: the bulk read-ahead, no caching
             )
             scan.expiries = self.expiries
+            if self.lean:
+                from opendata_kv.store.scan import lean_read_ahead
+
+                lean_read_ahead(scan)
             while chunk := await self.limits.bound(scan.next_chunk(), f"read {store.where}"):
                 if remaining[0] is not None:
                     remaining[0] -= len(chunk)

@@ -89,6 +89,7 @@ def run_stats(args: argparse.Namespace) -> int:
         False,
         None,
         ReadLimits.from_args(args),
+        lean=True,  # bounded memory at any size (issue 43: 364 MiB at 10M with the bulk window)
     )
     extra = OpendataStats()
     indexes = IndexStats()

@@ -144,6 +144,14 @@ BULK_READ_AHEAD_BYTES = 4 * 1024 * 1024
 #: read holds beside its batch: 2 MiB for scans, 16 MiB for bulk scans.
 FETCH_TASKS = 8
 BULK_FETCH_TASKS = 4
+#: The lean window of a one-shot walk over a whole store whose memory must stay bounded
+#: (`opendata-kv stats`, lean_read_ahead): 1 MiB requests, 2 in flight per SST, blocks kept out
+#: of the cache. The bulk window is what held `stats` of 10M records at 364 MiB peak RSS:
+#: at 1M records, 4 MiB x 4 peaked at 210 MiB, 4 MiB x 1 at 158, 1 MiB x 2 at 120 and 256 KiB
+#: x 8 at 121, each at the same CPU (docs/performance.md, "The inspection tools at scale").
+#: On object storage it still reads 2 MiB a round trip per SST, as a scan does.
+LEAN_READ_AHEAD_BYTES = 1024 * 1024
+LEAN_FETCH_TASKS = 2
 #: A scan whose `limit` is at most this many rows keeps one request in flight: a page of a
 #: listing needs one window, and the rest would be bytes fetched for nothing.
 SHORT_SCAN = 256
@@ -166,6 +174,17 @@ def native_scan_options(reverse: bool, fill_cache: bool = True, short: bool = Fa
 
 #: the older name, still imported by store/indexes/old_values.py
 scan_options = native_scan_options
+
+
+def lean_scan_options(reverse: bool) -> Any:
+    """slatedb's ScanOptions for a lean one-shot walk: the LEAN_* window, no block caching."""
+    options = native_scan_options(reverse, fill_cache=False)
+    options.read_ahead_bytes = LEAN_READ_AHEAD_BYTES
+    options.max_fetch_tasks = LEAN_FETCH_TASKS
+    return options
+
+
+_LEAN_OPTIONS = {reverse: lean_scan_options(reverse) for reverse in (False, True)}
 
 _OPTIONS = {
     (reverse, fill, short): native_scan_options(reverse, fill, short)
@@ -701,3 +720,12 @@ class Scan(Generic[R]):
             if record is not None:
                 out.append(record)
         return out
+
+
+def lean_read_ahead(scan: Scan[R]) -> Scan[R]:
+    """`scan`, reading with the lean window (LEAN_READ_AHEAD_BYTES x LEAN_FETCH_TASKS per SST,
+    blocks kept out of the cache) from the next range it opens: a one-shot walk over a whole
+    store that must stay in bounded memory (`opendata-kv stats`). A function, not a Scan
+    method: an option of the CLI's walk, not of the public scan (nor of its sync face)."""
+    scan._options = _LEAN_OPTIONS[scan._reverse]
+    return scan

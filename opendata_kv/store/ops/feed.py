@@ -345,9 +345,19 @@ class ChangeBatch(list[C], Generic[C]):
     """One WAL file's changes (a list). `lost_before`, on the first batch of a feed read from
     the start: the sequence number of its first change when the garbage collector already
     deleted the WAL files before it, so every change before that number is gone from the
-    feed (their effects are in the SSTs); None when nothing was lost, and on later batches."""
+    feed (their effects are in the SSTs); None when nothing was lost, and on later batches.
+
+    How far the feed is behind after this batch, as far as it knows (the files it listed and
+    read ahead, the manifest): `lag`, the newest sequence number minus that of the batch's
+    last change; `lag_seconds`, the newest change's write time minus the last change's (None
+    when the WAL rows carry no time); `lag_files`, WAL files after this batch's up to the
+    newest. All 0 when the feed has delivered everything it has seen. Store metrics record
+    them as the `opendata_kv.feed.lag*` gauges (docs/operations.md)."""
 
     lost_before: int | None = None
+    lag: int = 0
+    lag_seconds: float | None = None
+    lag_files: int = 0
 
 
 async def flatten(batches: AsyncGenerator[list[Any], None]) -> AsyncGenerator[Any, None]:
@@ -471,6 +481,9 @@ class _Feed:
         self.consumed = 0  # the last WAL file read
         self.lost = False
         self.checked_seq = True
+        # the newest sequence number and write time (ms) seen: the manifest's, the rows read
+        self.newest_seq = 0
+        self.newest_ts: int | None = None
 
     async def start(self) -> None:
         """Find the first WAL file to read and open an iterator there; a start the GC
@@ -494,6 +507,7 @@ class _Feed:
             manifest, ids, guess = await self._look()
             floor = 0 if manifest is None else manifest.replay_after_wal_id
             self.top_seq = 0 if manifest is None else manifest.last_l0_seq
+            self.newest_seq = max(self.newest_seq, self.top_seq)
             self._set_tail(floor, ids)
             if ids is None:
                 self.tail = await call(reader.last_wal_file_id(floor), where, others=True)
@@ -587,7 +601,19 @@ class _Feed:
         if isinstance(first, Error):
             return first
         self.ready = deque(outcomes)
+        self._note_newest(outcomes)
         return None
+
+    def _note_newest(self, outcomes: list[Any]) -> None:
+        """Keep the newest sequence number and write time of the files just read (rows of a
+        file come in sequence order): the feed's lag is measured against them."""
+        for outcome in outcomes:
+            rows = getattr(outcome, "rows", None)
+            if rows:
+                last = rows[-1]
+                self.newest_seq = max(self.newest_seq, last.seq)
+                if last.create_ts is not None:
+                    self.newest_ts = max(self.newest_ts or last.create_ts, last.create_ts)
 
     def _read(self, first: int, last: int) -> asyncio.Future[list[Any]]:
         """Read WAL files `first`..`last` at once, each through an iterator of its own: the
@@ -628,7 +654,9 @@ class _Feed:
             # the files up to the tail, _AHEAD at once (a live iterator at the tail only
             # notices new files on its own ~1 s poll; one starting at a file returns it at once)
             last = min(self.tail, self.consumed + _AHEAD)
-            self.ready = deque(await self._read(self.consumed + 1, last))
+            outcomes = await self._read(self.consumed + 1, last)
+            self.ready = deque(outcomes)
+            self._note_newest(outcomes)
         rows = self.ready.popleft()
         if isinstance(rows, Error):  # the next WAL file is gone
             self.ready.clear()
@@ -693,6 +721,7 @@ class _Feed:
         min_seq = self.min_seq
         head = f"{_VERSION}-{self.store}-{file_id:x}-"
         failure: ChangeDecodeError | None = None
+        last_row = None  # the row of the last change delivered
         for index in range(first_index, len(batch)):
             row = batch[index]
             seq = row.seq
@@ -718,10 +747,20 @@ class _Feed:
             if item is None:  # an index row, or an unknown key being skipped
                 continue
             out.append(item)
+            last_row = row
             if remaining is not None and len(out) >= remaining:
                 break
         if out:
             self.last = out[-1].cursor
+            assert last_row is not None
+            self._lag(out, last_row, file_id)
             if self.lost:
                 out.lost_before, self.lost = out[0].seq, False
         return out, failure
+
+    def _lag(self, out: ChangeBatch[Any], last: Any, file_id: int) -> None:
+        """Set `out`'s lag (see ChangeBatch) after its last change's row `last`."""
+        out.lag = max(0, self.newest_seq - last.seq)
+        out.lag_files = max(0, self.tail - file_id)
+        if self.newest_ts is not None and last.create_ts is not None:
+            out.lag_seconds = max(0, self.newest_ts - last.create_ts) / 1000
