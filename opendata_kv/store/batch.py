@@ -26,6 +26,7 @@ from opendata_kv.store.views import (
     Target,
     TtlArg,
     encode_put,
+    expire_at_of,
     key_bytes,
     options_at,
     put_encoders,
@@ -211,9 +212,10 @@ class Batch:
         self, target: Target, fields: Any = MISSING, value: Any = MISSING, *, ttl: TtlArg = None
     ) -> None:
         """Queue a typed put (addressed as for Store.put)."""
-        if fields.__class__ is tuple and ttl is None and value is not MISSING:
+        if fields.__class__ is tuple and value is not MISSING:
             # the per-record path: a RecordType or name with a field tuple, encoded by the
-            # encoders bound for it (views.put_encoders); everything else takes _put_any
+            # encoders bound for it (views.put_encoders), with or without a ttl; everything
+            # else takes _put_any
             try:
                 found = self._encoders.get(target)
             except TypeError:  # an unhashable target: _put_any names it
@@ -225,18 +227,22 @@ class Batch:
                 except Exception:  # redone with the fallback: the error that names the field
                     key = full_key(*fields)
                 data = encode_value(value, key)
+                expire_at = None if ttl is None else expire_at_of(ttl, self.check_expiry)
                 native = self._native
                 if native is None:
                     native = self._wb()
                 try:  # not `with translating`: ~0.3 us a call on a per-record path
-                    calls.batch_put(native, key, data)
+                    if expire_at is None:
+                        calls.batch_put(native, key, data)
+                    else:
+                        calls.batch_put_expiring(native, key, data, expire_at)
                 except FOREIGN as exc:
                     raise translate(exc, f"batch put on {self.where}") from exc
                 if self._keep:
                     self._typed[len(self._keys)] = value
                 self._keys.append(key)
                 self._data.append(data)
-                self._expires.append(None)
+                self._expires.append(expire_at)
                 return
         self._put_any(target, fields, value, ttl)
 
@@ -252,15 +258,14 @@ class Batch:
             found = put_encoders(self.schema, self.values, target)
             if found is not None:
                 self._encoders[target] = found
-        options = options_at(expire_at)
         native = self._native
         if native is None:
             native = self._wb()
         try:  # not `with translating` nor fill(): ~0.3 us a call on a per-record path
-            if options is None:
+            if expire_at is None:
                 calls.batch_put(native, key, data)
             else:
-                _put_with_options(native, key, data, expire_at, options)
+                calls.batch_put_expiring(native, key, data, expire_at)
         except FOREIGN as exc:
             raise translate(exc, f"batch put on {self.where}") from exc
         if self._keep:
