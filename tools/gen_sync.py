@@ -162,6 +162,7 @@ FACES = (
             "delete": "now",
             "delete_many": "now",
             "delete_range": "now",
+            "purge_expired": "now",
             "put_raw": "now",
             "flush": "now",
             "put_many": "now|loop:records",

@@ -1146,6 +1146,16 @@ class SyncStore(SyncStoreReader):
         )
         return result
 
+    def purge_expired(
+        self, record: RecordType | str, *leading: Any, max_keys: int = MAX_KEYS
+    ) -> int:
+        """Tombstone the stored rows of `record` (under `leading`) whose TTL has passed: reads
+        hide them already, slatedb drops them only at a flush or compaction. Up to `max_keys`
+        in one atomic batch, each re-read under the writer's lock first (a key written again
+        meanwhile is kept); returns how many were tombstoned."""
+        result: int = run_inline(self.store.purge_expired(record, *leading, max_keys=max_keys))
+        return result
+
     def put_raw(self, key: bytes, data: bytes) -> None:
         """Store raw bytes under a raw key (tools and migrations); a key of an indexed record
         type is indexed as a typed put would be (its value decoded with its version's codec)."""

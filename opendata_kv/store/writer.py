@@ -40,7 +40,7 @@ from opendata_kv.objstore.location import parse_location
 from opendata_kv.store import gc_runner, metrics
 from opendata_kv.store.absent import AbsentCheck
 from opendata_kv.store.batch import Batch, Snapshot, Transaction, fill, native_batch
-from opendata_kv.store.deletes import MAX_KEYS, check_max_keys, keys_in
+from opendata_kv.store.deletes import MAX_KEYS, check_max_keys, expired_in, keys_in
 from opendata_kv.store.expiry import live_value
 from opendata_kv.store.indexes import admin as index_admin
 from opendata_kv.store.indexes.declare import Index
@@ -345,6 +345,35 @@ class Store(StoreReader):
         if durable:
             await self.flush()
         return live
+
+    async def purge_expired(
+        self, record: RecordType | str, *leading: Any, max_keys: int = MAX_KEYS
+    ) -> int:
+        """Tombstone the stored rows of `record` (under `leading`) whose TTL has passed: reads
+        hide them already, slatedb drops them only at a flush or compaction. Up to `max_keys`
+        in one atomic batch, each re-read under the writer's lock first (a key written again
+        meanwhile is kept); returns how many were tombstoned."""
+        db = self._writable()
+        max_keys = check_max_keys(max_keys)
+        where = f"purge_expired on {self.where}"
+        found, _ = scan_range(None, leading, {}, "purge_expired")
+        spans = self._spans(record, found)
+        candidates = await expired_in(self._source, spans, max_keys, where)
+        if not candidates:
+            return 0
+        async with self._write_lock().held(self.where):
+            try:
+                rows = await in_windows(functools.partial(calls.get_rows, self._source), candidates)
+            except FOREIGN as exc:
+                raise self._fence.translated(exc, where) from exc
+            gone = [
+                key
+                for key, row in zip(candidates, rows, strict=True)
+                if row is not None and live_value(row) is None
+            ]
+            if gone:
+                await self._write_ops(db, [Delete(key) for key in gone], locked=True)
+        return len(gone)
 
     async def _range_keys(
         self, record: RecordType | str | None, found: ScanRange, max_keys: int
