@@ -31,6 +31,8 @@
                                     RecordCollection.repos()/collections() vs a keys-only
                                     scan (see tools/bench_listing.py)
     python tools/bench.py arrow     scan.to_arrow() read to the end vs a plain typed scan (rows/s)
+    python tools/bench.py keyvalue  py-key-value: opendata_kv.keyvalue's SlateDBStore beside its
+                                    own RocksDBStore, put/get/get_many/put_many/ttl per key
     python tools/bench.py all       every section but scale, listing and footprint (run alone)
 
 Each section lives in tools/bench_<section>.py and exposes run(quick: bool) -> None; one that
@@ -57,6 +59,7 @@ SECTIONS = (
     "collections",
     "arrow",
     "bulk",
+    "keyvalue",
 )
 #: sections with options of their own -> what --quick becomes for their main(argv)
 OWN_OPTIONS = {
