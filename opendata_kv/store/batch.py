@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from time import time_ns as _time_ns
 from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from opendata_kv.errors import InvalidArgumentError, StoreError, TransactionConflictError
@@ -30,6 +31,7 @@ from opendata_kv.store.views import (
     key_bytes,
     options_at,
     put_encoders,
+    ttl_ms,
 )
 from opendata_kv.store.writes import UNDECODED, Delete, FetchReads, Op, Put
 from opendata_kv.values import Values
@@ -128,6 +130,8 @@ class Batch:
         "_keys",
         "_native",
         "_reader",
+        "_ttl",
+        "_ttl_ms",
         "_typed",
         "_written",
         "check_expiry",
@@ -153,6 +157,8 @@ class Batch:
         self._encoders = self.values.put_encoders  # Batch.put's encoders by target (views)
         self._written = False
         self._absent: list[int] = []  # positions of the puts queued by create()
+        self._ttl: Any = None  # the last ttl put's per-record path checked, and its ms
+        self._ttl_ms = 0
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -227,7 +233,16 @@ class Batch:
                 except Exception:  # redone with the fallback: the error that names the field
                     key = full_key(*fields)
                 data = encode_value(value, key)
-                expire_at = None if ttl is None else expire_at_of(ttl, self.check_expiry)
+                if ttl is None:
+                    expire_at = None
+                elif ttl is self._ttl:  # the ttl of the last put, checked then: its ms
+                    expire_at = _time_ns() // 1_000_000 + self._ttl_ms
+                elif self.check_expiry:  # expire_at_of inlined: now in ms plus the ttl's ms
+                    self._ttl_ms = ms = ttl_ms(ttl)
+                    self._ttl = ttl
+                    expire_at = _time_ns() // 1_000_000 + ms
+                else:
+                    expire_at = expire_at_of(ttl, False)  # raises: the store hides no TTLs
                 native = self._native
                 if native is None:
                     native = self._wb()
