@@ -25,6 +25,7 @@ from opendata_kv.errors import (
     KeyEncodeError,
     MissingExtraError,
     SchemaError,
+    StoreClosedError,
     ValueCodecError,
     ValueDecodeError,
 )
@@ -119,7 +120,10 @@ class SlateDBStore(
     def store(self) -> Store:
         """The Store entries live in (opened by the first call when given a location)."""
         if self._store is None:
-            raise RuntimeError("the store is opened by setup(): use `async with` or call it")
+            raise StoreClosedError(
+                f"{self._location}: the key-value store is not open (it opens at its first "
+                "call or `async with`, and close() closes it)"
+            )
         return self._store
 
     async def _setup(self) -> None:

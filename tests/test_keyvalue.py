@@ -23,7 +23,7 @@ from key_value.aio.errors import (
 from key_value.aio.protocols.key_value import AsyncKeyValue
 
 from opendata_kv import Schema, Store
-from opendata_kv.errors import SchemaError
+from opendata_kv.errors import SchemaError, StoreClosedError
 from opendata_kv.keys import RecordType, fields
 from opendata_kv.keyvalue import KEYVALUE, SlateDBStore
 from opendata_kv.native import calls
@@ -292,3 +292,18 @@ def test_nothing_warns_about_stability() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         SlateDBStore("memory://quiet")
+
+
+def test_the_store_is_open_only_between_setup_and_close() -> None:
+    kv = SlateDBStore("memory://lifecycle")
+    with pytest.raises(StoreClosedError):
+        _ = kv.store
+
+    async def main() -> None:
+        await kv.put("k", {"v": 1})  # the first call opens it
+        assert await kv.store.get(KEYVALUE, ("default_collection", "k")) == {"v": 1}
+        await kv.close()
+        with pytest.raises(StoreClosedError):
+            _ = kv.store
+
+    asyncio.run(main())

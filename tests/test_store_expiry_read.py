@@ -255,3 +255,23 @@ def test_delete_many_against_a_dict(stored: dict[str, int], deleted: list[str]) 
         for key in deleted:
             model.pop(key, None)
         assert {r.key.key: r.value for r in db.scan(kv, "m")} == model
+
+
+def test_purge_expired_tombstones_only_expired_rows(db_url: str) -> None:
+    async def main() -> None:
+        async with Store.open(db_url, SCHEMA) as store:
+            async with store.batch() as batch:
+                for key in ("x", "y", "z"):
+                    batch.put_raw(kv.encode("c", key), b"\x01", expire_at=PAST)
+                batch.put_raw(kv.encode("d", "x"), b"\x01", expire_at=PAST)
+            await store.put(kv, ("c", "live"), 1, ttl=HOUR)
+            await store.put(kv, ("c", "plain"), 2)
+            assert await store.purge_expired(kv, "c", max_keys=2) == 2  # at most max_keys
+            assert await store.purge_expired(kv, "c") == 1
+            assert await store.purge_expired(kv, "c") == 0
+            assert await store.purge_expired("kv") == 1  # the other collection's
+            assert [r.key.key for r in await store.scan(kv).to_list()] == ["live", "plain"]
+
+    asyncio.run(main())
+    with SyncStore.open(db_url, SCHEMA) as db:
+        assert db.purge_expired(kv) == 0
