@@ -128,7 +128,8 @@ async def measure(n: int, rounds: int, root: Path) -> dict[str, Any]:
 def table(result: dict[str, Any], load: tuple[str, str]) -> str:
     lines = [
         f"keyvalue bench: {result['n']:,} keys, {result['rounds']} interleaved rounds, "
-        f"medians of µs per key ({CLOCK[0].__name__}); get_many {MANY} keys, put_many {PUT_MANY} (ttl=3600); "
+        f"medians of µs per key ({CLOCK[0].__name__}); get_many {MANY} keys, "
+        f"put_many {PUT_MANY} (ttl=3600); "
         f"local directory, {os.cpu_count()} CPUs",
         f"load average before: {load[0]}; after: {load[1]}",
         "",
