@@ -38,6 +38,8 @@
     python tools/bench.py appview   "who liked X" pages through covering vs plain backlinks,
                                     top(), distinct likers; Jetstream ingest vs a hand-written
                                     rocksdict consumer (see tools/bench_appview.py)
+    python tools/bench.py keyvalue  py-key-value: opendata_kv.keyvalue's SlateDBStore beside its
+                                    own RocksDBStore, put/get/get_many/put_many/ttl per key
     python tools/bench.py all       every section but scale, listing and footprint (run alone)
 
 Each section lives in tools/bench_<section>.py and exposes run(quick: bool) -> None; one that
@@ -65,6 +67,7 @@ SECTIONS = (
     "arrow",
     "bulk",
     "appview",
+    "keyvalue",
 )
 #: sections with options of their own -> what --quick becomes for their main(argv)
 OWN_OPTIONS = {

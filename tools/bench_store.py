@@ -98,7 +98,17 @@ class Sizes:
 FULL = Sizes(records=20_000, gets=5_000, rounds=7, durability=30)
 QUICK = Sizes(records=2_000, gets=500, rounds=3, durability=5)
 
-COLUMNS = {"get": "get µs", "scan": "scan µs/row", "put": "batched put µs/record"}
+COLUMNS = {
+    "get": "get µs",
+    "scan": "scan µs/row",
+    "put": "batched put µs/record",
+    "single": "single put µs",
+}
+TTL = 3600.0  # the ttl= of the TTL put rows (issue 41: within 10% of a plain put)
+#: what each run is timed with: wall time, or the process's CPU time (--cpu: every thread's,
+#: slatedb's included), which a machine shared with other work disturbs far less
+CLOCK: list[Callable[[], int]] = [time.perf_counter_ns]
+SINGLES = 10  # single puts per round: a tenth of the gets
 ROWS = {
     "floor": "floor (C, same native calls)",
     "generated": "generated binding: `await db.get`, `next_batch`, WriteBatch put + write",
@@ -106,6 +116,8 @@ ROWS = {
     "sync": "opendata_kv `SyncStore` typed: get, scan, `batch()` put",
     "store_many": "`Store.get_many`, 64 keys (per key)",
     "sync_many": "`SyncStore.get_many`, 64 keys (per key)",
+    "store_ttl": "`Store` typed: `batch()` put and put, each with `ttl=`",
+    "sync_ttl": "`SyncStore` typed: `batch()` put and put, each with `ttl=`",
     "rocksdict": "rocksdict (raw bytes): get, `items()`, WriteBatch",
 }
 #: issue 32's targets (stricter than issue 19's): (row, column) -> the largest ratio to the
@@ -267,7 +279,7 @@ class Bench:
         fields = [(i,) for i in self.order]
         chunks = [fields[s : s + MANY] for s in range(0, gets, MANY)]
         db, store, sync = self.read.db, self.read.store, self.read.sync
-        clock = time.perf_counter_ns
+        clock = CLOCK[0]
         paths = [self._floor("floor", gets, lambda fx: self._floor_get(fx, keys))]
 
         async def generated() -> int:
@@ -325,17 +337,17 @@ class Bench:
 
     def _floor_get(self, fx: Any, keys: list[bytes]) -> int:
         get, handle = fx.get, self.read.db._handle
-        start = time.perf_counter_ns()
+        start = CLOCK[0]()
         for key in keys:
             get(handle, key)
-        return time.perf_counter_ns() - start
+        return CLOCK[0]() - start
 
     def _rocks_get(self, rocks: Rocks, keys: list[bytes]) -> int:
         get = rocks.db.get
-        start = time.perf_counter_ns()
+        start = CLOCK[0]()
         for key in keys:
             get(key)
-        return time.perf_counter_ns() - start
+        return CLOCK[0]() - start
 
     # scan --------------------------------------------------------------------------------------
 
@@ -343,7 +355,7 @@ class Bench:
         rows = self.sizes.records
         db, store, sync = self.read.db, self.read.store, self.read.sync
         lo, hi = REC.range()
-        clock = time.perf_counter_ns
+        clock = CLOCK[0]
         options, _ = typed_scan_options()
 
         def scan() -> Any:  # the binding's iterator, as the typed scan opens it
@@ -423,7 +435,7 @@ class Bench:
         value_chunks = [[self.packed[i] for i in span] for span in spans]
         values = self.values
         db, store, sync = self.puts.db, self.puts.store, self.puts.sync
-        clock = time.perf_counter_ns
+        clock = CLOCK[0]
 
         def floor_put(fx: Any) -> int:
             new, put_many, write, free = fx.wb_new, fx.wb_put_many, fx.write, fx.wb_free
@@ -471,12 +483,67 @@ class Bench:
                 write(wb)
             return clock() - start
 
+        async def store_put_ttl() -> int:
+            start = clock()
+            for span in spans:
+                async with store.batch() as batch:
+                    for i in span:
+                        batch.put(REC, (i,), values[i], ttl=TTL)
+            return clock() - start
+
+        def sync_put_ttl() -> int:
+            start = clock()
+            for span in spans:
+                with sync.batch() as batch:
+                    for i in span:
+                        batch.put(REC, (i,), values[i], ttl=TTL)
+            return clock() - start
+
         return [
             self._floor("floor", n, floor_put),
             Timed("generated", n, self.in_loop(generated)),
             Timed("store", n, self.in_loop(store_put)),
             Timed("sync", n, sync_put),
+            Timed("store_ttl", n, self.in_loop(store_put_ttl)),
+            Timed("sync_ttl", n, sync_put_ttl),
             self._rocks(n, rocks_put, puts=True),
+        ]
+
+    def single_paths(self) -> list[Timed]:
+        """One put per call, plain and with a ttl, through both faces (no floor row)."""
+        ops = max(1, self.sizes.gets // SINGLES)
+        picks = [(i,) for i in self.order[:ops]]
+        values = self.values
+        store, sync = self.puts.store, self.puts.sync
+        clock = CLOCK[0]
+
+        def timed_async(ttl: float | None) -> Callable[[], Coroutine[Any, Any, int]]:
+            async def run() -> int:
+                put = store.put
+                start = clock()
+                for f in picks:
+                    await put(REC, f, values[f[0]], ttl=ttl)
+                return clock() - start
+
+            return run
+
+        def timed_sync(ttl: float | None) -> Callable[[], int]:
+            def run() -> int:
+                put = sync.put
+                start = clock()
+                for f in picks:
+                    put(REC, f, values[f[0]], ttl=ttl)
+                return clock() - start
+
+            return run
+
+        no_floor = "no floor" if isinstance(self.floor, str) else "n/a (no single put)"
+        return [
+            Timed("floor", ops, None, no_floor),
+            Timed("store", ops, self.in_loop(timed_async(None))),
+            Timed("sync", ops, timed_sync(None)),
+            Timed("store_ttl", ops, self.in_loop(timed_async(TTL))),
+            Timed("sync_ttl", ops, timed_sync(TTL)),
         ]
 
     # helpers -----------------------------------------------------------------------------------
@@ -550,12 +617,26 @@ def measure_table(bench: Bench, where: str) -> dict[str, Any]:
         ("get", bench.get_paths),
         ("scan", bench.scan_paths),
         ("put", bench.put_paths),
+        ("single", bench.single_paths),
     ):
         paths = make()
-        table["columns"][column] = cells(paths, interleave(paths, bench.sizes.rounds), column)
-        if column == "put":  # let the put store's writes land before the next table
+        samples = interleave(paths, bench.sizes.rounds)
+        table["columns"][column] = cells(paths, samples, column)
+        if column in ("put", "single"):  # TTL puts against plain ones, per round
+            table.setdefault("ttl_ratio", {})[column] = ttl_ratios(samples)
+        if column in ("put", "single"):  # let the put store's writes land before the next
             bench.puts.sync.flush()
     return table
+
+
+def ttl_ratios(samples: dict[str, list[float]]) -> dict[str, float]:
+    """Median per-round ratio of each face's TTL put to its plain put (issue 41: ≤ 1.10)."""
+    out = {}
+    for face in ("store", "sync"):
+        plain, ttl = samples.get(face), samples.get(f"{face}_ttl")
+        if plain and ttl:
+            out[face] = statistics.median(a / b for a, b in zip(ttl, plain, strict=True))
+    return out
 
 
 def measure(
@@ -713,7 +794,8 @@ def table(result: dict[str, Any]) -> str:
         "a warm-up, medians; ratio = median of per-round path/floor",
         f"floor: {result['floor']}",
         f"{about['date']}, commit {about['commit']}, slatedb {about['slatedb']}, Python "
-        f"{about['python']}, {about['cpus']} CPUs; {result.get('patch', '')}; floor and "
+        f"{about['python']}, {about['cpus']} CPUs; timed with {CLOCK[0].__name__}; "
+        f"{result.get('patch', '')}; floor and "
         f"generated scans use {result.get('scan_options', '?')}",
     ]
     titles = {"memtable": "rows in the memtable", "sst": "rows in an SST, warm cache"}
@@ -739,6 +821,15 @@ def table(result: dict[str, Any]) -> str:
             lines.append(f"| {label} | " + " | ".join(parts) + " |")
         if total:
             lines.append(f"targets met: {met} of {total} measured")
+        for column, ratios in t.get("ttl_ratio", {}).items():
+            lines.append(
+                f"TTL put / plain put ({COLUMNS[column]}, median of per-round ratios; issue 41 "
+                "target ≤ 1.10): "
+                + ", ".join(
+                    f"{face} {r:.2f}x ({'met' if r <= 1.10 else 'MISSED'})"
+                    for face, r in ratios.items()
+                )
+            )
     for where, modes in result.get("durability", {}).items():
         lines.append("")
         lines.append(
@@ -759,6 +850,12 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="2,000 records, 500 gets, 3 rounds")
     parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="time each run with the process's CPU time instead of wall time (on a loaded "
+        "machine; every row, the floor's too)",
+    )
+    parser.add_argument(
         "--json",
         action="store_true",
         help="print the figures as JSON on stdout (the tables go to stderr)",
@@ -770,6 +867,8 @@ def main(argv: list[str]) -> int:
         "records its metrics: the enabled cost, against a run without it (docs/operations.md)",
     )
     args = parser.parse_args(argv)
+    if args.cpu:
+        CLOCK[0] = time.process_time_ns
     if args.metrics:
         from opentelemetry import metrics
         from opentelemetry.sdk.metrics import MeterProvider

@@ -62,9 +62,10 @@ from opendata_kv.ids import nsid as nsid_ids
 from opendata_kv.ids import rkey as rkey_ids
 from opendata_kv.ids.rkey import KeyType
 from opendata_kv.ids.tid import TidGenerator
-from opendata_kv.keys import RecordType, fields, prefix_successor
+from opendata_kv.keys import RecordType, fields
 from opendata_kv.store import Batch, Store
 from opendata_kv.store.cursor import decode_cursor, encode_cursor, is_cursor
+from opendata_kv.store.distinct import SEEK_AFTER  # noqa: F401  (its home before; tests read it)
 from opendata_kv.store.indexes.layout import decode_entry, encode_leading
 from opendata_kv.store.scan import RawRecord, Record
 from opendata_kv.values import UnknownFields, ValueCodec, as_codec, batch_decoder
@@ -73,10 +74,6 @@ V = TypeVar("V")
 
 #: Default record type nibble of AT Protocol records.
 RECORD_TYPE = 0xA
-#: keys of one value read before repos()/collections() seek past the rest of its run: a seek
-#: (a new scan) cost about as much as 330 keys read in a keys-only scan on S3 (moto: 2.3 ms
-#: vs 7 us a key, tools/bench_listing.py) and locally
-SEEK_AFTER = 256
 
 #: Lexicon record key types of common Bluesky collections (pass as key_types=...).
 BSKY_KEY_TYPES: Mapping[str, str] = {
@@ -693,56 +690,13 @@ class RecordCollection(Generic[StoreT]):
         return Results(records())
 
     async def collections(self, repo: str) -> builtins.list[str]:
-        """The distinct collection NSIDs holding records of `repo`, sorted (see _distinct)."""
-        return await self._distinct((repo,), lambda key: str(key.collection))
+        """The distinct collection NSIDs holding records of `repo`, sorted (the store's
+        distinct: a keys-only skip-scan, store/distinct.py)."""
+        return [str(value) for value in await self.store.distinct(self.record, "collection", repo)]
 
     async def repos(self) -> builtins.list[str]:
-        """The distinct repo DIDs holding records, sorted (see _distinct)."""
-        return await self._distinct((), lambda key: str(key.repo))
-
-    async def _distinct(
-        self, leading: tuple[str, ...], pick: Callable[[Any], str]
-    ) -> builtins.list[str]:
-        """The distinct values `pick` takes from the keys under `leading`, in key order.
-
-        The keys are read in one keys-only bulk scan (its read-ahead window fetched in one
-        round trip on object storage); a run of one value that reaches SEEK_AFTER keys is
-        left with a seek on the scan's iterator to the successor of its prefix, free within
-        the window already fetched. Like renting skis until their price is paid, this costs at
-        most about twice a keys-only scan whatever the runs, about one seek per value where
-        runs are long, and on S3 about one round trip per window (docs/performance.md).
-        """
-        start: bytes | None = self.record.prefix(*leading)
-        found: builtins.list[str] = []
-        while start is not None:
-            # batches of SEEK_AFTER keys: a run is left after that many fetched, no more
-            scan = self.store.scan(
-                self.record, *leading, start=start, batch_size=SEEK_AFTER, fill_cache=False
-            )
-            scan.keys()  # the rows' values are skipped, not decoded
-            start, run, skip = None, 0, None
-            while chunk := await scan.next_chunk():
-                for record in chunk:
-                    if skip is not None:  # the rest of a long run, passed by raw key
-                        if record.raw_key < skip:
-                            continue
-                        skip = None
-                    value = pick(record.key)
-                    if found and found[-1] == value:
-                        run += 1
-                        if run >= SEEK_AFTER:
-                            run = 0
-                            skip = prefix_successor(self.record.prefix(*leading, value))
-                            if skip is None:  # the run reaches the end of the key space
-                                return found
-                    else:
-                        found.append(value)
-                        run = 0
-                if skip is not None and not await scan.seek(skip):
-                    start = skip
-                    break
-                skip = None
-        return found
+        """The distinct repo DIDs holding records, sorted (the store's distinct)."""
+        return [str(value) for value in await self.store.distinct(self.record, "repo")]
 
     async def count(self, repo: str, collection: str | None = None) -> int:
         """How many records `repo` holds (in one collection, or in all)."""

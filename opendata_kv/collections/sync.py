@@ -223,12 +223,13 @@ class SyncRecordCollection(CollectionFace, Generic[SyncStoreT]):
         return SyncResults(self.collection.scan(repo, collection, reverse=reverse))
 
     def collections(self, repo: str) -> builtins.list[str]:
-        """The distinct collection NSIDs holding records of `repo`, sorted (see _distinct)."""
+        """The distinct collection NSIDs holding records of `repo`, sorted (the store's
+        distinct: a keys-only skip-scan, store/distinct.py)."""
         result: builtins.list[str] = run_inline(self.collection.collections(repo))
         return result
 
     def repos(self) -> builtins.list[str]:
-        """The distinct repo DIDs holding records, sorted (see _distinct)."""
+        """The distinct repo DIDs holding records, sorted (the store's distinct)."""
         result: builtins.list[str] = run_inline(self.collection.repos())
         return result
 

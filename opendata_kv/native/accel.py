@@ -39,6 +39,7 @@ HOT: Final = (
     "get_rows",
     "next_columns",
     "put",
+    "put_expiring",
     "delete",
     "write",
     "batch_put",
@@ -79,6 +80,7 @@ def _table() -> dict[str, int]:
         "clone_writebatch": f"{_F}clone_writebatch",
         "dbiterator_next_batch": f"{_F}method_dbiterator_next_batch",
         "db_put": f"{_F}method_db_put",
+        "db_put_with_options": f"{_F}method_db_put_with_options",
         "db_delete": f"{_F}method_db_delete",
         "db_write": f"{_F}method_db_write",
         "writebatch_put": f"{_F}method_writebatch_put",
@@ -194,7 +196,8 @@ def functions(
     module = _state[0]
     if module is None:
         return None
-    return {name: getattr(module, name) for name in HOT if name in pure}
+    # a name an older build lacks keeps its pure function
+    return {name: getattr(module, name) for name in HOT if name in pure and hasattr(module, name)}
 
 
 def _decide(

@@ -78,6 +78,7 @@ _clone_batch = _rust_call(_clone_batch_raw)
 #: keys up to this size are framed inline by point reads (wire.lower_bytes's one-copy size)
 _FRAMED_INLINE = 64 * 1024
 _db_put = _lib.uniffi_slatedb_uniffi_fn_method_db_put
+_db_put_with_options = _lib.uniffi_slatedb_uniffi_fn_method_db_put_with_options
 _db_delete = _lib.uniffi_slatedb_uniffi_fn_method_db_delete
 _db_write = _lib.uniffi_slatedb_uniffi_fn_method_db_write
 _next_batch = _lib.uniffi_slatedb_uniffi_fn_method_dbiterator_next_batch
@@ -489,6 +490,39 @@ def put(db: Any, key: bytes, value: bytes) -> Awaitable[None]:
     return Pending(_db_put(handle, key_buffer, value_buffer), _U64, _drop_write_handle)
 
 
+def put_expiring(db: Any, key: bytes, value: bytes, expire_at: int) -> Awaitable[None]:
+    """db.put_with_options(key, value, PutOptions(ttl=EXPIRE_AT_MILLIS(expire_at)),
+    WriteOptions()), a direct call as put is: the options lowered as their bytes (12 for the
+    TTL, 8 for the default WriteOptions' seqnum 0), not through the generated converters."""
+    if (
+        db.__class__ is not _B.Db
+        or _from_bytes is None
+        or not (_one_copy(key) and _one_copy(value))
+        or expire_at.__class__ is not int
+        or not -(1 << 63) <= expire_at < 1 << 63
+        or not active()
+    ):
+        options = _B.PutOptions(ttl=_B.Ttl.EXPIRE_AT_MILLIS(expire_at))
+        call = method(db, "put_with_options", key, value, options, _B.WriteOptions())
+        return _generated_write(call)
+    status = _Status()
+    ref = _byref(status)
+    buffers = [_lowered(key, status)]
+    try:
+        buffers.append(_lowered(value, status))
+        for framed in (_put_options(_TTL_EXPIRE_AT, expire_at), _DEFAULT_WRITE_OPTIONS):
+            buffers.append(_from_bytes(len(framed), framed, ref))
+            if status.code:
+                _check(None, status)
+        handle = _cloned(_clone_db, db)
+    except BaseException:
+        for buffer in buffers:
+            wire.free(buffer)
+        raise
+    # Rust owns the buffers and the clone from here
+    return Pending(_db_put_with_options(handle, *buffers), _U64, _drop_write_handle)
+
+
 def delete(db: Any, key: bytes) -> Awaitable[None]:
     """db.delete(key)."""
     if db.__class__ is not _B.Db or key.__class__ is not bytes or not active():
@@ -612,6 +646,8 @@ def batch_delete(batch: Any, key: bytes) -> None:
 
 _TTL_EXPIRE_AT: Final = 4  # the Ttl variant EXPIRE_AT_MILLIS, as PutOptions lowers it
 _put_options = struct.Struct(">iq").pack
+#: WriteOptions() as its converter lowers it: the u64 seqnum 0
+_DEFAULT_WRITE_OPTIONS: Final = bytes(8)
 
 
 def batch_put_expiring(batch: Any, key: bytes, value: bytes, expire_at: int) -> None:

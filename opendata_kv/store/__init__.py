@@ -3,6 +3,7 @@
 Store          async, typed SlateDB database: the writer (writer.py)
 StoreReader    its read side, what Store.open_reader gives: no write methods (reader.py)
 SyncStore      the same, blocking, driven on the calling thread (SyncStoreReader, ...)
+Entry          a live record's value with its expiry (get_with_expiry, get_many_with_expiry)
 Record         what scans yield: (key, value, raw_key), the key a typed Key
 RawRecord      a row yielded undecoded: no RecordType owns it (scan_all(on_unknown="raw"))
                or it failed to decode (on_error="raw", with the error)
@@ -22,6 +23,7 @@ verify         check every object of a database; a VerifyReport of Problems (rea
 from opendata_kv.checks.integrity import Problem
 from opendata_kv.checks.verify import VerifyReport, verify, verify_async, verify_sync
 from opendata_kv.store.batch import Batch, Snapshot, Transaction
+from opendata_kv.store.entry import Entry
 from opendata_kv.store.open_options import OpenOptions
 from opendata_kv.store.ops.checkpoints import Checkpoint
 from opendata_kv.store.ops.clone import CloneResult, clone, clone_sync
@@ -49,6 +51,7 @@ __all__ = [
     "ChangeBatch",
     "Checkpoint",
     "CloneResult",
+    "Entry",
     "IndexChange",
     "KeyRange",
     "OpenOptions",

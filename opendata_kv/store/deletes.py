@@ -58,3 +58,29 @@ async def keys_in(
                     value=max_keys,
                 )
     return keys, live
+
+
+async def expired_in(source: Any, spans: list[KeySpan], limit: int, where: str) -> list[bytes]:
+    """Up to `limit` keys in `spans` whose rows are stored but expired (reads hide them until
+    a flush or compaction drops them): what Store.purge_expired tombstones."""
+    found_keys: list[bytes] = []
+    for span in spans:
+        if span.start is not None and span.end is not None and span.start >= span.end:
+            continue
+        key_range = KeyRange(
+            start=span.start, start_inclusive=True, end=span.end, end_inclusive=False
+        )
+        iterator = await call(
+            calls.method(source, "scan_with_options", key_range, scan_options(False)), where
+        )
+        while len(found_keys) < limit:
+            with translating(where):
+                found, _, expires = await calls.next_columns(iterator, 1024)
+            if not found:
+                break
+            live_at = live_positions(expires)
+            if live_at is None:
+                continue
+            live = set(live_at)
+            found_keys += [key for at, key in enumerate(found) if at not in live]
+    return found_keys[:limit]

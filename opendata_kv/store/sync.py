@@ -21,6 +21,7 @@ from opendata_kv.keys import Key, RecordType
 from opendata_kv.objstore.deadline import READER_TIMEOUT
 from opendata_kv.store.batch import Batch, Snapshot, Transaction
 from opendata_kv.store.deletes import MAX_KEYS
+from opendata_kv.store.entry import Entry
 from opendata_kv.store.indexes.declare import IR, Index
 from opendata_kv.store.indexes.maintain import IndexedOp
 from opendata_kv.store.indexes.read import IT, AggregateIndex, IndexEntry
@@ -119,6 +120,80 @@ class SyncView(ViewMapping):
         """The decoded value stored under the key, or `default` when there is none."""
         twin: Any = self._view
         return twin._get_now(target, fields, default=default, upgrade=upgrade)
+
+    @overload
+    def get_with_expiry(
+        self,
+        target: Addressed[V, Unpack[Fs]],
+        fields: tuple[Unpack[Fs]] | Mapping[str, Any],
+        *,
+        upgrade: bool = True,
+    ) -> Entry[V] | None: ...
+
+    @overload
+    def get_with_expiry(
+        self, target: RecordType[Key, V], fields: Fields, *, upgrade: bool = True
+    ) -> Entry[V] | None: ...
+
+    @overload
+    def get_with_expiry(
+        self, target: Key | tuple[Any, ...] | str, fields: Fields = None, *, upgrade: bool = True
+    ) -> Entry[Any] | None: ...
+
+    def get_with_expiry(
+        self, target: Target, fields: Fields = None, *, upgrade: bool = True
+    ) -> Entry[Any] | None:
+        """The record's value with its expiry in one point read: an Entry (`value`,
+        `expires_at` an aware UTC datetime or None without a TTL), None when there is no live
+        record (a record whose TTL has passed reads as absent, as get says)."""
+        twin: Any = self._view
+        result: Entry[Any] | None = run_inline(
+            twin.get_with_expiry(target, fields, upgrade=upgrade)
+        )
+        return result
+
+    @overload
+    def get_many_with_expiry(
+        self,
+        target: Addressed[V, Unpack[Fs]],
+        many: Iterable[tuple[Unpack[Fs]] | Mapping[str, Any]],
+        *,
+        upgrade: bool = True,
+    ) -> list[Entry[V] | None]: ...
+
+    @overload
+    def get_many_with_expiry(
+        self, target: RecordType[Key, V], many: Iterable[Fields], *, upgrade: bool = True
+    ) -> list[Entry[V] | None]: ...
+
+    @overload
+    def get_many_with_expiry(
+        self,
+        target: str | Iterable[Key | tuple[Any, ...]],
+        many: Iterable[Fields] | None = None,
+        *,
+        upgrade: bool = True,
+    ) -> list[Entry[Any] | None]: ...
+
+    def get_many_with_expiry(
+        self, target: ManyTarget, many: Iterable[Fields] | None = None, *, upgrade: bool = True
+    ) -> list[Entry[Any] | None]:
+        """get_with_expiry of many records, in the order asked (None for each one missing or
+        expired), addressed as get_many addresses them; the reads are in flight together."""
+        twin: Any = self._view
+        result: list[Entry[Any] | None] = run_inline(
+            twin.get_many_with_expiry(target, many, upgrade=upgrade)
+        )
+        return result
+
+    def distinct(self, record: RecordType | str, field: str, *leading: Any) -> list[Any]:
+        """The distinct values of key field `field` among the records under `leading` (the
+        values of the fields before it), in key order: a keys-only skip-scan that seeks past
+        each long run of one value (store/distinct.py), so listing a store's repos or a
+        collection's names reads about one window per value, not every key. `record`: a
+        RecordType, or a record name for its newest version."""
+        result: list[Any] = run_inline(self._view.distinct(record, field, *leading))
+        return result
 
     @overload
     def exists(
@@ -1036,17 +1111,44 @@ class SyncStore(SyncStoreReader):
     @overload
     def delete(
         self, target: Addressed[Any, Unpack[Fs]], fields: tuple[Unpack[Fs]] | Mapping[str, Any]
-    ) -> None: ...
+    ) -> bool: ...
 
     @overload
     def delete(
         self, target: Key | tuple[Any, ...] | str | RecordType[Key, Any], fields: Fields = None
-    ) -> None: ...
+    ) -> bool: ...
 
-    def delete(self, target: Target, fields: Fields = None) -> None:
-        """Remove the record under the key (no error when there is none)."""
+    def delete(self, target: Target, fields: Fields = None) -> bool:
+        """Remove the record under the key (no error when there is none); True when a live
+        record was there. The key is read once and its tombstone written under the writer's
+        lock, the one its other read-then-write paths (indexed writes, creates) hold, so none
+        of those slips in between."""
         twin: Any = self.store
-        run_inline(twin.delete(target, fields))
+        result: bool = run_inline(twin.delete(target, fields))
+        return result
+
+    @overload
+    def delete_many(
+        self,
+        target: Addressed[Any, Unpack[Fs]],
+        many: Iterable[tuple[Unpack[Fs]] | Mapping[str, Any]],
+    ) -> int: ...
+
+    @overload
+    def delete_many(
+        self,
+        target: str | RecordType[Key, Any] | Iterable[Key | tuple[Any, ...]],
+        many: Iterable[Fields] | None = None,
+    ) -> int: ...
+
+    def delete_many(self, target: Any, many: Iterable[Fields] | None = None) -> int:
+        """Remove many records in one atomic batch, addressed as get_many addresses them
+        (`delete_many(record, [fields, ...])` or `delete_many([key, ...])`); returns how many
+        distinct live records were there. Their keys are read together (one point read each,
+        in flight at once) and the tombstones written under the writer's lock, as delete."""
+        twin: Any = self.store
+        result: int = run_inline(twin.delete_many(target, many))
+        return result
 
     def delete_range(
         self,
@@ -1071,6 +1173,16 @@ class SyncStore(SyncStoreReader):
                 record, *leading, range=range, max_keys=max_keys, durable=durable, **bounds
             )
         )
+        return result
+
+    def purge_expired(
+        self, record: RecordType | str, *leading: Any, max_keys: int = MAX_KEYS
+    ) -> int:
+        """Tombstone the stored rows of `record` (under `leading`) whose TTL has passed: reads
+        hide them already, slatedb drops them only at a flush or compaction. Up to `max_keys`
+        in one atomic batch, each re-read under the writer's lock first (a key written again
+        meanwhile is kept); returns how many were tombstoned."""
+        result: int = run_inline(self.store.purge_expired(record, *leading, max_keys=max_keys))
         return result
 
     def put_raw(self, key: bytes, data: bytes) -> None:
@@ -1098,10 +1210,12 @@ class SyncStore(SyncStoreReader):
     ) -> int:
         """Put a stream of records, `batch_size` per atomic batch; returns how many were put.
 
-        Each item is `(record_type, fields, value)` or `(key_obj, value)`. A generator (sync or
-        async) is consumed lazily, so memory holds one batch, never the whole stream. Batches
-        are atomic one by one, not as a whole; `durable=True` flushes once at the end.
-        `progress(total_so_far)` is called after each batch.
+        Each item is `(record_type, fields, value)` or `(key_obj, value)`, either with a TTL
+        after the value (`(record_type, fields, value, ttl)`, `(key_obj, value, ttl)`; seconds,
+        a timedelta or None, as put's `ttl=`). A generator (sync or async) is consumed lazily,
+        so memory holds one batch, never the whole stream. Batches are atomic one by one, not
+        as a whole; `durable=True` flushes once at the end. `progress(total_so_far)` is called
+        after each batch.
         """
         run = run_on_loop if isinstance(records, AsyncIterable) else run_inline
         result: int = run(

@@ -8,6 +8,7 @@ and deletes, batches, transactions, snapshots, bulk loads and migrations.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import (
@@ -32,7 +33,6 @@ from opendata_kv.native.errors import FOREIGN, call
 from opendata_kv.native.slatedb import (
     DefaultMetricsRecorder,
     IsolationLevel,
-    WriteOptions,
     metric_kind,
 )
 from opendata_kv.objstore.deadline import READER_TIMEOUT
@@ -40,7 +40,8 @@ from opendata_kv.objstore.location import parse_location
 from opendata_kv.store import gc_runner, metrics
 from opendata_kv.store.absent import AbsentCheck
 from opendata_kv.store.batch import Batch, Snapshot, Transaction, fill, native_batch
-from opendata_kv.store.deletes import MAX_KEYS, check_max_keys, keys_in
+from opendata_kv.store.deletes import MAX_KEYS, check_max_keys, expired_in, keys_in
+from opendata_kv.store.expiry import live_value
 from opendata_kv.store.indexes import admin as index_admin
 from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.layout import is_index_key
@@ -60,6 +61,7 @@ from opendata_kv.store.views import (
     Target,
     TtlArg,
     encode_put,
+    in_windows,
     key_bytes,
     narrow,
     options_at,
@@ -73,7 +75,6 @@ if TYPE_CHECKING:
 
     from opendata_kv.keys.record import Addressed, Fs
 
-_WRITE_OPTIONS = WriteOptions()
 _ISOLATION = {
     "snapshot": IsolationLevel.SNAPSHOT,
     "serializable": IsolationLevel.SERIALIZABLE_SNAPSHOT,
@@ -240,20 +241,19 @@ class Store(StoreReader):
         key, data, expire_at, obj = encode_put(
             self.schema, self.values, self.check_expiry, target, fields, value, ttl
         )
-        options = options_at(expire_at)
         indexes = self._indexes
         if indexes is not None:
             record_type = indexes.indexed(key)
             if record_type is not None:  # with its index changes, in one native write
-                op = Put(key, data, expire_at, obj, options)
+                op = Put(key, data, expire_at, obj, options_at(expire_at))
                 await self._write_indexed(db, [op], [(key, record_type, op)])
                 return
         fence = self._fence
         try:  # not `with translating`: ~0.3 us a call on a per-record path
-            if options is None:
+            if expire_at is None:
                 await calls.put(db, key, data)
-            else:
-                await calls.method(db, "put_with_options", key, data, options, _WRITE_OPTIONS)
+            else:  # a direct call as put's (no PutOptions object, no generated converters)
+                await calls.put_expiring(db, key, data, expire_at)
         except FOREIGN as exc:
             raise fence.translated(exc, f"put on {self.where}") from exc
         except BaseException as exc:
@@ -264,33 +264,60 @@ class Store(StoreReader):
     @overload
     async def delete(
         self, target: Addressed[Any, Unpack[Fs]], fields: tuple[Unpack[Fs]] | Mapping[str, Any]
-    ) -> None: ...
+    ) -> bool: ...
 
     @overload
     async def delete(
         self, target: Key | tuple[Any, ...] | str | RecordType[Key, Any], fields: Fields = None
-    ) -> None: ...
+    ) -> bool: ...
 
-    async def delete(self, target: Target, fields: Fields = None) -> None:
-        """Remove the record under the key (no error when there is none)."""
+    async def delete(self, target: Target, fields: Fields = None) -> bool:
+        """Remove the record under the key (no error when there is none); True when a live
+        record was there. The key is read once and its tombstone written under the writer's
+        lock, the one its other read-then-write paths (indexed writes, creates) hold, so none
+        of those slips in between."""
         db = self._writable()
         _, key = key_bytes(self.schema, target, fields)
-        indexes = self._indexes
-        if indexes is not None:
-            record_type = indexes.indexed(key)
-            if record_type is not None:  # with its index changes, in one native write
-                op = Delete(key)
-                await self._write_indexed(db, [op], [(key, record_type, op)])
-                return
-        fence = self._fence
-        try:  # not `with translating`: ~0.3 us a call on a per-record path
-            await calls.delete(db, key)
-        except FOREIGN as exc:
-            raise fence.translated(exc, f"delete on {self.where}") from exc
-        except BaseException as exc:
-            fence.uncertain(exc)
-            raise
-        fence.acked += 1
+        return await self._delete_keys(db, [key], "delete") > 0
+
+    @overload
+    async def delete_many(
+        self,
+        target: Addressed[Any, Unpack[Fs]],
+        many: Iterable[tuple[Unpack[Fs]] | Mapping[str, Any]],
+    ) -> int: ...
+
+    @overload
+    async def delete_many(
+        self,
+        target: str | RecordType[Key, Any] | Iterable[Key | tuple[Any, ...]],
+        many: Iterable[Fields] | None = None,
+    ) -> int: ...
+
+    async def delete_many(self, target: Any, many: Iterable[Fields] | None = None) -> int:
+        """Remove many records in one atomic batch, addressed as get_many addresses them
+        (`delete_many(record, [fields, ...])` or `delete_many([key, ...])`); returns how many
+        distinct live records were there. Their keys are read together (one point read each,
+        in flight at once) and the tombstones written under the writer's lock, as delete."""
+        db = self._writable()
+        keys = [key for _, key in self._addressed(target, many)]
+        return await self._delete_keys(db, keys, "delete_many") if keys else 0
+
+    async def _delete_keys(self, db: Any, keys: list[bytes], what: str) -> int:
+        """Tombstones for `keys` (with their index ops) in one native write, the keys read
+        first under the write lock; how many distinct keys held a live record."""
+        unique = list(dict.fromkeys(keys))
+        async with self._write_lock().held(self.where):
+            try:
+                if len(unique) == 1:
+                    rows = [await calls.read_row(self._source, unique[0])]
+                else:
+                    rows = await in_windows(functools.partial(calls.get_rows, self._source), unique)
+            except FOREIGN as exc:
+                raise self._fence.translated(exc, f"{what} on {self.where}") from exc
+            live = sum(live_value(row) is not None for row in rows)
+            await self._write_ops(db, [Delete(key) for key in unique], locked=True)
+        return live
 
     async def delete_range(
         self,
@@ -318,6 +345,35 @@ class Store(StoreReader):
         if durable:
             await self.flush()
         return live
+
+    async def purge_expired(
+        self, record: RecordType | str, *leading: Any, max_keys: int = MAX_KEYS
+    ) -> int:
+        """Tombstone the stored rows of `record` (under `leading`) whose TTL has passed: reads
+        hide them already, slatedb drops them only at a flush or compaction. Up to `max_keys`
+        in one atomic batch, each re-read under the writer's lock first (a key written again
+        meanwhile is kept); returns how many were tombstoned."""
+        db = self._writable()
+        max_keys = check_max_keys(max_keys)
+        where = f"purge_expired on {self.where}"
+        found, _ = scan_range(None, leading, {}, "purge_expired")
+        spans = self._spans(record, found)
+        candidates = await expired_in(self._source, spans, max_keys, where)
+        if not candidates:
+            return 0
+        async with self._write_lock().held(self.where):
+            try:
+                rows = await in_windows(functools.partial(calls.get_rows, self._source), candidates)
+            except FOREIGN as exc:
+                raise self._fence.translated(exc, where) from exc
+            gone = [
+                key
+                for key, row in zip(candidates, rows, strict=True)
+                if row is not None and live_value(row) is None
+            ]
+            if gone:
+                await self._write_ops(db, [Delete(key) for key in gone], locked=True)
+        return len(gone)
 
     async def _range_keys(
         self, record: RecordType | str | None, found: ScanRange, max_keys: int
@@ -393,10 +449,12 @@ class Store(StoreReader):
     ) -> int:
         """Put a stream of records, `batch_size` per atomic batch; returns how many were put.
 
-        Each item is `(record_type, fields, value)` or `(key_obj, value)`. A generator (sync or
-        async) is consumed lazily, so memory holds one batch, never the whole stream. Batches
-        are atomic one by one, not as a whole; `durable=True` flushes once at the end.
-        `progress(total_so_far)` is called after each batch.
+        Each item is `(record_type, fields, value)` or `(key_obj, value)`, either with a TTL
+        after the value (`(record_type, fields, value, ttl)`, `(key_obj, value, ttl)`; seconds,
+        a timedelta or None, as put's `ttl=`). A generator (sync or async) is consumed lazily,
+        so memory holds one batch, never the whole stream. Batches are atomic one by one, not
+        as a whole; `durable=True` flushes once at the end. `progress(total_so_far)` is called
+        after each batch.
         """
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -416,12 +474,22 @@ class Store(StoreReader):
 
         if isinstance(records, AsyncIterable):
             async for item in records:
-                put(*item)
+                if len(item) == 3 and item[0].__class__ not in _ADDRESSES:
+                    _put_item(put, item)
+                elif len(item) == 4:
+                    put(item[0], item[1], item[2], ttl=item[3])
+                else:
+                    put(*item)
                 if len(batch) >= batch_size:
                     await send()
         else:
             for item in records:
-                put(*item)
+                if len(item) == 3 and item[0].__class__ not in _ADDRESSES:
+                    _put_item(put, item)
+                elif len(item) == 4:
+                    put(item[0], item[1], item[2], ttl=item[3])
+                else:
+                    put(*item)
                 if len(batch) >= batch_size:
                     await send()
         if batch:
@@ -453,12 +521,13 @@ class Store(StoreReader):
         if durable:
             await self.flush()
 
-    async def _write_ops(self, db: Any, ops: list[Op]) -> None:
-        """Apply `ops` atomically, with their index ops, in one native write."""
+    async def _write_ops(self, db: Any, ops: list[Op], *, locked: bool = False) -> None:
+        """Apply `ops` atomically, with their index ops, in one native write (`locked`: the
+        caller holds the write lock already)."""
         tracked, rows_of = self._tracked(lambda indexes: indexes.indexed_ops(ops))
         try:
             if tracked:
-                await self._write_indexed(db, ops, tracked)
+                await self._write_indexed(db, ops, tracked, locked=locked)
             else:
                 await self._sent(db, native_batch(ops, (), self.where))
         finally:
@@ -484,12 +553,16 @@ class Store(StoreReader):
         ops: Batch | Sequence[Op],
         tracked: list[IndexedOp],
         creates: Sequence[bytes] = (),
+        *,
+        locked: bool = False,
     ) -> None:
         """Write record ops with the index ops of `tracked` (planned from the values they
-        replace), reading and writing under the write lock so no other writer slips in;
-        RecordExistsError, nothing written, when a key of `creates` holds a live record."""
+        replace), reading and writing under the write lock so no other writer slips in
+        (`locked`: the caller holds it already); RecordExistsError, nothing written, when a
+        key of `creates` holds a live record."""
         indexes = self._indexes
-        async with self._write_lock().held(self.where):
+        held = contextlib.nullcontext() if locked else self._write_lock().held(self.where)
+        async with held:
             check = AbsentCheck(self.schema, self.where, creates)
             read: Fetch = functools.partial(
                 old_values, self._source, self.where, check_expiry=self.check_expiry
@@ -691,6 +764,21 @@ async def _open_writer(
         await store.close()
         raise
     return store
+
+
+#: what a put_many item's first element is when three elements are (record, fields, value)
+_ADDRESSES = frozenset((RecordType, str))
+
+
+def _put_item(put: Callable[..., None], item: tuple[Any, ...]) -> None:
+    """Queue a put_many item of three elements whose first is not a RecordType or a name:
+    `(key_obj, value, ttl)` for a Key (or a declared key tuple), else as given (put names
+    the mistake)."""
+    target = item[0]
+    if isinstance(target, tuple) and target.__class__ is not tuple:
+        put(target, item[1], ttl=item[2])
+    else:
+        put(*item)
 
 
 @dataclass

@@ -40,6 +40,7 @@ static void (*p_complete_void)(uint64_t, RustCallStatus *);
 static clone_fn p_clone_db, p_clone_iterator, p_clone_batch;
 static uint64_t (*p_next_batch)(uint64_t, uint32_t);
 static uint64_t (*p_db_put)(uint64_t, RustBuffer, RustBuffer);
+static uint64_t (*p_db_put_with_options)(uint64_t, RustBuffer, RustBuffer, RustBuffer, RustBuffer);
 static uint64_t (*p_db_delete)(uint64_t, RustBuffer);
 static uint64_t (*p_db_write)(uint64_t, uint64_t);
 static void (*p_batch_put)(uint64_t, RustBuffer, RustBuffer, RustCallStatus *);
@@ -60,12 +61,12 @@ static PyObject *raise_status_hook; /* (raw RustCallStatus bytes) -> raises slat
 static PyObject *syncing_fn, *get_running_loop_fn, *wake_fn;
 enum { FB_GET_NOW, FB_GET_ROW_NOW, FB_GET_VALUES_NOW, FB_GET_ROWS_NOW, FB_READ_VALUE, FB_READ_ROW,
        FB_GET_VALUES, FB_GET_ROWS, FB_NEXT_COLUMNS, FB_PUT, FB_DELETE, FB_WRITE, FB_BATCH_PUT,
-       FB_SEEK, FB_BATCH_DELETE, FB_BATCH_PUT_EXPIRING, FB_BATCH_PUT_MANY, FB_COUNT };
+       FB_SEEK, FB_BATCH_DELETE, FB_BATCH_PUT_EXPIRING, FB_BATCH_PUT_MANY, FB_PUT_EXPIRING, FB_COUNT };
 static PyObject *fallback[FB_COUNT]; /* the pure calls.py functions, by FB_* */
 static const char *fallback_names[FB_COUNT] = {
     "get_now", "get_row_now", "get_values_now", "get_rows_now", "read_value", "read_row",
     "get_values", "get_rows", "next_columns", "put", "delete", "write", "batch_put",
-    "seek", "batch_delete", "batch_put_expiring", "batch_put_many"};
+    "seek", "batch_delete", "batch_put_expiring", "batch_put_many", "put_expiring"};
 static PyObject *str_handle;
 static _Atomic int shutting_down;
 static int ready;
@@ -890,6 +891,62 @@ done:
     Py_RETURN_NONE;
 }
 
+/* WriteOptions() as its converter lowers it: the u64 seqnum 0 (8 bytes) */
+static RustBuffer lower_write_options(RustCallStatus *st) {
+    RustBuffer b = p_alloc(8, st);
+    if (st->code) return b;
+    memset(b.data, 0, 8);
+    b.len = 8;
+    return b;
+}
+
+/* calls.put_expiring: Db.put_with_options(key, value, PutOptions{ttl: ExpireAt(ms)},
+ * WriteOptions()), started as f_put starts a put */
+static PyObject *f_put_expiring(PyObject *m, PyObject *const *args, Py_ssize_t n) {
+    if (n != 4 || Py_TYPE(args[0]) != db_type || !small_bytes(args[1]) || !small_bytes(args[2]) ||
+        !PyLong_CheckExact(args[3]))
+        return call_fallback(FB_PUT_EXPIRING, args, n);
+    int overflow = 0;
+    long long ms = PyLong_AsLongLongAndOverflow(args[3], &overflow);
+    if (overflow || (ms == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return call_fallback(FB_PUT_EXPIRING, args, n);
+    }
+    uint64_t handle, fut = 0;
+    if (handle_of(args[0], &handle) < 0) return NULL;
+    RustCallStatus st = {0};
+    RustBuffer bufs[4];
+    int made = 0;
+    Py_BEGIN_ALLOW_THREADS
+    bufs[made] = lower(PyBytes_AS_STRING(args[1]), PyBytes_GET_SIZE(args[1]), &st);
+    if (!st.code) made++;
+    if (!st.code) {
+        bufs[made] = lower(PyBytes_AS_STRING(args[2]), PyBytes_GET_SIZE(args[2]), &st);
+        if (!st.code) made++;
+    }
+    if (!st.code) {
+        bufs[made] = lower_expire_at(ms, &st);
+        if (!st.code) made++;
+    }
+    if (!st.code) {
+        bufs[made] = lower_write_options(&st);
+        if (!st.code) made++;
+    }
+    uint64_t clone = 0;
+    if (!st.code) clone = p_clone_db(handle, &st);
+    if (st.code) {
+        for (int i = 0; i < made; i++) free_buffer(bufs[i]);
+    } else {
+        fut = p_db_put_with_options(clone, bufs[0], bufs[1], bufs[2], bufs[3]);
+    }
+    Py_END_ALLOW_THREADS
+    if (st.code) {
+        raise_status(&st);
+        return NULL;
+    }
+    return one(fut, U64, LIFT_WRITE);
+}
+
 static PyObject *f_batch_put_many(PyObject *m, PyObject *const *args, Py_ssize_t n) {
     if (n != 3 || Py_TYPE(args[0]) != batch_type) return call_fallback(FB_BATCH_PUT_MANY, args, n);
     PyObject *keys = bytes_tuple(args[1]);
@@ -986,6 +1043,7 @@ static PyObject *f_init(PyObject *m, PyObject *args, PyObject *kw) {
     ADDR(p_clone_batch, "clone_writebatch");
     ADDR(p_next_batch, "dbiterator_next_batch");
     ADDR(p_db_put, "db_put");
+    ADDR(p_db_put_with_options, "db_put_with_options");
     ADDR(p_db_delete, "db_delete");
     ADDR(p_db_write, "db_write");
     ADDR(p_batch_put, "writebatch_put");
@@ -1049,6 +1107,7 @@ static PyMethodDef methods[] = {
     FAST("get_rows", f_get_rows, "calls.get_rows in C."),
     FAST("next_columns", f_next_columns, "calls.next_columns in C."),
     FAST("put", f_put, "calls.put in C."),
+    FAST("put_expiring", f_put_expiring, "calls.put_expiring in C."),
     FAST("delete", f_delete, "calls.delete in C."),
     FAST("write", f_write, "calls.write in C."),
     FAST("batch_put", f_batch_put, "calls.batch_put in C."),
