@@ -31,6 +31,9 @@
                                     RecordCollection.repos()/collections() vs a keys-only
                                     scan (see tools/bench_listing.py)
     python tools/bench.py arrow     scan.to_arrow() read to the end vs a plain typed scan (rows/s)
+    python tools/bench.py scaleout [--records N] [--measure dask|export|all]
+                                    N records into Arrow by 2 Dask workers vs one process's
+                                    to_arrow() at one pinned checkpoint (tools/bench_scaleout.py)
     python tools/bench.py all       every section but scale, listing and footprint (run alone)
 
 Each section lives in tools/bench_<section>.py and exposes run(quick: bool) -> None; one that
@@ -65,6 +68,7 @@ OWN_OPTIONS = {
     "listing": ["--quick"],
     "sstget": ["--quick"],
     "footprint": ["--records", "20000"],
+    "scaleout": ["--records", "20000"],
 }
 
 
