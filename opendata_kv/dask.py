@@ -73,7 +73,7 @@ def read_store(
     index = plan.record.fields[0][0] if plan.record.fields else None
     tasks, divisions = _partitions(plan)
     meta = _frame(projected_schema(plan.arrow_schema, None).empty_table(), index)
-    frame = dd.from_map(  # type: ignore[no-untyped-call]
+    frame = dd.from_map(
         read_partition,
         tasks,
         meta=meta,

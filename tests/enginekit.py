@@ -93,12 +93,23 @@ def rows_of_table(table: Any, schema: Any = None) -> list[tuple[tuple[Any, ...],
 def checkpoint_ids(url: str, env: dict[str, str] | None = None) -> list[str]:
     """The ids `opendata-kv checkpoint list URL --json` prints (a process of its own)."""
     result = subprocess.run(
-        [sys.executable, "-m", "opendata_kv", "checkpoint", "list", url, "--json"],
+        # --timeout 120: the machine may be loaded (the subprocess's own bound is above it)
+        [
+            sys.executable,
+            "-m",
+            "opendata_kv",
+            "checkpoint",
+            "list",
+            url,
+            "--json",
+            "--timeout",
+            "120",
+        ],
         capture_output=True,
         text=True,
         env={**os.environ, **(env or {})},
         check=False,
-        timeout=120,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr
     ids = []

@@ -36,7 +36,11 @@ odask = pytest.importorskip("opendata_kv.dask")
 
 __all__ = ["dask_client"]  # the session's cluster, a fixture
 
-pytestmark = [pytest.mark.hang_guard(600)]
+pytestmark = [
+    pytest.mark.hang_guard(600),
+    # one engine per xdist worker when run with --dist loadgroup (each starts its own)
+    pytest.mark.xdist_group("dask"),
+]
 
 
 def frame_rows(result: Any, schema: Any) -> list[tuple[tuple[Any, ...], Any]]:

@@ -82,11 +82,23 @@ def extract(doc: str, text: str) -> list[Example]:
 ENGINES = ("dask", "distributed", "ray", "pyspark")
 
 
+#: per block that starts an engine (a Dask cluster, Ray: worker processes of their own)
+ENGINE_SECONDS = 300
+
+
+def engines(example: Example) -> list[str]:
+    """The engines `example` imports."""
+    return [
+        name
+        for name in ENGINES
+        if re.search(rf"^\s*(import|from)\s+{name}\b", example.code, re.MULTILINE)
+    ]
+
+
 def missing_engine(example: Example) -> str | None:
     """The first engine `example` imports that is not installed, or None."""
-    for name in ENGINES:
-        imports = re.search(rf"^\s*(import|from)\s+{name}\b", example.code, re.MULTILINE)
-        if imports and importlib.util.find_spec(name) is None:
+    for name in engines(example):
+        if importlib.util.find_spec(name) is None:
             return name
     return None
 
@@ -171,11 +183,12 @@ def test_example_runs(example: Example, tmp_path: Path, runner: subprocess.Popen
     work = tmp_path / "cwd"
     work.mkdir()
     assert runner.stdin is not None and runner.stdout is not None
-    runner.stdin.write(f"{script}\t{work}\t{RUN_SECONDS}\n")
+    seconds = ENGINE_SECONDS if engines(example) else RUN_SECONDS
+    runner.stdin.write(f"{script}\t{work}\t{seconds}\n")
     runner.stdin.flush()
     reply = runner.stdout.readline()
     if reply == "timeout\n":
-        pytest.fail(f"{example.where}: still running after {RUN_SECONDS} s", pytrace=False)
+        pytest.fail(f"{example.where}: still running after {seconds} s", pytrace=False)
     assert reply.startswith("status "), f"the example runner ended: {reply!r}"
     returncode = int(reply.split()[1])
     if returncode != 0:

@@ -36,7 +36,12 @@ oray = pytest.importorskip("opendata_kv.ray")
 
 __all__ = ["ray_session"]  # the session's Ray, a fixture
 
-pytestmark = [pytest.mark.hang_guard(600), pytest.mark.usefixtures("ray_session")]
+pytestmark = [
+    pytest.mark.hang_guard(600),
+    # one engine per xdist worker when run with --dist loadgroup (each starts its own)
+    pytest.mark.xdist_group("ray"),
+    pytest.mark.usefixtures("ray_session"),
+]
 
 
 def dataset_rows(dataset: Any) -> list[tuple[tuple[Any, ...], Any]]:
