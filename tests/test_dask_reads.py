@@ -31,8 +31,9 @@ from enginekit import (
 import opendata_kv
 from opendata_kv import SyncStore
 
-dd = pytest.importorskip("dask.dataframe")
-odask = pytest.importorskip("opendata_kv.dask")
+pytest.importorskip("dask.dataframe")  # the engine: skipped where the extra is not installed
+pytest.importorskip("distributed")
+import opendata_kv.dask as odask  # ours: an error here fails the tests
 
 __all__ = ["dask_client"]  # the session's cluster, a fixture
 
