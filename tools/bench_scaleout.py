@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--split-bytes", type=int, default=8 << 20)
+    parser.add_argument("--split-bytes", type=int, default=2 << 20)
     parser.add_argument("--root", help="a directory to build the store in (kept)")
     parser.add_argument("--measure", choices=("dask", "export", "all"), default="all")
     args = parser.parse_args(argv)
