@@ -170,3 +170,60 @@ def test_the_older_string_parquet_form_still_imports(tmp_path: Path) -> None:
     pq.write_table(table, tmp_path / "old.parquet")
     ok("import", str(tmp_path / "copy"), str(tmp_path / "old.parquet"), *SPEC)
     assert [(k, v) for k, v, _ in raw_rows(tmp_path / "copy")] == [(key, value)]
+
+
+def test_parallel_export_on_s3(s3_url: str, tmp_path: Path) -> None:
+    """The same round trip on the moto S3 endpoint: the workers (spawned processes, the AWS_*
+    variables inherited) read the pinned checkpoint there; it is gone afterwards."""
+    rng = random.Random(8)
+    with SyncStore.open(s3_url, VALUES, settings=SMALL_SSTS) as store:
+        for start in range(0, 300, 100):
+            with store.batch() as b:
+                for n in range(start, start + 100):
+                    b.put(POST_V2, (f"did:{n % 3}", f"s{n:05d}"), Post("x" * rng.randrange(60)))
+            store.flush()
+        store.put(LIKE, (1,), {"by": "u"}, ttl=3600)
+        store.flush()
+        with SyncStore.open_reader(s3_url, SCHEMA) as reader:
+            before = {cp.id for cp in reader.checkpoints()}
+        out = tmp_path / "dataset"
+        ok("export", s3_url, *SPEC, "--output", str(out), "--parallel", "2")
+        assert len(list(out.glob("*.parquet"))) >= 2
+        with SyncStore.open_reader(s3_url, SCHEMA) as reader:
+            assert {cp.id for cp in reader.checkpoints()} == before
+            stored = [(r.raw_key, r.value) for r in reader.scan_all()]
+    copy = tmp_path / "copy"
+    ok("import", str(copy), str(out), *SPEC)
+    with SyncStore.open_reader(str(copy), SCHEMA) as reader:
+        assert [(r.raw_key, r.value) for r in reader.scan_all()] == stored
+
+
+def test_parallel_export_of_a_given_checkpoint_keeps_it(store_db: Path, tmp_path: Path) -> None:
+    """--checkpoint NAME: the workers read that checkpoint, which the export leaves alone."""
+    ok("checkpoint", "create", str(store_db), "--name", "nightly")
+    try:
+        out = tmp_path / "dataset"
+        ok(
+            "export",
+            str(store_db),
+            *SPEC,
+            "--checkpoint",
+            "nightly",
+            "--output",
+            str(out),
+            "--parallel",
+            "2",
+            "--record",
+            "like",
+        )
+        with SyncStore.open_reader(str(store_db), SCHEMA) as reader:
+            assert [cp.name for cp in reader.checkpoints("nightly")] == ["nightly"]
+            likes = [r.raw_key for r in reader.scan("like")]
+        keys = [
+            k
+            for f in sorted(out.glob("*.parquet"))
+            for k in pq.read_table(f).column("_key").to_pylist()
+        ]
+        assert keys == likes and len(likes) == 40
+    finally:
+        ok("checkpoint", "delete", str(store_db), "nightly")

@@ -230,9 +230,12 @@ def test_splits_of_random_stores(
                 check_cover(ranges, raw_lo, raw_hi)
                 got = [(r.raw_key, r.value) for s in ranges for r in db.scan_all(range=s)]
                 assert got == [kv for kv in everything if raw_lo <= kv[0] < raw_hi]
-            # a range inside one SST: between two keys of a piece of the manifest
-            inside = db.splits(post, n=64)
-            keys_in_one = [k for k, _ in everything if inside[0].contains(k)]
+            # a range inside one SST: strictly between the first and last key of the
+            # manifest's largest SST (the splits flushed the memtable: there is one)
+            ssts = manifest_ssts(url)
+            assert ssts  # every write is in an SST once the writer's splits flushed it
+            sst = max(ssts, key=lambda p: p.size)
+            keys_in_one = [k for k, _ in everything if sst.first <= k <= sst.last]
             if len(keys_in_one) >= 3:
                 target = KeyRange(keys_in_one[1], keys_in_one[-1])
                 ranges = db.splits(target, n=n)
@@ -241,6 +244,21 @@ def test_splits_of_random_stores(
                 assert got == [kv for kv in everything if target.contains(kv[0])]
         with SyncStore.open_reader(url, SCHEMA) as reader:
             check_splits_read_as_one_scan(reader, post, n=n)
+
+
+def manifest_ssts(url: str) -> list[Piece]:
+    """The SSTs the latest manifest names, as pieces (no WAL)."""
+    from opendata_kv.store.ops.manifest_pieces import data_pieces
+
+    async def read() -> list[Piece]:
+        async with Store.open_reader(url, SCHEMA) as reader:
+            return await data_pieces(
+                reader.location, reader._object_store, reader.where, None, with_wal=False
+            )
+
+    import asyncio
+
+    return asyncio.run(read())
 
 
 def sequential_store(url: str, ssts: int = 24, per_sst: int = 40) -> None:
@@ -326,3 +344,66 @@ def test_splits_async(tmp_path: Path) -> None:
     ranges = asyncio.run(main())
     check_cover(ranges, *post.range())  # type: ignore[arg-type]
     assert len(ranges) > 1
+
+
+def test_a_reader_estimates_writes_only_in_the_wal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the writer open and its writes only in WAL files (no L0 flush yet), a reader's
+    splits count them from the WAL rows: all files read, or some read and the rest counted by
+    their sizes, or (a store that cannot be listed) by their number."""
+    from opendata_kv.store.ops import manifest_pieces
+
+    url = str(tmp_path / "db")
+    rng = random.Random(3)
+    with SyncStore.open(url, SCHEMA, settings={"flush_interval": "60s"}) as db:
+        for batch in range(20):
+            with db.batch() as b:
+                for i in range(50):
+                    b.put(post, ("repo", batch * 50 + i), rng.randbytes(rng.randrange(50, 150)))
+            db.flush()  # one WAL file per batch
+        with SyncStore.open_reader(url, SCHEMA) as reader:
+            whole_scan = rows(reader, post)
+
+            def check(expect_splits: int | None = None) -> int:
+                ranges = reader.splits(post, n=4)
+                check_cover(ranges, *post.range())  # type: ignore[arg-type]
+                check_balance(ranges)
+                if expect_splits is not None:
+                    assert len(ranges) == expect_splits
+                assert [kv for s in ranges for kv in rows_in(reader, s)] == whole_scan
+                return sum(r.estimated_bytes for r in ranges)
+
+            whole = check(4)  # every file read (under WAL_READ_BYTES)
+            assert whole >= 1000 * 50  # at least every value's bytes
+            monkeypatch.setattr(manifest_pieces, "WAL_READ_BYTES", 15_000)  # 2 files of 20
+            assert abs(check() - whole) <= 300  # the rest counted by their file sizes (rounding)
+            monkeypatch.setattr(manifest_pieces, "wal_sizes", lambda *a: None)  # not listable
+            monkeypatch.setattr(manifest_pieces, "WAL_SAMPLE_ROWS", 120)  # 3 files of 20
+            estimate = check()
+            assert whole / 2 <= estimate <= whole * 2  # raw row bytes x 20/3 files
+
+
+def rows_in(view: Any, split: KeyRange) -> list[tuple[bytes, bytes]]:
+    return [(r.raw_key, r.value) for r in view.scan(post, range=split)]
+
+
+def test_a_key_range_narrows_an_index_scan(tmp_path: Path) -> None:
+    """Splits of the index key space read, split after split through index_scan, what one
+    index_scan reads."""
+    from opendata_kv import Index
+    from opendata_kv.store.indexes.layout import ROOT
+
+    by_repo = Index("by_text", "post", [("text", F.string)])
+    url = str(tmp_path / "db")
+    with SyncStore.open(url, SCHEMA, settings=SMALL_SSTS, indexes=[by_repo]) as db:
+        for start in range(0, 400, 100):
+            with db.batch() as b:
+                for n in range(start, start + 100):
+                    b.put(post, ("r", n), {"text": f"text {n % 37:03d}"})
+            db.flush()
+        whole = [e.key for e in db.index_scan(by_repo, records=False)]
+        ranges = db.splits(ScanRange(prefix=ROOT), n=4)
+        check_cover(ranges, *prefix_range(ROOT))  # type: ignore[arg-type]
+        pieces = [e.key for s in ranges for e in db.index_scan(by_repo, range=s, records=False)]
+        assert pieces == whole and len(whole) == 400

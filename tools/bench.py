@@ -31,9 +31,13 @@
                                     RecordCollection.repos()/collections() vs a keys-only
                                     scan (see tools/bench_listing.py)
     python tools/bench.py arrow     scan.to_arrow() read to the end vs a plain typed scan (rows/s)
-    python tools/bench.py scaleout [--records N] [--measure dask|export|all]
+    python tools/bench.py scaleout [--records N] [--sst-kib K] [--export-records N] [--parallel P]
+                                    Store.splits time on a manifest of many SSTs (and a
+                                    synthesized 10M-record one); `export --parallel P` vs the
+                                    single-file Parquet export (see tools/bench_scaleout.py)
+    python tools/bench.py engines [--records N] [--rounds R] [--split-bytes B]
                                     N records into Arrow by 2 Dask workers vs one process's
-                                    to_arrow() at one pinned checkpoint (tools/bench_scaleout.py)
+                                    to_arrow() at one pinned checkpoint (tools/bench_engines.py)
     python tools/bench.py all       every section but scale, listing and footprint (run alone)
 
 Each section lives in tools/bench_<section>.py and exposes run(quick: bool) -> None; one that
@@ -68,7 +72,8 @@ OWN_OPTIONS = {
     "listing": ["--quick"],
     "sstget": ["--quick"],
     "footprint": ["--records", "20000"],
-    "scaleout": ["--records", "20000"],
+    "scaleout": ["--quick"],
+    "engines": ["--records", "20000", "--rounds", "1"],
 }
 
 

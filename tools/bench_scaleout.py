@@ -1,165 +1,214 @@
-"""Scale out (issue 38): N records read into Arrow by 2 Dask worker processes beside one
-process's `scan.to_arrow()`, both at one pinned checkpoint of the same store, alternating
-rounds; and, where tools/bench_scaleout_export.py is there, the parallel Parquet export.
+"""Scale-out reads (issue 38, RFC 0014): how long Store.splits takes, and the parallel Parquet
+export's rate beside the single-file export, side by side in one run.
 
-    PYTHONPATH=. python tools/bench.py scaleout [--records N] [--rounds R] [--root DIR]
-                                                [--measure dask|export|all]
+    python tools/bench.py scaleout [--records N] [--sst-kib K] [--export-records N]
+                                   [--parallel 2] [--rounds R] [--only splits|export]
 
-The store is bench_tools_scale's (AT-Protocol-like keys, ~100 B msgpack values, batches of
-50,000 raw puts). The Dask side runs on a LocalCluster of 2 worker processes (1 thread each)
-started before the rounds; a round is the planning (pin given, splits, the first batch) and
-the tasks. Two forms: `tasks` reads each split into Arrow record batches in its worker (what
-one process's to_arrow does, the target's measure); `frame` is read_store's DataFrame (Arrow
-plus the conversion to pandas ArrowDtype columns). The 1-min load average is printed beside
-every figure: the machine is shared.
+splits: a store of N records (bench_tools_scale's AT-Protocol-like keys, ~100 B msgpack
+values, raw batched puts) built with K KiB SSTs (L0 and compacted), so its manifest names more
+SSTs than the 10M-record store of docs/performance.md (1 L0 SST and 3 sorted runs): the cost of
+splitting is the manifest read and a pass over its SSTs, whatever the record count. Timed: a
+reader's `splits(record, n=16)` (manifest and WAL reads included), the median of `rounds`;
+and the cut alone over a synthesized manifest of 10M records (1 GB in 64 MiB SSTs, 4 MiB
+SSTs, and 200 overlapping L0 SSTs over it).
+
+export: `opendata-kv export --format parquet` to one file, and `--parallel P` to a directory,
+each a child process (its own wall time; the workers' too), alternating rounds; records/s.
+The 1-min load average is printed beside each figure (the machine is shared).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
+import itertools
 import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_tools_scale import RECORD, pairs, put_raw_batches
 
-import opendata_kv
-from opendata_kv import Schema, Store, SyncStore
+from opendata_kv import Schema, Store
+from opendata_kv.store import splitting
+from opendata_kv.store.split_points import Piece, clip, cut
 
+#: `--schema bench_scaleout:SCHEMA` for the export (tools/ on PYTHONPATH)
 SCHEMA = Schema(RECORD)
 
 
 def load() -> str:
-    return f"load {os.getloadavg()[0]:.1f}"
+    return f"load {os.getloadavg()[0]:.2f}"
 
 
-def build(path: str, count: int) -> None:
-    async def write() -> None:
-        async with Store.open(path, SCHEMA) as store:
-            await put_raw_batches(store, pairs(count), lambda done: None)
-
+async def build(path: str, count: int, sst_kib: int | None) -> None:
+    """`count` records; with `sst_kib`, in batches of 2,000 (one small L0 SST each) and
+    compacted into sorted runs of `sst_kib` KiB SSTs: a manifest of many SSTs."""
+    settings = None
+    if sst_kib is not None:
+        size = sst_kib * 1024
+        settings = {
+            "l0_sst_size_bytes": size,
+            "compactor_options.worker.max_sst_size": size,
+            "compactor_options.poll_interval": "100ms",
+            "compactor_options.worker.compactions_poll_interval": "100ms",
+        }
     start = time.perf_counter()
-    asyncio.run(write())
-    print(f"built {count:,} records in {time.perf_counter() - start:.1f} s ({load()})")
+    async with Store.open(path, SCHEMA, settings=settings) as store:
+        if sst_kib is None:
+            await put_raw_batches(store, pairs(count), lambda done: None)
+        else:
+            source = pairs(count)
+            while chunk := list(itertools.islice(source, 2000)):
+                async with store.batch() as batch:
+                    for key, data in chunk:
+                        batch.put_raw(key, data)
+        await store.flush()
+    print(f"  built {count:,} records in {time.perf_counter() - start:.1f} s ({load()})")
 
 
-def one_process(pin: Any) -> int:
-    """Rows of the record read into Arrow by one to_arrow() at the pin, in this process."""
-    rows = 0
-    with pin.open_reader(schema=SCHEMA) as reader:
-        for batch in reader.scan(RECORD).to_arrow():
-            rows += batch.num_rows
-    return rows
+async def time_splits(path: str, rounds: int) -> None:
+    async with Store.open_reader(path, SCHEMA) as reader:
+        pieces = await splitting.pieces_of(reader)
+        print(f"  manifest: {len(pieces)} SSTs/pieces, {sum(p.size for p in pieces):,} bytes")
+        took = []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            ranges = await reader.splits(RECORD, n=16)
+            took.append(time.perf_counter() - start)
+        sizes = [r.estimated_bytes for r in ranges]
+        print(
+            f"  splits(n=16): median {statistics.median(took) * 1000:.1f} ms, max "
+            f"{max(took) * 1000:.1f} ms over {rounds} ({len(ranges)} splits, estimates "
+            f"{min(sizes):,}..{max(sizes):,} bytes) ({load()})"
+        )
 
 
-def _task_rows(task: Any) -> int:
-    from opendata_kv.split_reads import read_batches
+def synthetic(total: int, sst: int, l0: int) -> list[Piece]:
+    """A manifest of `total` bytes of keys 0x01 0x10 + 8 bytes: a sorted run of `sst`-byte
+    SSTs, and `l0` L0 SSTs each spanning the whole range."""
+    count = max(1, total // sst)
+    span = 1 << 64
 
-    return sum(batch.num_rows for batch in read_batches(task))
+    def key(i: int, less: int = 0) -> bytes:
+        return b"\x01\x10" + (i * span // count - less).to_bytes(8, "big")
 
-
-def dask_tasks(client: Any, url: str, pin: Any, split_bytes: int) -> tuple[int, int]:
-    """(rows, tasks): each split read into Arrow batches in a worker."""
-    from opendata_kv.split_reads import plan_reads
-
-    plan = plan_reads(
-        url,
-        RECORD,
-        SCHEMA,
-        split_bytes=split_bytes,
-        pin=pin,
-        lifetime=3600,
-        store_options={},
-        reader_options={},
-    )
-    futures = client.map(_task_rows, plan.tasks, pure=False)
-    return sum(client.gather(futures)), len(plan.tasks)
+    pieces = [Piece(key(i), key(i + 1, 1), sst) for i in range(count)]
+    pieces += [Piece(key(0), key(count, 1), 4 << 20) for _ in range(l0)]
+    return pieces
 
 
-def dask_frame(client: Any, url: str, pin: Any, split_bytes: int) -> tuple[int, int]:
-    """(rows, partitions) of read_store's DataFrame, computed to pandas in the workers."""
-    import opendata_kv.dask
-
-    frame = opendata_kv.dask.read_store(
-        url, RECORD, schema=SCHEMA, split_bytes=split_bytes, pin=pin
-    )
-    lengths = client.compute(frame.map_partitions(len)).result()
-    return int(lengths.sum()), frame.npartitions
-
-
-def measure_dask(url: str, records: int, rounds: int, split_bytes: int) -> None:
-    from distributed import Client, LocalCluster
-
-    with (
-        LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster,
-        Client(cluster) as client,
-        opendata_kv.pinned(url) as pin,
+def time_synthetic(rounds: int) -> None:
+    total = 10_000_000 * 100  # 10M records of ~100 B
+    for sst, l0, what in (
+        (64 << 20, 1, "64 MiB SSTs + 1 L0"),
+        (4 << 20, 0, "4 MiB SSTs"),
+        (4 << 20, 200, "4 MiB SSTs + 200 L0"),
     ):
-        client.run(lambda: __import__("opendata_kv.split_reads"))  # warm imports
-        times: dict[str, list[float]] = {"one process to_arrow": [], "2 workers, tasks": []}
-        times["2 workers, read_store frame"] = []
-        for r in range(rounds):
-            for name in times:
-                start = time.perf_counter()
-                if name.startswith("one"):
-                    rows, parts = one_process(pin), 1
-                elif name.endswith("tasks"):
-                    rows, parts = dask_tasks(client, url, pin, split_bytes)
-                else:
-                    rows, parts = dask_frame(client, url, pin, split_bytes)
-                took = time.perf_counter() - start
-                assert rows == records, (name, rows)
-                times[name].append(took)
-                print(
-                    f"  round {r + 1} {name}: {took:.2f} s, {rows / took:,.0f} rows/s, "
-                    f"{parts} parts ({load()})",
-                    flush=True,
-                )
-        base = statistics.median(times["one process to_arrow"])
-        print(f"{records:,} records, median of {rounds} rounds ({load()}):")
-        for name, took in times.items():
-            mid = statistics.median(took)
-            print(f"  {name:30} {records / mid:12,.0f} rows/s  {base / mid:5.2f}x")
+        pieces = synthetic(total, sst, l0)
+        took = []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            ranges = cut(clip(pieces, b"\x01\x10", b"\x01\x11"), b"\x01\x10", b"\x01\x11", 64)
+            took.append(time.perf_counter() - start)
+        print(
+            f"  synthetic 10M records, {what} ({len(pieces)} pieces): cut into "
+            f"{len(ranges)} in median {statistics.median(took) * 1000:.1f} ms ({load()})"
+        )
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--split-bytes", type=int, default=2 << 20)
-    parser.add_argument("--root", help="a directory to build the store in (kept)")
-    parser.add_argument("--measure", choices=("dask", "export", "all"), default="all")
-    args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        url = str(Path(args.root or tmp) / f"scaleout-{args.records}")
-        if not Path(url).exists():
-            build(url, args.records)
-        with SyncStore.open_reader(url, SCHEMA) as db:
-            assert db.count(RECORD) == args.records
-        if args.measure in ("dask", "all"):
-            measure_dask(url, args.records, args.rounds, args.split_bytes)
-        if args.measure in ("export", "all"):
-            if importlib.util.find_spec("bench_scaleout_export") is None:
-                print("export: tools/bench_scaleout_export.py is not there")
+def run_export(args: list[str]) -> float:
+    """Wall seconds of one export in a child process."""
+    tools = str(Path(__file__).resolve().parent)
+    root = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, tools])}
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "opendata_kv", "export", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"export {args}: exit {done.returncode}: {done.stderr[-2000:]}")
+    return wall
+
+
+def time_export(path: str, records: int, parallel: int, rounds: int, work: Path) -> None:
+    spec = ("--schema", "bench_scaleout:SCHEMA")
+    single, multi = [], []
+    for r in range(rounds):
+        order = (0, 1) if r % 2 == 0 else (1, 0)
+        for which in order:
+            out = work / f"out-{r}-{which}"
+            if which == 0:
+                wall = run_export([path, *spec, "--output", f"{out}.parquet"])
+                single.append(wall)
             else:
-                export = importlib.import_module("bench_scaleout_export")
-                export.run_export(args.records, Path(url))
+                wall = run_export(
+                    [
+                        path,
+                        *spec,
+                        "--format",
+                        "parquet",
+                        "--output",
+                        str(out),
+                        "--parallel",
+                        str(parallel),
+                    ]
+                )
+                multi.append(wall)
+            print(
+                f"  round {r}: {'single file' if which == 0 else f'--parallel {parallel}'}: "
+                f"{wall:.1f} s, {records / wall:,.0f} records/s ({load()})",
+                flush=True,
+            )
+    s, m = statistics.median(single), statistics.median(multi)
+    print(
+        f"  median: single file {records / s:,.0f} records/s, --parallel {parallel} "
+        f"{records / m:,.0f} records/s: {s / m:.2f}x ({load()}, {os.cpu_count()} cores)"
+    )
 
 
-def run(quick: bool) -> None:
-    main(["--records", "20000"] if quick else [])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--sst-kib", type=int, default=64)
+    parser.add_argument("--export-records", type=int, default=200_000)
+    parser.add_argument("--parallel", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", choices=("splits", "export"))
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.records = args.export_records = 20_000
+        args.rounds = 1
+    print(f"scaleout ({load()}, {os.cpu_count()} cores)")
+    work = Path(tempfile.mkdtemp(prefix="bench-scaleout-"))
+    try:
+        if args.only in (None, "splits"):
+            db = str(work / "splits-db")
+            print(f"splits: {args.records:,} records in {args.sst_kib} KiB SSTs")
+            asyncio.run(build(db, args.records, args.sst_kib))
+            asyncio.run(time_splits(db, max(5, args.rounds)))
+            time_synthetic(max(5, args.rounds))
+        if args.only in (None, "export"):
+            db = str(work / "export-db")
+            print(f"export: {args.export_records:,} records")
+            asyncio.run(build(db, args.export_records, None))
+            time_export(db, args.export_records, args.parallel, args.rounds, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

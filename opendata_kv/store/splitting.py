@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from opendata_kv.errors import ArgumentTypeError, CheckpointError, StoreUnavailableError
 from opendata_kv.keys import RecordType
+from opendata_kv.native.errors import call
+from opendata_kv.native.slatedb import FlushOptions, FlushType
 from opendata_kv.store.ops.checkpoints import Checkpoints, wal_dir
 from opendata_kv.store.ops.manifest_pieces import data_pieces
 from opendata_kv.store.ranges import KeyRange, ScanRange, scan_range
@@ -87,17 +89,24 @@ def target_bounds(
 
 async def pieces_of(reader: StoreReader) -> list[Any]:
     """The data pieces of what `reader` reads: the latest manifest plus the WAL after it, or
-    a checkpoint's manifest (and, for one made away from the writer, its copy's WAL)."""
+    a checkpoint's manifest (and, for one made away from the writer, its copy's WAL). The
+    writer flushes its memtable to L0 first, so its manifest names all it holds."""
     store, where = reader._object_store, reader.where
     db_path = reader.location.db_path
+    if not reader.readonly:
+        await call(
+            reader._writable().flush_with_options(FlushOptions(flush_type=FlushType.MEM_TABLE)),
+            f"flush before splits on {where}",
+        )
+    location = reader.location
     if reader.checkpoint_id is None:
-        return await data_pieces(db_path, store, where, None, with_wal=True)
+        return await data_pieces(location, store, where, None, with_wal=True)
     checkpoints = Checkpoints(db_path, store, where)
     facts = await checkpoints.facts(reader.checkpoint_id)
     side = checkpoints._side
     if facts is not None and side is not None:  # read through its copy, WAL files and all
         copy = side.path_of(f"{wal_dir(reader.checkpoint_id)}/db")
-        return await data_pieces(copy, store, where, None, with_wal=True)
+        return await data_pieces(location, store, where, None, with_wal=True, db_path=copy)
     listed = {cp.id: cp for cp in await checkpoints.list()}
     found = listed.get(reader.checkpoint_id)
     if found is None:
@@ -106,7 +115,7 @@ async def pieces_of(reader: StoreReader) -> list[Any]:
             "(deleted, or expired past its lifetime)",
             value=reader.checkpoint_id,
         )
-    return await data_pieces(db_path, store, where, found.manifest_id, with_wal=False)
+    return await data_pieces(location, store, where, found.manifest_id, with_wal=False)
 
 
 async def splits(
