@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -39,6 +40,17 @@ SCHEMA = Schema(RECORD)
 
 def load() -> str:
     return f"load {os.getloadavg()[0]:.1f}"
+
+
+def cpu_seconds() -> float:
+    """This process's user + system CPU time (its worker threads too)."""
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return used.ru_utime + used.ru_stime
+
+
+def workers_cpu(client: Any) -> list[float]:
+    """Each Dask worker process's CPU seconds so far."""
+    return sorted(client.run(cpu_seconds).values())
 
 
 def build(path: str, count: int) -> None:
@@ -95,7 +107,7 @@ def dask_frame(client: Any, url: str, pin: Any, split_bytes: int) -> tuple[int, 
     return int(lengths.sum()), frame.npartitions
 
 
-def measure_dask(url: str, records: int, rounds: int, split_bytes: int) -> None:
+def measure_dask(url: str, records: int, rounds: int, split_bytes: int, frame: bool) -> None:
     from distributed import Client, LocalCluster
 
     with (
@@ -107,9 +119,12 @@ def measure_dask(url: str, records: int, rounds: int, split_bytes: int) -> None:
     ):
         client.run(lambda: __import__("opendata_kv.split_reads"))  # warm imports
         times: dict[str, list[float]] = {"one process to_arrow": [], "2 workers, tasks": []}
-        times["2 workers, read_store frame"] = []
+        if frame:
+            times["2 workers, read_store frame"] = []
+        cpu: dict[str, list[float]] = {name: [] for name in times}
         for r in range(rounds):
             for name in times:
+                before, workers_before = cpu_seconds(), workers_cpu(client)
                 start = time.perf_counter()
                 if name.startswith("one"):
                     rows, parts = one_process(pin), 1
@@ -118,26 +133,37 @@ def measure_dask(url: str, records: int, rounds: int, split_bytes: int) -> None:
                 else:
                     rows, parts = dask_frame(client, url, pin, split_bytes)
                 took = time.perf_counter() - start
+                driver = cpu_seconds() - before
+                spent = [a - b for a, b in zip(workers_cpu(client), workers_before, strict=True)]
+                # the critical path on free cores: the driver's part plus the busiest worker's
+                critical = driver + (max(spent) if name != "one process to_arrow" else 0.0)
                 assert rows == records, (name, rows)
                 times[name].append(took)
+                cpu[name].append(critical)
                 print(
                     f"  round {r + 1} {name}: {took:.2f} s, {rows / took:,.0f} rows/s, "
-                    f"{parts} parts ({load()})",
+                    f"{parts} parts; CPU s driver {driver:.2f}, workers "
+                    f"{', '.join(f'{w:.2f}' for w in spent)} ({load()})",
                     flush=True,
                 )
         base = statistics.median(times["one process to_arrow"])
         print(f"{records:,} records, median of {rounds} rounds ({load()}):")
+        base_cpu = statistics.median(cpu["one process to_arrow"])
         for name, took in times.items():
-            mid = statistics.median(took)
-            print(f"  {name:30} {records / mid:12,.0f} rows/s  {base / mid:5.2f}x")
+            mid, mid_cpu = statistics.median(took), statistics.median(cpu[name])
+            print(
+                f"  {name:30} wall {records / mid:10,.0f} rows/s {base / mid:5.2f}x;"
+                f" critical-path CPU {mid_cpu:6.2f} s, {base_cpu / mid_cpu:5.2f}x"
+            )
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--split-bytes", type=int, default=2 << 20)
     parser.add_argument("--root", help="a directory to build the store in (kept)")
+    parser.add_argument("--no-frame", action="store_true", help="skip the read_store form")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         url = str(Path(args.root or tmp) / f"engines-{args.records}")
@@ -145,7 +171,8 @@ def main(argv: list[str] | None = None) -> None:
             build(url, args.records)
         with SyncStore.open_reader(url, SCHEMA) as db:
             assert db.count(RECORD) == args.records
-        measure_dask(url, args.records, args.rounds, args.split_bytes)
+        measure_dask(url, args.records, args.rounds, args.split_bytes, not args.no_frame)
+    return 0
 
 
 def run(quick: bool) -> None:
