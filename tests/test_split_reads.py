@@ -90,7 +90,7 @@ def test_every_task_converts_with_the_schema_one_to_arrow_gives(
         whole = db.scan(record).to_arrow().read_all()
     with opendata_kv.pinned(url) as pin:
         made = plan(url, record, schema, pin, 4096)
-        assert len(made.tasks) > 2
+        assert len(made.tasks) >= 2  # several tasks (how many: the splits estimates)
         assert made.arrow_schema.equals(whole.schema, check_metadata=True)
         tables = []
         for task in pickle.loads(pickle.dumps(made.tasks)):  # as an engine ships them
