@@ -10,6 +10,7 @@ invocation. A block that is not meant to run on its own is not ```python: use
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -76,6 +77,32 @@ def extract(doc: str, text: str) -> list[Example]:
     return examples
 
 
+#: engines of optional extras (docs/scale-out.md): a block that imports one runs, and is
+#: mypy-checked, only where it is installed
+ENGINES = ("dask", "distributed", "ray", "pyspark")
+
+
+#: per block that starts an engine (a Dask cluster, Ray: worker processes of their own)
+ENGINE_SECONDS = 300
+
+
+def engines(example: Example) -> list[str]:
+    """The engines `example` imports."""
+    return [
+        name
+        for name in ENGINES
+        if re.search(rf"^\s*(import|from)\s+{name}\b", example.code, re.MULTILINE)
+    ]
+
+
+def missing_engine(example: Example) -> str | None:
+    """The first engine `example` imports that is not installed, or None."""
+    for name in engines(example):
+        if importlib.util.find_spec(name) is None:
+            return name
+    return None
+
+
 def documents() -> list[Path]:
     return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
@@ -112,6 +139,16 @@ def test_extract_keeps_document_line_numbers() -> None:
         extract("t.md", "\n```python\nx = 1\n")
 
 
+def test_a_block_needing_an_engine_not_installed_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    assert (
+        missing_engine(Example("d.md", 1, "import os\nfrom dask.distributed import C\n")) == "dask"
+    )
+    assert missing_engine(Example("d.md", 1, "import rayon\nimport opendata_kv.ray\n")) is None
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object())  # all installed
+    assert missing_engine(Example("d.md", 1, "import dask\n")) is None
+
+
 @pytest.fixture(scope="module")
 def runner() -> Iterator[subprocess.Popen[str]]:
     """tests/example_runner.py: each block runs in a fresh process forked from it."""
@@ -138,16 +175,20 @@ def runner() -> Iterator[subprocess.Popen[str]]:
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.where for e in EXAMPLES])
 def test_example_runs(example: Example, tmp_path: Path, runner: subprocess.Popen[str]) -> None:
+    engine = missing_engine(example)
+    if engine is not None:
+        pytest.skip(f"{example.where} needs {engine}, which is not installed")
     script = tmp_path / f"{example.module}.py"
     script.write_text(example.source(), encoding="utf-8")
     work = tmp_path / "cwd"
     work.mkdir()
     assert runner.stdin is not None and runner.stdout is not None
-    runner.stdin.write(f"{script}\t{work}\t{RUN_SECONDS}\n")
+    seconds = ENGINE_SECONDS if engines(example) else RUN_SECONDS
+    runner.stdin.write(f"{script}\t{work}\t{seconds}\n")
     runner.stdin.flush()
     reply = runner.stdout.readline()
     if reply == "timeout\n":
-        pytest.fail(f"{example.where}: still running after {RUN_SECONDS} s", pytrace=False)
+        pytest.fail(f"{example.where}: still running after {seconds} s", pytrace=False)
     assert reply.startswith("status "), f"the example runner ended: {reply!r}"
     returncode = int(reply.split()[1])
     if returncode != 0:
@@ -160,6 +201,8 @@ def test_examples_pass_mypy_strict(tmp_path: Path, mypy_cache: Path) -> None:
     """One mypy run over every block; each error is reported as document:line."""
     by_module: dict[str, Example] = {}
     for example in EXAMPLES:
+        if missing_engine(example) is not None:
+            continue
         (tmp_path / f"{example.module}.py").write_text(example.source(), encoding="utf-8")
         by_module[example.module] = example
     status, output = mypy_strict(tmp_path, sorted(f"{m}.py" for m in by_module), mypy_cache)

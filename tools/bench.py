@@ -40,6 +40,9 @@
                                     rocksdict consumer (see tools/bench_appview.py)
     python tools/bench.py keyvalue  py-key-value: opendata_kv.keyvalue's SlateDBStore beside its
                                     own RocksDBStore, put/get/get_many/put_many/ttl per key
+    python tools/bench.py engines [--records N] [--rounds R] [--split-bytes B]
+                                    N records into Arrow by 2 Dask workers vs one process's
+                                    to_arrow() at one pinned checkpoint (tools/bench_engines.py)
     python tools/bench.py all       every section but scale, listing and footprint (run alone)
 
 Each section lives in tools/bench_<section>.py and exposes run(quick: bool) -> None; one that
@@ -77,6 +80,7 @@ OWN_OPTIONS = {
     "sstget": ["--quick"],
     "footprint": ["--records", "20000"],
     "scaleout": ["--quick"],
+    "engines": ["--records", "20000", "--rounds", "1"],
 }
 
 

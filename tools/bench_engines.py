@@ -1,0 +1,183 @@
+"""The engines (issue 38): N records read into Arrow by 2 Dask worker processes beside one
+process's `scan.to_arrow()`, both at one pinned checkpoint of the same store, alternating
+rounds. (Splits and the parallel export: tools/bench_scaleout.py.)
+
+    PYTHONPATH=. python tools/bench.py engines [--records N] [--rounds R] [--root DIR]
+                                               [--split-bytes B]
+
+The store is bench_tools_scale's (AT-Protocol-like keys, ~100 B msgpack values, batches of
+50,000 raw puts). The Dask side runs on a LocalCluster of 2 worker processes (1 thread each)
+started before the rounds; a round is the planning (pin given, splits, the first batch) and
+the tasks. Two forms: `tasks` reads each split into Arrow record batches in its worker (what
+one process's to_arrow does, the target's measure); `frame` is read_store's DataFrame (Arrow
+plus the conversion to pandas ArrowDtype columns). The 1-min load average is printed beside
+every figure: the machine is shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench_tools_scale import RECORD, pairs, put_raw_batches
+
+import opendata_kv
+from opendata_kv import Schema, Store, SyncStore
+
+SCHEMA = Schema(RECORD)
+
+
+def load() -> str:
+    return f"load {os.getloadavg()[0]:.1f}"
+
+
+def cpu_seconds() -> float:
+    """This process's user + system CPU time (its worker threads too)."""
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return used.ru_utime + used.ru_stime
+
+
+def workers_cpu(client: Any) -> list[float]:
+    """Each Dask worker process's CPU seconds so far."""
+    return sorted(client.run(cpu_seconds).values())
+
+
+def build(path: str, count: int) -> None:
+    async def write() -> None:
+        async with Store.open(path, SCHEMA) as store:
+            await put_raw_batches(store, pairs(count), lambda done: None)
+
+    start = time.perf_counter()
+    asyncio.run(write())
+    print(f"built {count:,} records in {time.perf_counter() - start:.1f} s ({load()})")
+
+
+def one_process(pin: Any) -> int:
+    """Rows of the record read into Arrow by one to_arrow() at the pin, in this process."""
+    rows = 0
+    with pin.open_reader(schema=SCHEMA) as reader:
+        for batch in reader.scan(RECORD).to_arrow():
+            rows += batch.num_rows
+    return rows
+
+
+def _task_rows(task: Any) -> int:
+    from opendata_kv.split_reads import read_batches
+
+    return sum(batch.num_rows for batch in read_batches(task))
+
+
+def dask_tasks(client: Any, url: str, pin: Any, split_bytes: int) -> tuple[int, int]:
+    """(rows, tasks): each split read into Arrow batches in a worker."""
+    from opendata_kv.split_reads import plan_reads
+
+    plan = plan_reads(
+        url,
+        RECORD,
+        SCHEMA,
+        split_bytes=split_bytes,
+        pin=pin,
+        lifetime=3600,
+        store_options={},
+        reader_options={},
+    )
+    futures = client.map(_task_rows, plan.tasks, pure=False)
+    return sum(client.gather(futures)), len(plan.tasks)
+
+
+def dask_frame(client: Any, url: str, pin: Any, split_bytes: int) -> tuple[int, int]:
+    """(rows, partitions) of read_store's DataFrame, computed to pandas in the workers."""
+    import opendata_kv.dask
+
+    frame = opendata_kv.dask.read_store(
+        url, RECORD, schema=SCHEMA, split_bytes=split_bytes, pin=pin
+    )
+    lengths = client.compute(frame.map_partitions(len)).result()
+    return int(lengths.sum()), frame.npartitions
+
+
+def measure_dask(url: str, records: int, rounds: int, split_bytes: int, frame: bool) -> None:
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+        opendata_kv.pinned(url) as pin,
+    ):
+        client.run(lambda: __import__("opendata_kv.split_reads"))  # warm imports
+        times: dict[str, list[float]] = {"one process to_arrow": [], "2 workers, tasks": []}
+        if frame:
+            times["2 workers, read_store frame"] = []
+        cpu: dict[str, list[float]] = {name: [] for name in times}
+        for r in range(rounds):
+            for name in times:
+                before, workers_before = cpu_seconds(), workers_cpu(client)
+                start = time.perf_counter()
+                if name.startswith("one"):
+                    rows, parts = one_process(pin), 1
+                elif name.endswith("tasks"):
+                    rows, parts = dask_tasks(client, url, pin, split_bytes)
+                else:
+                    rows, parts = dask_frame(client, url, pin, split_bytes)
+                took = time.perf_counter() - start
+                driver = cpu_seconds() - before
+                spent = [a - b for a, b in zip(workers_cpu(client), workers_before, strict=True)]
+                # the critical path on free cores: the driver's part plus the busiest worker's
+                critical = driver + (max(spent) if name != "one process to_arrow" else 0.0)
+                assert rows == records, (name, rows)
+                times[name].append(took)
+                cpu[name].append(critical)
+                print(
+                    f"  round {r + 1} {name}: {took:.2f} s, {rows / took:,.0f} rows/s, "
+                    f"{parts} parts; CPU s driver {driver:.2f}, workers "
+                    f"{', '.join(f'{w:.2f}' for w in spent)} ({load()})",
+                    flush=True,
+                )
+        base = statistics.median(times["one process to_arrow"])
+        print(f"{records:,} records, median of {rounds} rounds ({load()}):")
+        base_cpu = statistics.median(cpu["one process to_arrow"])
+        for name, took in times.items():
+            mid, mid_cpu = statistics.median(took), statistics.median(cpu[name])
+            print(
+                f"  {name:30} wall {records / mid:10,.0f} rows/s {base / mid:5.2f}x;"
+                f" critical-path CPU {mid_cpu:6.2f} s, {base_cpu / mid_cpu:5.2f}x"
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--split-bytes", type=int, default=2 << 20)
+    parser.add_argument("--root", help="a directory to build the store in (kept)")
+    parser.add_argument("--no-frame", action="store_true", help="skip the read_store form")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        url = str(Path(args.root or tmp) / f"engines-{args.records}")
+        if not Path(url).exists():
+            build(url, args.records)
+        with SyncStore.open_reader(url, SCHEMA) as db:
+            assert db.count(RECORD) == args.records
+        measure_dask(url, args.records, args.rounds, args.split_bytes, not args.no_frame)
+    return 0
+
+
+def run(quick: bool) -> None:
+    main(["--records", "20000"] if quick else [])
+
+
+if __name__ == "__main__":
+    main()
