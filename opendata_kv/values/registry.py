@@ -77,7 +77,7 @@ def refuse_none(record_type: RecordType, codec: object, key: bytes | None = None
 class Values:
     """Value codecs for every RecordType of a schema; msgpack unless registered otherwise."""
 
-    __slots__ = ("_codecs", "default", "limits", "put_encoders", "schema")
+    __slots__ = ("_codecs", "default", "get_plans", "limits", "put_encoders", "schema")
 
     def __init__(
         self, schema: Schema, default: Any = None, *, limits: DecodeLimits | None = None
@@ -90,6 +90,9 @@ class Values:
         self._codecs: dict[bytes, VersionCodec] = {}
         #: Batch.put's per-target encoders (store/views.py put_encoders), emptied by register()
         self.put_encoders: dict[object, Any] = {}
+        #: get's per-target key encoders and decoder (store/views.py get_plan), emptied by
+        #: register()
+        self.get_plans: dict[object, Any] = {}
 
     def _limited(self, codec: ValueCodec[Any]) -> ValueCodec[Any]:
         return with_limits(codec, self.limits)
@@ -144,6 +147,7 @@ class Values:
             upgrade_key,
         )
         self.put_encoders.clear()  # they hold the codec the record type had
+        self.get_plans.clear()
         return self
 
     def plan(self, record_type: RecordType) -> VersionCodec:
@@ -209,6 +213,25 @@ class Values:
             return data
 
         return encode
+
+    def decoder(self, record_type: RecordType) -> Callable[[bytes, bytes], Any]:
+        """`decode(record_type, key, data)` (upgrade on) bound once per record type as
+        `decode(data, key)`, for per-record reads: a codec's `fast_decode` when it has one and
+        no upgrade applies; a failure is redone through decode itself, for the error naming
+        the key."""
+        plan = self.plan(record_type)
+        fast: Callable[[bytes], Any] | None = getattr(plan.codec, "fast_decode", None)
+        slow = self.decode
+        if fast is None or plan.upgrade is not None:
+            return lambda data, key: slow(record_type, key, data)
+
+        def decode(data: bytes, key: bytes) -> Any:
+            try:
+                return fast(data)
+            except Exception:
+                return slow(record_type, key, data)  # raises the error naming the key
+
+        return decode
 
     def check_caps(self, record_type: RecordType, data: bytes, key: bytes | None) -> None:
         """ValueLimitError (the error get would raise, naming the record and key) when the
