@@ -106,6 +106,7 @@ FACES = (
         "by SyncStore.write).",
         {
             "put": "call",
+            "put_all": "call",
             "create": "call",
             "creates": "call",
             "delete": "call",

@@ -242,6 +242,8 @@ class PutEncoders(NamedTuple):
     key: Callable[..., bytes]
     #: value bytes of (value, key)
     value: Callable[[Any, bytes], bytes]
+    #: (max_len, max_depth) for the accelerator's pack_value (Values.packing), or None
+    packing: tuple[int, int] | None = None
 
 
 def put_encoders(schema: Schema, values: Values, target: Target) -> PutEncoders | None:
@@ -251,7 +253,12 @@ def put_encoders(schema: Schema, values: Values, target: Target) -> PutEncoders 
     record_type = _bindable(schema, values, target)
     if record_type is None:
         return None
-    return PutEncoders(record_type.fast_encode, record_type.encode, values.encoder(record_type))
+    return PutEncoders(
+        record_type.fast_encode,
+        record_type.encode,
+        values.encoder(record_type),
+        values.packing(record_type),
+    )
 
 
 class GetPlan(NamedTuple):

@@ -9,6 +9,7 @@ and deletes, batches, transactions, snapshots, bulk loads and migrations.
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 from collections.abc import (
     AsyncIterable,
@@ -419,9 +420,10 @@ class Store(StoreReader):
                 put(*item)
                 if len(batch) >= batch_size:
                     await send()
-        else:
-            for item in records:
-                put(*item)
+        else:  # a batch's items queued in one call (Batch.put_all), one batch in memory
+            items = iter(records)
+            while chunk := list(itertools.islice(items, batch_size - len(batch))):
+                batch.put_all(chunk)
                 if len(batch) >= batch_size:
                     await send()
         if batch:

@@ -22,7 +22,7 @@ from opendata_kv.errors import (
     show_bytes,
 )
 from opendata_kv.keys import Key, RecordType, Schema
-from opendata_kv.values.codecs import ValueCodec, with_limits
+from opendata_kv.values.codecs import MsgpackCodec, ValueCodec, with_limits
 from opendata_kv.values.limits import (
     DEFAULT_LIMITS,
     MAX_STORED_VALUE_BYTES,
@@ -213,6 +213,19 @@ class Values:
             return data
 
         return encode
+
+    def packing(self, record_type: RecordType) -> tuple[int, int] | None:
+        """(max_len, max_depth) under which msgpack bytes of a value of `record_type` are stored
+        as encoded, with no further check (encode would pass them: no cap can refuse bytes no
+        longer than uncapped_bytes that nest fewer than max_depth containers); None when the
+        codec is not the plain msgpack one (its own encode decides)."""
+        codec = self.plan(record_type).codec
+        if codec.__class__ is not MsgpackCodec:
+            return None
+        limits = getattr(codec, "limits", None)
+        if not isinstance(limits, DecodeLimits):
+            return None
+        return min(limits.uncapped_bytes, MAX_STORED_VALUE_BYTES), limits.max_depth
 
     def decoder(self, record_type: RecordType) -> Callable[[bytes, bytes], Any]:
         """`decode(record_type, key, data)` (upgrade on) bound once per record type as
