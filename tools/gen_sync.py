@@ -170,6 +170,7 @@ FACES = (
             "build_index": "now",
             "rebuild_index": "now",
             "drop_index": "now",
+            "record_cache": "get",
         },
         {"_view": "Store", "store": "Store"},
     ),

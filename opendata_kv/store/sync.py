@@ -33,6 +33,7 @@ from opendata_kv.store.ops.feed_rows import Change, IndexChange, RawChange
 from opendata_kv.store.options import ScanOptions
 from opendata_kv.store.ranges import RangeKeywords, ScanArgs, ScanRange
 from opendata_kv.store.reader import StoreReader
+from opendata_kv.store.record_cache import RecordCache
 from opendata_kv.store.scan import K, R, RawRecord, Record, V
 from opendata_kv.store.schema_arg import SchemaArg
 from opendata_kv.store.sync_support import (
@@ -1095,6 +1096,12 @@ class SyncStore(SyncStoreReader):
         """Apply a Batch atomically, with the index ops of its records, in one native write
         (an empty batch sends nothing)."""
         run_inline(self.store.write(batch.batch, durable=durable))
+
+    @property
+    def record_cache(self) -> RecordCache | None:
+        """The record cache (OpenOptions.record_cache_bytes; its `hits`, `misses`, `size` in
+        bytes counted and `limit`), or None when it is off."""
+        return self.store.record_cache
 
     def transaction(
         self, isolation: str = "serializable", *, durable: bool = False

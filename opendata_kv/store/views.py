@@ -31,6 +31,7 @@ from opendata_kv.store.indexes.layout import ROOT as INDEX_ROOT
 from opendata_kv.store.indexes.layout import without_index_keys
 from opendata_kv.store.options import ScanOptions, scan_settings
 from opendata_kv.store.ranges import After, Bound, RangeKeywords, ScanArgs, ScanRange, scan_range
+from opendata_kv.store.record_cache import RecordCache
 from opendata_kv.store.scan import (
     K,
     KeySpan,
@@ -382,6 +383,9 @@ class ReadView:
     check_expiry: bool = True
     _indexes: IndexSet | None = None  # secondary indexes (store/indexes), when the store has any
     _telemetry: Telemetry | None = None  # its metrics' instruments (store/metrics.py), when on
+    #: the writer's record cache (store/record_cache.py), when on; never a reader's, a
+    #: transaction's or a snapshot's (they read another view than the latest writes)
+    _record_cache: RecordCache | None = None
 
     async def _fetch(self, key: bytes) -> bytes | None:
         """The live value under `key` (None when absent or expired)."""
@@ -473,13 +477,19 @@ class ReadView:
                 key = plan.fast_key(*fields)  # type: ignore[misc]
             except Exception:  # redone with the fallback: the error that names the field
                 key = plan.key(*fields)  # type: ignore[misc]
-        try:  # not `with translating`: ~0.3 us a call on a per-record path
-            if self.check_expiry:
-                row = await calls.read_row(self._source, key)
-            else:
-                row = _as_row(await calls.read_value(self._source, key))
-        except FOREIGN as exc:
-            raise translate(exc, f"get on {self.where}") from exc
+        cache = self._record_cache
+        row = None if cache is None else cache.get(key)
+        if row is None:
+            generation = 0 if cache is None else cache.generation
+            try:  # not `with translating`: ~0.3 us a call on a per-record path
+                if self.check_expiry:
+                    row = await calls.read_row(self._source, key)
+                else:
+                    row = _as_row(await calls.read_value(self._source, key))
+            except FOREIGN as exc:
+                raise translate(exc, f"get on {self.where}") from exc
+            if cache is not None and row is not None:
+                cache.fill(key, row, generation)
         if plan is None or not upgrade:
             return self._got(record_type, key, row, default, upgrade)
         if row is None:
@@ -502,13 +512,19 @@ class ReadView:
                 key = plan.fast_key(*fields)  # type: ignore[misc]
             except Exception:  # redone with the fallback: the error that names the field
                 key = plan.key(*fields)  # type: ignore[misc]
-        try:  # not `with translating`: ~0.3 us a call on a per-record path
-            if self.check_expiry:
-                row = calls.get_row_now(self._source, key)
-            else:
-                row = _as_row(calls.get_now(self._source, key))
-        except FOREIGN as exc:
-            raise translate(exc, f"get on {self.where}") from exc
+        cache = self._record_cache
+        row = None if cache is None else cache.get(key)
+        if row is None:
+            generation = 0 if cache is None else cache.generation
+            try:  # not `with translating`: ~0.3 us a call on a per-record path
+                if self.check_expiry:
+                    row = calls.get_row_now(self._source, key)
+                else:
+                    row = _as_row(calls.get_now(self._source, key))
+            except FOREIGN as exc:
+                raise translate(exc, f"get on {self.where}") from exc
+            if cache is not None and row is not None:
+                cache.fill(key, row, generation)
         if plan is None or not upgrade:
             return self._got(record_type, key, row, default, upgrade)
         if row is None:  # _got inlined: two calls less on every get

@@ -53,6 +53,7 @@ from opendata_kv.store.opening import bounded, check_cache_dir, open_db, with_ca
 from opendata_kv.store.ops import migrate as _migrate
 from opendata_kv.store.ranges import RangeKeywords, ScanRange, scan_range
 from opendata_kv.store.reader import Opening, StoreReader, _open_reader
+from opendata_kv.store.record_cache import RecordCache
 from opendata_kv.store.scan import V
 from opendata_kv.store.schema_arg import SchemaArg, as_schema
 from opendata_kv.store.views import (
@@ -256,11 +257,15 @@ class Store(StoreReader):
             else:
                 await calls.method(db, "put_with_options", key, data, options, _WRITE_OPTIONS)
         except FOREIGN as exc:
+            self._uncached()
             raise fence.translated(exc, f"put on {self.where}") from exc
         except BaseException as exc:
+            self._uncached()
             fence.uncertain(exc)
             raise
         fence.acked += 1
+        if self._record_cache is not None:
+            self._record_cache.wrote(key, data, expire_at)
 
     @overload
     async def delete(
@@ -287,11 +292,15 @@ class Store(StoreReader):
         try:  # not `with translating`: ~0.3 us a call on a per-record path
             await calls.delete(db, key)
         except FOREIGN as exc:
+            self._uncached()
             raise fence.translated(exc, f"delete on {self.where}") from exc
         except BaseException as exc:
+            self._uncached()
             fence.uncertain(exc)
             raise
         fence.acked += 1
+        if self._record_cache is not None:
+            self._record_cache.wrote(key, None, None)
 
     async def delete_range(
         self,
@@ -361,11 +370,15 @@ class Store(StoreReader):
         try:  # not `with translating`: ~0.3 us a call on a per-record path
             await calls.put(db, key, data)
         except FOREIGN as exc:
+            self._uncached()
             raise fence.translated(exc, f"put on {self.where}") from exc
         except BaseException as exc:
+            self._uncached()
             fence.uncertain(exc)
             raise
         fence.acked += 1
+        if self._record_cache is not None:
+            self._record_cache.wrote(key, data, None)
 
     async def flush(self) -> None:
         """Make every write accepted so far durable in the object store.
@@ -448,7 +461,7 @@ class Store(StoreReader):
                 if tracked or creates:
                     await self._write_indexed(db, batch, tracked, creates)
                 else:
-                    await self._sent(db, batch.write_batch())
+                    await self._sent(db, batch.write_batch(), batch)
             finally:
                 if rows_of is not None:  # and again once they are written (groups.py)
                     rows_of.groups.drop()
@@ -462,7 +475,7 @@ class Store(StoreReader):
             if tracked:
                 await self._write_indexed(db, ops, tracked)
             else:
-                await self._sent(db, native_batch(ops, (), self.where))
+                await self._sent(db, native_batch(ops, (), self.where), ops)
         finally:
             if rows_of is not None:  # and again once they are written (groups.py)
                 rows_of.groups.drop()
@@ -525,7 +538,7 @@ class Store(StoreReader):
                     fill(native, index_ops, self.where)
                 else:
                     native = native_batch(ops, index_ops, self.where)
-                await self._sent(db, native)
+                await self._sent(db, native, ops)
             except (
                 BaseException
             ) as exc:  # written or not, uncertain: the cached groups may be wrong
@@ -538,17 +551,38 @@ class Store(StoreReader):
             if telemetry is not None and index_ops:
                 telemetry.queue(telemetry.index_rows.add, len(index_ops), telemetry.base)
 
-    async def _sent(self, db: Any, native: Any) -> None:
-        """Write a native batch, counted for the fence (store/fencing.py)."""
+    async def _sent(self, db: Any, native: Any, ops: Batch | Sequence[Op] = ()) -> None:
+        """Write a native batch, counted for the fence (store/fencing.py); the record cache
+        takes `ops` (the batch's record ops) once acknowledged, and is emptied if uncertain."""
         fence = self._fence
         try:
             await calls.write(db, native)
         except FOREIGN as exc:
+            self._uncached()
             raise fence.translated(exc, f"batch write on {self.where}") from exc
         except BaseException as exc:
+            self._uncached()
             fence.uncertain(exc)
             raise
         fence.acked += 1
+        cache = self._record_cache
+        if cache is not None:
+            for op in ops:
+                if op.__class__ is Put:
+                    cache.wrote(op.key, op.data, op.expire_at)
+                else:
+                    cache.wrote(op.key, None, None)
+
+    def _uncached(self) -> None:
+        """A write whose outcome is not known: the record cache forgets everything."""
+        if self._record_cache is not None:
+            self._record_cache.clear()
+
+    @property
+    def record_cache(self) -> RecordCache | None:
+        """The record cache (OpenOptions.record_cache_bytes; its `hits`, `misses`, `size` in
+        bytes counted and `limit`), or None when it is off."""
+        return self._record_cache
 
     def _write_lock(self) -> WriteLock:
         """The lock of reads-then-writes (index upkeep, creates): the IndexSet's, or one of
@@ -586,9 +620,11 @@ class Store(StoreReader):
         try:
             await tx.commit()
         except BaseException as exc:
+            self._uncached()
             fence.uncertain(exc)
             raise
         fence.acked += 1
+        self._uncached()  # its writes are not listed here: the cache starts again
         if durable:
             await self.flush()
 
@@ -680,6 +716,8 @@ async def _open_writer(
     )
     store = Store(db, location, schema, values, readonly=False, check_expiry=options.check_expiry)
     store._object_store = object_store
+    if options.record_cache_bytes and options.check_expiry:
+        store._record_cache = RecordCache(options.record_cache_bytes)
     if telemetry is not None:
         metrics.instrument(store, telemetry)
         metrics.bridge(telemetry, recorder, metric_kind)
