@@ -129,9 +129,11 @@ def test_readers_transactions_and_snapshots_do_not_use_it(tmp_path: Path) -> Non
             assert tx.get(REC, (1,)) == {"v": 3}
             assert store.get(REC, (1,)) == {"v": 2}
         assert store.get(REC, (1,)) == {"v": 3}
-        options = OpenOptions(record_cache_bytes=1 << 20)
-        with SyncStore.open_reader(tmp_path / "db", SCHEMA, options=options) as reader:
+        with SyncStore.open_reader(tmp_path / "db", SCHEMA) as reader:
             assert reader.store._record_cache is None
+        options = OpenOptions(record_cache_bytes=1 << 20)
+        with pytest.raises(InvalidArgumentError, match="record_cache_bytes"):
+            SyncStore.open_reader(tmp_path / "db", SCHEMA, options=options)
     with pytest.raises(InvalidArgumentError, match="record_cache_bytes"):
         OpenOptions(record_cache_bytes=-1)
     plain = SyncStore.open(tmp_path / "db", SCHEMA, options=OpenOptions(check_expiry=False))

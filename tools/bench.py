@@ -31,6 +31,10 @@
                                     RecordCollection.repos()/collections() vs a keys-only
                                     scan (see tools/bench_listing.py)
     python tools/bench.py arrow     scan.to_arrow() read to the end vs a plain typed scan (rows/s)
+    python tools/bench.py cache [--records N] [--gets N] [--cache-mib M]
+                                    the writer's record cache: zipfian (s=1.1) typed gets over
+                                    records in SSTs and batched writes, cache on and off
+                                    (see tools/bench_cache.py)
     python tools/bench.py all       every section but scale, listing and footprint (run alone)
 
 Each section lives in tools/bench_<section>.py and exposes run(quick: bool) -> None; one that
@@ -65,6 +69,7 @@ OWN_OPTIONS = {
     "listing": ["--quick"],
     "sstget": ["--quick"],
     "footprint": ["--records", "20000"],
+    "cache": ["--quick"],
 }
 
 

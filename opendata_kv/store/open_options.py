@@ -29,13 +29,15 @@ from opendata_kv.store.ops.checkpoints import require_id
 DEFAULT_TIMEOUT: Final = "default"
 
 #: the settings only the writer (Store.open) or only a reader (open_reader) reads
-#: (a reader has no disk cache: slatedb 0.17's Python ReaderOptions cannot set one)
+#: (a reader has no disk cache: slatedb 0.17's Python ReaderOptions cannot set one; nor a
+#: record cache: the writer's writes would leave it stale)
 WRITER_ONLY: Final = (
     "create_if_missing",
     "error_if_exists",
     "settings",
     "rebuild_later",
     "cache_dir",
+    "record_cache_bytes",
 )
 READER_ONLY: Final = ("poll_interval", "checkpoint")
 
