@@ -41,12 +41,14 @@ def agrees(store: SyncStore) -> int:
 def test_bounded_in_bytes_least_recently_used_out() -> None:
     cache = RecordCache(3 * (4 + 10 + ENTRY_OVERHEAD))
     for i in range(3):
-        cache.wrote(b"k%03d" % i, b"v" * 10, None)
+        cache.wrote(b"k%03d" % i, b"v" * 10, None, cache.generation)
     assert cache.get(b"k000") is not None  # now the most recently used
-    cache.wrote(b"k003", b"v" * 10, None)
+    cache.wrote(b"k003", b"v" * 10, None, cache.generation)
     assert cache.get(b"k001") is None and cache.get(b"k000") is not None
     assert len(cache) == 3 and cache.size <= cache.limit
-    cache.wrote(b"big", b"x" * cache.limit, None)  # larger than the whole cache: not kept
+    cache.wrote(
+        b"big", b"x" * cache.limit, None, cache.generation
+    )  # larger than the whole cache: not kept
     assert cache.get(b"big") is None and cache.size <= cache.limit
     assert (cache.hits, cache.misses) == (2, 2)
 
@@ -54,13 +56,27 @@ def test_bounded_in_bytes_least_recently_used_out() -> None:
 def test_a_fill_from_a_read_older_than_a_write_is_refused() -> None:
     cache = RecordCache(1 << 16)
     generation = cache.generation  # a get missed and reads the store...
-    cache.wrote(b"k", b"new", None)  # ...while a write goes through
+    cache.wrote(b"k", b"new", None, cache.generation)  # ...while a write goes through
     cache.fill(b"k", (b"old", None), generation)
     assert cache.get(b"k") == (b"new", None)
-    cache.forget(b"k")
+    cache.clear()
     generation = cache.generation
     cache.fill(b"k", (b"read", None), generation)
     assert cache.get(b"k") == (b"read", None)
+
+
+def test_of_two_writes_in_flight_the_one_acknowledged_last_drops_the_key() -> None:
+    cache = RecordCache(1 << 16)
+    first = second = cache.generation  # both sent; slatedb may apply either last
+    cache.wrote(b"k", b"second", None, second)
+    assert cache.get(b"k") == (b"second", None)
+    cache.wrote(b"k", b"first", None, first)  # another write went through meanwhile
+    assert cache.get(b"k") is None
+    since = cache.generation
+    cache.wrote_many([b"a", b"b"], [b"1", None], [None, None], since)
+    assert cache.get(b"a") == (b"1", None) and cache.get(b"b") is None
+    cache.wrote_many([b"a"], [b"2"], [None], since)  # stale: dropped
+    assert cache.get(b"a") is None
 
 
 def test_every_write_path_writes_through(tmp_path: Path) -> None:

@@ -107,6 +107,7 @@ FACES = (
         {
             "put": "call",
             "put_all": "call",
+            "columns": "call",
             "create": "call",
             "creates": "call",
             "delete": "call",

@@ -182,6 +182,10 @@ class Batch:
         keys = self._keys
         return [(keys[at], rt, self._op(at)) for at, rt in indexes.indexed_at(keys)]
 
+    def columns(self) -> tuple[list[bytes], list[bytes | None], list[int | None]]:
+        """The queued ops as columns: keys, value bytes (None: a delete), expire_at."""
+        return self._keys, self._data, self._expires
+
     @property
     def ops(self) -> tuple[Op, ...]:
         """The queued operations, in order."""

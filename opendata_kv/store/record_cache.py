@@ -3,17 +3,19 @@ expiry of recently read or written records, by key, bounded in bytes, least rece
 
 Only the writer has one (OpenOptions.record_cache_bytes): it is the only process that writes
 its store, so every change passes through it; a reader's would go stale with the writer's
-writes. Every write path updates it after slatedb acknowledged the write (the written bytes,
-or the key dropped), and an uncertain write (an error, a cancel) empties it. A get that misses
-fills it only when no write touched the cache between its lookup and its fill (`generation`),
-so a read that raced a write never puts back the value the write replaced. Expiry is kept with
-the bytes and checked on every hit, as a read of the store checks it.
+writes. Every write path updates it after slatedb acknowledged the write: the written bytes,
+or the key dropped when another write went through the cache while it was in flight (slatedb
+may have applied either last); an uncertain write (an error, a cancel) empties it. A get that
+misses fills it only when no write touched the cache between its lookup and its fill
+(`generation`), so a read that raced a write never puts back the value the write replaced.
+Expiry is kept with the bytes and checked on every hit, as a read of the store checks it.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Final
 
 from opendata_kv.native.wire import PointRow
@@ -59,20 +61,47 @@ class RecordCache:
             if generation == self.generation:
                 self._keep(key, row)
 
-    def wrote(self, key: bytes, data: bytes | None, expire_at: int | None) -> None:
-        """A write of `key` that slatedb acknowledged: its bytes (None: a delete) replace it."""
+    def wrote(self, key: bytes, data: bytes | None, expire_at: int | None, since: int) -> None:
+        """A write of `key` that slatedb acknowledged, sent when the cache was at generation
+        `since`: its bytes (None: a delete) replace the entry, or, when another write went
+        through the cache meanwhile (two writers, either of which slatedb may have applied
+        last), the entry is dropped."""
         with self._lock:
+            fresh = since == self.generation
             self.generation += 1
-            if data is None:
+            if data is None or not fresh:
                 self._drop(key)
             else:
                 self._keep(key, (data, expire_at))
 
-    def forget(self, key: bytes) -> None:
-        """Drop `key` (its new bytes are not known here)."""
+    def wrote_many(
+        self,
+        keys: Sequence[bytes],
+        data: Sequence[bytes | None],
+        expires: Sequence[int | None],
+        since: int,
+    ) -> None:
+        """wrote() of each (key, bytes or None, expire_at) of one write, in order, under one
+        lock."""
         with self._lock:
+            fresh = since == self.generation
             self.generation += 1
-            self._drop(key)
+            rows, limit, size = self._rows, self.limit, self.size
+            for key, value, expire_at in zip(keys, data, expires, strict=True):
+                old = rows.pop(key, None)
+                if old is not None:
+                    size -= len(key) + len(old[0]) + ENTRY_OVERHEAD
+                if value is None or not fresh:
+                    continue
+                cost = len(key) + len(value) + ENTRY_OVERHEAD
+                if cost > limit:
+                    continue
+                rows[key] = (value, expire_at)
+                size += cost
+                while size > limit:
+                    old_key, old = rows.popitem(last=False)
+                    size -= len(old_key) + len(old[0]) + ENTRY_OVERHEAD
+            self.size = size
 
     def clear(self) -> None:
         """Drop everything: a write whose outcome or keys are not known."""

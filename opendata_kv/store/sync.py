@@ -383,6 +383,10 @@ class SyncBatch(BatchHolder):
         """The queued ops with index upkeep (IndexSet.indexed_at decides), with their types."""
         return self.batch.tracked(indexes)
 
+    def columns(self) -> tuple[list[bytes], list[bytes | None], list[int | None]]:
+        """The queued ops as columns: keys, value bytes (None: a delete), expire_at."""
+        return self.batch.columns()
+
     @property
     def ops(self) -> tuple[Op, ...]:
         """The queued operations, in order."""

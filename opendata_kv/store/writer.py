@@ -251,6 +251,8 @@ class Store(StoreReader):
                 await self._write_indexed(db, [op], [(key, record_type, op)])
                 return
         fence = self._fence
+        cache = self._record_cache
+        since = 0 if cache is None else cache.generation
         try:  # not `with translating`: ~0.3 us a call on a per-record path
             if options is None:
                 await calls.put(db, key, data)
@@ -264,8 +266,8 @@ class Store(StoreReader):
             fence.uncertain(exc)
             raise
         fence.acked += 1
-        if self._record_cache is not None:
-            self._record_cache.wrote(key, data, expire_at)
+        if cache is not None:
+            cache.wrote(key, data, expire_at, since)
 
     @overload
     async def delete(
@@ -289,6 +291,8 @@ class Store(StoreReader):
                 await self._write_indexed(db, [op], [(key, record_type, op)])
                 return
         fence = self._fence
+        cache = self._record_cache
+        since = 0 if cache is None else cache.generation
         try:  # not `with translating`: ~0.3 us a call on a per-record path
             await calls.delete(db, key)
         except FOREIGN as exc:
@@ -299,8 +303,8 @@ class Store(StoreReader):
             fence.uncertain(exc)
             raise
         fence.acked += 1
-        if self._record_cache is not None:
-            self._record_cache.wrote(key, None, None)
+        if cache is not None:
+            cache.wrote(key, None, None, since)
 
     async def delete_range(
         self,
@@ -367,6 +371,8 @@ class Store(StoreReader):
                 await self._write_indexed(db, [op], [(key, record_type, op)])
                 return
         fence = self._fence
+        cache = self._record_cache
+        since = 0 if cache is None else cache.generation
         try:  # not `with translating`: ~0.3 us a call on a per-record path
             await calls.put(db, key, data)
         except FOREIGN as exc:
@@ -377,8 +383,8 @@ class Store(StoreReader):
             fence.uncertain(exc)
             raise
         fence.acked += 1
-        if self._record_cache is not None:
-            self._record_cache.wrote(key, data, None)
+        if cache is not None:
+            cache.wrote(key, data, None, since)
 
     async def flush(self) -> None:
         """Make every write accepted so far durable in the object store.
@@ -555,6 +561,8 @@ class Store(StoreReader):
         """Write a native batch, counted for the fence (store/fencing.py); the record cache
         takes `ops` (the batch's record ops) once acknowledged, and is emptied if uncertain."""
         fence = self._fence
+        cache = self._record_cache
+        since = 0 if cache is None else cache.generation
         try:
             await calls.write(db, native)
         except FOREIGN as exc:
@@ -565,13 +573,16 @@ class Store(StoreReader):
             fence.uncertain(exc)
             raise
         fence.acked += 1
-        cache = self._record_cache
-        if cache is not None:
-            for op in ops:
-                if op.__class__ is Put:
-                    cache.wrote(op.key, op.data, op.expire_at)
-                else:
-                    cache.wrote(op.key, None, None)
+        if cache is not None and ops:
+            if isinstance(ops, Batch):
+                cache.wrote_many(*ops.columns(), since)
+            else:
+                cache.wrote_many(
+                    [op.key for op in ops],
+                    [op.data if op.__class__ is Put else None for op in ops],
+                    [op.expire_at if op.__class__ is Put else None for op in ops],
+                    since,
+                )
 
     def _uncached(self) -> None:
         """A write whose outcome is not known: the record cache forgets everything."""
