@@ -3,9 +3,11 @@ expiry of recently read or written records, by key, bounded in bytes, least rece
 
 Only the writer has one (OpenOptions.record_cache_bytes): it is the only process that writes
 its store, so every change passes through it; a reader's would go stale with the writer's
-writes. Every write path updates it after slatedb acknowledged the write: the written bytes,
-or the key dropped when another write went through the cache while it was in flight (slatedb
-may have applied either last); an uncertain write (an error, a cancel) empties it. A get that
+writes. Every write path updates it after slatedb acknowledged the write: a single put or
+delete writes its bytes through (or drops the key when another write went through the cache
+while it was in flight: slatedb may have applied either last), a batch drops its keys (a
+dictionary look-up per record, where writing through cost a batched write ~20% more CPU); an
+uncertain write (an error, a cancel) empties it. A get that
 misses fills it only when no write touched the cache between its lookup and its fill
 (`generation`), so a read that raced a write never puts back the value the write replaced.
 Expiry is kept with the bytes and checked on every hit, as a read of the store checks it.
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import Final
 
 from opendata_kv.native.wire import PointRow
@@ -74,33 +76,17 @@ class RecordCache:
             else:
                 self._keep(key, (data, expire_at))
 
-    def wrote_many(
-        self,
-        keys: Sequence[bytes],
-        data: Sequence[bytes | None],
-        expires: Sequence[int | None],
-        since: int,
-    ) -> None:
-        """wrote() of each (key, bytes or None, expire_at) of one write, in order, under one
-        lock."""
+    def dropped(self, keys: Iterable[bytes]) -> None:
+        """A write of `keys` that slatedb acknowledged, dropped rather than written through:
+        a batch's (its keys' next get reads them back), so that keeping the cache costs a
+        batched write one dictionary look-up per record."""
         with self._lock:
-            fresh = since == self.generation
             self.generation += 1
-            rows, limit, size = self._rows, self.limit, self.size
-            for key, value, expire_at in zip(keys, data, expires, strict=True):
-                old = rows.pop(key, None)
+            pop, size = self._rows.pop, self.size
+            for key in keys:
+                old = pop(key, None)
                 if old is not None:
                     size -= len(key) + len(old[0]) + ENTRY_OVERHEAD
-                if value is None or not fresh:
-                    continue
-                cost = len(key) + len(value) + ENTRY_OVERHEAD
-                if cost > limit:
-                    continue
-                rows[key] = (value, expire_at)
-                size += cost
-                while size > limit:
-                    old_key, old = rows.popitem(last=False)
-                    size -= len(old_key) + len(old[0]) + ENTRY_OVERHEAD
             self.size = size
 
     def clear(self) -> None:

@@ -559,10 +559,10 @@ class Store(StoreReader):
 
     async def _sent(self, db: Any, native: Any, ops: Batch | Sequence[Op] = ()) -> None:
         """Write a native batch, counted for the fence (store/fencing.py); the record cache
-        takes `ops` (the batch's record ops) once acknowledged, and is emptied if uncertain."""
+        drops the keys of `ops` (the batch's record ops) once acknowledged, and is emptied if
+        uncertain."""
         fence = self._fence
         cache = self._record_cache
-        since = 0 if cache is None else cache.generation
         try:
             await calls.write(db, native)
         except FOREIGN as exc:
@@ -574,15 +574,7 @@ class Store(StoreReader):
             raise
         fence.acked += 1
         if cache is not None and ops:
-            if isinstance(ops, Batch):
-                cache.wrote_many(*ops.columns(), since)
-            else:
-                cache.wrote_many(
-                    [op.key for op in ops],
-                    [op.data if op.__class__ is Put else None for op in ops],
-                    [op.expire_at if op.__class__ is Put else None for op in ops],
-                    since,
-                )
+            cache.dropped(ops.columns()[0] if isinstance(ops, Batch) else [op.key for op in ops])
 
     def _uncached(self) -> None:
         """A write whose outcome is not known: the record cache forgets everything."""
