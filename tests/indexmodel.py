@@ -18,7 +18,8 @@ from typing import Any
 from opendata_kv import Index, RecordType, fields
 from opendata_kv.errors import OpendataKvError, UniqueIndexError
 from opendata_kv.keys import Key
-from opendata_kv.store import Store, SyncStore
+from opendata_kv.native import calls
+from opendata_kv.store import OpenOptions, Store, SyncStore
 
 user = RecordType("user", 1, [("id", fields.string)])
 post = RecordType("post", 2, [("author", fields.string), ("n", fields.u32)])
@@ -445,7 +446,32 @@ class AsyncFace(SyncFace):
         return found
 
 
-FACES: dict[str, Callable[[str, list[Index]], SyncFace]] = {"sync": SyncFace, "async": AsyncFace}
+class CachedSyncFace(SyncFace):
+    """The SyncStore face with a record cache small enough to evict (issue 40 point 3)."""
+
+    name = "cached"
+    CACHE_BYTES = 1_500
+
+    def __init__(self, url: str, indexes: list[Index]) -> None:
+        options = OpenOptions(indexes=indexes, record_cache_bytes=self.CACHE_BYTES)
+        self.db = SyncStore.open(url, SCHEMA, options=options)
+
+    def cache_agrees(self) -> int:
+        """Check every cached row against the store read without the cache; how many."""
+        cache = self.db.record_cache
+        assert cache is not None
+        assert cache.size <= cache.limit
+        rows = dict(cache._rows)
+        for key, row in rows.items():
+            assert calls.get_row_now(self.db.store._source, key) == row, key
+        return len(rows)
+
+
+FACES: dict[str, Callable[[str, list[Index]], SyncFace]] = {
+    "sync": SyncFace,
+    "async": AsyncFace,
+    "cached": CachedSyncFace,
+}
 
 
 # --- every read form against the model ------------------------------------------------------------

@@ -37,6 +37,7 @@ from indexmodel import (
     TAGS,
     TEAMS,
     Abort,
+    CachedSyncFace,
     MKey,
     Model,
     Op,
@@ -495,3 +496,26 @@ AsyncIndexModel.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 test_index_model_async = AsyncIndexModel.TestCase
+
+
+class CachedIndexModel(IndexModel):
+    """The same machine through a SyncStore with a record cache (issue 40 point 3): every read
+    equals the model, and after every step every cached row equals the store's own."""
+
+    face_name = "cached"
+
+    @invariant()
+    def the_cache_holds_what_the_store_holds(self) -> None:
+        face = self.face
+        assert isinstance(face, CachedSyncFace)
+        if face.cache_agrees():
+            event("rows in the record cache")
+
+
+CachedIndexModel.TestCase.settings = settings(
+    max_examples=max(5, EXAMPLES // 2),
+    stateful_step_count=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+test_index_model_cached = CachedIndexModel.TestCase

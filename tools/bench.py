@@ -43,6 +43,10 @@
     python tools/bench.py engines [--records N] [--rounds R] [--split-bytes B]
                                     N records into Arrow by 2 Dask workers vs one process's
                                     to_arrow() at one pinned checkpoint (tools/bench_engines.py)
+    python tools/bench.py cache [--records N] [--gets N] [--cache-mib M]
+                                    the writer's record cache: zipfian (s=1.1) typed gets over
+                                    records in SSTs and batched writes, cache on and off
+                                    (see tools/bench_cache.py)
     python tools/bench.py all       every section but scale, listing and footprint (run alone)
 
 Each section lives in tools/bench_<section>.py and exposes run(quick: bool) -> None; one that
@@ -81,6 +85,7 @@ OWN_OPTIONS = {
     "footprint": ["--records", "20000"],
     "scaleout": ["--quick"],
     "engines": ["--records", "20000", "--rounds", "1"],
+    "cache": ["--quick"],
 }
 
 

@@ -109,6 +109,9 @@ FACES = (
         "by SyncStore.write).",
         {
             "put": "call",
+            "put_all": "call",
+            "put_item": "call",
+            "columns": "call",
             "create": "call",
             "creates": "call",
             "delete": "call",
@@ -175,6 +178,7 @@ FACES = (
             "build_index": "now",
             "rebuild_index": "now",
             "drop_index": "now",
+            "record_cache": "get",
         },
         {"_view": "Store", "store": "Store"},
     ),

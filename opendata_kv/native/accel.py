@@ -47,6 +47,7 @@ HOT: Final = (
     "batch_delete",
     "batch_put_expiring",
     "batch_put_many",
+    "pack_value",
 )
 
 _B = generated()

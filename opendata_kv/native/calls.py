@@ -580,6 +580,24 @@ def _one_copy(data: Any) -> bool:
     return data.__class__ is bytes and len(data) <= _FRAMED_INLINE
 
 
+def pack_value(value: Any, max_len: int, max_depth: int) -> bytes | None:
+    """msgpack bytes of `value` when it holds only the common types (exact dict, list, tuple,
+    str, bytes, int, float, bool, None), is at most `max_len` bytes and nests fewer than
+    `max_depth` containers; None otherwise. The C accelerator's; this pure stand-in packs
+    nothing (see packer())."""
+    return None
+
+
+_PURE_PACK = pack_value
+
+
+def packer() -> Callable[[Any, int, int], bytes | None] | None:
+    """The C accelerator's pack_value when it is in use, else None: the pure path encodes with
+    its codec as before."""
+    found: Callable[[Any, int, int], bytes | None] = globals()["pack_value"]
+    return None if found is _PURE_PACK else found
+
+
 def batch_put_many(batch: Any, keys: Sequence[bytes], values: Sequence[bytes]) -> None:
     """batch_put of each (key, value) in order: the index ops of a write, queued in one loop
     with the status, clone and framing bound once (about 1 us less per entry than a call

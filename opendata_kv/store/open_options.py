@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from opendata_kv.errors import ArgumentTypeError, InvalidArgumentError
+from opendata_kv.errors import ArgumentTypeError, InvalidArgumentError, check_count
 from opendata_kv.objstore.deadline import READER_TIMEOUT
 from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.opening import (
@@ -29,13 +29,15 @@ from opendata_kv.store.ops.checkpoints import require_id
 DEFAULT_TIMEOUT: Final = "default"
 
 #: the settings only the writer (Store.open) or only a reader (open_reader) reads
-#: (a reader has no disk cache: slatedb 0.17's Python ReaderOptions cannot set one)
+#: (a reader has no disk cache: slatedb 0.17's Python ReaderOptions cannot set one; nor a
+#: record cache: the writer's writes would leave it stale)
 WRITER_ONLY: Final = (
     "create_if_missing",
     "error_if_exists",
     "settings",
     "rebuild_later",
     "cache_dir",
+    "record_cache_bytes",
 )
 READER_ONLY: Final = ("poll_interval", "checkpoint")
 
@@ -65,9 +67,14 @@ class OpenOptions:
     #: global one, when an application set one (docs/operations.md, "Metrics")
     meter_provider: Any = None
     cache_dir: str | os.PathLike[str] | None = None
+    #: the writer's record cache (store/record_cache.py), in bytes: recently read and written
+    #: records kept by key for get; 0 (default) keeps none. Needs check_expiry (a store that
+    #: does not check TTLs on reads has no cache). Never used by readers.
+    record_cache_bytes: int = 0
 
     def __post_init__(self) -> None:
         check_cache_bytes(self.cache_bytes)
+        check_count(self.record_cache_bytes, "record_cache_bytes", 0, hint=" (0: no cache)")
         self._set("cache_dir", check_cache_dir(self.cache_dir))
         check_retries(self.object_store_max_retries)
         if self.timeout != DEFAULT_TIMEOUT:

@@ -34,6 +34,7 @@ from opendata_kv.store.ops.feed_rows import Change, IndexChange, RawChange
 from opendata_kv.store.options import ScanOptions
 from opendata_kv.store.ranges import KeyRange, RangeArg, RangeKeywords, ScanArgs, ScanRange
 from opendata_kv.store.reader import StoreReader
+from opendata_kv.store.record_cache import RecordCache
 from opendata_kv.store.scan import K, R, RawRecord, Record, V
 from opendata_kv.store.schema_arg import SchemaArg
 from opendata_kv.store.splitting import SPLITS_TIMEOUT, SplitTarget
@@ -458,6 +459,10 @@ class SyncBatch(BatchHolder):
         """The queued ops with index upkeep (IndexSet.indexed_at decides), with their types."""
         return self.batch.tracked(indexes)
 
+    def columns(self) -> tuple[list[bytes], list[bytes | None], list[int | None]]:
+        """The queued ops as columns: keys, value bytes (None: a delete), expire_at."""
+        return self.batch.columns()
+
     @property
     def ops(self) -> tuple[Op, ...]:
         """The queued operations, in order."""
@@ -490,6 +495,17 @@ class SyncBatch(BatchHolder):
         """Queue a typed put (addressed as for Store.put)."""
         twin: Any = self.batch
         twin.put(target, fields, value, ttl=ttl)
+
+    def put_all(self, items: Iterable[tuple[Any, ...]]) -> None:
+        """Queue put(*item) for each item in order (put_many's items): on the accelerator the
+        common `(record type or name, field tuple, value)` items in one loop, without a
+        put() call each; any other item through put()."""
+        self.batch.put_all(items)
+
+    def put_item(self, item: tuple[Any, ...]) -> None:
+        """Queue one put_many item: `(record, fields, value)`, `(record, fields, value, ttl)`,
+        `(key, value)` or `(key, value, ttl)` for a Key or declared key tuple."""
+        self.batch.put_item(item)
 
     @overload
     def create(self, target: Key, value: Any, /, *, ttl: TtlArg = None) -> None: ...
@@ -1232,6 +1248,12 @@ class SyncStore(SyncStoreReader):
         """Apply a Batch atomically, with the index ops of its records, in one native write
         (an empty batch sends nothing)."""
         run_inline(self.store.write(batch.batch, durable=durable))
+
+    @property
+    def record_cache(self) -> RecordCache | None:
+        """The record cache (OpenOptions.record_cache_bytes; its `hits`, `misses`, `size` in
+        bytes counted and `limit`), or None when it is off."""
+        return self.store.record_cache
 
     def transaction(
         self, isolation: str = "serializable", *, durable: bool = False

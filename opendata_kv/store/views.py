@@ -41,6 +41,7 @@ from opendata_kv.store.ranges import (
     ScanRange,
     scan_range,
 )
+from opendata_kv.store.record_cache import RecordCache
 from opendata_kv.store.scan import (
     K,
     KeySpan,
@@ -265,25 +266,63 @@ class PutEncoders(NamedTuple):
     key: Callable[..., bytes]
     #: value bytes of (value, key)
     value: Callable[[Any, bytes], bytes]
+    #: (max_len, max_depth) for the accelerator's pack_value (Values.packing), or None
+    packing: tuple[int, int] | None = None
 
 
 def put_encoders(schema: Schema, values: Values, target: Target) -> PutEncoders | None:
     """How a put addressed as `target` (a RecordType or record name) plus a field tuple
     encodes, bound once (Batch.put's per-record path, cached in values.put_encoders); None for
     any other target (a Key, a look-alike, an unknown name)."""
+    record_type = _bindable(schema, values, target)
+    if record_type is None:
+        return None
+    return PutEncoders(
+        record_type.fast_encode,
+        record_type.encode,
+        values.encoder(record_type),
+        values.packing(record_type),
+    )
+
+
+class GetPlan(NamedTuple):
+    """How a get of one record type encodes its key and decodes its value, bound once (the
+    per-record get paths)."""
+
+    #: key bytes of a field tuple, without the fallback (RecordType.fast_encode)
+    fast_key: Callable[..., bytes]
+    #: the same with it (RecordType.encode): the error that names the field
+    key: Callable[..., bytes]
+    #: the value of (data, key), upgraded (Values.decoder)
+    value: Callable[[bytes, bytes], Any]
+
+
+def get_plan(schema: Schema, values: Values, target: object) -> GetPlan | None:
+    """The GetPlan of a get addressed as `target` (a RecordType or record name) plus a field
+    tuple, cached in values.get_plans; None for any other target (key_bytes handles it)."""
+    try:
+        found: GetPlan | None = values.get_plans.get(target)
+    except TypeError:  # an unhashable target: key_bytes names it
+        return None
+    if found is None:
+        record_type = _bindable(schema, values, target)
+        if record_type is None:
+            return None
+        found = GetPlan(record_type.fast_encode, record_type.encode, values.decoder(record_type))
+        values.get_plans[target] = found
+    return found
+
+
+def _bindable(schema: Schema, values: Values, target: object) -> RecordType | None:
+    """The schema's RecordType a per-record plan may be bound for: `target` itself or the
+    newest of its name, with `values` the schema's own; None for anything else."""
     if values.schema is not schema:
         return None
     if target.__class__ is RecordType:
-        if target not in schema:
-            return None
-        record_type = target
-    elif target.__class__ is str:
-        if target not in schema.names():
-            return None
-        record_type = schema.get(target)
-    else:
-        return None
-    return PutEncoders(record_type.fast_encode, record_type.encode, values.encoder(record_type))
+        return target if target in schema else None
+    if target.__class__ is str:
+        return schema.get(target) if target in schema.names() else None
+    return None
 
 
 def bound_bytes(bound: Bound, record_type: RecordType | None, what: str) -> bytes | None:
@@ -367,6 +406,9 @@ class ReadView:
     check_expiry: bool = True
     _indexes: IndexSet | None = None  # secondary indexes (store/indexes), when the store has any
     _telemetry: Telemetry | None = None  # its metrics' instruments (store/metrics.py), when on
+    #: the writer's record cache (store/record_cache.py), when on; never a reader's, a
+    #: transaction's or a snapshot's (they read another view than the latest writes)
+    _record_cache: RecordCache | None = None
 
     async def _fetch(self, key: bytes) -> bytes | None:
         """The live value under `key` (None when absent or expired)."""
@@ -450,30 +492,70 @@ class ReadView:
         self, target: Target, fields: Fields = None, *, default: Any = None, upgrade: bool = True
     ) -> Any:
         """The decoded value stored under the key, or `default` when there is none."""
-        record_type, key = key_bytes(self.schema, target, fields)
-        try:  # not `with translating`: ~0.3 us a call on a per-record path
-            if self.check_expiry:
-                row = await calls.read_row(self._source, key)
-            else:
-                row = _as_row(await calls.read_value(self._source, key))
-        except FOREIGN as exc:
-            raise translate(exc, f"get on {self.where}") from exc
-        return self._got(record_type, key, row, default, upgrade)
+        plan = get_plan(self.schema, self.values, target) if fields.__class__ is tuple else None
+        if plan is None or not upgrade:
+            record_type, key = key_bytes(self.schema, target, fields)
+        else:  # the per-record path: encoders and decoder bound once per target
+            try:
+                key = plan.fast_key(*fields)  # type: ignore[misc]
+            except Exception:  # redone with the fallback: the error that names the field
+                key = plan.key(*fields)  # type: ignore[misc]
+        cache = self._record_cache
+        row = None if cache is None else cache.get(key)
+        if row is None:
+            generation = 0 if cache is None else cache.generation
+            try:  # not `with translating`: ~0.3 us a call on a per-record path
+                if self.check_expiry:
+                    row = await calls.read_row(self._source, key)
+                else:
+                    row = _as_row(await calls.read_value(self._source, key))
+            except FOREIGN as exc:
+                raise translate(exc, f"get on {self.where}") from exc
+            if cache is not None and row is not None:
+                cache.fill(key, row, generation)
+        if plan is None or not upgrade:
+            return self._got(record_type, key, row, default, upgrade)
+        if row is None:
+            return default
+        data, expire = row
+        if expire is not None and expire <= now_ms():
+            return default
+        return plan.value(data, key)
 
     def _get_now(
         self, target: Target, fields: Fields = None, *, default: Any = None, upgrade: bool = True
     ) -> Any:
         """get for the sync face: the same steps (key_bytes, _got), the read driven on the
         calling thread without an awaitable (native.calls.get_row_now)."""
-        record_type, key = key_bytes(self.schema, target, fields)
-        try:  # not `with translating`: ~0.3 us a call on a per-record path
-            if self.check_expiry:
-                row = calls.get_row_now(self._source, key)
-            else:
-                row = _as_row(calls.get_now(self._source, key))
-        except FOREIGN as exc:
-            raise translate(exc, f"get on {self.where}") from exc
-        return self._got(record_type, key, row, default, upgrade)
+        plan = get_plan(self.schema, self.values, target) if fields.__class__ is tuple else None
+        if plan is None or not upgrade:
+            record_type, key = key_bytes(self.schema, target, fields)
+        else:  # the per-record path: encoders and decoder bound once per target
+            try:
+                key = plan.fast_key(*fields)  # type: ignore[misc]
+            except Exception:  # redone with the fallback: the error that names the field
+                key = plan.key(*fields)  # type: ignore[misc]
+        cache = self._record_cache
+        row = None if cache is None else cache.get(key)
+        if row is None:
+            generation = 0 if cache is None else cache.generation
+            try:  # not `with translating`: ~0.3 us a call on a per-record path
+                if self.check_expiry:
+                    row = calls.get_row_now(self._source, key)
+                else:
+                    row = _as_row(calls.get_now(self._source, key))
+            except FOREIGN as exc:
+                raise translate(exc, f"get on {self.where}") from exc
+            if cache is not None and row is not None:
+                cache.fill(key, row, generation)
+        if plan is None or not upgrade:
+            return self._got(record_type, key, row, default, upgrade)
+        if row is None:  # _got inlined: two calls less on every get
+            return default
+        data, expire = row
+        if expire is not None and expire <= now_ms():
+            return default
+        return plan.value(data, key)
 
     def _got(
         self, record_type: RecordType, key: bytes, row: PointRow, default: Any, upgrade: bool

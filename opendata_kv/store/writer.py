@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import os
 from collections.abc import (
     AsyncIterable,
@@ -53,6 +54,7 @@ from opendata_kv.store.opening import bounded, check_cache_dir, open_db, with_ca
 from opendata_kv.store.ops import migrate as _migrate
 from opendata_kv.store.ranges import RangeKeywords, ScanRange, scan_range
 from opendata_kv.store.reader import Opening, StoreReader, _open_reader
+from opendata_kv.store.record_cache import RecordCache
 from opendata_kv.store.scan import V
 from opendata_kv.store.schema_arg import SchemaArg, as_schema
 from opendata_kv.store.views import (
@@ -249,17 +251,23 @@ class Store(StoreReader):
                 await self._write_indexed(db, [op], [(key, record_type, op)])
                 return
         fence = self._fence
+        cache = self._record_cache
+        since = 0 if cache is None else cache.generation
         try:  # not `with translating`: ~0.3 us a call on a per-record path
             if expire_at is None:
                 await calls.put(db, key, data)
             else:  # a direct call as put's (no PutOptions object, no generated converters)
                 await calls.put_expiring(db, key, data, expire_at)
         except FOREIGN as exc:
+            self._uncached()
             raise fence.translated(exc, f"put on {self.where}") from exc
         except BaseException as exc:
+            self._uncached()
             fence.uncertain(exc)
             raise
         fence.acked += 1
+        if cache is not None:
+            cache.wrote(key, data, expire_at, since)
 
     @overload
     async def delete(
@@ -413,14 +421,20 @@ class Store(StoreReader):
                 await self._write_indexed(db, [op], [(key, record_type, op)])
                 return
         fence = self._fence
+        cache = self._record_cache
+        since = 0 if cache is None else cache.generation
         try:  # not `with translating`: ~0.3 us a call on a per-record path
             await calls.put(db, key, data)
         except FOREIGN as exc:
+            self._uncached()
             raise fence.translated(exc, f"put on {self.where}") from exc
         except BaseException as exc:
+            self._uncached()
             fence.uncertain(exc)
             raise
         fence.acked += 1
+        if cache is not None:
+            cache.wrote(key, data, None, since)
 
     async def flush(self) -> None:
         """Make every write accepted so far durable in the object store.
@@ -461,35 +475,24 @@ class Store(StoreReader):
         self._writable()
         total = 0
         batch = Batch(self)
-        put = batch.put
 
         async def send() -> None:
-            nonlocal batch, put, total
+            nonlocal batch, total
             total += len(batch)
             await self.write(batch)
             batch = Batch(self)
-            put = batch.put
             if progress is not None:
                 progress(total)
 
         if isinstance(records, AsyncIterable):
             async for item in records:
-                if len(item) == 3 and item[0].__class__ not in _ADDRESSES:
-                    _put_item(put, item)
-                elif len(item) == 4:
-                    put(item[0], item[1], item[2], ttl=item[3])
-                else:
-                    put(*item)
+                batch.put_item(item)
                 if len(batch) >= batch_size:
                     await send()
-        else:
-            for item in records:
-                if len(item) == 3 and item[0].__class__ not in _ADDRESSES:
-                    _put_item(put, item)
-                elif len(item) == 4:
-                    put(item[0], item[1], item[2], ttl=item[3])
-                else:
-                    put(*item)
+        else:  # a batch's items queued in one call (Batch.put_all), one batch in memory
+            items = iter(records)
+            while chunk := list(itertools.islice(items, batch_size - len(batch))):
+                batch.put_all(chunk)
                 if len(batch) >= batch_size:
                     await send()
         if batch:
@@ -514,7 +517,7 @@ class Store(StoreReader):
                 if tracked or creates:
                     await self._write_indexed(db, batch, tracked, creates)
                 else:
-                    await self._sent(db, batch.write_batch())
+                    await self._sent(db, batch.write_batch(), batch)
             finally:
                 if rows_of is not None:  # and again once they are written (groups.py)
                     rows_of.groups.drop()
@@ -529,7 +532,7 @@ class Store(StoreReader):
             if tracked:
                 await self._write_indexed(db, ops, tracked, locked=locked)
             else:
-                await self._sent(db, native_batch(ops, (), self.where))
+                await self._sent(db, native_batch(ops, (), self.where), ops)
         finally:
             if rows_of is not None:  # and again once they are written (groups.py)
                 rows_of.groups.drop()
@@ -596,7 +599,7 @@ class Store(StoreReader):
                     fill(native, index_ops, self.where)
                 else:
                     native = native_batch(ops, index_ops, self.where)
-                await self._sent(db, native)
+                await self._sent(db, native, ops)
             except (
                 BaseException
             ) as exc:  # written or not, uncertain: the cached groups may be wrong
@@ -609,17 +612,35 @@ class Store(StoreReader):
             if telemetry is not None and index_ops:
                 telemetry.queue(telemetry.index_rows.add, len(index_ops), telemetry.base)
 
-    async def _sent(self, db: Any, native: Any) -> None:
-        """Write a native batch, counted for the fence (store/fencing.py)."""
+    async def _sent(self, db: Any, native: Any, ops: Batch | Sequence[Op] = ()) -> None:
+        """Write a native batch, counted for the fence (store/fencing.py); the record cache
+        drops the keys of `ops` (the batch's record ops) once acknowledged, and is emptied if
+        uncertain."""
         fence = self._fence
+        cache = self._record_cache
         try:
             await calls.write(db, native)
         except FOREIGN as exc:
+            self._uncached()
             raise fence.translated(exc, f"batch write on {self.where}") from exc
         except BaseException as exc:
+            self._uncached()
             fence.uncertain(exc)
             raise
         fence.acked += 1
+        if cache is not None and ops:
+            cache.dropped(ops.columns()[0] if isinstance(ops, Batch) else [op.key for op in ops])
+
+    def _uncached(self) -> None:
+        """A write whose outcome is not known: the record cache forgets everything."""
+        if self._record_cache is not None:
+            self._record_cache.clear()
+
+    @property
+    def record_cache(self) -> RecordCache | None:
+        """The record cache (OpenOptions.record_cache_bytes; its `hits`, `misses`, `size` in
+        bytes counted and `limit`), or None when it is off."""
+        return self._record_cache
 
     def _write_lock(self) -> WriteLock:
         """The lock of reads-then-writes (index upkeep, creates): the IndexSet's, or one of
@@ -657,9 +678,11 @@ class Store(StoreReader):
         try:
             await tx.commit()
         except BaseException as exc:
+            self._uncached()
             fence.uncertain(exc)
             raise
         fence.acked += 1
+        self._uncached()  # its writes are not listed here: the cache starts again
         if durable:
             await self.flush()
 
@@ -751,6 +774,8 @@ async def _open_writer(
     )
     store = Store(db, location, schema, values, readonly=False, check_expiry=options.check_expiry)
     store._object_store = object_store
+    if options.record_cache_bytes and options.check_expiry:
+        store._record_cache = RecordCache(options.record_cache_bytes)
     if telemetry is not None:
         metrics.instrument(store, telemetry)
         metrics.bridge(telemetry, recorder, metric_kind)
@@ -767,18 +792,6 @@ async def _open_writer(
 
 
 #: what a put_many item's first element is when three elements are (record, fields, value)
-_ADDRESSES = frozenset((RecordType, str))
-
-
-def _put_item(put: Callable[..., None], item: tuple[Any, ...]) -> None:
-    """Queue a put_many item of three elements whose first is not a RecordType or a name:
-    `(key_obj, value, ttl)` for a Key (or a declared key tuple), else as given (put names
-    the mistake)."""
-    target = item[0]
-    if isinstance(target, tuple) and target.__class__ is not tuple:
-        put(target, item[1], ttl=item[2])
-    else:
-        put(*item)
 
 
 @dataclass

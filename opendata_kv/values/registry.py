@@ -22,7 +22,7 @@ from opendata_kv.errors import (
     show_bytes,
 )
 from opendata_kv.keys import Key, RecordType, Schema
-from opendata_kv.values.codecs import ValueCodec, with_limits
+from opendata_kv.values.codecs import MsgpackCodec, ValueCodec, with_limits
 from opendata_kv.values.limits import (
     DEFAULT_LIMITS,
     MAX_STORED_VALUE_BYTES,
@@ -77,7 +77,7 @@ def refuse_none(record_type: RecordType, codec: object, key: bytes | None = None
 class Values:
     """Value codecs for every RecordType of a schema; msgpack unless registered otherwise."""
 
-    __slots__ = ("_codecs", "default", "limits", "put_encoders", "schema")
+    __slots__ = ("_codecs", "default", "get_plans", "limits", "put_encoders", "schema")
 
     def __init__(
         self, schema: Schema, default: Any = None, *, limits: DecodeLimits | None = None
@@ -90,6 +90,9 @@ class Values:
         self._codecs: dict[bytes, VersionCodec] = {}
         #: Batch.put's per-target encoders (store/views.py put_encoders), emptied by register()
         self.put_encoders: dict[object, Any] = {}
+        #: get's per-target key encoders and decoder (store/views.py get_plan), emptied by
+        #: register()
+        self.get_plans: dict[object, Any] = {}
 
     def _limited(self, codec: ValueCodec[Any]) -> ValueCodec[Any]:
         return with_limits(codec, self.limits)
@@ -145,6 +148,7 @@ class Values:
             upgrade_key,
         )
         self.put_encoders.clear()  # they hold the codec the record type had
+        self.get_plans.clear()
         return self
 
     def plan(self, record_type: RecordType) -> VersionCodec:
@@ -210,6 +214,38 @@ class Values:
             return data
 
         return encode
+
+    def packing(self, record_type: RecordType) -> tuple[int, int] | None:
+        """(max_len, max_depth) under which msgpack bytes of a value of `record_type` are stored
+        as encoded, with no further check (encode would pass them: no cap can refuse bytes no
+        longer than uncapped_bytes that nest fewer than max_depth containers); None when the
+        codec is not the plain msgpack one (its own encode decides)."""
+        codec = self.plan(record_type).codec
+        if codec.__class__ is not MsgpackCodec:
+            return None
+        limits = getattr(codec, "limits", None)
+        if not isinstance(limits, DecodeLimits):
+            return None
+        return min(limits.uncapped_bytes, MAX_STORED_VALUE_BYTES), limits.max_depth
+
+    def decoder(self, record_type: RecordType) -> Callable[[bytes, bytes], Any]:
+        """`decode(record_type, key, data)` (upgrade on) bound once per record type as
+        `decode(data, key)`, for per-record reads: a codec's `fast_decode` when it has one and
+        no upgrade applies; a failure is redone through decode itself, for the error naming
+        the key."""
+        plan = self.plan(record_type)
+        fast: Callable[[bytes], Any] | None = getattr(plan.codec, "fast_decode", None)
+        slow = self.decode
+        if fast is None or plan.upgrade is not None:
+            return lambda data, key: slow(record_type, key, data)
+
+        def decode(data: bytes, key: bytes) -> Any:
+            try:
+                return fast(data)
+            except Exception:
+                return slow(record_type, key, data)  # raises the error naming the key
+
+        return decode
 
     def check_caps(self, record_type: RecordType, data: bytes, key: bytes | None) -> None:
         """ValueLimitError (the error get would raise, naming the record and key) when the

@@ -29,6 +29,9 @@ PyObject *accel_parse_optional_bytes(const uint8_t *data, size_t size);
 PyObject *accel_parse_point_row(const uint8_t *data, size_t size);
 PyObject *accel_parse_columns(const uint8_t *data, size_t size);
 
+/* pack.c: pack_value(value, max_len, max_depth) -> msgpack bytes, or None when not ours */
+PyObject *accel_pack_value(PyObject *m, PyObject *const *args, Py_ssize_t n);
+
 /* records.c: adds the RecordDecoder type (scanned rows to typed Records) to the module */
 int accel_records_add(PyObject *module);
 

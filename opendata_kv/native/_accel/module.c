@@ -1115,6 +1115,7 @@ static PyMethodDef methods[] = {
     FAST("batch_delete", f_batch_delete, "calls.batch_delete in C."),
     FAST("batch_put_expiring", f_batch_put_expiring, "calls.batch_put_expiring in C."),
     FAST("batch_put_many", f_batch_put_many, "calls.batch_put_many in C."),
+    FAST("pack_value", accel_pack_value, "calls.pack_value in C: msgpack of the common types."),
     {"_parse_columns", f_parse_columns, METH_O, "wire.read_columns's parser in C (tests)."},
     {"_parse_point_row", f_parse_point_row, METH_O, "wire.parse_point_row in C (tests)."},
     {"_parse_optional_bytes", f_parse_optional_bytes, METH_O, "wire.parse_optional_bytes in C (tests)."},

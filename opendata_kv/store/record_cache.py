@@ -1,0 +1,114 @@
+"""The writer's record cache (issue 40 point 3, after RocksDB's row cache): the stored bytes and
+expiry of recently read or written records, by key, bounded in bytes, least recently used out.
+
+Only the writer has one (OpenOptions.record_cache_bytes): it is the only process that writes
+its store, so every change passes through it; a reader's would go stale with the writer's
+writes. Every write path updates it after slatedb acknowledged the write: a single put or
+delete writes its bytes through (or drops the key when another write went through the cache
+while it was in flight: slatedb may have applied either last), a batch drops its keys (a
+dictionary look-up per record, where writing through cost a batched write ~20% more CPU); an
+uncertain write (an error, a cancel) empties it. A get that
+misses fills it only when no write touched the cache between its lookup and its fill
+(`generation`), so a read that raced a write never puts back the value the write replaced.
+Expiry is kept with the bytes and checked on every hit, as a read of the store checks it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import Final
+
+from opendata_kv.native.wire import PointRow
+
+#: bytes counted per entry beyond its key and value (the dict slot, the tuple, the objects)
+ENTRY_OVERHEAD: Final = 160
+
+
+class RecordCache:
+    """Stored rows (value bytes, expire_at ms or None) by key, at most `limit` bytes counted
+    (ENTRY_OVERHEAD each beside their key and value); `hits` and `misses` count lookups."""
+
+    __slots__ = ("_lock", "_rows", "generation", "hits", "limit", "misses", "size")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.size = 0
+        self.hits = 0
+        self.misses = 0
+        #: changed by every write through the cache: a fill from an older read is refused
+        self.generation = 0
+        self._rows: OrderedDict[bytes, tuple[bytes, int | None]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def get(self, key: bytes) -> PointRow:
+        """The cached row of `key` (counted as a hit), or None (a miss)."""
+        with self._lock:
+            row = self._rows.get(key)
+            if row is None:
+                self.misses += 1
+                return None
+            self._rows.move_to_end(key)
+            self.hits += 1
+            return row
+
+    def fill(self, key: bytes, row: tuple[bytes, int | None], generation: int) -> None:
+        """Keep `row`, read from the store after a miss when the cache was at `generation`,
+        unless a write went through the cache since."""
+        with self._lock:
+            if generation == self.generation:
+                self._keep(key, row)
+
+    def wrote(self, key: bytes, data: bytes | None, expire_at: int | None, since: int) -> None:
+        """A write of `key` that slatedb acknowledged, sent when the cache was at generation
+        `since`: its bytes (None: a delete) replace the entry, or, when another write went
+        through the cache meanwhile (two writers, either of which slatedb may have applied
+        last), the entry is dropped."""
+        with self._lock:
+            fresh = since == self.generation
+            self.generation += 1
+            if data is None or not fresh:
+                self._drop(key)
+            else:
+                self._keep(key, (data, expire_at))
+
+    def dropped(self, keys: Iterable[bytes]) -> None:
+        """A write of `keys` that slatedb acknowledged, dropped rather than written through:
+        a batch's (its keys' next get reads them back), so that keeping the cache costs a
+        batched write one dictionary look-up per record."""
+        with self._lock:
+            self.generation += 1
+            pop, size = self._rows.pop, self.size
+            for key in keys:
+                old = pop(key, None)
+                if old is not None:
+                    size -= len(key) + len(old[0]) + ENTRY_OVERHEAD
+            self.size = size
+
+    def clear(self) -> None:
+        """Drop everything: a write whose outcome or keys are not known."""
+        with self._lock:
+            self.generation += 1
+            self._rows.clear()
+            self.size = 0
+
+    def _keep(self, key: bytes, row: tuple[bytes, int | None]) -> None:
+        self._drop(key)
+        cost = len(key) + len(row[0]) + ENTRY_OVERHEAD
+        if cost > self.limit:
+            return
+        rows = self._rows
+        rows[key] = row
+        self.size += cost
+        while self.size > self.limit:
+            old_key, old = rows.popitem(last=False)
+            self.size -= len(old_key) + len(old[0]) + ENTRY_OVERHEAD
+
+    def _drop(self, key: bytes) -> None:
+        old = self._rows.pop(key, None)
+        if old is not None:
+            self.size -= len(key) + len(old[0]) + ENTRY_OVERHEAD
