@@ -333,7 +333,7 @@ def test_wrong_arity_names_the_index_its_fields_and_the_values() -> None:
             (lambda: db.lookup(handle, "a", "b"), "handle"),
             (lambda: db.index_sum(team_count, "a", "b"), "team_count"),
             (lambda: db.index_scan(by_team, "a", "b"), "by_team"),
-            (lambda: db.index_scan(by_team, "a", prefix="b"), "by_team"),
+            (lambda: db.index_scan(by_team, "a", partial="b"), "by_team"),
         ):
             with pytest.raises(IndexArgumentError) as caught:
                 call()
