@@ -45,7 +45,7 @@ def test_opens_and_exports_beside_a_busy_collecting_writer_are_never_refused(
     manifest, then listed after the collector deleted WAL files a newer one no longer
     needs). Each export reads one small prefix: its open is what is checked. Locally 40
     opens and 4 exports (the issue refused ~3 in 10) beside a collector passing 10 times a
-    second, so a pass lands inside an open ten times as often as with the issue's 1 s.
+    second: ten times the issue's passes (1 s) fall inside the opens' time.
     On s3:// 5 opens and an export, with the issue's 1 s passes: moto is one Python process
     the writer's 5 ms flushes keep busy (an open there took 5-17 s on a loaded machine, and
     25 opens 567 s), and the s3:// checks list the WAL in one request."""
