@@ -19,7 +19,7 @@ from opendata_kv import Index, RecordType, fields
 from opendata_kv.errors import OpendataKvError, UniqueIndexError
 from opendata_kv.keys import Key
 from opendata_kv.native import calls
-from opendata_kv.store import OpenOptions, Store, SyncStore
+from opendata_kv.store import OpenOptions, ScanRange, Store, SyncStore
 
 user = RecordType("user", 1, [("id", fields.string)])
 post = RecordType("post", 2, [("author", fields.string), ("n", fields.u32)])
@@ -521,8 +521,8 @@ def check_value_index(face: SyncFace, model: Model, index: Index) -> None:
         narrowed = [r for r, e in zip(records, want, strict=True) if e[0].startswith(enc)]
         assert _records(items) == narrowed, f"{index.name}: index_scan({value!r})"
         assert not more
-    if index.fields[0][1] is fields.string:  # a prefix of the first field
-        items, _, _ = face.scan(index, prefix="a", records=False)
+    if index.fields[0][1] is fields.string:  # a partial first field, as a range value
+        items, _, _ = face.scan(index, range=ScanRange(partial="a"), records=False)
         assert _entries(items) == [
             e for e, w in zip(entries, want, strict=True) if str(w[1][0]).startswith("a")
         ], f"{index.name}: prefix"

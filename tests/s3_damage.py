@@ -16,6 +16,7 @@ class S3Db:
     def __init__(self, server: MotoServer, prefix: str) -> None:
         self.server, self.prefix = server, prefix
         self.client: Any = server.client()
+        self._targets: dict[str, tuple[str, ds.Region]] | None = None
 
     @property
     def url(self) -> str:
@@ -62,7 +63,12 @@ class S3Db:
         return found
 
     def targets(self) -> dict[str, tuple[str, ds.Region]]:
-        return ds.object_targets(self.names(), self.url)
+        """The matrix's targets (damaged_store.object_targets), read once per database: the
+        base is never written after build (each trial damages a copy), and reading them
+        opens slatedb's admin on S3, twice a trial before."""
+        if self._targets is None:
+            self._targets = ds.object_targets(self.names(), self.url)
+        return self._targets
 
     def damage(self, target: tuple[str, ds.Region], how: str) -> None:
         name, region = target

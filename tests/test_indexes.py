@@ -209,7 +209,7 @@ def test_reads_cursor_limit_reverse_and_has_more() -> None:
         rest = db.index_scan(by_tag, "x", after=scan.cursor).to_list()
         assert [r.key.rkey for r in rest] == [5, 7, 9]
         assert [r.key.rkey for r in db.index_scan(by_tag, "y", reverse=True, limit=2)] == [8, 6]
-        assert [r.key.rkey for r in db.index_scan(by_tag, prefix="")][:2] == [1, 3]
+        assert [r.key.rkey for r in db.index_scan(by_tag, partial="")][:2] == [1, 3]
         assert next(r.key.rkey for r in db.index_scan(by_tag, start=("y",))) == 0
         assert [e.values for e in db.index_scan(by_handle, records=False, limit=1)] == [("h0",)]
         found = db.lookup(by_handle, "h4")

@@ -90,13 +90,17 @@ def test_a_killed_build_resumes_and_ends_equal_to_a_fresh_build(tmp_path: Path, 
 def test_a_covering_build_copies_values_and_expiries(tmp_path: Path) -> None:
     url = str(tmp_path / "db")
     fill(url, 25)
+    ttl = 2.0  # outlasts the build and both reads on a loaded machine (0.3 s did not)
+    written = time.monotonic()
     with SyncStore.open(url, SCHEMA) as db:
-        db.put(post, ("b", 1), {"tag": "x", "brief": True}, ttl=0.3)
+        db.put(post, ("b", 1), {"tag": "x", "brief": True}, ttl=ttl)
     with SyncStore.open(url, SCHEMA, indexes=[covered]) as db:
         assert db.index_info()["covered"]["state"] == "write_only"
         db.build_index("covered", batch_size=7)
         assert db.check_indexes() == []
         copies = {(r.key.author, r.key.rkey): r.value for r in db.index_scan(covered)}
         assert copies == {(r.key.author, r.key.rkey): r.value for r in db.scan(post)}
-        time.sleep(0.5)  # the built copy took its record's expiry
+        assert ("b", 1) in copies, "the record expired before the build: the test proves nothing"
+        # the built copy took its record's expiry
+        time.sleep(max(0.0, written + ttl + 0.2 - time.monotonic()))
         assert ("b", 1) not in {(r.key.author, r.key.rkey) for r in db.index_scan(covered)}

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import random
+import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
-from conftest import MotoServer
+from conftest import S3_BUCKET, MotoServer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tcp_proxy import DelayProxy, Window
@@ -33,6 +34,18 @@ ROWS = 10_000
 DELAY = 0.02
 #: no manifest poll inside a measurement
 QUIET = {"poll_interval": 60.0}
+
+
+@pytest.fixture(scope="module")
+def things_url(moto_server: MotoServer) -> str:
+    """The 10,000 rows of `_things`, written once for the module: the tests that read them
+    open readers and one-shot CLI reads, which write nothing, so each sees the same store."""
+    url = f"s3://{S3_BUCKET}/t/things-{uuid.uuid4().hex[:12]}"
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in moto_server.env().items():
+            patch.setenv(name, value)
+        asyncio.run(_things(url))
+    return url
 
 
 @pytest.fixture
@@ -97,19 +110,19 @@ def _size(result: Any) -> int:
 
 
 def test_scans_read_their_window_in_one_round_trip(
-    s3_url: str, proxy: DelayProxy, monkeypatch: pytest.MonkeyPatch
+    things_url: str, proxy: DelayProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each read: the SST index, then every block of its ~1.5 MB at once (2 waves); with one
     request in flight at a time (the read-ahead before issue 43) the same scan takes 6-7."""
 
     async def main() -> dict[str, Window]:
-        await _things(s3_url)
         out = {}
         for name, (read, rows) in READS.items():
-            result, out[name] = await measured(proxy, s3_url, read)
+            result, out[name] = await measured(proxy, things_url, read)
             assert _size(result) == rows, name
         monkeypatch.setattr(scanmod, "_OPTIONS", one_request_at_a_time())
-        _, out["scan, one request in flight"] = await measured(proxy, s3_url, READS["scan"][0])
+        scan = READS["scan"][0]
+        _, out["scan, one request in flight"] = await measured(proxy, things_url, scan)
         return out
 
     windows = asyncio.run(main())
@@ -130,13 +143,12 @@ def one_request_at_a_time() -> dict[tuple[bool, bool, bool], Any]:
     return options
 
 
-def test_point_reads_stay_at_their_floor(s3_url: str, proxy: DelayProxy) -> None:
+def test_point_reads_stay_at_their_floor(things_url: str, proxy: DelayProxy) -> None:
     """As before issue 43: a cold get reads the SST's index, filter and block (3 GETs, as on
     main), a warm one nothing; get_many of 64 keys no more GETs than on main."""
 
     async def main() -> tuple[Window, Window, Window, int]:
-        await _things(s3_url)
-        reader = await Store.open_reader(s3_url, [thing], **through(proxy))
+        reader = await Store.open_reader(things_url, [thing], **through(proxy))
         try:
             with proxy.measure() as cold:
                 assert await reader.get(thing, (1, 4001)) is not None
@@ -145,7 +157,7 @@ def test_point_reads_stay_at_their_floor(s3_url: str, proxy: DelayProxy) -> None
         finally:
             await reader.close()
         keys = [(n % 4, n) for n in range(0, ROWS, ROWS // 64)][:64]
-        found, many = await measured(proxy, s3_url, lambda db: db.get_many(thing, keys))
+        found, many = await measured(proxy, things_url, lambda db: db.get_many(thing, keys))
         return cold, warm, many, sum(value is not None for value in found)
 
     cold, warm, many, found = asyncio.run(main())
@@ -260,15 +272,14 @@ def sst_reads(window: Window) -> Window:
 
 
 @pytest.mark.parametrize("command", ["dump", "export"])
-def test_cli_long_reads_read_ahead(s3_url: str, proxy: DelayProxy, command: str) -> None:
+def test_cli_long_reads_read_ahead(things_url: str, proxy: DelayProxy, command: str) -> None:
     """`opendata-kv dump` and `export` of the 10,000 rows read their SST data in 3 waves: the
     index, the block where the first version's probe (a limit=1 scan) lands, then the rest in
     one bulk window (before issue 43: a 256 KiB window a round trip, 8 waves)."""
     from clikit import run_in_process
 
-    asyncio.run(_things(s3_url))
     with proxy.measure() as window:
-        result = run_in_process(command, s3_url, env={"AWS_ENDPOINT_URL": proxy.endpoint})
+        result = run_in_process(command, things_url, env={"AWS_ENDPOINT_URL": proxy.endpoint})
     assert result.returncode == 0, result.stderr
     assert len(result.stdout.splitlines()) >= ROWS
     reads = sst_reads(window)

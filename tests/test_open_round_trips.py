@@ -7,10 +7,12 @@ while it runs. docs/object-storage.md has the table."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from conftest import S3_BUCKET, MotoServer
 from tcp_proxy import DelayProxy
 
 from opendata_kv import Schema, Store
@@ -27,22 +29,50 @@ ITEM = RecordType("item", 1, [("n", fields.u64)])
 DELAY = 0.01
 
 
-@pytest.fixture
-def proxied(s3_url: str, s3_env: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[DelayProxy]:
-    """A store of 500 records in 5 flushed batches (closed), then every request through a
-    DelayProxy (AWS_ENDPOINT_URL points at it)."""
+def _fill(url: str) -> None:
+    """500 records in 5 flushed batches, the writer closed."""
 
     async def fill() -> None:
-        async with Store.open(s3_url, Schema(ITEM)) as store:
+        async with Store.open(url, Schema(ITEM)) as store:
             for batch in range(5):
                 rows = [(ITEM, (batch * 100 + n,), {"n": n}) for n in range(100)]
                 await store.put_many(rows)
                 await store.flush()
 
     asyncio.run(fill())
-    with DelayProxy(("127.0.0.1", s3_env.port), delay=DELAY) as proxy:
+
+
+@pytest.fixture(scope="module")
+def filled(moto_server: MotoServer) -> str:
+    """One filled store for the module's reads: readers and one-shot CLI reads write
+    nothing, so each test opens the same state (the writer's test fills its own)."""
+    url = f"s3://{S3_BUCKET}/t/filled-{uuid.uuid4().hex[:12]}"
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in moto_server.env().items():
+            patch.setenv(name, value)
+        _fill(url)
+    return url
+
+
+def _through(server: MotoServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[DelayProxy]:
+    with DelayProxy(("127.0.0.1", server.port), delay=DELAY) as proxy:
         monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
         yield proxy
+
+
+@pytest.fixture
+def proxied(s3_env: MotoServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[DelayProxy]:
+    """Every request through a DelayProxy (AWS_ENDPOINT_URL points at it)."""
+    yield from _through(s3_env, monkeypatch)
+
+
+@pytest.fixture
+def proxied_own(
+    s3_url: str, s3_env: MotoServer, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[DelayProxy]:
+    """A store of its own at s3_url (a writer's open writes), filled, then proxied."""
+    _fill(s3_url)
+    yield from _through(s3_env, monkeypatch)
 
 
 def _lists(window: Any, directory: str) -> int:
@@ -52,14 +82,14 @@ def _lists(window: Any, directory: str) -> int:
     )
 
 
-def test_open_reader_takes_at_most_ten_round_trips(s3_url: str, proxied: DelayProxy) -> None:
+def test_open_reader_takes_at_most_ten_round_trips(filled: str, proxied: DelayProxy) -> None:
     """The checks list the prefix once and read what they need together, after slatedb's
     own open, beside the identity read; the manifest is listed by each once, the WAL probed
     by slatedb alone (it was 32 waves, 74 requests: three probe series, 4 manifest listings)."""
 
     async def run() -> None:
         with proxied.measure() as window:
-            reader = await Store.open_reader(s3_url, Schema(ITEM))
+            reader = await Store.open_reader(filled, Schema(ITEM))
         await reader.close()
         assert window.waves() <= 10, window.describe()
         assert _lists(window, "manifest") <= 2, window.describe()
@@ -71,17 +101,19 @@ def test_open_reader_takes_at_most_ten_round_trips(s3_url: str, proxied: DelayPr
     asyncio.run(run())
 
 
-def test_writer_open_adds_few_round_trips_to_slatedbs_own(s3_url: str, proxied: DelayProxy) -> None:
+def test_writer_open_adds_few_round_trips_to_slatedbs_own(
+    s3_url: str, proxied_own: DelayProxy
+) -> None:
     """slatedb's own writer open (fencing: a manifest and a WAL file written, compactions
     files, each read back) is measured beside ours: opendata_kv's checks, probe, clone
     marker and write probe add at most 5 waves (they added ~30)."""
     location = parse_location(s3_url)
 
     async def run() -> tuple[int, int, str]:
-        with proxied.measure() as ours:
+        with proxied_own.measure() as ours:
             store = await Store.open(s3_url, Schema(ITEM))
         await store.close()
-        with proxied.measure() as theirs:
+        with proxied_own.measure() as theirs:
             db = await DbBuilder(location.db_path, location.object_store(None)).build()
         await db.shutdown()
         return ours.waves(), theirs.waves(), ours.describe()
@@ -90,21 +122,22 @@ def test_writer_open_adds_few_round_trips_to_slatedbs_own(s3_url: str, proxied: 
     assert waves <= slatedb_waves + 5, f"{waves} vs slatedb's {slatedb_waves}\n{described}"
 
 
-def test_a_one_shot_read_sends_nothing_while_it_reads(s3_url: str, proxied: DelayProxy) -> None:
-    """The CLI's reader reads the state it opened on: idle for 2.5 s (after the one poll
+def test_a_one_shot_read_sends_nothing_while_it_reads(filled: str, proxied: DelayProxy) -> None:
+    """The CLI's reader reads the state it opened on: idle for 1.5 s (after the one poll
     slatedb's reader makes as it starts) it sends no request,
     where a following reader (Store.open_reader's default, polling each second) sends its
-    manifest poll and WAL probes (the issue: 264-576 HEADs during one `stats`)."""
+    manifest poll and WAL probes (the issue: 264-576 HEADs during one `stats`). The window
+    holds a poll of a reader polling each second, however its ticks fall."""
 
     async def idle(following: bool) -> int:
         if following:
-            reader = await Store.open_reader(s3_url, Schema(ITEM))
+            reader = await Store.open_reader(filled, Schema(ITEM))
         else:
-            reader = await cli_open_reader(s3_url)
+            reader = await cli_open_reader(filled)
         try:
             await asyncio.sleep(0.5)  # slatedb polls once as its reader starts
             with proxied.measure() as window:
-                await asyncio.sleep(2.5)
+                await asyncio.sleep(1.5)
         finally:
             await reader.close()
         return len(window.requests)
@@ -113,12 +146,12 @@ def test_a_one_shot_read_sends_nothing_while_it_reads(s3_url: str, proxied: Dela
     assert asyncio.run(idle(following=False)) == 0
 
 
-def test_stats_costs_its_open_and_its_reads(s3_url: str, proxied: DelayProxy) -> None:
+def test_stats_costs_its_open_and_its_reads(filled: str, proxied: DelayProxy) -> None:
     """`opendata-kv stats` of the 500 records: the open, then the SST reads; the manifest
     listed by the checks and by slatedb once each, the WAL probed by slatedb's open and its
     reader's first poll (a tick as it starts) only, not once a second."""
     with proxied.measure() as window:
-        assert main(["stats", s3_url]) == 0
+        assert main(["stats", filled]) == 0
     assert window.waves() <= 14, window.describe()
     assert _lists(window, "manifest") <= 2, window.describe()
     heads = [r for r in window.requests if r.method == "HEAD" and "/wal/" in r.path]

@@ -28,7 +28,9 @@ pytestmark = [pytest.mark.s3, pytest.mark.hang_guard(240)]
 
 TIMEOUT = 3
 #: what docs/cli.md promises over --timeout (measured 0.3-1.7 s on 2 cores, the process start
-#: and the healthy part of the command included), with room for a slower, shared CI machine
+#: and the healthy part of the command included), with room for a slower, shared CI machine;
+#: on top of it each check allows what starting the CLI takes right now (`_start_up`): on a
+#: loaded machine interpreters queue for the cores, which is no wait of the command's
 MARGIN = 3.0
 #: commands started at once (the 2 cores of CI's machine)
 WAVE = max(2, os.cpu_count() or 2)
@@ -99,13 +101,35 @@ def _cli(url: str) -> list[list[str]]:
     ]
 
 
-def _check(argvs: list[list[str]], results: list[tuple[int, float, str]]) -> None:
+def _start_up(count: int) -> float:
+    """Wall seconds `count` CLI processes started at once take to import the CLI and exit
+    (`--version`, no request sent): the machine's current cost of what every measured
+    command does before its first request, measured beside the commands."""
+    started = time.monotonic()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "opendata_kv", "--version"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(count)
+    ]
+    for proc in procs:
+        assert proc.wait(timeout=120) == 0
+    return time.monotonic() - started
+
+
+def _check(argvs: list[list[str]], results: list[tuple[int, float, str]], start_up: float) -> None:
     for argv, (status, seconds, err) in zip(argvs, results, strict=True):
         what = " ".join(argv[3:-2])
         assert status != 0, f"{what}: exit 0 against a stalled endpoint"
         assert "Traceback" not in err, f"{what}: {err}"
-        bound = f"{what}: {seconds:.1f} s with --timeout {TIMEOUT}: {err}"
-        assert seconds < TIMEOUT + MARGIN, bound
+        bound = (
+            f"{what}: {seconds:.1f} s with --timeout {TIMEOUT} "
+            f"(starting the CLI took {start_up:.1f} s): {err}"
+        )
+        # the bug this guards against took 12-15 s (a stuck executor thread held the exit)
+        assert seconds < TIMEOUT + MARGIN + start_up, bound
 
 
 def test_every_read_command_ends_within_timeout_when_nothing_answers(
@@ -115,11 +139,12 @@ def test_every_read_command_ends_within_timeout_when_nothing_answers(
     with TcpProxy(("127.0.0.1", server.port)) as proxy:
         proxy.cut("blackhole")
         argvs = _cli(url)
+        start_up = _start_up(WAVE)
         results = []
         for wave in range(0, len(argvs), WAVE):  # as many at once as the machine has cores,
             # so a process's start-up (timed from the common start) is not queued behind others
             results += _run_all(argvs[wave : wave + WAVE], _env(server, proxy))
-    _check(argvs, results)
+    _check(argvs, results, start_up)
     assert all("no answer" in err for _, _, err in results), results
 
 
@@ -131,6 +156,7 @@ def test_every_read_command_ends_within_timeout_when_s3_stops_answering(
     first reads (an open takes ~64 requests here)."""
     server, url = stored
     argvs = _cli(url)
+    start_up = _start_up(len(argvs))
     proxies = [TcpProxy(("127.0.0.1", server.port)) for _ in argvs]
     try:
         for proxy in proxies:
@@ -154,7 +180,7 @@ def test_every_read_command_ends_within_timeout_when_s3_stops_answering(
     # a command that made fewer requests than `after` was never stalled: it may succeed
     kept = [(a, r) for a, r, s in zip(argvs, results, stalled, strict=True) if s]
     assert kept, "no command reached the stall"
-    _check([a for a, _ in kept], [r for _, r in kept])
+    _check([a for a, _ in kept], [r for _, r in kept], start_up)
 
 
 _LIBRARY = """
@@ -166,18 +192,20 @@ started = time.monotonic()
 try:
     SyncStore.open_reader(sys.argv[1], Schema(), timeout=3)
 except StoreUnavailableError:
-    print(f"{time.monotonic() - started:.2f}")
+    raised = time.monotonic()  # CLOCK_MONOTONIC: the same clock as the parent's
+    print(f"{raised - started:.3f} {raised:.6f}")
 """
 
 
 def test_library_open_reader_timeout_lets_the_process_exit(
     stored: tuple[MotoServer, str],
 ) -> None:
-    """SyncStore.open_reader(timeout=3) raised at 3.2 s, and the process exited 7 s later."""
+    """SyncStore.open_reader(timeout=3) raised at 3.2 s, and the process exited 7 s later.
+    Both are timed inside the child's life (the raise from the call, the exit from the
+    raise, on the clock both processes share), so the interpreter's start is not counted."""
     server, url = stored
     with TcpProxy(("127.0.0.1", server.port)) as proxy:
         proxy.cut("blackhole")
-        started = time.monotonic()
         done = subprocess.run(
             [sys.executable, "-c", _LIBRARY, url],
             env=_env(server, proxy),
@@ -185,7 +213,9 @@ def test_library_open_reader_timeout_lets_the_process_exit(
             text=True,
             timeout=120,
         )
-        wall = time.monotonic() - started
-    raised_at = float(done.stdout.strip() or "nan")
-    assert TIMEOUT <= raised_at < TIMEOUT + 1, done
-    assert wall < TIMEOUT + MARGIN, f"the process took {wall:.1f} s ({done.stderr[-300:]})"
+        exited = time.monotonic()
+    raised_at, raised = (float(f) for f in (done.stdout.split() or ["nan", "nan"]))
+    # never early (the caller's bound is honoured), and the timeout, not an outage, ended it
+    assert TIMEOUT <= raised_at < TIMEOUT + MARGIN, done
+    exit_wait = exited - raised
+    assert exit_wait < MARGIN, f"the process exited {exit_wait:.1f} s after the raise ({done})"
