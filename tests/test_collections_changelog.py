@@ -283,3 +283,19 @@ def test_layout_record_types() -> None:
     assert [t.record_type for t in CHANGELOG.record_types] == [0xB, 0xC]
     assert CHANGELOG.change.field_names == ("muid",)
     assert CHANGELOG.by_medallion.field_names == ("medallion", "muid")
+
+
+def test_log_entry_is_the_one_name_and_change_is_its_deprecated_alias() -> None:
+    """The log's entry class is LogEntry (the change feed's Change is another thing); the old
+    name still resolves from both modules, with a DeprecationWarning."""
+    import opendata_kv.collections as collections
+    from opendata_kv.collections import LogEntry, changelog
+    from opendata_kv.store import Change as FeedChange
+
+    assert "Change" not in collections.__all__
+    for module in (collections, changelog):
+        with pytest.warns(DeprecationWarning, match="LogEntry"):
+            assert module.Change is LogEntry
+    assert FeedChange is not LogEntry
+    with pytest.raises(AttributeError):
+        _ = collections.NoSuchName

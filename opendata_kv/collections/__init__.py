@@ -31,14 +31,16 @@ stored data: pick them once per database.
 
 from __future__ import annotations
 
+from typing import Any
+
 from opendata_kv.collections._common import Layout, Results, combined_schema
 from opendata_kv.collections.backlinks import Backlink, Backlinks
 from opendata_kv.collections.changelog import (
     CHANGELOG,
-    Change,
     ChangeLog,
     ChangeLogLayout,
     ChangeTransaction,
+    LogEntry,
 )
 from opendata_kv.collections.pages import PAGES, Page, PagesLayout, PageStore
 from opendata_kv.collections.records import (
@@ -62,6 +64,14 @@ from opendata_kv.collections.sync import (
 from opendata_kv.collections.typed_records import TypedRecords
 from opendata_kv.keys import RecordType, Schema
 from opendata_kv.values import Values
+
+
+def __getattr__(name: str) -> Any:
+    """`Change`, the old name of LogEntry, still resolves (with a DeprecationWarning)."""
+    from opendata_kv.collections import changelog
+
+    return changelog.__getattr__(name)
+
 
 #: The default layouts of every collection.
 DEFAULT_LAYOUTS: tuple[Layout, ...] = (RECORDS, CHANGELOG, PAGES)
@@ -92,11 +102,11 @@ __all__ = [
     "Backlink",
     "BacklinkPage",
     "Backlinks",
-    "Change",
     "ChangeLog",
     "ChangeLogLayout",
     "ChangeTransaction",
     "Layout",
+    "LogEntry",
     "Page",
     "PageStore",
     "PagesLayout",

@@ -28,6 +28,7 @@ also sorts last there.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -123,8 +124,9 @@ def _time_bound(value: Instant, what: str) -> Muid:
 
 
 @dataclass(frozen=True)
-class Change:
-    """One stored change: its muid and value."""
+class LogEntry:
+    """One stored change of the log: its muid and value (named apart from the change feed's
+    `Change`, a write as the WAL yields it)."""
 
     muid: Muid
     value: Any
@@ -285,7 +287,7 @@ class ChangeLog(Generic[StoreT]):
         reverse: bool = False,
         limit: int | None = None,
         after: Muid | str | None = None,
-    ) -> Results[Change]:
+    ) -> Results[LogEntry]:
         """Changes in muid order (reverse: descending).
 
         since / until (µs since the epoch, or aware datetimes) bound the timestamp to
@@ -305,7 +307,7 @@ class ChangeLog(Generic[StoreT]):
         )
         return Results(self._changes(rows))
 
-    def sentinels(self, *, reverse: bool = False, limit: int | None = None) -> Results[Change]:
+    def sentinels(self, *, reverse: bool = False, limit: int | None = None) -> Results[LogEntry]:
         """The changes whose timestamp is the -1 sentinel (Gink's global containers)."""
         limit = check_limit(limit)
         rows = self.store.scan(
@@ -316,9 +318,9 @@ class ChangeLog(Generic[StoreT]):
         )
         return Results(self._changes(rows))
 
-    async def _changes(self, rows: AsyncIterator[Any]) -> AsyncIterator[Change]:
+    async def _changes(self, rows: AsyncIterator[Any]) -> AsyncIterator[LogEntry]:
         async for row in rows:
-            yield Change(key_of(row).muid, row.value)
+            yield LogEntry(key_of(row).muid, row.value)
 
     def by_medallion(
         self,
@@ -328,7 +330,7 @@ class ChangeLog(Generic[StoreT]):
         *,
         reverse: bool = False,
         limit: int | None = None,
-    ) -> Results[Change]:
+    ) -> Results[LogEntry]:
         """Changes written under one medallion (may be -1), in muid order, optionally within
         [since, until). Reads the index and the changes from one snapshot."""
         limit = check_limit(limit)
@@ -352,7 +354,7 @@ class ChangeLog(Generic[StoreT]):
         limit: int | None,
         start: bytes | None,
         end: bytes | None,
-    ) -> AsyncIterator[Change]:
+    ) -> AsyncIterator[LogEntry]:
         async with self._view() as view:
             rows = view.scan(
                 self.index, residue, reverse=reverse, limit=limit, start=start, end=end
@@ -365,7 +367,7 @@ class ChangeLog(Generic[StoreT]):
                         f"{self.index.name} lists {muid} but {self.change.name} has no such "
                         "change (was it deleted behind the log's back?)"
                     )
-                yield Change(muid, value)
+                yield LogEntry(muid, value)
 
     @asynccontextmanager
     async def _view(self) -> AsyncIterator[ReadView]:
@@ -407,3 +409,16 @@ class _Missing:
 
 
 _MISSING: Any = _Missing()
+
+
+def __getattr__(name: str) -> Any:
+    """`Change`, the old name of LogEntry, still resolves, with a DeprecationWarning."""
+    if name == "Change":
+        warnings.warn(
+            "opendata_kv.collections Change is deprecated: it is LogEntry (the change feed's "
+            "Change is a different thing)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return LogEntry
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

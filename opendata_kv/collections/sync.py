@@ -22,10 +22,10 @@ from opendata_kv.collections._common import Instant, ValueT
 from opendata_kv.collections.backlinks import Backlink, Backlinks
 from opendata_kv.collections.changelog import (
     CHANGELOG,
-    Change,
     ChangeLog,
     ChangeLogLayout,
     ChangeTransaction,
+    LogEntry,
 )
 from opendata_kv.collections.pages import PAGES, Page, PagesLayout, PageStore
 from opendata_kv.collections.records import (
@@ -512,7 +512,7 @@ class SyncChangeLog(CollectionFace, Generic[SyncStoreT]):
         reverse: bool = False,
         limit: int | None = None,
         after: Muid | str | None = None,
-    ) -> SyncResults[Change]:
+    ) -> SyncResults[LogEntry]:
         """Changes in muid order (reverse: descending).
 
         since / until (µs since the epoch, or aware datetimes) bound the timestamp to
@@ -524,7 +524,9 @@ class SyncChangeLog(CollectionFace, Generic[SyncStoreT]):
             self.collection.scan(since, until, reverse=reverse, limit=limit, after=after)
         )
 
-    def sentinels(self, *, reverse: bool = False, limit: int | None = None) -> SyncResults[Change]:
+    def sentinels(
+        self, *, reverse: bool = False, limit: int | None = None
+    ) -> SyncResults[LogEntry]:
         """The changes whose timestamp is the -1 sentinel (Gink's global containers)."""
         return SyncResults(self.collection.sentinels(reverse=reverse, limit=limit))
 
@@ -536,7 +538,7 @@ class SyncChangeLog(CollectionFace, Generic[SyncStoreT]):
         *,
         reverse: bool = False,
         limit: int | None = None,
-    ) -> SyncResults[Change]:
+    ) -> SyncResults[LogEntry]:
         """Changes written under one medallion (may be -1), in muid order, optionally within
         [since, until). Reads the index and the changes from one snapshot."""
         return SyncResults(

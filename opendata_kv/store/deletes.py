@@ -4,6 +4,7 @@ one WriteBatch (atomic), refusing ranges of more than `max_keys` keys before wri
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 from opendata_kv.errors import InvalidArgumentError, check_count
@@ -23,6 +24,19 @@ def check_max_keys(max_keys: int) -> int:
     return max_keys
 
 
+async def _span_scans(source: Any, spans: list[KeySpan], where: str) -> AsyncIterator[Any]:
+    """A native scan iterator of each non-empty span in turn, opened as the caller reaches it."""
+    for span in spans:
+        if span.start is not None and span.end is not None and span.start >= span.end:
+            continue
+        key_range = KeyRange(
+            start=span.start, start_inclusive=True, end=span.end, end_inclusive=False
+        )
+        yield await call(
+            calls.method(source, "scan_with_options", key_range, scan_options(False)), where
+        )
+
+
 async def keys_in(
     source: Any, spans: list[KeySpan], max_keys: int, where: str
 ) -> tuple[list[bytes], int]:
@@ -31,15 +45,7 @@ async def keys_in(
     InvalidArgumentError, and nothing is deleted."""
     keys: list[bytes] = []
     live = 0
-    for span in spans:
-        if span.start is not None and span.end is not None and span.start >= span.end:
-            continue
-        key_range = KeyRange(
-            start=span.start, start_inclusive=True, end=span.end, end_inclusive=False
-        )
-        iterator = await call(
-            calls.method(source, "scan_with_options", key_range, scan_options(False)), where
-        )
+    async for iterator in _span_scans(source, spans, where):
         while True:
             with translating(where):
                 found, _, expires = await calls.next_columns(
@@ -64,15 +70,7 @@ async def expired_in(source: Any, spans: list[KeySpan], limit: int, where: str) 
     """Up to `limit` keys in `spans` whose rows are stored but expired (reads hide them until
     a flush or compaction drops them): what Store.purge_expired tombstones."""
     found_keys: list[bytes] = []
-    for span in spans:
-        if span.start is not None and span.end is not None and span.start >= span.end:
-            continue
-        key_range = KeyRange(
-            start=span.start, start_inclusive=True, end=span.end, end_inclusive=False
-        )
-        iterator = await call(
-            calls.method(source, "scan_with_options", key_range, scan_options(False)), where
-        )
+    async for iterator in _span_scans(source, spans, where):
         while len(found_keys) < limit:
             with translating(where):
                 found, _, expires = await calls.next_columns(iterator, 1024)
