@@ -511,7 +511,7 @@ class Store(StoreReader):
         (an empty batch sends nothing)."""
         db = self._writable()
         if batch:
-            tracked, rows_of = self._tracked(batch.tracked)
+            tracked, rows_of = self._tracked(batch.indexed_ops)
             try:
                 creates = batch.creates()  # RecordExistsError: a key created after a put of it
                 if tracked or creates:
