@@ -89,7 +89,7 @@ def fill(wb: Any, ops: Iterable[Op], where: str) -> None:
         for op in ops:
             if op.__class__ is Put:
                 key, value, expire_at, _, options = op
-                if value is None:  # only an index build's tracked puts lack bytes
+                if value is None:  # only an index build's record puts lack bytes
                     raise AssertionError(f"a put of {key!r} without its bytes")
                 if options is None:
                     keys.append(key)

@@ -70,8 +70,8 @@ class Changes(NamedTuple):
 
     def add(self, change: RecordWrite) -> None:
         """Append one record write to every column."""
-        column: list[Any]
-        for column, value in zip(self, change, strict=True):
+        columns: tuple[list[Any], ...] = self
+        for column, value in zip(columns, change, strict=True):
             column.append(value)
 
     def records(self) -> list[RecordWrite]:
