@@ -112,3 +112,29 @@ def test_batch_tracked_is_the_deprecated_name_of_indexed_ops() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         run(go(tmp))
+
+
+def test_an_index_of_two_record_types_keeps_both_types_changes_in_one_batch() -> None:
+    """A batch holding records of both types an index covers: each type's entries are kept
+    (the plan shares the index's change list between the types)."""
+    user = RecordType("user", 2, [("name", fields.string)])
+    tags = Index("tags", ["item", "user"], [("group", fields.string)])
+    groups = Index("groups", ["item", "user"], [("group", fields.string)], kind="count")
+
+    async def go(tmp: str) -> None:
+        async with Store.open(str(Path(tmp) / "s"), [item, user], indexes=[tags, groups]) as store:
+            await store.put_many(
+                [
+                    (item, (1,), {"group": "a"}),
+                    (user, ("u",), {"group": "a"}),
+                    (item, (2,), {"group": "b"}),
+                ]
+            )
+            entries = await store.index_scan(tags, records=False).to_list()
+            assert len(entries) == 3
+            found = await store.index_scan(groups).to_list()
+            counts = {tuple(e.values): e.records for e in found}
+            assert counts == {("a",): 2, ("b",): 1}
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run(go(tmp))

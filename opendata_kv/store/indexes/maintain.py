@@ -178,16 +178,17 @@ def _changes(
     only: Index | None,
 ) -> dict[Index, Changes]:
     """The changes of each index, record by record against the values they replace."""
-    by_index: dict[Index, Changes] = {}  # the changes of each index, in batch order
+    by_index: dict[Index, list[RecordWrite]] = {}  # the changes of each index, in batch order
     # per record type whose indexes are all readable: (its indexes, whether any reads the
     # key), decided once per plan instead of per record; None: asked key by key (a build)
     per_type: dict[RecordType, tuple[Sequence[Index], bool] | None] = {}
-    # the changes shared by a record type's indexes, when known once per plan (per_type)
-    shared: dict[RecordType, Changes] = {}
+    # the change lists of a record type's indexes, when known once per plan (per_type); an
+    # index may cover several record types, whose changes share its list
+    lists: dict[RecordType, list[list[RecordWrite]]] = {}
     for key, old_data in zip(keys, olds, strict=True):
         record_type, new = final[key]
         active: Sequence[Index]
-        targets = shared.get(record_type)
+        targets = lists.get(record_type)
         if only is not None:
             active = [only]
             reads_key = _reads_key(indexes, only, record_type)
@@ -197,9 +198,7 @@ def _changes(
             else:
                 known = per_type[record_type] = _whole(indexes, record_type)
                 if known is not None:
-                    targets = shared[record_type] = Changes.empty()
-                    for index in known[0]:
-                        by_index[index] = targets
+                    targets = lists[record_type] = [by_index.setdefault(i, []) for i in known[0]]
             if known is None:
                 active = [i for i in indexes.of(record_type) if indexes.covers(i, key)]
                 reads_key = any(_reads_key(indexes, i, record_type) for i in active)
@@ -227,17 +226,13 @@ def _changes(
         else:
             new_value = _value(values, record_type, key, new)
         change = _new(RecordWrite, (key, key_obj, old, live_old, new_value, put, keep))
-        if targets is not None:  # every index of the type, one Changes shared
-            targets.add(change)
+        if targets is not None:  # every index of the type, lists made once
+            for changes in targets:
+                changes.append(change)
             continue
         for index in active:
-            found = by_index.get(index)
-            if found is None:
-                found = by_index[index] = Changes.empty()
-            found.add(change)
-    # an index shared by record types whose changes were kept apart: none (a Changes is
-    # shared only by the indexes of one record type, and an index belongs to one type)
-    return by_index
+            by_index.setdefault(index, []).append(change)
+    return {index: Changes.of(changes) for index, changes in by_index.items() if changes}
 
 
 def _refuse_ttl(indexes: IndexSet, only: Index | None, record_type: RecordType, key: bytes) -> None:

@@ -65,14 +65,10 @@ class Changes(NamedTuple):
     keeps: list[bool]
 
     @staticmethod
-    def empty() -> Changes:
-        return Changes([], [], [], [], [], [], [])
-
-    def add(self, change: RecordWrite) -> None:
-        """Append one record write to every column."""
-        columns: tuple[list[Any], ...] = self
-        for column, value in zip(columns, change, strict=True):
-            column.append(value)
+    def of(records: Sequence[RecordWrite]) -> Changes:
+        """The columns of `records` (one RecordWrite each, in order)."""
+        keys, key_objs, olds, live_olds, news, puts, keeps = map(list, zip(*records, strict=True))
+        return Changes(keys, key_objs, olds, live_olds, news, puts, keeps)
 
     def records(self) -> list[RecordWrite]:
         """The changes one RecordWrite each, in order (for kinds that take them one by one)."""
