@@ -4,10 +4,13 @@
   index vs the same record type without indexes (issue 32 target <= 2.5x the time per record),
   on two workloads: this bench's own (subjects n % 97) and issue 32's second measure, 20,000
   new likes over 997 subjects (nearly every group touched once per batch), wall time and the
-  process's CPU time (slatedb's runtime threads included); and the likes measure's own rows
-  written through the C floor (../shared/floor, no Python between the native calls): the
-  records alone, with the index rows, and with a get of each record first, which is the
-  least any upkeep that reads the value it replaces pays, as ratios to the records alone;
+  process's CPU time (slatedb's runtime threads included);
+- both workloads against the C floor (../shared/floor) doing exactly our work (issue 40
+  point 2, target <= 1.3x): the rows of each of our native batches (records, index entries,
+  count groups) and our reads (a get of each record's key, the read that tells a new record
+  from a replaced one, and of each group the writer did not know), captured from an untimed
+  indexed load by wrapping the names store/writer.py calls, then replayed with no Python
+  between the native calls; wall and process CPU;
 - index_scan returning records vs a primary-key scan of the same rows (target >= 0.5x the
   row rate), through a plain value index (one point read per record) and a covering one
   (the entries hold the values: no point read);
@@ -23,14 +26,16 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import bench_floor
-from slatedb.uniffi import DbBuilder, KeyRange
+from slatedb.uniffi import DbBuilder
 
 from opendata_kv import Index, RecordType, fields
 from opendata_kv.objstore.location import parse_location
-from opendata_kv.store import Store
+from opendata_kv.store import Store, writer
+from opendata_kv.store.batch import Batch
+from opendata_kv.store.writes import Put
 
 like = RecordType("like", 1, [("did", fields.string), ("rkey", fields.u32)])
 by_subject = Index("by_subject", "like", [("subject", fields.string)])
@@ -94,86 +99,137 @@ async def _raw_db(url: str) -> Any:
     return await DbBuilder(location.db_path, location.object_store(create=True)).build()
 
 
-async def _likes_rows(
-    url: str,
-) -> tuple[list[tuple[bytes, bytes]], list[list[tuple[bytes, bytes]]]]:
-    """The rows an indexed likes load leaves: (record rows in put order, the index rows
-    grouped by kind and index), read back raw after the load (untimed)."""
-    items = [
+Item = tuple[RecordType, tuple[Any, ...], dict[str, Any]]
+
+
+class _Work(NamedTuple):
+    """One batch of an indexed put_many as the engine sees it: the rows written in its one
+    native write (records, then index rows) and the keys it reads first (the replaced
+    values, one per record, and the aggregate groups the writer did not know)."""
+
+    keys: list[bytes]
+    values: list[bytes]
+    reads: list[bytes]
+
+
+def _likes_items() -> list[Item]:
+    return [
         (like, (f"did:{n % 50}", n), {"subject": f"at://post/{n % LIKE_SUBJECTS}", "created": n})
         for n in range(LIKES)
     ]
-    async with Store.open(url, [like], indexes=[by_subject, per_subject]) as store:
-        await store.put_many(items, batch_size=1000)
-    db = await _raw_db(url)
-    try:
-        stored: dict[bytes, bytes] = {}
-        it = await db.scan(
-            KeyRange(start=b"\x00", start_inclusive=True, end=None, end_inclusive=False)
+
+
+def _load_items(count: int) -> list[Item]:
+    return [(like, (f"did:{n % 50}", n), _value(n)) for n in range(count)]
+
+
+async def _captured(url: str, items: list[Item]) -> list[_Work]:
+    """The work of each batch of an indexed put_many of `items` (untimed): the writer's own
+    native batches and reads, recorded by wrapping the names store/writer.py calls."""
+    work: list[_Work] = []
+    index_rows: list[tuple[bytes, bytes]] = []
+    group_reads: list[bytes] = []
+    real_fill, real_current, real_write = writer.fill, writer.current_values, Store.write
+
+    def fill(native: Any, ops: Any, where: str) -> None:
+        for op in ops:  # the likes are new records: their index ops are plain puts
+            assert isinstance(op, Put) and op.data is not None and op.options is None, op
+            index_rows.append((op.key, op.data))
+        real_fill(native, ops, where)
+
+    async def current(source: Any, where: str, keys: list[bytes], **kw: Any) -> Any:
+        group_reads.extend(keys)
+        return await real_current(source, where, keys, **kw)
+
+    async def write(store: Store, batch: Batch, *, durable: bool = False) -> None:
+        await real_write(store, batch, durable=durable)
+        keys, data, _ = batch.columns()
+        assert all(isinstance(d, bytes) for d in data)
+        work.append(
+            _Work(
+                keys + [k for k, _ in index_rows],
+                [d for d in data if d is not None] + [v for _, v in index_rows],
+                list(dict.fromkeys(keys)) + group_reads[:],
+            )
         )
-        while batch := await it.next_batch(1024):
-            stored.update((kv.key, kv.value) for kv in batch)
+        index_rows.clear()
+        group_reads.clear()
+
+    writer.fill, writer.current_values = fill, current  # type: ignore[assignment]
+    Store.write = write  # type: ignore[method-assign]
+    try:
+        async with Store.open(url, [like], indexes=[by_subject, per_subject]) as store:
+            await store.put_many(items, batch_size=1000)
     finally:
-        await db.shutdown()
-    records = [(key, stored.pop(key)) for key in (like.encode(*fields) for _, fields, _ in items)]
-    by_prefix: dict[bytes, list[tuple[bytes, bytes]]] = {}
-    for key, data in stored.items():  # an index row: b"\x00\xf1" kind, the index name, b"\x00"
-        by_prefix.setdefault(key.split(b"\x00")[1], []).append((key, data))
-    return records, sorted(by_prefix.values(), key=len)
+        writer.fill, writer.current_values, Store.write = real_fill, real_current, real_write
+    return work
 
 
-def _likes_floor(tmp: str, rounds: int) -> None:
-    """The engine's own cost of the likes measure's rows, through the C floor (no Python
-    between the native calls): what any index upkeep that reads a record before replacing
-    it must pay at least, as a ratio to the no-index put of the same records."""
-    floor = bench_floor.load()
+def _floor_dir() -> Path:
+    """../shared/floor beside the checkout, or beside the checkout's parent (a worktree)."""
+    for parent in bench_floor.REPO.parents:
+        if (parent / "shared" / "floor").is_dir():
+            return parent / "shared" / "floor"
+    return bench_floor.FLOOR_DIR
+
+
+def _same_work(tmp: str, label: str, items: list[Item], rounds: int) -> None:
+    """Ours against the C floor doing exactly our work (issue 40 point 2): per batch, a get
+    of each record's key (the read that tells a new record from a replaced one) and of each
+    aggregate group the writer read, then our batch's rows (records, index entries, groups)
+    written in one WriteBatch, with no Python between the native calls. Rounds alternate;
+    medians of wall and process CPU (slatedb's threads included)."""
+    floor = bench_floor.load(_floor_dir())
     if not isinstance(floor, bench_floor.Floor):
-        print(f"likes on the floor: {floor}")
+        print(f"{label} on the floor: {floor}")
         return
     fx = floor.fx
-    records, index_rows = asyncio.run(_likes_rows(str(Path(tmp) / "rows")))
-    entries = [rows for rows in index_rows if len(rows) == len(records)]
-    groups = [rows for rows in index_rows if len(rows) == LIKE_SUBJECTS]
-    assert len(entries) == len(groups) == 1, [len(rows) for rows in index_rows]
-    batches = range(0, len(records), 1000)
+    work = asyncio.run(_captured(str(Path(tmp) / "capture"), items))
+    rows = sum(len(w.keys) for w in work)
+    reads = sum(len(w.reads) for w in work)
 
-    def batch_rows(start: int, indexed: bool) -> tuple[list[bytes], list[bytes]]:
-        rows = records[start : start + 1000]
-        if indexed:  # the batch's entries, and every group (each batch touches nearly all)
-            rows = rows + [r for e in entries for r in e[start : start + 1000]]
-            rows += [r for g in groups for r in g]
-        return [k for k, _ in rows], [v for _, v in rows]
-
-    async def one(url: str, indexed: bool, read: bool) -> float:
+    async def on_floor(url: str) -> tuple[float, float]:
         db = await _raw_db(url)
         try:
-            handle, get = db._handle, fx.get
-            prepared = [(start, batch_rows(start, indexed)) for start in batches]
-            begin = time.perf_counter()
-            for start, (keys, values) in prepared:
-                if read:  # the replaced value of each record (none: they are new)
-                    for key, _ in records[start : start + 1000]:
-                        get(handle, key)
-                wb = fx.wb_new()
-                fx.wb_put_many(wb, keys, values)
-                fx.write(handle, wb)
-                fx.wb_free(wb)
-            return time.perf_counter() - begin
+            handle, get, new, put_many, write, free = (
+                db._handle,
+                fx.get,
+                fx.wb_new,
+                fx.wb_put_many,
+                fx.write,
+                fx.wb_free,
+            )
+            wall, cpu = time.perf_counter(), time.process_time()
+            for keys, values, read in work:
+                for key in read:
+                    get(handle, key)
+                wb = new()
+                put_many(wb, keys, values)
+                write(handle, wb)
+                free(wb)
+            return time.perf_counter() - wall, time.process_time() - cpu
         finally:
             await db.shutdown()
 
-    runs: dict[str, list[float]] = {"plain": [], "rows": [], "read": []}
+    async def ours(url: str) -> tuple[float, float]:
+        async with Store.open(url, [like], indexes=[by_subject, per_subject]) as store:
+            wall, cpu = time.perf_counter(), time.process_time()
+            await store.put_many(items, batch_size=1000)
+            return time.perf_counter() - wall, time.process_time() - cpu
+
+    runs: dict[str, list[tuple[float, float]]] = {"floor": [], "ours": []}
     for r in range(rounds):
-        runs["plain"].append(asyncio.run(one(str(Path(tmp) / f"fp{r}"), False, False)))
-        runs["rows"].append(asyncio.run(one(str(Path(tmp) / f"fr{r}"), True, False)))
-        runs["read"].append(asyncio.run(one(str(Path(tmp) / f"fg{r}"), True, True)))
-    per = 1e6 / len(records)
-    plain, rows, read = (statistics.median(runs[k]) * per for k in ("plain", "rows", "read"))
-    print(
-        f"the same likes on the C floor (engine only, wall): no index {plain:6.2f}, the index "
-        f"rows too {rows:6.2f} ({rows / plain:.2f}x), and a get of each record first "
-        f"{read:6.2f} us/record ({read / plain:.2f}x)"
-    )
+        runs["floor"].append(asyncio.run(on_floor(str(Path(tmp) / f"f{r}"))))
+        runs["ours"].append(asyncio.run(ours(str(Path(tmp) / f"o{r}"))))
+    per = 1e6 / len(items)
+    for at, what in ((0, "wall"), (1, "CPU ")):
+        f = statistics.median(x[at] for x in runs["floor"]) * per
+        o = statistics.median(x[at] for x in runs["ours"]) * per
+        print(
+            f"{label}, {what}: the C floor doing the same rows ({rows / len(items):.2f} a "
+            f"record) and reads ({reads / len(items):.2f} a record) {f:6.2f}, ours "
+            f"{o:6.2f} us/record ({o / f:.2f}x, target <= 1.3x)"
+        )
 
 
 async def _scans(url: str) -> tuple[float, float, float]:
@@ -257,4 +313,11 @@ def run(quick: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         _likes_rounds(tmp, rounds if quick else 5)
     with tempfile.TemporaryDirectory() as tmp:
-        _likes_floor(tmp, rounds if quick else 5)
+        _same_work(tmp, f"{count:,} records / 97 subjects", _load_items(count), rounds)
+    with tempfile.TemporaryDirectory() as tmp:
+        _same_work(
+            tmp,
+            f"{LIKES:,} new likes / {LIKE_SUBJECTS} subjects",
+            _likes_items(),
+            rounds if quick else 5,
+        )

@@ -119,6 +119,7 @@ FACES = (
             "put_raw": "call",
             "delete_raw": "call",
             "queue": "call",
+            "indexed_ops": "call",
             "tracked": "call",
             "write_batch": "call",
             "ops": "get",

@@ -118,10 +118,14 @@ class _Muid(Field):
         return pos + 16
 
 
+#: NSIDs an rkey('nsid') field remembers as valid before it starts afresh
+VALID_NSIDS = 4096
+
+
 class _Rkey(TerminatedStr):
     """A terminated string that must be a record key of the given Lexicon key type."""
 
-    __slots__ = ("key_type",)
+    __slots__ = ("_valid", "key_type")
 
     def __init__(self, key_type: str) -> None:
         try:
@@ -129,13 +133,26 @@ class _Rkey(TerminatedStr):
         except IdError as exc:
             raise SchemaError(f"rkey field: {exc}") from None
         super().__init__(f"rkey({key_type})" if key_type != "any" else "rkey")
+        #: NSIDs already found valid (key type 'nsid': a store's collection names, a few
+        #: hundred at most), so a key of a known collection skips the NSID rules
+        self._valid: set[str] = set()
 
     def _raw(self, value: Any) -> bytes:
+        if value.__class__ is str and value in self._valid:
+            return super()._raw(value)
         try:
             rkey_ids.validate(value, self.key_type)
         except IdError as exc:
             raise KeyEncodeError(f"{self.kind}: {exc}") from None
+        self._remember(value)
         return super()._raw(value)
+
+    def _remember(self, value: str) -> None:
+        """Keep a valid NSID (bounded: past VALID_NSIDS the set starts afresh)."""
+        if self.key_type.kind == "nsid" and value.__class__ is str:
+            if len(self._valid) >= VALID_NSIDS:
+                self._valid.clear()
+            self._valid.add(value)
 
     def encode_partial(self, value: Any) -> bytes:
         # A partial rkey need not be a whole valid one ("3k" for every TID starting so), but
@@ -146,11 +163,14 @@ class _Rkey(TerminatedStr):
 
     def _value(self, raw: bytes, data: bytes, pos: int) -> str:
         text: str = super()._value(raw, data, pos)
+        if text in self._valid:
+            return text
         if not rkey_ids.is_valid_for(text, self.key_type):
             raise KeyDecodeError(
                 f"{self.kind}: {text!r} at offset {pos} is not a valid record key "
                 f"({show_bytes(raw)})"
             )
+        self._remember(text)
         return text
 
 

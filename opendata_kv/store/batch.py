@@ -4,6 +4,8 @@ and writes inside one slatedb transaction, and a consistent point-in-time view."
 from __future__ import annotations
 
 import functools
+import operator
+import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from time import time_ns as _time_ns
 from typing import TYPE_CHECKING, Any, Protocol, overload
@@ -75,11 +77,19 @@ def fill(wb: Any, ops: Iterable[Op], where: str) -> None:
     calls.batch_put_many (index ops are mostly that), the rest a direct call each."""
     keys: list[bytes] = []
     data: list[bytes] = []
+    if isinstance(ops, list) and _plain(ops):  # index ops are mostly that: one call, no loop
+        keys = list(map(_KEY, ops))
+        data = list(map(_DATA, ops))
+        try:
+            _put_run(wb, keys, data)
+        except FOREIGN as exc:
+            raise translate(exc, f"batch write on {where}") from exc
+        return
     try:
         for op in ops:
             if op.__class__ is Put:
                 key, value, expire_at, _, options = op
-                if value is None:  # only an index build's tracked puts lack bytes
+                if value is None:  # only an index build's record puts lack bytes
                     raise AssertionError(f"a put of {key!r} without its bytes")
                 if options is None:
                     keys.append(key)
@@ -93,6 +103,15 @@ def fill(wb: Any, ops: Iterable[Op], where: str) -> None:
         _put_run(wb, keys, data)
     except FOREIGN as exc:
         raise translate(exc, f"batch write on {where}") from exc
+
+
+_KEY = operator.itemgetter(0)
+_DATA = operator.itemgetter(1)
+
+
+def _plain(ops: list[Op]) -> bool:
+    """Whether every op of `ops` is a Put with its bytes and no PutOptions (no TTL)."""
+    return all(op.__class__ is Put and op[4] is None and op[1] is not None for op in ops)
 
 
 def _put_run(wb: Any, keys: list[bytes], data: list[bytes]) -> None:
@@ -188,10 +207,30 @@ class Batch:
         value = self._typed.get(at, UNDECODED)
         return _new(Put, (key, data, expire_at, value, options_at(expire_at)))
 
-    def tracked(self, indexes: IndexSet) -> list[IndexedOp]:
+    def indexed_ops(self, indexes: IndexSet) -> list[IndexedOp]:
         """The queued ops with index upkeep (IndexSet.indexed_at decides), with their types."""
-        keys = self._keys
-        return [(keys[at], rt, self._op(at)) for at, rt in indexes.indexed_at(keys)]
+        keys, data, expires = self._keys, self._data, self._expires
+        found = indexes.indexed_at(keys)
+        if expires.count(None) != len(expires):  # some with a TTL: their PutOptions too
+            return [(keys[at], rt, self._op(at)) for at, rt in found]
+        typed = self._typed.get
+        out: list[IndexedOp] = []
+        append = out.append
+        for at, record_type in found:  # _op inlined for puts without a TTL (put_many's case)
+            key, value = keys[at], data[at]
+            if value is None:
+                append((key, record_type, Delete(key)))
+            else:
+                put = _new(Put, (key, value, None, typed(at, UNDECODED), None))
+                append((key, record_type, put))
+        return out
+
+    def tracked(self, indexes: IndexSet) -> list[IndexedOp]:
+        """Deprecated: the old name of indexed_ops (one meaning per name, issue 44)."""
+        warnings.warn(
+            "Batch.tracked is deprecated: use Batch.indexed_ops", DeprecationWarning, stacklevel=2
+        )
+        return self.indexed_ops(indexes)
 
     def columns(self) -> tuple[list[bytes], list[bytes | None], list[int | None]]:
         """The queued ops as columns: keys, value bytes (None: a delete), expire_at."""

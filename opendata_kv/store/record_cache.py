@@ -82,11 +82,12 @@ class RecordCache:
         batched write one dictionary look-up per record."""
         with self._lock:
             self.generation += 1
-            pop, size = self._rows.pop, self.size
-            for key in keys:
-                old = pop(key, None)
-                if old is not None:
-                    size -= len(key) + len(old[0]) + ENTRY_OVERHEAD
+            rows = self._rows
+            if not rows:
+                return
+            pop, size = rows.pop, self.size
+            for key in rows.keys() & keys:  # the cached ones, found in C (a batch's are few)
+                size -= len(key) + len(pop(key)[0]) + ENTRY_OVERHEAD
             self.size = size
 
     def clear(self) -> None:

@@ -455,8 +455,12 @@ class SyncBatch(BatchHolder):
 
     batch: Batch
 
-    def tracked(self, indexes: IndexSet) -> list[IndexedOp]:
+    def indexed_ops(self, indexes: IndexSet) -> list[IndexedOp]:
         """The queued ops with index upkeep (IndexSet.indexed_at decides), with their types."""
+        return self.batch.indexed_ops(indexes)
+
+    def tracked(self, indexes: IndexSet) -> list[IndexedOp]:
+        """Deprecated: the old name of indexed_ops (one meaning per name, issue 44)."""
         return self.batch.tracked(indexes)
 
     def columns(self) -> tuple[list[bytes], list[bytes | None], list[int | None]]:

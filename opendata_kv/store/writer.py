@@ -511,11 +511,11 @@ class Store(StoreReader):
         (an empty batch sends nothing)."""
         db = self._writable()
         if batch:
-            tracked, rows_of = self._tracked(batch.tracked)
+            indexed_ops, rows_of = self._select_indexed(batch.indexed_ops)
             try:
                 creates = batch.creates()  # RecordExistsError: a key created after a put of it
-                if tracked or creates:
-                    await self._write_indexed(db, batch, tracked, creates)
+                if indexed_ops or creates:
+                    await self._write_indexed(db, batch, indexed_ops, creates)
                 else:
                     await self._sent(db, batch.write_batch(), batch)
             finally:
@@ -527,39 +527,39 @@ class Store(StoreReader):
     async def _write_ops(self, db: Any, ops: list[Op], *, locked: bool = False) -> None:
         """Apply `ops` atomically, with their index ops, in one native write (`locked`: the
         caller holds the write lock already)."""
-        tracked, rows_of = self._tracked(lambda indexes: indexes.indexed_ops(ops))
+        indexed_ops, rows_of = self._select_indexed(lambda indexes: indexes.indexed_ops(ops))
         try:
-            if tracked:
-                await self._write_indexed(db, ops, tracked, locked=locked)
+            if indexed_ops:
+                await self._write_indexed(db, ops, indexed_ops, locked=locked)
             else:
                 await self._sent(db, native_batch(ops, (), self.where), ops)
         finally:
             if rows_of is not None:  # and again once they are written (groups.py)
                 rows_of.groups.drop()
 
-    def _tracked(
-        self, track: Callable[[IndexSet], list[IndexedOp]]
+    def _select_indexed(
+        self, select: Callable[[IndexSet], list[IndexedOp]]
     ) -> tuple[list[IndexedOp], IndexSet | None]:
-        """The writes with index upkeep (`track` of the IndexSet), and the IndexSet when they
-        hold index rows written outside upkeep: `track` dropped its group cache then, and the
-        caller drops it again once they are written (groups.py)."""
+        """The record writes with index upkeep (`select` of the IndexSet), and the IndexSet
+        when they hold index rows written outside upkeep: `select` dropped its group cache
+        then, and the caller drops it again once they are written (groups.py)."""
         indexes = self._indexes
         if indexes is None:
             return [], None
         epoch = indexes.groups.epoch
-        tracked = track(indexes)
-        return tracked, (indexes if indexes.groups.epoch != epoch else None)
+        indexed_ops = select(indexes)
+        return indexed_ops, (indexes if indexes.groups.epoch != epoch else None)
 
     async def _write_indexed(
         self,
         db: Any,
         ops: Batch | Sequence[Op],
-        tracked: list[IndexedOp],
+        indexed_ops: list[IndexedOp],
         creates: Sequence[bytes] = (),
         *,
         locked: bool = False,
     ) -> None:
-        """Write record ops with the index ops of `tracked` (planned from the values they
+        """Write record ops with the index ops of `indexed_ops` (planned from the values they
         replace), reading and writing under the write lock so no other writer slips in
         (`locked`: the caller holds it already); RecordExistsError, nothing written, when a
         key of `creates` holds a live record."""
@@ -574,7 +574,7 @@ class Store(StoreReader):
             index_ops: list[Op] = []
             groups = None
             try:
-                if tracked:  # created keys the plan reads anyway are checked from its read
+                if indexed_ops:  # created keys the plan reads anyway are checked from its read
                     assert indexes is not None
                     groups = indexes.groups
                     replaced = check.reading(read) if creates else read
@@ -589,7 +589,7 @@ class Store(StoreReader):
                         )
                     reads = FetchReads(replaced, current)
                     index_ops = await index_ops_for(
-                        indexes, self.values, tracked, reads, groups=groups
+                        indexes, self.values, indexed_ops, reads, groups=groups
                     )
                 unread = check.unread()
                 if unread:  # the others in one read

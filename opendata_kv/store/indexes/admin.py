@@ -264,9 +264,9 @@ async def build(
             meta = dict(indexes.stored[name])
             position = meta.get("position")
             rows, expiries = await _rows_after(store, spans, position, batch_size, where)
-            tracked = await _build_puts(store, index, rows, expiries)
+            build_puts = await _build_puts(store, index, rows, expiries)
             reads = FetchReads(store._fetch_many, store._fetch_many)  # a build replaces nothing
-            writes = await index_ops_for(indexes, store.values, tracked, reads, only=index)
+            writes = await index_ops_for(indexes, store.values, build_puts, reads, only=index)
             batch = Batch(store)
             batch.queue(writes)
             finished = len(rows) < batch_size
@@ -302,26 +302,27 @@ async def _rows_after(
 async def _build_puts(
     store: RowReads, index: Index, rows: list[Record], expiries: dict[bytes, int]
 ) -> list[IndexedOp]:
-    """The build's live records as tracked puts with their expiry (read by the scan, under the
-    index lock), so every entry expires with its record; a covering index's with their stored
-    bytes too, read with the expiry again, skipping a record that expired since the scan."""
+    """The build's live records as puts for index upkeep, with their expiry (read by the
+    scan, under the index lock), so every entry expires with its record; a covering index's
+    with their stored bytes too, read with the expiry again, skipping a record that expired
+    since the scan."""
     if not index.covering:
-        tracked: list[IndexedOp] = []
+        build_puts: list[IndexedOp] = []
         for row in rows:
             expire_at = expiries.get(row.raw_key)
             put = _new(Put, (row.raw_key, None, expire_at, row.value, options_at(expire_at)))
-            tracked.append((row.raw_key, row.key.record_type, put))
-        return tracked
+            build_puts.append((row.raw_key, row.key.record_type, put))
+        return build_puts
     keys = [row.raw_key for row in rows]
     stored = await in_windows(functools.partial(calls.get_rows, store._source), keys)
     now = now_ms() if store.check_expiry else -1  # check_expiry=False: expired rows show
-    tracked = []
+    build_puts = []
     for row, point in zip(rows, stored, strict=True):
         if point is not None and not is_expired(point[1], now):
             data, expire_at = point
             put = _new(Put, (row.raw_key, data, expire_at, row.value, options_at(expire_at)))
-            tracked.append((row.raw_key, row.key.record_type, put))
-    return tracked
+            build_puts.append((row.raw_key, row.key.record_type, put))
+    return build_puts
 
 
 async def rebuild(

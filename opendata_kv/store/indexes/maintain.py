@@ -21,6 +21,7 @@ from opendata_kv.store.indexes.groups import GroupCache
 from opendata_kv.store.indexes.layout import encode_fields
 from opendata_kv.store.indexes.maintainers import (
     PUT_VALUE,
+    Changes,
     CountMaintainer,
     Maintainer,
     RecordWrite,
@@ -108,14 +109,81 @@ async def index_ops_for(
     else:
         olds = await reads.replaced(keys)
     maintainers: dict[type[Maintainer], Maintainer] = {}
-    by_index: dict[Index, list[RecordWrite]] = {}  # the changes of each index, in batch order
     encode = _entry_cache(indexes.entry_keys)
     if sum(map(len, indexes.entry_strings.values())) > ENTRY_CACHE_SIZE:
         indexes.entry_strings.clear()
+    by_index = None
+    if only is None and olds.count(None) == len(olds):  # new records only: column by column
+        by_index = _new_records(indexes, values, keys, final)
+    if by_index is None:
+        by_index = _changes(indexes, values, keys, olds, final, only)
+    for index, changes in by_index.items():  # each index's changes at once (change_all)
+        made = index.index_kind.maintainer(index)
+        maintainer = maintainers.get(made)
+        if maintainer is None:
+            maintainer = maintainers[made] = made(
+                indexes.schema, encode, only, indexes.entry_strings
+            )
+        maintainer.change_all(index, changes)
+    ordered = sorted(maintainers.values(), key=_settle_order)
+    counters = [m for m in ordered if isinstance(m, CountMaintainer)]
+    if groups is not None and only is None:
+        cached = groups.known(indexes.generation)
+        for counter in counters:
+            counter.known = cached
+    wanted = [row for maintainer in ordered for row in maintainer.wanted()]
+    # unique holders and aggregate groups not known, in one read
+    current = dict(zip(wanted, await reads.current(wanted), strict=True)) if wanted else {}
+    for maintainer in ordered:
+        maintainer.settle(current)
+    if groups is not None and only is None:
+        groups.stage({g: v for counter in counters for g, v in counter.learnt.items()})
+    return [op for maintainer in ordered for op in maintainer.ops]
+
+
+def _new_records(
+    indexes: IndexSet, values: Values, keys: list[bytes], final: dict[bytes, tuple[RecordType, Op]]
+) -> dict[Index, Changes] | None:
+    """The changes of each index when every write is a put of a new record of one record
+    type whose indexes cover every key, none with a TTL (put_many's common case): built a
+    column at a time; None otherwise (index_ops_for then goes record by record)."""
+    planned = list(final.values())
+    record_type = planned[0][0]
+    if any(rt is not record_type for rt, _ in planned):
+        return None
+    known = _whole(indexes, record_type)
+    if known is None:
+        return None
+    active, reads_key = known
+    puts: list[Any] = [op for _, op in planned]
+    if any(op.__class__ is not Put or op[2] is not None for op in puts):
+        return None  # a delete (of nothing) or a TTL: record by record
+    if not active:
+        return {}
+    news = [op[PUT_VALUE] for op in puts]
+    if any(new is UNDECODED for new in news):
+        news = [_value(values, record_type, key, op) for key, op in zip(keys, puts, strict=True)]
+    nothing: list[Any] = [None] * len(keys)
+    key_objs = list(map(record_type.decode, keys)) if reads_key else nothing
+    changes = Changes(keys, key_objs, nothing, nothing, news, puts, [False] * len(keys))
+    return dict.fromkeys(active, changes)
+
+
+def _changes(
+    indexes: IndexSet,
+    values: Values,
+    keys: list[bytes],
+    olds: list[bytes | None],
+    final: dict[bytes, tuple[RecordType, Op]],
+    only: Index | None,
+) -> dict[Index, Changes]:
+    """The changes of each index, record by record against the values they replace."""
+    by_index: dict[Index, list[RecordWrite]] = {}  # the changes of each index, in batch order
     # per record type whose indexes are all readable: (its indexes, whether any reads the
     # key), decided once per plan instead of per record; None: asked key by key (a build)
     per_type: dict[RecordType, tuple[Sequence[Index], bool] | None] = {}
-    # the change lists of a record type's indexes, when known once per plan (per_type)
+    # the change lists of a record type's indexes, when known once per plan (per_type); an
+    # index may cover several record types, whose changes share its list
     lists: dict[RecordType, list[list[RecordWrite]]] = {}
     for key, old_data in zip(keys, olds, strict=True):
         record_type, new = final[key]
@@ -142,7 +210,7 @@ async def index_ops_for(
         if not active:
             continue
         key_obj: Any = record_type.decode(key) if reads_key else None
-        if old_data is None:  # a new record (the common case of put_many: inlined)
+        if old_data is None:  # a new record
             old = live_old = None
             keep = False
         else:
@@ -153,8 +221,8 @@ async def index_ops_for(
             # kept entries take the new expiry; with none before and none now they stay as
             # they are (only old_values' readers tell a value without a TTL by its plain bytes)
             keep = (put is None or put.options is None) and type(old_data) is bytes
-        if put is not None and put[PUT_VALUE] is not UNDECODED:
-            new_value = put[3]
+        if put is not None and put.value is not UNDECODED:
+            new_value = put.value
         else:
             new_value = _value(values, record_type, key, new)
         change = _new(RecordWrite, (key, key_obj, old, live_old, new_value, put, keep))
@@ -164,28 +232,7 @@ async def index_ops_for(
             continue
         for index in active:
             by_index.setdefault(index, []).append(change)
-    for index, changes in by_index.items():  # each index's changes at once (change_all)
-        made = index.index_kind.maintainer(index)
-        maintainer = maintainers.get(made)
-        if maintainer is None:
-            maintainer = maintainers[made] = made(
-                indexes.schema, encode, only, indexes.entry_strings
-            )
-        maintainer.change_all(index, changes)
-    ordered = sorted(maintainers.values(), key=_settle_order)
-    counters = [m for m in ordered if isinstance(m, CountMaintainer)]
-    if groups is not None and only is None:
-        cached = groups.known(indexes.generation)
-        for counter in counters:
-            counter.known = cached
-    wanted = [row for maintainer in ordered for row in maintainer.wanted()]
-    # unique holders and aggregate groups not known, in one read
-    current = dict(zip(wanted, await reads.current(wanted), strict=True)) if wanted else {}
-    for maintainer in ordered:
-        maintainer.settle(current)
-    if groups is not None and only is None:
-        groups.stage({g: v for counter in counters for g, v in counter.learnt.items()})
-    return [op for maintainer in ordered for op in maintainer.ops]
+    return {index: Changes.of(changes) for index, changes in by_index.items() if changes}
 
 
 def _refuse_ttl(indexes: IndexSet, only: Index | None, record_type: RecordType, key: bytes) -> None:

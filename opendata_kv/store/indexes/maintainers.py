@@ -40,8 +40,7 @@ _new = tuple.__new__  # ops built without NamedTuple.__new__'s argument handling
 
 
 class RecordWrite(NamedTuple):
-    """One record write as maintainers see it (the last write of its key in the batch); the
-    hot loops read it by the field positions below (KEY, KEY_OBJ, ...), not by bare numbers."""
+    """One record write as maintainers see it (the last write of its key in the batch)."""
 
     key: bytes
     key_obj: Any  # the decoded Key when an index reads key fields, else None
@@ -52,16 +51,31 @@ class RecordWrite(NamedTuple):
     keep: bool  # kept entries stay as they are: neither old nor new value has a TTL
 
 
-#: RecordWrite's field positions, for the per-record loops that index it as a plain tuple
-KEY: Final = 0
-KEY_OBJ: Final = 1
-OLD: Final = 2
-LIVE_OLD: Final = 3
-NEW: Final = 4
-PUT: Final = 5
-KEEP: Final = 6
-assert RecordWrite._fields[KEEP] == "keep" and RecordWrite._fields[LIVE_OLD] == "live_old"
-#: Put's field positions (writes.Put), read the same way
+class Changes(NamedTuple):
+    """The record writes of one plan for one index (or one record type's indexes), as
+    columns: RecordWrite's fields, one list each, read by name once per batch rather than a
+    tuple per record by position (the per-record loops zip the columns they need)."""
+
+    keys: list[bytes]
+    key_objs: list[Any]
+    olds: list[Any]
+    live_olds: list[Any]
+    news: list[Any]
+    puts: list[Put | None]
+    keeps: list[bool]
+
+    @staticmethod
+    def of(records: Sequence[RecordWrite]) -> Changes:
+        """The columns of `records` (one RecordWrite each, in order)."""
+        keys, key_objs, olds, live_olds, news, puts, keeps = map(list, zip(*records, strict=True))
+        return Changes(keys, key_objs, olds, live_olds, news, puts, keeps)
+
+    def records(self) -> list[RecordWrite]:
+        """The changes one RecordWrite each, in order (for kinds that take them one by one)."""
+        return [_new(RecordWrite, fields) for fields in zip(*self, strict=True)]
+
+
+#: Put's field positions (writes.Put), for the per-entry loops that index it as a plain tuple
 PUT_DATA: Final = 1
 PUT_EXPIRE_AT: Final = 2
 PUT_VALUE: Final = 3
@@ -119,28 +133,28 @@ class Maintainer:
     def change(self, index: Index, change: RecordWrite) -> None:
         raise NotImplementedError
 
-    def change_all(self, index: Index, changes: Sequence[RecordWrite]) -> None:
+    def change_all(self, index: Index, changes: Changes) -> None:
         """`change` for each of `changes` (record writes of one type, in batch order); a kind
         with `change_columns` does it column by column when a record has one entry at most
         (no `using`)."""
         if index.using is None and type(self).change_columns is not Maintainer.change_columns:
             self.change_columns(index, changes)
             return
-        for change in changes:
+        for change in changes.records():
             self.change(index, change)
 
-    def change_columns(self, index: Index, changes: Sequence[RecordWrite]) -> None:
+    def change_columns(self, index: Index, changes: Changes) -> None:
         """`change_all` for an index without `using`, column by column (kinds that can)."""
         raise NotImplementedError
 
     def entry_columns(
-        self, index: Index, changes: Sequence[RecordWrite], old_at: int = OLD
+        self, index: Index, changes: Changes, *, live: bool = False
     ) -> tuple[list[Any], list[Any]]:
-        """(before, after): the entry key of each change's replaced value (RecordWrite field
-        `old_at`: OLD, or LIVE_OLD for aggregates) and of its new value."""
-        key_objs = [c[KEY_OBJ] for c in changes]
-        before = self.column(index, key_objs, [c[old_at] for c in changes])
-        return before, self.column(index, key_objs, [c[NEW] for c in changes])
+        """(before, after): the entry key of each change's replaced value (its live one with
+        `live`, as aggregates count) and of its new value."""
+        key_objs = changes.key_objs
+        before = self.column(index, key_objs, changes.live_olds if live else changes.olds)
+        return before, self.column(index, key_objs, changes.news)
 
     def column(self, index: Index, key_objs: Sequence[Any], values: list[Any]) -> list[Any]:
         """The entry key of each value (None: none) for an index without `using` (one entry
@@ -209,17 +223,26 @@ class ValueMaintainer(Maintainer):
             if not (keep and entry in before):
                 ops.append(_new(Put, (entry + key, b"", expire_at, UNDECODED, options)))
 
-    def change_columns(self, index: Index, changes: Sequence[RecordWrite]) -> None:
+    def change_columns(self, index: Index, changes: Changes) -> None:
         before, after = self.entry_columns(index, changes)
         ops = self.ops
-        for change, new, old in zip(changes, after, before, strict=True):
-            key = change[KEY]
+        append = ops.append
+        if before.count(None) == len(before):  # new records (put_many's case): puts only
+            for key, new, put in zip(changes.keys, after, changes.puts, strict=True):
+                if new is not None:
+                    assert put is not None  # a record with an entry is a put
+                    entry = (new + key, b"", put[PUT_EXPIRE_AT], UNDECODED, put[PUT_OPTIONS])
+                    append(_new(Put, entry))
+            return
+        for key, new, old, put, keep in zip(
+            changes.keys, after, before, changes.puts, changes.keeps, strict=True
+        ):
             if old is not None and old != new:
-                ops.append(Delete(old + key))
-            if new is not None and not (change[KEEP] and old == new):
-                put: Any = change[PUT]  # a record with an entry is a put
+                append(Delete(old + key))
+            if new is not None and not (keep and old == new):
+                assert put is not None  # a record with an entry is a put
                 entry = (new + key, b"", put[PUT_EXPIRE_AT], UNDECODED, put[PUT_OPTIONS])
-                ops.append(_new(Put, entry))
+                append(_new(Put, entry))
 
 
 class CoveringMaintainer(Maintainer):
@@ -245,11 +268,10 @@ class CoveringMaintainer(Maintainer):
             copy = (entry + key, put.data, put.expire_at, UNDECODED, put.options)
             self.ops.append(_new(Put, copy))
 
-    def change_columns(self, index: Index, changes: Sequence[RecordWrite]) -> None:
+    def change_columns(self, index: Index, changes: Changes) -> None:
         before, after = self.entry_columns(index, changes)
         ops = self.ops
-        for change, new, old in zip(changes, after, before, strict=True):
-            key, put = change[KEY], change[PUT]
+        for key, put, new, old in zip(changes.keys, changes.puts, after, before, strict=True):
             if old is not None and old != new:
                 ops.append(Delete(old + key))
             if new is None:
@@ -398,28 +420,30 @@ class CountMaintainer(Maintainer):
                 for group in dict.fromkeys(groups):  # distinct, as entries() are
                     add_one(index, group, key, sign, amount)
 
-    def change_columns(self, index: Index, changes: Sequence[RecordWrite]) -> None:
+    def change_columns(self, index: Index, changes: Changes) -> None:
         deltas, get = self.deltas, self.deltas.get
         # an expired value counts in no aggregate any more: only the live one is taken out
-        gone, added = self.entry_columns(index, changes, old_at=LIVE_OLD)
+        gone, added = self.entry_columns(index, changes, live=True)
+        keys = changes.keys
         if index.amount is None:  # a count index: counts only, inlined (the put_many path)
-            for at, change in enumerate(changes):
-                for group, sign in ((gone[at], -1), (added[at], 1)):
+            signed = [(added, 1)]
+            if gone.count(None) != len(gone):  # new records take nothing out
+                signed.insert(0, (gone, -1))
+            for groups, sign in signed:
+                for key, group in zip(keys, groups, strict=True):
                     if group is not None:
                         delta = get(group)
                         if delta is None:
-                            deltas[group] = [index, sign, 0, 0, 0, change[KEY]]
+                            deltas[group] = [index, sign, 0, 0, 0, key]
                         else:
                             delta[D_COUNT] += sign
-                            delta[D_KEY] = change[KEY]
+                            delta[D_KEY] = key
             return
         amount_of, amount, add_one = index.amount_of, self.amount, self._add
-        for at, change in enumerate(changes):  # in record order, as change() adds up
-            key, key_obj = change[KEY], change[KEY_OBJ]
-            for group, sign, value in (
-                (gone[at], -1, change[LIVE_OLD]),
-                (added[at], 1, change[NEW]),
-            ):
+        for key, key_obj, group_gone, group_added, live_old, new in zip(
+            keys, changes.key_objs, gone, added, changes.live_olds, changes.news, strict=True
+        ):  # in record order, as change() adds up
+            for group, sign, value in ((group_gone, -1, live_old), (group_added, 1, new)):
                 if group is None:
                     continue
                 found = amount_of(key_obj, value)
