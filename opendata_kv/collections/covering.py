@@ -13,7 +13,6 @@ batch. The rows become the page's RepoRecords and nothing else.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
 from opendata_kv.errors import OpendataKvError
@@ -30,19 +29,37 @@ from opendata_kv.values import Values, batch_decoder
 PAGE_BATCH: Final = 1024
 
 
-@dataclass(frozen=True)
 class CoveringPlan:
     """How one covering index's rows become page rows, bound once per index (and values
     registry: Values.get_plans holds it, emptied when a codec is registered)."""
 
-    name: str
-    fields: Sequence[tuple[str, Field]]
-    #: every entry of the index starts with it
-    head: bytes
-    record: RecordType
-    values: Values
-    #: the C decoder of a batch (None when the accelerator is off or declines the fields)
-    native: Callable[[list[bytes], list[bytes], bool], list[Any] | None] | None
+    __slots__ = ("fields", "head", "name", "native", "record", "row_bytes", "values")
+
+    def __init__(
+        self,
+        name: str,
+        fields: Sequence[tuple[str, Field]],
+        head: bytes,
+        record: RecordType,
+        values: Values,
+        native: Callable[[list[bytes], list[bytes], bool], list[Any] | None] | None,
+    ) -> None:
+        self.name = name
+        self.fields = fields
+        #: every entry of the index starts with it
+        self.head = head
+        self.record = record
+        self.values = values
+        #: the C decoder of a batch (None when the accelerator is off or declines the fields)
+        self.native = native
+        #: the mean bytes of a row (key and value) in the last batch decoded, 0 before one:
+        #: what a page's read-ahead is sized by (store/scan.py sized_read_ahead)
+        self.row_bytes = 0
+
+    def read_ahead(self, rows: int) -> int:
+        """The bytes `rows` rows take by the last batch's measure (0: not known yet), with a
+        quarter more for rows longer than those."""
+        return rows * self.row_bytes * 5 // 4
 
     def leading(self, subject: str) -> bytes:
         """The prefix of the entries of `subject`."""
@@ -51,6 +68,8 @@ class CoveringPlan:
     def rows(self, keys: list[bytes], data: list[bytes]) -> list[Record]:
         """Record((subject, rkey, did, record key), copy, entry key) per row, in C when the
         accelerator takes the batch, else in Python (which names a malformed row)."""
+        if keys:
+            self.row_bytes = (sum(map(len, keys)) + sum(map(len, data))) // len(keys)
         native = self.native
         if native is not None:
             built = native(keys, data, True)  # every key of the scan starts with `head`

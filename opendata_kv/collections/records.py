@@ -68,7 +68,7 @@ from opendata_kv.store import Batch, Store
 from opendata_kv.store.cursor import decode_cursor, encode_cursor, is_cursor
 from opendata_kv.store.distinct import SEEK_AFTER  # noqa: F401  (its home before; tests read it)
 from opendata_kv.store.indexes.layout import encode_leading
-from opendata_kv.store.scan import Record, decode_rows_with
+from opendata_kv.store.scan import Record, decode_rows_with, sized_read_ahead
 from opendata_kv.values import UnknownFields, ValueCodec, as_codec
 
 V = TypeVar("V")
@@ -809,6 +809,8 @@ class RecordCollection(Generic[StoreT]):
             ),
             plan.rows,
         )
+        if want is not None and plan.row_bytes:  # a window the size of the page
+            sized_read_ahead(scan, plan.read_ahead(want))
         rows: builtins.list[Record] = await scan.next_chunk()
         while rows and (want is None or len(rows) < want):  # a page over one batch: more
             chunk = await scan.next_chunk()

@@ -737,6 +737,33 @@ def decode_rows_with(
     return scan
 
 
+#: the smallest read-ahead sized_read_ahead asks for (a block or so)
+MIN_PAGE_READ_AHEAD = 4 * 1024
+_SIZED_OPTIONS: dict[tuple[bool, bool, int], Any] = {}
+
+
+def sized_read_ahead(scan: Scan[R], nbytes: int) -> Scan[R]:
+    """`scan`, reading ahead about `nbytes` (rounded up to a power of two, from
+    MIN_PAGE_READ_AHEAD to READ_AHEAD_BYTES) with one request in flight, from the next
+    range it opens: a page that knows its size. slatedb fetches the blocks of each
+    read-ahead in a task of its runtime, even from the block cache; a page of ~40 KB opened
+    with the 256 KiB window waited for 64 blocks before its first row (a ~3.5 ms open under
+    load, against ~1 ms with 64 KiB: docs/performance.md, issue 39's pages). On object
+    storage a window that holds the page is still one request."""
+    size = MIN_PAGE_READ_AHEAD
+    while size < nbytes and size < READ_AHEAD_BYTES:
+        size *= 2
+    fill = bool(scan._options.cache_blocks)
+    key = (scan._reverse, fill, size)
+    options = _SIZED_OPTIONS.get(key)
+    if options is None:
+        options = native_scan_options(scan._reverse, fill, short=True)
+        options.read_ahead_bytes = size
+        _SIZED_OPTIONS[key] = options
+    scan._options = options
+    return scan
+
+
 def lean_read_ahead(scan: Scan[R]) -> Scan[R]:
     """`scan`, reading with the lean window (LEAN_READ_AHEAD_BYTES x LEAN_FETCH_TASKS per SST,
     blocks kept out of the cache) from the next range it opens: a one-shot walk over a whole
