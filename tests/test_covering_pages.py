@@ -105,6 +105,14 @@ def test_a_page_is_one_scan_and_one_native_batch(
     asyncio.run(main())
 
 
+def _window(nbytes: int) -> int:
+    """The smallest power-of-two read-ahead from 4 KiB holding `nbytes`, at most 256 KiB."""
+    size = 4096
+    while size < nbytes and size < 256 * 1024:
+        size *= 2
+    return size
+
+
 def test_the_read_ahead_is_sized_by_the_rows_read(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -121,20 +129,8 @@ def test_the_read_ahead_is_sized_by_the_rows_read(
             assert 100 < row_bytes < 1000
             await covering.likes(POST, limit=100, cursor=first.cursor)
             await covering.likes(POST, limit=10, cursor=first.cursor, reverse=True)
-            sized = [
-                size
-                for size in (
-                    scan_module.MIN_PAGE_READ_AHEAD << n
-                    for n in range(8)
-                    if scan_module.MIN_PAGE_READ_AHEAD << n <= scan_module.READ_AHEAD_BYTES
-                )
-                if size >= 101 * row_bytes * 5 // 4
-            ][0]
-            small = [
-                size
-                for size in (scan_module.MIN_PAGE_READ_AHEAD << n for n in range(8))
-                if size >= 11 * plan.row_bytes * 5 // 4
-            ][0]
+            sized = _window(101 * row_bytes * 5 // 4)
+            small = _window(11 * plan.row_bytes * 5 // 4)
             assert counted.opened == [scan_module.READ_AHEAD_BYTES, sized, small]
             assert sized < scan_module.READ_AHEAD_BYTES
 
