@@ -2,13 +2,15 @@
 
     python tools/bench.py appview [--quick]
     python tools/bench_appview.py [pages|ingest] [--quick] [--base CHECKOUT] [--rounds N]
+        [--base-covering CHECKOUT]
 
 - pages: "who liked X", pages of 100 read to the end, through the plain backlinks (each
   entry's record read) and the covering ones (entries only), and with `--base` (or
   OPENDATA_KV_BENCH_BASE) the plain pages of another checkout (issue 39's "today", main at
   76eed7e) read by tools/bench_appview_base.py in a child process; rounds alternate, each
-  path first in turn: pages/s, CPU per page and the ratios round by round; `top(10)` over
-  the like count index and `distinct_likers` beside them.
+  path first in turn: pages/s, CPU per page and the ratios round by round (with
+  `--base-covering`, another checkout's covering pages too); `top(10)` over the like count
+  index and `distinct_likers` beside them.
 - ingest: one generated Jetstream stream (posts, likes, reposts, follows, profile updates,
   deletes, a few deletes of unknown records), applied by `Jetstream` with the covering
   backlinks, and by a hand-written rocksdict consumer with the same semantics (JSON parsed,
@@ -71,11 +73,11 @@ class _BasePages:
     process whose opendata_kv is that checkout's; one `round()` reads the hot post's likes
     to the end there."""
 
-    def __init__(self, checkout: str, likes: int) -> None:
+    def __init__(self, checkout: str, likes: int, covering: bool = False) -> None:
         worker = Path(__file__).resolve().parent / "bench_appview_base.py"
         env = {**os.environ, "PYTHONPATH": str(Path(checkout).resolve())}
         self.process = subprocess.Popen(
-            [sys.executable, str(worker), str(likes)],
+            [sys.executable, str(worker), str(likes), *(["covering"] if covering else [])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -113,15 +115,22 @@ async def _round(repo: RecordCollection, uri: str) -> tuple[float, float]:
     return pages / wall, cpu * 1e3 / pages
 
 
-async def pages(quick: bool, base: str | None = None, rounds: int | None = None) -> None:
-    """Covering pages against plain ones (this checkout's, and `base`'s when given), rounds
-    alternating in one session: the paths take turns first, so a change of machine load
-    falls on each; the ratios are taken round by round."""
+async def pages(
+    quick: bool,
+    base: str | None = None,
+    rounds: int | None = None,
+    base_covering: str | None = None,
+) -> None:
+    """Covering pages against plain ones (this checkout's, and `base`'s when given) and
+    against `base_covering`'s covering pages when given, rounds alternating in one session:
+    the paths take turns first, so a change of machine load falls on each; the ratios are
+    taken round by round."""
     likes = 5_000 if quick else 20_000
     rounds = rounds or (3 if quick else 5)
     directory = tempfile.mkdtemp(prefix="bench-appview-")
     indexes = (*BACKLINKS.indexes, *(link.entries for link in COVERING_BACKLINKS))
     other = _BasePages(base, likes) if base else None
+    earlier = _BasePages(base_covering, likes, covering=True) if base_covering else None
     try:
         async with Store.open(directory, default_schema(), indexes=indexes) as store:
             plain = RecordCollection(store, key_types=BSKY_KEY_TYPES)
@@ -136,6 +145,8 @@ async def pages(quick: bool, base: str | None = None, rounds: int | None = None)
             paths: dict[str, Any] = {"covering": covering, "plain": plain}
             if other is not None:
                 paths["plain@base"] = other
+            if earlier is not None:
+                paths["covering@base"] = earlier
             names = list(paths)
             found: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
             loads = []
@@ -143,16 +154,15 @@ async def pages(quick: bool, base: str | None = None, rounds: int | None = None)
                 loads.append(os.getloadavg()[0])
                 for name in names[r % len(names) :] + names[: r % len(names)]:
                     path = paths[name]
-                    found[name].append(
-                        path.round() if name == "plain@base" else await _round(path, hot)
-                    )
+                    found[name].append(path.round() if "@" in name else await _round(path, hot))
             print(
                 f"who liked X: {likes // 2} likes of one post, pages of 100 to the end, local "
                 f"directory (flushed), {rounds} alternating rounds, {load()} (at the rounds' "
                 f"starts: {', '.join(f'{x:.1f}' for x in loads)})"
             )
-            if other is not None:
-                print(f"  plain@base reads with {other.package}")
+            for label, child in (("plain@base", other), ("covering@base", earlier)):
+                if child is not None:
+                    print(f"  {label} reads with {child.package}")
             for name in names:
                 rates = [rate for rate, _ in found[name]]
                 cpu = [ms for _, ms in found[name]]
@@ -193,8 +203,9 @@ async def pages(quick: bool, base: str | None = None, rounds: int | None = None)
                 f"({distinct / took:,.0f} entries/s)"
             )
     finally:
-        if other is not None:
-            other.close()
+        for child in (other, earlier):
+            if child is not None:
+                child.close()
         shutil.rmtree(directory, ignore_errors=True)
 
 
@@ -408,9 +419,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--base", default=os.environ.get(BASE_ENV) or None)
     parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--base-covering", default=None)
     args = parser.parse_args(argv)
     if args.part in (None, "pages"):
-        asyncio.run(pages(args.quick, args.base, args.rounds))
+        asyncio.run(pages(args.quick, args.base, args.rounds, args.base_covering))
     if args.part in (None, "ingest"):
         ingest(args.quick)
     return 0

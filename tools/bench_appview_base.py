@@ -1,13 +1,15 @@
 """The plain "who liked X" pages of another checkout, for tools/bench_appview.py's pages part.
 
-    PYTHONPATH=<checkout> python tools/bench_appview_base.py
+    PYTHONPATH=<checkout> python tools/bench_appview_base.py [LIKES [covering]]
 
 Run by bench_appview.py (`--base <checkout>`, or OPENDATA_KV_BENCH_BASE) as a child process
 whose opendata_kv is that checkout's (issue 39's "today": main at 76eed7e), so its pages are
 read side by side with this branch's, rounds alternating in one session. It uses only what
 76eed7e has: it builds the same likes (like_items, which bench_appview.py shares) with the
 plain BACKLINKS, then reads the hot post's likes in pages of 100 to the end for each "round"
-line on stdin, answering one JSON line (pages/s and CPU per page); "quit" ends it.
+line on stdin, answering one JSON line (pages/s and CPU per page); "quit" ends it. With
+`covering` after the count, it reads the covering backlinks of a checkout that has them
+(bench_appview.py --base-covering: this branch's pages against an earlier one's).
 """
 
 from __future__ import annotations
@@ -67,14 +69,16 @@ async def read_pages(repo: Any, uri: str) -> tuple[int, float, float]:
             return pages, time.perf_counter() - start, time.process_time() - cpu
 
 
-async def serve(likes: int) -> None:
-    from opendata_kv import Store
+async def serve(likes: int, covering: bool) -> None:
+    """`covering`: read through COVERING_BACKLINKS (a checkout that has them) instead."""
+    from opendata_kv import Store, collections
     from opendata_kv.collections import BACKLINKS, BSKY_KEY_TYPES, RecordCollection, default_schema
 
+    links = collections.COVERING_BACKLINKS if covering else BACKLINKS  # type: ignore[attr-defined]
     directory = tempfile.mkdtemp(prefix="bench-appview-base-")
     try:
-        async with Store.open(directory, default_schema(), indexes=BACKLINKS.indexes) as store:
-            plain = RecordCollection(store, key_types=BSKY_KEY_TYPES)
+        async with Store.open(directory, default_schema(), indexes=links.indexes) as store:
+            plain = RecordCollection(store, key_types=BSKY_KEY_TYPES, backlinks=links)
             await plain.put_many(like_items(likes))
             await store.flush()
             uri = hot_uri()
@@ -93,4 +97,6 @@ async def serve(likes: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(serve(int(sys.argv[1]) if len(sys.argv) > 1 else 20_000))
+    asyncio.run(
+        serve(int(sys.argv[1]) if len(sys.argv) > 1 else 20_000, "covering" in sys.argv[2:])
+    )
