@@ -1,10 +1,16 @@
 """The appview's reads and ingest (issue 39), side by side in one run.
 
     python tools/bench.py appview [--quick]
+    python tools/bench_appview.py [pages|ingest] [--quick] [--base CHECKOUT] [--rounds N]
+        [--base-covering CHECKOUT]
 
 - pages: "who liked X", pages of 100 read to the end, through the plain backlinks (each
-  entry's record read) and the covering ones (entries only), rounds interleaved: pages/s
-  and the ratio; `top(10)` over the like count index and `distinct_likers` beside them.
+  entry's record read) and the covering ones (entries only), and with `--base` (or
+  OPENDATA_KV_BENCH_BASE) the plain pages of another checkout (issue 39's "today", main at
+  76eed7e) read by tools/bench_appview_base.py in a child process; rounds alternate, each
+  path first in turn: pages/s, CPU per page and the ratios round by round (with
+  `--base-covering`, another checkout's covering pages too); `top(10)` over the like count
+  index and `distinct_likers` beside them.
 - ingest: one generated Jetstream stream (posts, likes, reposts, follows, profile updates,
   deletes, a few deletes of unknown records), applied by `Jetstream` with the covering
   backlinks, and by a hand-written rocksdict consumer with the same semantics (JSON parsed,
@@ -15,12 +21,15 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,7 +38,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # a checkout, uninstalled
+sys.path.insert(1, str(Path(__file__).resolve().parent))  # bench_appview_base, run directly
 import msgpack
+from bench_appview_base import hot_uri, like_items, read_pages
 
 from opendata_kv import Store
 from opendata_kv.atproto import JETSTREAM, Jetstream
@@ -53,63 +64,125 @@ def load() -> str:
 
 # --- pages ------------------------------------------------------------------------------------
 
-
-async def _pages(repo: RecordCollection, uri: str) -> float:
-    start = time.perf_counter()
-    pages, cursor = 0, None
-    while True:
-        page = await repo.likes(uri, limit=100, cursor=cursor)
-        pages += 1
-        cursor = page.cursor
-        if cursor is None:
-            return pages / (time.perf_counter() - start)
+#: a checkout whose plain pages are read beside this one's (issue 39's "today": 76eed7e)
+BASE_ENV = "OPENDATA_KV_BENCH_BASE"
 
 
-async def pages(quick: bool) -> None:
-    likes, rounds = (5_000, 3) if quick else (20_000, 5)
-    posts = 2_000
+class _BasePages:
+    """The plain pages of another checkout, read by tools/bench_appview_base.py in a child
+    process whose opendata_kv is that checkout's; one `round()` reads the hot post's likes
+    to the end there."""
+
+    def __init__(self, checkout: str, likes: int, covering: bool = False) -> None:
+        worker = Path(__file__).resolve().parent / "bench_appview_base.py"
+        env = {**os.environ, "PYTHONPATH": str(Path(checkout).resolve())}
+        self.process = subprocess.Popen(
+            [sys.executable, str(worker), str(likes), *(["covering"] if covering else [])],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        #: the opendata_kv package the child reads with
+        self.package = str(self._answer()["ready"])
+
+    def _answer(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the base checkout's page reader ended ({self.process.wait()})")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def round(self) -> tuple[float, float]:
+        """(pages/s, CPU ms per page) of one read of every page."""
+        assert self.process.stdin is not None
+        self.process.stdin.write("round\n")
+        self.process.stdin.flush()
+        answer = self._answer()
+        return answer["pages_per_s"], answer["cpu_ms_per_page"]
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        with contextlib.suppress(OSError):
+            self.process.stdin.write("quit\n")
+            self.process.stdin.close()
+        self.process.wait(60)
+
+
+async def _round(repo: RecordCollection, uri: str) -> tuple[float, float]:
+    pages, wall, cpu = await read_pages(repo, uri)
+    return pages / wall, cpu * 1e3 / pages
+
+
+async def pages(
+    quick: bool,
+    base: str | None = None,
+    rounds: int | None = None,
+    base_covering: str | None = None,
+) -> None:
+    """Covering pages against plain ones (this checkout's, and `base`'s when given) and
+    against `base_covering`'s covering pages when given, rounds alternating in one session:
+    the paths take turns first, so a change of machine load falls on each; the ratios are
+    taken round by round."""
+    likes = 5_000 if quick else 20_000
+    rounds = rounds or (3 if quick else 5)
     directory = tempfile.mkdtemp(prefix="bench-appview-")
     indexes = (*BACKLINKS.indexes, *(link.entries for link in COVERING_BACKLINKS))
+    other = _BasePages(base, likes) if base else None
+    earlier = _BasePages(base_covering, likes, covering=True) if base_covering else None
     try:
         async with Store.open(directory, default_schema(), indexes=indexes) as store:
             plain = RecordCollection(store, key_types=BSKY_KEY_TYPES)
             covering = RecordCollection(
                 store, key_types=BSKY_KEY_TYPES, backlinks=COVERING_BACKLINKS
             )
-            hot = f"at://did:plc:{'a' * 24}/{POST}/{tid.encode(1 << 52)}"
-            rng = random.Random(1)
-            other = f"did:plc:{'b' * 24}"
-            items = []
-            for n in range(likes):
-                uri = (
-                    hot
-                    if n % 2
-                    else f"at://{other}/{POST}/{tid.encode((1 << 52) + rng.randrange(posts))}"
-                )
-                value = {
-                    "$type": LIKE,
-                    "subject": {"uri": uri, "cid": CID},
-                    "createdAt": "2024-09-01T00:00:00.000Z",
-                }
-                items.append((f"did:plc:{n:024d}", LIKE, tid.encode((1 << 52) + n << 10), value))
-            await plain.put_many(items)
+            hot = hot_uri()
+            await plain.put_many(like_items(likes))
             await store.flush()
-            rates: dict[str, list[float]] = {"plain": [], "covering": []}
+            for repo in (plain, covering):
+                await read_pages(repo, hot)  # warm: the block cache and the bound plans
+            paths: dict[str, Any] = {"covering": covering, "plain": plain}
+            if other is not None:
+                paths["plain@base"] = other
+            if earlier is not None:
+                paths["covering@base"] = earlier
+            names = list(paths)
+            found: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
+            loads = []
             for r in range(rounds):
-                order = [("plain", plain), ("covering", covering)]
-                for name, repo in order if r % 2 == 0 else order[::-1]:
-                    rates[name].append(await _pages(repo, hot))
-            ratios = [c / p for c, p in zip(rates["covering"], rates["plain"], strict=True)]
+                loads.append(os.getloadavg()[0])
+                for name in names[r % len(names) :] + names[: r % len(names)]:
+                    path = paths[name]
+                    found[name].append(path.round() if "@" in name else await _round(path, hot))
             print(
                 f"who liked X: {likes // 2} likes of one post, pages of 100 to the end, local "
-                f"directory (flushed), {rounds} interleaved rounds, {load()}"
+                f"directory (flushed), {rounds} alternating rounds, {load()} (at the rounds' "
+                f"starts: {', '.join(f'{x:.1f}' for x in loads)})"
             )
-            for name, found in rates.items():
-                print(f"  {name:<10} {statistics.median(found):>8,.1f} pages/s")
-            print(
-                f"  covering / plain: {statistics.median(ratios):.2f}x "
-                f"(range {min(ratios):.2f}-{max(ratios):.2f})"
-            )
+            for label, child in (("plain@base", other), ("covering@base", earlier)):
+                if child is not None:
+                    print(f"  {label} reads with {child.package}")
+            for name in names:
+                rates = [rate for rate, _ in found[name]]
+                cpu = [ms for _, ms in found[name]]
+                print(
+                    f"  {name:<11} {statistics.median(rates):>8,.1f} pages/s "
+                    f"(range {min(rates):,.1f}-{max(rates):,.1f}), "
+                    f"{statistics.median(cpu):.2f} ms CPU a page"
+                )
+            for against in names[1:]:
+                ratios = [
+                    c[0] / p[0] for c, p in zip(found["covering"], found[against], strict=True)
+                ]
+                cpu_ratios = [
+                    p[1] / c[1] for c, p in zip(found["covering"], found[against], strict=True)
+                ]
+                print(
+                    f"  covering / {against}: {statistics.median(ratios):.2f}x pages/s "
+                    f"(range {min(ratios):.2f}-{max(ratios):.2f}), "
+                    f"{statistics.median(cpu_ratios):.2f}x in CPU a page"
+                )
             start = time.perf_counter()
             best = await covering.top(10)
             took = time.perf_counter() - start
@@ -130,6 +203,9 @@ async def pages(quick: bool) -> None:
                 f"({distinct / took:,.0f} entries/s)"
             )
     finally:
+        for child in (other, earlier):
+            if child is not None:
+                child.close()
         shutil.rmtree(directory, ignore_errors=True)
 
 
@@ -329,9 +405,28 @@ def ingest(quick: bool) -> None:
 
 
 def run(quick: bool) -> None:
-    asyncio.run(pages(quick))
+    """Both parts; the pages part also reads the plain pages of the checkout that
+    OPENDATA_KV_BENCH_BASE names, when set."""
+    asyncio.run(pages(quick, os.environ.get(BASE_ENV) or None))
     ingest(quick)
 
 
+def main(argv: list[str]) -> int:
+    """`python tools/bench_appview.py [pages|ingest] [--quick] [--base CHECKOUT]
+    [--rounds N]`: one part, or both."""
+    parser = argparse.ArgumentParser(prog="bench_appview.py")
+    parser.add_argument("part", nargs="?", choices=("pages", "ingest"))
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--base", default=os.environ.get(BASE_ENV) or None)
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--base-covering", default=None)
+    args = parser.parse_args(argv)
+    if args.part in (None, "pages"):
+        asyncio.run(pages(args.quick, args.base, args.rounds, args.base_covering))
+    if args.part in (None, "ingest"):
+        ingest(args.quick)
+    return 0
+
+
 if __name__ == "__main__":
-    run("--quick" in sys.argv)
+    raise SystemExit(main(sys.argv[1:]))

@@ -727,6 +727,103 @@ def _none(_: Any) -> None:
     return None
 
 
+_scan_with_options = {
+    _B.Db: _lib.uniffi_slatedb_uniffi_fn_method_db_scan_with_options,
+    _B.DbReader: _lib.uniffi_slatedb_uniffi_fn_method_dbreader_scan_with_options,
+    _B.DbSnapshot: _lib.uniffi_slatedb_uniffi_fn_method_dbsnapshot_scan_with_options,
+    _B.DbTransaction: _lib.uniffi_slatedb_uniffi_fn_method_dbtransaction_scan_with_options,
+}
+_lift_iterator = _B._UniffiFfiConverterTypeDbIterator.lift
+_lower_options = _B._UniffiFfiConverterTypeScanOptions
+#: ScanOptions lowered once: id -> (the options, their fields then, their bytes); the
+#: options object is held, so its id stays its own
+_LOWERED_OPTIONS: dict[int, tuple[Any, tuple[Any, ...], bytes]] = {}
+_OPTION_FIELDS: Final = (
+    "durability_filter",
+    "dirty",
+    "read_ahead_bytes",
+    "cache_blocks",
+    "max_fetch_tasks",
+    "order",
+    "filter_context",
+    "tracing_options",
+)
+
+
+def _options_bytes(options: Any) -> bytes:
+    """ScanOptions as the generated converter lowers them, computed once per options object
+    (the converter writes byte by byte: ~0.3 ms a scan) and again if its fields changed."""
+    fields = tuple(getattr(options, name) for name in _OPTION_FIELDS)
+    found = _LOWERED_OPTIONS.get(id(options))
+    if found is not None and found[0] is options and found[1] == fields:
+        return found[2]
+    _lower_options.check_lower(options)
+    buffer = _lower_options.lower(options)
+    try:
+        data = bytes(buffer.data[: buffer.len]) if buffer.len else b""
+    finally:
+        wire.free(buffer)
+    if len(_LOWERED_OPTIONS) >= 64:
+        _LOWERED_OPTIONS.clear()
+    _LOWERED_OPTIONS[id(options)] = (options, fields, data)
+    return data
+
+
+_pack_bound = struct.Struct(">Bi").pack
+
+
+def _bound(key: bytes | None) -> bytes:
+    """An Option<bytes> as lowered: flag 0, or flag 1, the i32 length, the bytes."""
+    return b"\x00" if key is None else _pack_bound(1, len(key)) + key
+
+
+def scan(
+    source: Any,
+    start: bytes | None,
+    start_inclusive: bool,
+    end: bytes | None,
+    end_inclusive: bool,
+    options: Any,
+) -> Awaitable[Any]:
+    """source.scan_with_options(KeyRange(...), options): a DbIterator. A direct call: the
+    range framed in one piece, the options' bytes lowered once per options object (the
+    generated call lowers both byte by byte, ~0.3 ms of a short scan's set-up)."""
+    call = _scan_with_options.get(source.__class__)
+    if (
+        call is None
+        or _from_bytes is None
+        or not (start is None or start.__class__ is bytes)
+        or not (end is None or end.__class__ is bytes)
+        or start_inclusive.__class__ is not bool
+        or end_inclusive.__class__ is not bool
+        or not active()
+    ):
+        key_range = _B.KeyRange(
+            start=start, start_inclusive=start_inclusive, end=end, end_inclusive=end_inclusive
+        )
+        awaitable: Awaitable[Any] = method(source, "scan_with_options", key_range, options)
+        return awaitable
+    framed = b"".join((_bound(start), b"\x01" if start_inclusive else b"\x00", _bound(end))) + (
+        b"\x01" if end_inclusive else b"\x00"
+    )
+    lowered = _options_bytes(options)
+    status = _Status()
+    ref = _byref(status)
+    buffers = []
+    try:
+        for data in (framed, lowered):
+            buffers.append(_from_bytes(len(data), data, ref))
+            if status.code:
+                _check(None, status)
+        handle = _SOURCES[source.__class__].clone(source._handle)
+    except BaseException:
+        for buffer in buffers:
+            wire.free(buffer)
+        raise
+    # Rust owns the buffers and the clone from here
+    return Pending(call(handle, *buffers), _U64, _lift_iterator)
+
+
 def many(calls: list[Awaitable[T]]) -> Awaitable[list[T]]:
     """Await many calls with all of their futures in flight at once (results in order)."""
     if all(isinstance(call, Pending) for call in calls):

@@ -11,7 +11,7 @@ otherwise, and the scan stays on its Python path.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any, Final
 
 from opendata_kv.keys import RecordType
@@ -109,6 +109,41 @@ def decoder(
     if module is None or getattr(module, "RecordDecoder", None) is None:
         return None
     return _compile(module.RecordDecoder, record_type, codec, upgrade, shape, record_class)
+
+
+def entry_decoder(
+    head: bytes,
+    fields: Sequence[Field],
+    codec: Any,
+    record_class: type[tuple[Any, ...]],
+) -> RowDecoder | None:
+    """The C decoder of rows whose keys are `head`, then `fields`, then any trailing bytes
+    (an index entry: its fields, then its record's key), and whose values `codec` decodes:
+    each row a `record_class` of (the fields and the trailing bytes as a tuple, the value,
+    the raw key). None when the accelerator is off or a field has no C spec. Not cached:
+    the caller binds it once (a plan per index)."""
+    module = accel.active_module()
+    make = getattr(module, "RecordDecoder", None)
+    if make is None:
+        return None
+    specs = [_field_spec(field) for field in fields]
+    if any(spec is None for spec in specs):
+        return None
+    specs.append((FIELD_TRAIL_BYTES, 0, False, 0, 0, 0))
+    mode, function, max_bytes, max_depth = _value_mode(codec)
+    built = make(
+        head=head,
+        fields=tuple(specs),
+        key_class=tuple,
+        record_class=record_class,
+        value_mode=mode,
+        value_fn=function,
+        upgrade=None,
+        max_bytes=max_bytes,
+        max_depth=max_depth,
+    )
+    decode: RowDecoder = built.decode
+    return decode
 
 
 def scan_rows(scan: Any) -> AsyncIterator[Any] | None:

@@ -31,7 +31,6 @@ from opendata_kv.native.errors import FOREIGN, translating
 from opendata_kv.native.slatedb import (
     DurabilityLevel,
     IterationOrder,
-    KeyRange,
 )
 from opendata_kv.native.slatedb import ScanOptions as NativeScanOptions
 from opendata_kv.store.arrow import record_batches, require_pyarrow
@@ -264,9 +263,14 @@ class Scan(Generic[R]):
         self.failed = 0
         self.last_error: OpendataKvError | None = None
         self._max_batch = batch_size
-        self._batch = min(64, batch_size)
+        # the first batch is small, so the first row comes soon, unless a limit within one
+        # batch says how many rows are wanted: then one batch fetches them all (a page)
+        paged = limit is not None and 0 < limit <= batch_size
+        self._batch: int = limit if paged and limit is not None else min(64, batch_size)
         self._upgrade = upgrade
         self._shape = "records"  # "keys" / "values": the other half is not decoded
+        #: shape "rows": what makes the rows (decode_rows_with)
+        self._make_rows: Callable[[list[bytes], list[bytes]], list[Any]] | None = None
         short = limit is not None and limit <= SHORT_SCAN
         self._options = _OPTIONS[reverse, bool(fill_cache), short]
         self._check_expiry = check_expiry
@@ -527,11 +531,8 @@ class Scan(Generic[R]):
                     hi = after
             if is_empty((lo, hi)):
                 continue
-            key_range = KeyRange(
-                start=lo, start_inclusive=lo_inclusive, end=hi, end_inclusive=False
-            )
-            self._iterator = await calls.method(
-                self._source, "scan_with_options", key_range, self._options
+            self._iterator = await calls.scan(
+                self._source, lo, lo_inclusive, hi, False, self._options
             )
             self._decode_rows = self._row_decoder(span.record_type, lo, hi)
             return True
@@ -626,6 +627,8 @@ class Scan(Generic[R]):
         """
         if self._shape == "raw":
             return _raw_rows
+        if self._shape == "rows" and self._make_rows is not None:
+            return self._make_rows
         if record_type is None:
             return self._decode_dispatch
         decode_keys = record_type.decode_many
@@ -720,6 +723,45 @@ class Scan(Generic[R]):
             if record is not None:
                 out.append(record)
         return out
+
+
+def decode_rows_with(
+    scan: Scan[Any], make_rows: Callable[[list[bytes], list[bytes]], list[Any]]
+) -> Scan[Any]:
+    """`scan`, its rows made by `make_rows(keys, values)` (one row per key, each with the
+    `raw_key` it came from) from the next range it opens: rows of a key space no RecordType
+    owns, decoded in one pass with no RawRecord between (covering backlink pages). A
+    function, not a Scan method: a reader's plan, not an option of the public scan."""
+    scan._shape = "rows"
+    scan._make_rows = make_rows
+    return scan
+
+
+#: the smallest read-ahead sized_read_ahead asks for (a block or so)
+MIN_PAGE_READ_AHEAD = 4 * 1024
+_SIZED_OPTIONS: dict[tuple[bool, bool, int], Any] = {}
+
+
+def sized_read_ahead(scan: Scan[R], nbytes: int) -> Scan[R]:
+    """`scan`, reading ahead about `nbytes` (rounded up to a power of two, from
+    MIN_PAGE_READ_AHEAD to READ_AHEAD_BYTES) with one request in flight, from the next
+    range it opens: a page that knows its size. slatedb fetches the blocks of each
+    read-ahead in a task of its runtime, even from the block cache; a page of ~40 KB opened
+    with the 256 KiB window waited for 64 blocks before its first row (a ~3.5 ms open under
+    load, against ~1 ms with 64 KiB: docs/performance.md, issue 39's pages). On object
+    storage a window that holds the page is still one request."""
+    size = MIN_PAGE_READ_AHEAD
+    while size < nbytes and size < READ_AHEAD_BYTES:
+        size *= 2
+    fill = bool(scan._options.cache_blocks)
+    key = (scan._reverse, fill, size)
+    options = _SIZED_OPTIONS.get(key)
+    if options is None:
+        options = native_scan_options(scan._reverse, fill, short=True)
+        options.read_ahead_bytes = size
+        _SIZED_OPTIONS[key] = options
+    scan._options = options
+    return scan
 
 
 def lean_read_ahead(scan: Scan[R]) -> Scan[R]:
