@@ -21,6 +21,8 @@ TESTS = (
     REPO / "tests" / "test_native_driver.py",
     REPO / "tests" / "test_store_basic.py",
     REPO / "tests" / "test_batch_put_plan.py",
+    REPO / "tests" / "test_native_batch_calls.py",
+    REPO / "tests" / "test_store_ttl_batch.py",
     REPO / "tests" / "test_index_groups.py",
     REPO / "tests" / "test_indexes_old_values.py",
 )

@@ -1,9 +1,11 @@
-"""The direct batch and seek calls of native/calls.py (batch_put_many, batch_delete,
-batch_put_expiring, seek) leave what the generated WriteBatch and DbIterator methods leave:
-the same rows with the same expiry, the same iterator position, the same refusals."""
+"""The direct batch and seek calls of native/calls.py (batch_put_many, with or without its
+expiry column, batch_delete, batch_put_expiring, seek) leave what the generated WriteBatch
+and DbIterator methods leave: the same rows with the same expiry, the same iterator
+position, the same refusals."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Iterator
@@ -85,6 +87,78 @@ def test_direct_batch_calls_write_what_the_generated_methods_write(
         keys = [tag + side + key for _, key, _, _ in ops]
         results.append(driver.drive(calls.get_rows(db, keys)))
     assert results[0] == results[1]
+
+
+def _columns(put_many: Any, batch: Any, ops: list[tuple[str, bytes, bytes, int]], now: int) -> None:
+    """The ops through put_many with an expiry column: runs of plain and expiring puts in one
+    call each (as Batch sends its deferred puts), a delete between runs."""
+    keys: list[bytes] = []
+    values: list[bytes] = []
+    expires: list[int | None] = []
+    for kind, key, value, offset in ops:
+        if kind == "delete":
+            put_many(batch, keys, values, expires)
+            keys, values, expires = [], [], []
+            calls.batch_delete(batch, key)
+            continue
+        keys.append(key)
+        values.append(value)
+        expires.append(now + offset if kind == "expiring" else None)
+    put_many(batch, keys, values, expires)
+
+
+@pytest.mark.parametrize("path", ["calls", "pure"])
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(ops=st.lists(OP, min_size=1, max_size=25))
+def test_an_expiry_column_writes_what_the_generated_methods_write(
+    db: Any, path: str, ops: list[tuple[str, bytes, bytes, int]]
+) -> None:
+    """batch_put_many(batch, keys, values, expires) as called (in C on the accelerator) and
+    on the ctypes driver (calls.py's own functions): each put plain or expiring as its column
+    says, in order."""
+    with _on(path):
+        _compare_columns(db, path, ops)
+
+
+@contextlib.contextmanager
+def _on(path: str) -> Iterator[None]:
+    """calls.py's hot names as they are ("calls"), or its pure ones (the ctypes driver)."""
+    with pytest.MonkeyPatch.context() as patch:
+        if path == "pure":
+            for name, function in calls._PURE.items():
+                patch.setattr(calls, name, function)
+        yield
+
+
+def _compare_columns(db: Any, path: str, ops: list[tuple[str, bytes, bytes, int]]) -> None:
+    put_many = calls.batch_put_many
+    now = int(time.time() * 1000)
+    tag = b"x%s%d/" % (path.encode(), time.time_ns())
+    results = []
+    for side in (b"c", b"g"):
+        batch = B.WriteBatch()
+        prefixed = [(kind, tag + side + key, value, at) for kind, key, value, at in ops]
+        if side == b"c":
+            _columns(put_many, batch, prefixed, now)
+        else:
+            _generated(batch, prefixed, now)
+        driver.drive(calls.write(db, batch))
+        results.append(driver.drive(calls.get_rows(db, [tag + side + k for _, k, _, _ in ops])))
+    assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("path", ["calls", "pure"])
+def test_an_expiry_column_is_refused_as_the_generated_converter_refuses(db: Any, path: str) -> None:
+    with _on(path):
+        put_many = calls.batch_put_many
+        batch = B.WriteBatch()
+        with pytest.raises(ValueError, match="2 keys but 1 expiries"):
+            put_many(batch, [b"k", b"l"], [b"v", b"w"], [None])
+        with pytest.raises(ValueError):
+            put_many(batch, [b"k"], [b"v"], [1 << 63])
+        put_many(batch, [b"k"], [b"v"], None)  # None: every put plain
+        driver.drive(calls.write(db, batch))
+    assert driver.drive(calls.get_row(db, b"k")) == (b"v", None)
 
 
 @settings(max_examples=EXAMPLES, deadline=None)

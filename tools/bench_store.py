@@ -20,6 +20,10 @@ Rows (each path reads the same slatedb Db; rocksdict has its own copy of the sam
     get_many     store.get_many(REC, [64 fields tuples]) per key, Store and SyncStore; a row
                  says "n/a (no get_many)" while the method does not exist
     rocksdict    RocksDB through rocksdict (bench extra), raw bytes: get, items(), WriteBatch
+    native       puts only: the store's own native call alone, pre-encoded keys and values in
+                 one calls.batch_put_many per batch and calls.write (blocking), without and
+                 with its expiry column (every put with the TTL rows' ttl): the floor of a
+                 TTL put against a plain one on the path the typed batch takes
 The table is made twice: rows in the memtable (right after the load; the manifest lists no
 SST), then rows in an SST (memtable flushed, store closed and reopened: the manifest lists
 the SST; the untimed warm-up round fills the block cache). rocksdict likewise: memtable,
@@ -78,6 +82,7 @@ from slatedb.uniffi import (
 
 from opendata_kv import RecordType, Schema, Store, SyncStore
 from opendata_kv import fields as F
+from opendata_kv.native import calls
 from opendata_kv.objstore.location import parse_location
 
 REC = RecordType("bench", 1, [("id", F.u64)])
@@ -119,6 +124,8 @@ ROWS = {
     "store_ttl": "`Store` typed: `batch()` put and put, each with `ttl=`",
     "sync_ttl": "`SyncStore` typed: `batch()` put and put, each with `ttl=`",
     "rocksdict": "rocksdict (raw bytes): get, `items()`, WriteBatch",
+    "native": "`calls.batch_put_many` + `calls.write` alone, pre-encoded",
+    "native_ttl": "the same with its expiry column (every put with `ttl=`)",
 }
 #: issue 32's targets (stricter than issue 19's): (row, column) -> the largest ratio to the
 #: floor that meets it
@@ -499,6 +506,21 @@ class Bench:
                         batch.put(REC, (i,), values[i], ttl=TTL)
             return clock() - start
 
+        def native_put(ttl: float | None) -> Callable[[], int]:
+            ms = None if ttl is None else round(ttl * 1000)
+
+            def run() -> int:
+                put_many, write, after = calls.batch_put_many, calls.write, calls.expire_after
+                start = clock()
+                for keys, packed in zip(key_chunks, value_chunks, strict=True):
+                    wb = WriteBatch()
+                    expires = None if ms is None else [after(ms) for _ in keys]
+                    put_many(wb, keys, packed, expires)
+                    calls.sync(write(db, wb))
+                return clock() - start
+
+            return run
+
         return [
             self._floor("floor", n, floor_put),
             Timed("generated", n, self.in_loop(generated)),
@@ -507,6 +529,8 @@ class Bench:
             Timed("store_ttl", n, self.in_loop(store_put_ttl)),
             Timed("sync_ttl", n, sync_put_ttl),
             self._rocks(n, rocks_put, puts=True),
+            Timed("native", n, native_put(None)),
+            Timed("native_ttl", n, native_put(TTL)),
         ]
 
     def single_paths(self) -> list[Timed]:
@@ -630,9 +654,10 @@ def measure_table(bench: Bench, where: str) -> dict[str, Any]:
 
 
 def ttl_ratios(samples: dict[str, list[float]]) -> dict[str, float]:
-    """Median per-round ratio of each face's TTL put to its plain put (issue 41: ≤ 1.10)."""
+    """Median per-round ratio of each face's TTL put to its plain put (issue 41: ≤ 1.10), and
+    of the native call alone with its expiry column to without (the floor of that ratio)."""
     out = {}
-    for face in ("store", "sync"):
+    for face in ("store", "sync", "native"):
         plain, ttl = samples.get(face), samples.get(f"{face}_ttl")
         if plain and ttl:
             out[face] = statistics.median(a / b for a, b in zip(ttl, plain, strict=True))

@@ -47,6 +47,7 @@ HOT: Final = (
     "batch_delete",
     "batch_put_expiring",
     "batch_put_many",
+    "expire_after",
     "pack_value",
 )
 

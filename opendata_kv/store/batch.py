@@ -7,7 +7,6 @@ import functools
 import operator
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from time import time_ns as _time_ns
 from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from opendata_kv.errors import InvalidArgumentError, StoreError, TransactionConflictError
@@ -73,15 +72,15 @@ def native_batch(ops: Sequence[Op], more: Sequence[Op], where: str) -> Any:
 
 
 def fill(wb: Any, ops: Iterable[Op], where: str) -> None:
-    """Queue `ops` in the slatedb WriteBatch `wb`, in order: each run of plain puts in one
-    calls.batch_put_many (index ops are mostly that), the rest a direct call each."""
+    """Queue `ops` in the slatedb WriteBatch `wb`, in order: each run of puts, plain or
+    expiring, in one calls.batch_put_many (index ops are mostly that), the rest a direct call
+    each."""
     keys: list[bytes] = []
     data: list[bytes] = []
+    expires: list[int | None] = []
     if isinstance(ops, list) and _plain(ops):  # index ops are mostly that: one call, no loop
-        keys = list(map(_KEY, ops))
-        data = list(map(_DATA, ops))
         try:
-            _put_run(wb, keys, data)
+            calls.batch_put_many(wb, list(map(_KEY, ops)), list(map(_DATA, ops)))
         except FOREIGN as exc:
             raise translate(exc, f"batch write on {where}") from exc
         return
@@ -91,16 +90,17 @@ def fill(wb: Any, ops: Iterable[Op], where: str) -> None:
                 key, value, expire_at, _, options = op
                 if value is None:  # only an index build's record puts lack bytes
                     raise AssertionError(f"a put of {key!r} without its bytes")
-                if options is None:
+                if options is None or expire_at is not None:
                     keys.append(key)
                     data.append(value)
+                    expires.append(expire_at)
                     continue
-                _put_run(wb, keys, data)
-                _put_with_options(wb, key, value, expire_at, options)
+                _put_run(wb, keys, data, expires)
+                wb.put_with_options(key, value, options)  # options without an expiry
             else:
-                _put_run(wb, keys, data)
+                _put_run(wb, keys, data, expires)
                 calls.batch_delete(wb, op.key)
-        _put_run(wb, keys, data)
+        _put_run(wb, keys, data, expires)
     except FOREIGN as exc:
         raise translate(exc, f"batch write on {where}") from exc
 
@@ -114,12 +114,13 @@ def _plain(ops: list[Op]) -> bool:
     return all(op.__class__ is Put and op[4] is None and op[1] is not None for op in ops)
 
 
-def _put_run(wb: Any, keys: list[bytes], data: list[bytes]) -> None:
-    """Queue the run of plain puts collected so far, and empty it."""
+def _put_run(wb: Any, keys: list[bytes], data: list[bytes], expires: list[int | None]) -> None:
+    """Queue the run of puts collected so far (with their expiries), and empty it."""
     if keys:
-        calls.batch_put_many(wb, keys, data)
+        calls.batch_put_many(wb, keys, data, expires)
         keys.clear()
         data.clear()
+        expires.clear()
 
 
 def _put_with_options(
@@ -289,17 +290,18 @@ class Batch:
                 if ttl is None:
                     expire_at = None
                 elif ttl is self._ttl:  # the ttl of the last put, checked then: its ms
-                    expire_at = _time_ns() // 1_000_000 + self._ttl_ms
+                    expire_at = calls.expire_after(self._ttl_ms)
                 elif self.check_expiry:  # expire_at_of inlined: now in ms plus the ttl's ms
                     self._ttl_ms = ms = ttl_ms(ttl)
                     self._ttl = ttl
-                    expire_at = _time_ns() // 1_000_000 + ms
+                    expire_at = calls.expire_after(ms)
                 else:
                     expire_at = expire_at_of(ttl, False)  # raises: the store hides no TTLs
                 pack = self._pack
-                if pack is not None and packing is not None and expire_at is None:
-                    # the accelerator's path: msgpack in C (None: not one of its common cases,
-                    # then the codec's encoder), the native put deferred to the next _wb()
+                if pack is not None and packing is not None:
+                    # the accelerator's path, with or without a ttl: msgpack in C (None: not
+                    # one of its common cases, then the codec's encoder), the native put
+                    # deferred to the next _wb() with its expiry beside it
                     data = pack(value, *packing)
                     if data is None:
                         data = encode_value(value, key)
@@ -324,7 +326,7 @@ class Batch:
 
     def put_all(self, items: Iterable[tuple[Any, ...]]) -> None:
         """Queue put(*item) for each item in order (put_many's items): on the accelerator the
-        common `(record type or name, field tuple, value)` items in one loop, without a
+        common `(record type or name, field tuple, value[, ttl])` items in one loop, without a
         put() call each; any other item through put()."""
         pack = self._pack
         if pack is None or self._keep or self._written:
@@ -333,8 +335,9 @@ class Batch:
             return
         encoders, keys, data, expires = self._encoders, self._keys, self._data, self._expires
         for item in items:
-            if item.__class__ is tuple and len(item) == 3:
-                target, fields, value = item
+            size = len(item) if item.__class__ is tuple else 0
+            if size == 3 or (size == 4 and (item[3] is None or self.check_expiry)):
+                target, fields, value = item[0], item[1], item[2]
                 try:
                     found = encoders.get(target) if fields.__class__ is tuple else None
                 except TypeError:  # an unhashable target: put() names it
@@ -345,12 +348,20 @@ class Batch:
                         key = fast_key(*fields)
                     except Exception:  # redone with the fallback: the error naming the field
                         key = full_key(*fields)
+                    if size == 3 or item[3] is None:
+                        expire_at = None
+                    else:  # as put(): the ttl checked after the key, before anything queued
+                        ttl = item[3]
+                        if ttl is not self._ttl:
+                            self._ttl_ms = ttl_ms(ttl)
+                            self._ttl = ttl
+                        expire_at = calls.expire_after(self._ttl_ms)
                     packed = pack(value, *packing)
                     if packed is None:
                         packed = encode_value(value, key)  # raises for a value it refuses
                     keys.append(key)
                     data.append(packed)
-                    expires.append(None)
+                    expires.append(expire_at)
                     continue
             self.put_item(item)
 
@@ -530,11 +541,11 @@ class Batch:
         if native is None:
             native = self._native = WriteBatch()
         queued = self._queued
-        if queued < len(self._keys):  # only plain puts are ever deferred
+        if queued < len(self._keys):  # only puts are ever deferred, with their expiries
             keys = self._keys[queued:]
             data: list[Any] = self._data[queued:]
             try:
-                calls.batch_put_many(native, keys, data)
+                calls.batch_put_many(native, keys, data, self._expires[queued:])
             except FOREIGN as exc:
                 raise translate(exc, f"batch put on {self.where}") from exc
             self._queued = len(self._keys)

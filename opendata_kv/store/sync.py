@@ -502,7 +502,7 @@ class SyncBatch(BatchHolder):
 
     def put_all(self, items: Iterable[tuple[Any, ...]]) -> None:
         """Queue put(*item) for each item in order (put_many's items): on the accelerator the
-        common `(record type or name, field tuple, value)` items in one loop, without a
+        common `(record type or name, field tuple, value[, ttl])` items in one loop, without a
         put() call each; any other item through put()."""
         self.batch.put_all(items)
 

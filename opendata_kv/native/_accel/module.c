@@ -61,12 +61,12 @@ static PyObject *raise_status_hook; /* (raw RustCallStatus bytes) -> raises slat
 static PyObject *syncing_fn, *get_running_loop_fn, *wake_fn;
 enum { FB_GET_NOW, FB_GET_ROW_NOW, FB_GET_VALUES_NOW, FB_GET_ROWS_NOW, FB_READ_VALUE, FB_READ_ROW,
        FB_GET_VALUES, FB_GET_ROWS, FB_NEXT_COLUMNS, FB_PUT, FB_DELETE, FB_WRITE, FB_BATCH_PUT,
-       FB_SEEK, FB_BATCH_DELETE, FB_BATCH_PUT_EXPIRING, FB_BATCH_PUT_MANY, FB_PUT_EXPIRING, FB_COUNT };
+       FB_SEEK, FB_BATCH_DELETE, FB_BATCH_PUT_EXPIRING, FB_BATCH_PUT_MANY, FB_PUT_EXPIRING, FB_EXPIRE_AFTER, FB_COUNT };
 static PyObject *fallback[FB_COUNT]; /* the pure calls.py functions, by FB_* */
 static const char *fallback_names[FB_COUNT] = {
     "get_now", "get_row_now", "get_values_now", "get_rows_now", "read_value", "read_row",
     "get_values", "get_rows", "next_columns", "put", "delete", "write", "batch_put",
-    "seek", "batch_delete", "batch_put_expiring", "batch_put_many", "put_expiring"};
+    "seek", "batch_delete", "batch_put_expiring", "batch_put_many", "put_expiring", "expire_after"};
 static PyObject *str_handle;
 static _Atomic int shutting_down;
 static int ready;
@@ -947,30 +947,126 @@ static PyObject *f_put_expiring(PyObject *m, PyObject *const *args, Py_ssize_t n
     return one(fut, U64, LIFT_WRITE);
 }
 
+/* one put queued in the WriteBatch `handle` (a clone of it is consumed): a plain put, or
+ * with PutOptions{ttl: ExpireAt(ms)} when `expiring`; 0, or -1 with st set and every buffer
+ * made here freed. The GIL is held (short, never blocking, as f_batch_put) */
+static int queue_put(uint64_t handle, PyObject *key, PyObject *value, int expiring, int64_t ms,
+                     RustCallStatus *st) {
+    RustBuffer kb = lower(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key), st);
+    if (st->code) return -1;
+    RustBuffer vb = lower(PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value), st);
+    if (st->code) {
+        free_buffer(kb);
+        return -1;
+    }
+    RustBuffer ob = {0};
+    if (expiring) {
+        ob = lower_expire_at(ms, st);
+        if (st->code) {
+            free_buffer(kb);
+            free_buffer(vb);
+            return -1;
+        }
+    }
+    uint64_t clone = p_clone_batch(handle, st);
+    if (st->code) {
+        free_buffer(kb);
+        free_buffer(vb);
+        if (expiring) free_buffer(ob);
+        return -1;
+    }
+    if (expiring) p_batch_put_with_options(clone, kb, vb, ob, st); /* Rust owns them from here */
+    else p_batch_put(clone, kb, vb, st);
+    return st->code ? -1 : 0;
+}
+
+/* the expiry column of batch_put_many as a tuple (a copy) of `count` items, each None or an
+ * exact int within i64, the ints read into *ms (PyMem, freed by the caller; unset where None);
+ * NULL with no exception when it is not that (the pure function decides, and names what is
+ * wrong), NULL with one when memory ran out */
+static PyObject *expiry_column(PyObject *expires, Py_ssize_t count, int64_t **ms) {
+    if (!PyList_CheckExact(expires) && !PyTuple_CheckExact(expires)) return NULL;
+    PyObject *t = PySequence_Tuple(expires);
+    if (t == NULL) return NULL;
+    if (PyTuple_GET_SIZE(t) != count) {
+        Py_DECREF(t);
+        return NULL;
+    }
+    *ms = PyMem_Malloc(sizeof(int64_t) * (size_t)(count ? count : 1));
+    if (*ms == NULL) {
+        Py_DECREF(t);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *at = PyTuple_GET_ITEM(t, i);
+        if (at == Py_None) continue;
+        int overflow = 0;
+        long long v = PyLong_CheckExact(at) ? PyLong_AsLongLongAndOverflow(at, &overflow) : -1;
+        if (!PyLong_CheckExact(at) || overflow || (v == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            PyMem_Free(*ms);
+            *ms = NULL;
+            Py_DECREF(t);
+            return NULL;
+        }
+        (*ms)[i] = (int64_t)v;
+    }
+    return t;
+}
+
+/* calls.batch_put_many(batch, keys, values, expires=None): every put queued in order in one
+ * call, the batch's handle read once; `expires` (None, or one Unix-ms expiry or None per
+ * put) makes a put expiring where it holds an int, so plain and TTL puts share the call */
 static PyObject *f_batch_put_many(PyObject *m, PyObject *const *args, Py_ssize_t n) {
-    if (n != 3 || Py_TYPE(args[0]) != batch_type) return call_fallback(FB_BATCH_PUT_MANY, args, n);
+    if ((n != 3 && n != 4) || Py_TYPE(args[0]) != batch_type)
+        return call_fallback(FB_BATCH_PUT_MANY, args, n);
     PyObject *keys = bytes_tuple(args[1]);
     if (keys == NULL) return PyErr_Occurred() ? NULL : call_fallback(FB_BATCH_PUT_MANY, args, n);
-    PyObject *values = bytes_tuple(args[2]);
-    if (values == NULL || PyTuple_GET_SIZE(values) != PyTuple_GET_SIZE(keys)) {
-        Py_DECREF(keys);
-        Py_XDECREF(values);
-        return PyErr_Occurred() ? NULL : call_fallback(FB_BATCH_PUT_MANY, args, n);
-    }
+    PyObject *values = bytes_tuple(args[2]), *expires = NULL, *result = NULL;
+    int64_t *ms = NULL;
+    Py_ssize_t count = PyTuple_GET_SIZE(keys);
+    if (values == NULL || PyTuple_GET_SIZE(values) != count) goto pure;
+    if (n == 4 && args[3] != Py_None && (expires = expiry_column(args[3], count, &ms)) == NULL)
+        goto pure;
     uint64_t handle;
-    PyObject *result = NULL;
     if (handle_of(args[0], &handle) < 0) goto out;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keys); i++) {
-        PyObject *const put[3] = {args[0], PyTuple_GET_ITEM(keys, i), PyTuple_GET_ITEM(values, i)};
-        PyObject *r = f_batch_put(m, put, 3);
-        if (r == NULL) goto out;
-        Py_DECREF(r);
+    RustCallStatus st = {0};
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int expiring = expires != NULL && PyTuple_GET_ITEM(expires, i) != Py_None;
+        if (queue_put(handle, PyTuple_GET_ITEM(keys, i), PyTuple_GET_ITEM(values, i), expiring,
+                      expiring ? ms[i] : 0, &st) < 0) {
+            raise_status(&st);
+            goto out;
+        }
     }
     result = Py_NewRef(Py_None);
+    goto out;
+pure:
+    if (!PyErr_Occurred()) result = call_fallback(FB_BATCH_PUT_MANY, args, n);
 out:
+    PyMem_Free(ms);
     Py_DECREF(keys);
-    Py_DECREF(values);
+    Py_XDECREF(values);
+    Py_XDECREF(expires);
     return result;
+}
+
+/* calls.expire_after(ms): the wall clock in Unix ms (time.time_ns() // 1_000_000, the clock
+ * slatedb stamps with) plus `ms`, without Python's big-int arithmetic on nanoseconds: the
+ * expiry of a batched TTL put, read per put */
+static PyObject *f_expire_after(PyObject *m, PyObject *const *args, Py_ssize_t n) {
+    if (n != 1 || !PyLong_CheckExact(args[0])) return call_fallback(FB_EXPIRE_AFTER, args, n);
+    int overflow = 0;
+    long long ms = PyLong_AsLongLongAndOverflow(args[0], &overflow);
+    struct timespec now;
+    if (overflow || (ms == -1 && PyErr_Occurred()) || ms < 0 || ms > ((long long)1 << 62) ||
+        clock_gettime(CLOCK_REALTIME, &now) != 0) {
+        PyErr_Clear();
+        return call_fallback(FB_EXPIRE_AFTER, args, n);
+    }
+    /* floor division as Python's, for a clock before 1970 too */
+    long long sec_ms = (long long)now.tv_sec * 1000, frac = now.tv_nsec / 1000000;
+    return PyLong_FromLongLong(sec_ms + frac + ms);
 }
 
 /* --- parsers, for the differential fuzz (exact-size copies, so ASan sees any overread) --- */
@@ -1115,6 +1211,7 @@ static PyMethodDef methods[] = {
     FAST("batch_delete", f_batch_delete, "calls.batch_delete in C."),
     FAST("batch_put_expiring", f_batch_put_expiring, "calls.batch_put_expiring in C."),
     FAST("batch_put_many", f_batch_put_many, "calls.batch_put_many in C."),
+    FAST("expire_after", f_expire_after, "calls.expire_after in C."),
     FAST("pack_value", accel_pack_value, "calls.pack_value in C: msgpack of the common types."),
     {"_parse_columns", f_parse_columns, METH_O, "wire.read_columns's parser in C (tests)."},
     {"_parse_point_row", f_parse_point_row, METH_O, "wire.parse_point_row in C (tests)."},
