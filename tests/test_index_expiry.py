@@ -99,7 +99,7 @@ def test_online_build_skips_expired_records_and_gives_entries_their_expiry(
     url = str(tmp_path / "db")
     with SyncStore.open(url, SCHEMA) as db:
         db.put(user, ("u1",), {"handle": "alice", "team": "a"}, ttl=SHORT)
-        db.put(user, ("u2",), {"handle": "bob", "team": "a"}, ttl=0.5)
+        db.put(user, ("u2",), {"handle": "bob", "team": "a"}, ttl=3)  # outlives the build
     expire()
     with SyncStore.open(url, SCHEMA, indexes=[handle, by_team]) as db:
         assert db.build_index("handle") == 1 and db.build_index("by_team") == 1
@@ -107,7 +107,10 @@ def test_online_build_skips_expired_records_and_gives_entries_their_expiry(
         db.delete(user, ("u1",))
         assert db.lookup(handle, "alice").key.id == "u3"  # type: ignore[union-attr]
         assert ids(db.index_scan(by_team, "a")) == ["u2"]
-        time.sleep(0.6)  # u2's built entries expire with it
+        u2 = db.get_with_expiry(user, ("u2",))
+        assert u2 is not None and u2.expires_at is not None
+        time.sleep(max(0.0, u2.expires_at.timestamp() - time.time()) + 0.05)  # u2 expires...
+        # ...and its built entries with it
         assert db.lookup(handle, "bob") is None and db.index_scan(by_team).to_list() == []
         db.put(user, ("u4",), {"handle": "bob"})
         assert db.check_indexes() == []
