@@ -53,6 +53,18 @@ def workers_cpu(client: Any) -> list[float]:
     return sorted(client.run(cpu_seconds).values())
 
 
+def _opened() -> int:
+    from opendata_kv.store import pinned_readers
+
+    return pinned_readers.opened()
+
+
+def reader_opens(client: Any) -> list[int]:
+    """How many readers each worker process opened so far (tasks after a worker's first
+    borrow the one it keeps: store/pinned_readers.py)."""
+    return sorted(client.run(_opened).values())
+
+
 def build(path: str, count: int) -> None:
     async def write() -> None:
         async with Store.open(path, SCHEMA) as store:
@@ -143,7 +155,8 @@ def measure_dask(url: str, records: int, rounds: int, split_bytes: int, frame: b
                 print(
                     f"  round {r + 1} {name}: {took:.2f} s, {rows / took:,.0f} rows/s, "
                     f"{parts} parts; CPU s driver {driver:.2f}, workers "
-                    f"{', '.join(f'{w:.2f}' for w in spent)} ({load()})",
+                    f"{', '.join(f'{w:.2f}' for w in spent)}; readers opened in the workers "
+                    f"so far {reader_opens(client)} ({load()})",
                     flush=True,
                 )
         base = statistics.median(times["one process to_arrow"])
