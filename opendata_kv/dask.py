@@ -97,7 +97,7 @@ def _close_kept_readers_at_release(checkpoint_id: str) -> None:
     client kept open at its checkpoint (store/pinned_readers.py); without a client the tasks
     run here, where the pin's release closes them itself."""
     try:
-        from distributed import default_client
+        from dask.distributed import default_client
 
         client = default_client()
     except (ImportError, ValueError):  # no distributed, or no client
