@@ -4,6 +4,7 @@ each read by its task from a reader at that checkpoint. Needs the `dask` extra."
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
@@ -21,7 +22,7 @@ from opendata_kv.split_reads import (
     read_batches,
     regroup,
 )
-from opendata_kv.store import KeyRange, Pinned
+from opendata_kv.store import KeyRange, Pinned, pinned_readers
 from opendata_kv.store.arrow import key_arrow_type, key_to_arrow
 
 try:
@@ -70,6 +71,8 @@ def read_store(
         store_options=dict(store_options or {}),
         reader_options=dict(reader_options or {}),
     )
+    if not plan.owned:
+        _close_kept_readers_at_release(plan.pin.checkpoint_id)
     index = plan.record.fields[0][0] if plan.record.fields else None
     tasks, divisions = _partitions(plan)
     meta = _frame(projected_schema(plan.arrow_schema, None).empty_table(), index)
@@ -87,6 +90,21 @@ def read_store(
         kept = [c for c in columns if c != index]
         frame = frame[kept]
     return frame
+
+
+def _close_kept_readers_at_release(checkpoint_id: str) -> None:
+    """When the caller's pin ends, close the readers the workers of the current distributed
+    client kept open at its checkpoint (store/pinned_readers.py); without a client the tasks
+    run here, where the pin's release closes them itself."""
+    try:
+        from dask.distributed import default_client
+
+        client = default_client()
+    except (ImportError, ValueError):  # no distributed, or no client
+        return
+    pinned_readers.on_release(
+        checkpoint_id, functools.partial(client.run, pinned_readers.release, checkpoint_id)
+    )
 
 
 def read_partition(

@@ -11,9 +11,11 @@ one `to_arrow()` over the record gives. Engines never write: there is one writer
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import importlib
+import pickle
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -24,7 +26,7 @@ from opendata_kv.errors import (
     OpendataKvError,
 )
 from opendata_kv.keys import RecordType, Schema
-from opendata_kv.store import KeyRange, Pinned, pinned
+from opendata_kv.store import KeyRange, Pinned, pinned, pinned_readers
 from opendata_kv.store.arrow import RowLayout, require_pyarrow, value_columns
 from opendata_kv.store.schema_arg import as_schema
 from opendata_kv.values import Values
@@ -280,12 +282,30 @@ def read_batches(task: SplitRead, columns: Sequence[str] | None = None) -> Itera
                 field="columns",
                 value=missing[0],
             )
-    with task.pin.open_reader(schema=schema, values=values, **dict(task.reader_options)) as reader:
+    with _reader(task, schema, values) as reader:
         for key_range in task.ranges:
             scan = reader.scan(task.record, range=key_range)
             while chunk := scan.next_chunk():
                 batch = layout.batch(chunk)
                 yield batch if names is None else batch.select(names)
+
+
+def _reader(task: SplitRead, schema: Schema, values: Values) -> Any:
+    """A reader at the task's checkpoint: the one an earlier task of this process left open
+    for the same store, checkpoint, schema and options (store/pinned_readers.py), else a new
+    one. A pinned version never changes, so a kept reader reads what a new one would."""
+
+    def open_reader() -> Any:
+        return task.pin.open_reader(schema=schema, values=values, **dict(task.reader_options))
+
+    pin = task.pin
+    try:
+        key = pickle.dumps(
+            (pin.url, pin.checkpoint_id, pin.options, task.schema, task.reader_options)
+        )
+    except Exception:  # options that do not pickle here: a reader of its own, closed after
+        return contextlib.closing(open_reader())
+    return pinned_readers.borrow(key, pin.checkpoint_id, pin.lifetime, open_reader)
 
 
 def projected_schema(arrow_schema: Any, columns: Sequence[str] | None) -> Any:

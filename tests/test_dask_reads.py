@@ -172,6 +172,33 @@ def test_without_a_pin_the_checkpoint_has_the_lifetime(tmp_path: Path, dask_clie
     assert summary(job_rows(url, frame, dask_client)) == summary(plain_rows(url))
 
 
+def _worker_readers() -> tuple[int, list[str]]:
+    from opendata_kv.store import pinned_readers
+
+    return pinned_readers.opened(), pinned_readers.idle_readers()
+
+
+def test_each_worker_opens_one_reader_per_pin_and_closes_it_when_the_pin_ends(
+    tmp_path: Path, dask_client: Any
+) -> None:
+    url = str(tmp_path / "db")
+    build_store(url)
+    expected = summary(plain_rows(url))
+    before = {w: opened for w, (opened, _) in dask_client.run(_worker_readers).items()}
+    with opendata_kv.pinned(url) as pin:
+        frame = odask.read_store(url, post, schema=SCHEMA, split_bytes=SPLIT_BYTES, pin=pin)
+        assert frame.npartitions > 2
+        assert summary(job_rows(url, frame, dask_client)) == expected
+        assert summary(job_rows(url, frame, dask_client)) == expected  # a second job: no open
+        during = dask_client.run(_worker_readers)
+        opens = [during[w][0] - before.get(w, 0) for w in during]
+        assert sum(opens) <= len(during) and max(opens) <= 1, opens
+        assert any(pin.checkpoint_id in kept for _, kept in during.values())
+        held = pin.checkpoint_id
+    after = dask_client.run(_worker_readers)
+    assert not any(held in kept for _, kept in after.values())  # closed with the pin
+
+
 def test_a_pin_of_another_store_and_a_values_are_refused(tmp_path: Path) -> None:
     url = str(tmp_path / "db")
     build_store(url, 10)

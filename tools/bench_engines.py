@@ -10,8 +10,11 @@ The store is bench_tools_scale's (AT-Protocol-like keys, ~100 B msgpack values, 
 started before the rounds; a round is the planning (pin given, splits, the first batch) and
 the tasks. Two forms: `tasks` reads each split into Arrow record batches in its worker (what
 one process's to_arrow does, the target's measure); `frame` is read_store's DataFrame (Arrow
-plus the conversion to pandas ArrowDtype columns). The 1-min load average is printed beside
-every figure: the machine is shared.
+plus the conversion to pandas ArrowDtype columns), run in alternating order round by round.
+The 1-min load average is printed beside every figure: the machine is shared. Beside wall and
+the critical path's CPU (the driver's plus the busiest worker's), "net of idle" subtracts what
+each process spends idle per second of wall (measured for 10 s before the rounds): on a loaded
+machine the rounds' wall stretches, and that idle cost with it.
 """
 
 from __future__ import annotations
@@ -51,6 +54,27 @@ def cpu_seconds() -> float:
 def workers_cpu(client: Any) -> list[float]:
     """Each Dask worker process's CPU seconds so far."""
     return sorted(client.run(cpu_seconds).values())
+
+
+def _opened() -> int:
+    from opendata_kv.store import pinned_readers
+
+    return pinned_readers.opened()
+
+
+def reader_opens(client: Any) -> list[int]:
+    """How many readers each worker process opened so far (tasks after a worker's first
+    borrow the one it keeps: store/pinned_readers.py)."""
+    return sorted(client.run(_opened).values())
+
+
+def idle_rates(client: Any, seconds: float = 10.0) -> tuple[float, list[float]]:
+    """CPU seconds per second of wall the driver and each worker spend with nothing to do."""
+    before, workers_before = cpu_seconds(), workers_cpu(client)
+    time.sleep(seconds)
+    driver = (cpu_seconds() - before) / seconds
+    spent = [(a - b) / seconds for a, b in zip(workers_cpu(client), workers_before, strict=True)]
+    return driver, spent
 
 
 def build(path: str, count: int) -> None:
@@ -118,12 +142,19 @@ def measure_dask(url: str, records: int, rounds: int, split_bytes: int, frame: b
         opendata_kv.pinned(url) as pin,
     ):
         client.run(lambda: __import__("opendata_kv.split_reads"))  # warm imports
+        idle_driver, idle_workers = idle_rates(client)
+        print(
+            f"idle CPU, s per s of wall: driver (with the LocalCluster's scheduler) "
+            f"{idle_driver:.4f}, workers {', '.join(f'{w:.4f}' for w in idle_workers)} ({load()})"
+        )
+        idle_worker = max(idle_workers)
         times: dict[str, list[float]] = {"one process to_arrow": [], "2 workers, tasks": []}
         if frame:
             times["2 workers, read_store frame"] = []
         cpu: dict[str, list[float]] = {name: [] for name in times}
+        net: dict[str, list[float]] = {name: [] for name in times}
         for r in range(rounds):
-            for name in times:
+            for name in list(times) if r % 2 == 0 else list(reversed(times)):  # alternate
                 before, workers_before = cpu_seconds(), workers_cpu(client)
                 start = time.perf_counter()
                 if name.startswith("one"):
@@ -137,23 +168,34 @@ def measure_dask(url: str, records: int, rounds: int, split_bytes: int, frame: b
                 spent = [a - b for a, b in zip(workers_cpu(client), workers_before, strict=True)]
                 # the critical path on free cores: the driver's part plus the busiest worker's
                 critical = driver + (max(spent) if name != "one process to_arrow" else 0.0)
+                # the same, less what the processes spend idle over the round's wall time
+                # (heartbeats, the scheduler's loop: a cost of the wall, which load stretches)
+                work = max(0.0, driver - idle_driver * took)
+                if name != "one process to_arrow":
+                    work += max(0.0, max(spent) - idle_worker * took)
                 assert rows == records, (name, rows)
                 times[name].append(took)
                 cpu[name].append(critical)
+                net[name].append(work)
                 print(
                     f"  round {r + 1} {name}: {took:.2f} s, {rows / took:,.0f} rows/s, "
                     f"{parts} parts; CPU s driver {driver:.2f}, workers "
-                    f"{', '.join(f'{w:.2f}' for w in spent)} ({load()})",
+                    f"{', '.join(f'{w:.2f}' for w in spent)}; net of idle {work:.2f}; "
+                    "readers opened in the workers "
+                    f"so far {reader_opens(client)} ({load()})",
                     flush=True,
                 )
         base = statistics.median(times["one process to_arrow"])
         print(f"{records:,} records, median of {rounds} rounds ({load()}):")
         base_cpu = statistics.median(cpu["one process to_arrow"])
+        base_net = statistics.median(net["one process to_arrow"])
         for name, took in times.items():
             mid, mid_cpu = statistics.median(took), statistics.median(cpu[name])
+            mid_net = statistics.median(net[name])
             print(
                 f"  {name:30} wall {records / mid:10,.0f} rows/s {base / mid:5.2f}x;"
-                f" critical-path CPU {mid_cpu:6.2f} s, {base_cpu / mid_cpu:5.2f}x"
+                f" critical-path CPU {mid_cpu:6.2f} s, {base_cpu / mid_cpu:5.2f}x;"
+                f" net of idle {mid_net:6.2f} s, {base_net / mid_net:5.2f}x"
             )
 
 

@@ -442,11 +442,13 @@ async def open_problems(
     *,
     writer: bool = False,
     client: S3Client | None = None,
+    wal: bool = True,
 ) -> tuple[list[Problem], int | None]:
     """What check_open looks at, once, and the id of the manifest it judged: one listing (a
     directory, or with `client` the s3:// prefix in one round trip), then the newest manifest
-    listed, the version before it and the newest compactions file read together. Objects
-    the process may not read raise StorePermissionError."""
+    listed, the version before it and the newest compactions file read together, and (with
+    `wal`) the WAL files after the replay point. Objects the process may not read raise
+    StorePermissionError."""
     listing = await _list(location, where, client)
     if not listing.manifests:
         return [], None  # nothing here yet: slatedb reports a missing database itself
@@ -478,7 +480,7 @@ async def open_problems(
         problems = _epoch_problems(compactions, manifest)
     if not problems and older is not None:
         problems = l0_problems(older, manifest)
-    if problems:
+    if problems or not wal:
         return problems, manifest.id
     return await _wal_problems(location, object_store, manifest, listing), manifest.id
 
@@ -571,7 +573,7 @@ async def _manifest_history_problems(
 
 
 async def remote_open_problems(
-    location: Location, object_store: Any, where: str
+    location: Location, object_store: Any, where: str, wal: bool = True
 ) -> tuple[list[Problem], int | None]:
     """What check_open looks at, once, on s3:// (remote_checks.py says how without a
     listing), and the id of the newest manifest it checked."""
@@ -596,7 +598,7 @@ async def remote_open_problems(
             Problem(name, message)
             for name, message in await sst_extent_problems(location, object_store, manifest)
         ]
-    if problems:
+    if problems or not wal:
         return problems, manifest.id
     replay = manifest.replay_after_wal_id
     tail = await wal_tail(location, object_store, replay)
@@ -621,6 +623,7 @@ async def _judge(
     where: str,
     writer: bool,
     client: S3Client | None,
+    wal: bool = True,
 ) -> tuple[list[Problem], int | None]:
     """Problems that hold in one consistent view, and the id of the manifest judged (None:
     no manifest): a look that finds damage is repeated while the newest manifest changes
@@ -630,8 +633,10 @@ async def _judge(
 
     async def look() -> tuple[list[Problem], int | None]:
         if client is None and location.scheme == "s3":
-            return await remote_open_problems(location, object_store, where)
-        return await open_problems(location, object_store, where, writer=writer, client=client)
+            return await remote_open_problems(location, object_store, where, wal)
+        return await open_problems(
+            location, object_store, where, writer=writer, client=client, wal=wal
+        )
 
     problems, checked = await look()
     waited = False
@@ -655,6 +660,7 @@ async def check_open(
     *,
     writer: bool = False,
     options: Mapping[str, str] | None = None,
+    wal: bool = True,
 ) -> bool | None:
     """Refuse (StoreDataError naming the object) a database whose WAL has a gap or an
     emptied file after the replay point, whose replay point is impossible, or whose manifest
@@ -663,19 +669,21 @@ async def check_open(
     (StorePermissionError). A no-op for memory:// (every open starts empty). On s3:// the
     prefix is listed with `options`' credentials (remote_listing.py); without static
     credentials it cannot be, and the objects are probed instead (remote_checks.py).
+    `wal=False` leaves the WAL files out (the manifest, SST and listing checks stay): for a
+    reader at a checkpoint, which never reads the database's WAL (see open_reader_db).
     Returns whether a database (a manifest) is there, None when that is not known."""
     if location.scheme not in ("file", "s3"):
         return None
     client = lister(location, options)
     if location.scheme == "s3":
         try:
-            problems, checked = await _judge(location, object_store, where, writer, client)
+            problems, checked = await _judge(location, object_store, where, writer, client, wal)
         except StoreUnavailableError:
             return None  # no answer: slatedb's open reports the outage, within its own bound
         if problems:
             _raise(problems, where)
         return None if client is None else checked is not None
-    problems, checked = await _judge(location, object_store, where, writer, None)
+    problems, checked = await _judge(location, object_store, where, writer, None, wal)
     if problems:
         _raise(problems, where)
     _warn_strays(_listing(location, where), where)

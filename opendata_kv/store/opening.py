@@ -52,6 +52,8 @@ from opendata_kv.store.settings import slatedb_settings
 T = TypeVar("T")
 
 _NO_MANIFEST = "failed to find latest"
+#: seconds between a checkpoint reader's manifest polls: nothing it reads ever changes
+PINNED_POLL_INTERVAL = 3600.0
 
 
 def check_retries(value: int | None) -> int | None:
@@ -224,11 +226,15 @@ async def open_reader_db(
     where = f"open reader on {location}"
     object_store = location.object_store(options)
     # the probe, the clone marker and (but on s3://, where they run beside slatedb's open)
-    # the damage checks are independent reads: one round trip for all of them
+    # the damage checks are independent reads: one round trip for all of them. A reader at
+    # a checkpoint never reads the database's WAL (the checkpoint's own copy holds the WAL
+    # files it replays, or a plain checkpoint replays none), so its check leaves the WAL out:
+    # reading the newest WAL file was most of such an open's CPU (docs/performance.md)
+    wal = checkpoint is None
     await first_failure(
         sidecar.probe(location, options, None),
         sidecar.check_not_cloning(location, options, object_store, where),
-        *(() if location.scheme == "s3" else (check_open(location, object_store, where),)),
+        *(() if location.scheme == "s3" else (check_open(location, object_store, where, wal=wal),)),
     )
     if checkpoint is not None:  # a name is looked up (read-only)
         checkpoint = await resolve_checkpoint(location.db_path, object_store, checkpoint, where)
@@ -255,9 +261,12 @@ async def open_reader_db(
                 f"{where}: {checkpoint!r} is not a checkpoint id (ids are UUIDs, as "
                 f"`opendata-kv checkpoint list` shows them) [{message}]"
             ) from exc
+        # a pinned version never changes: its reader polls (the copy's manifest) only
+        # hourly, where each poll cost an idle reader ~2.5% of a core (docs/performance.md)
+        poll = poll_interval if checkpoint is None else max(poll_interval, PINNED_POLL_INTERVAL)
         builder.with_options(
             ReaderOptions(
-                manifest_poll_interval_ms=max(1, round(poll_interval * 1000)),
+                manifest_poll_interval_ms=max(1, round(poll * 1000)),
                 checkpoint_lifetime_ms=max(1000, round(poll_interval * 10_000)),
                 max_memtable_bytes=64 << 20,
                 skip_wal_replay=False,
@@ -293,7 +302,7 @@ async def open_reader_db(
         # the identity read
         await first_failure(
             *(
-                (check_open(location, object_store, where, writer=True, options=options),)
+                (check_open(location, object_store, where, writer=True, options=options, wal=wal),)
                 if location.scheme == "s3"
                 else ()
             ),

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from opendata_kv.errors import CheckpointError, InvalidArgumentError
 from opendata_kv.keys import Schema
 from opendata_kv.native import driver
+from opendata_kv.store import pinned_readers
 from opendata_kv.store.ops.checkpoints import lifetime_ms
 from opendata_kv.store.ranges import KeyRange
 from opendata_kv.store.reader import Opening, StoreReader
@@ -160,6 +161,7 @@ class Pinned:
         checkpoint_id, self._checkpoint_id = self._checkpoint_id, None
         if checkpoint_id is None:
             return
+        pinned_readers.release(checkpoint_id)  # the readers tasks kept open at it
         async with await self._open_admin() as reader:
             await reader.delete_checkpoint(checkpoint_id)
 
