@@ -24,7 +24,6 @@ from opendata_kv.errors import OpendataKvError
 from opendata_kv.native import accel, calls
 from opendata_kv.store import OpenOptions, Store, SyncStore
 from opendata_kv.store import metrics as store_metrics
-from tests.storekit import aio
 
 item = RecordType("item", 7, [("n", F.u32)])
 SCHEMA = Schema(item)
@@ -248,18 +247,19 @@ def test_the_c_aggregation_replays_the_histogram_recorded_directly(
         assert got.sum == pytest.approx(want.sum, rel=1e-12, abs=1e-15)
 
 
-@aio
-async def test_puts_and_deletes_count_records_written_from_their_durations(
-    tmp_path: Path,
-) -> None:
+def test_puts_and_deletes_count_records_written_from_their_durations(tmp_path: Path) -> None:
     reader = InMemoryMetricReader()
     options = OpenOptions(meter_provider=MeterProvider(metric_readers=[reader]))
-    async with Store.open(tmp_path / "db", SCHEMA, options=options) as store:
-        for n in range(3):
-            await store.put(item, (n,), {"a": n})
-        await store.delete(item, (0,))
-        with pytest.raises(OpendataKvError):  # a field that is not a u32: nothing written
-            await store.put(item, ("x",), {"a": 0})
+
+    async def main() -> None:
+        async with Store.open(tmp_path / "db", SCHEMA, options=options) as store:
+            for n in range(3):
+                await store.put(item, (n,), {"a": n})
+            await store.delete(item, (0,))
+            with pytest.raises(OpendataKvError):  # a field that is not a u32: nothing written
+                await store.put(item, ("x",), {"a": 0})
+
+    asyncio.run(main())
     data = reader.get_metrics_data()
     assert data is not None
     written = {

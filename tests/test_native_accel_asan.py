@@ -24,7 +24,6 @@ TESTS = (
     REPO / "tests" / "test_index_groups.py",
     REPO / "tests" / "test_indexes_old_values.py",
     REPO / "tests" / "test_metrics_timing.py",
-    REPO / "tests" / "test_metrics.py",
 )
 
 

@@ -280,27 +280,38 @@ static void awaiting_begins(TimedAwait *t) {
     }
 }
 
-static PyObject *ended(TimedAwait *t, PySendResult s, PyObject *result) {
-    if (s == PYGEN_NEXT) return result;
+/* the inner coroutine stepped: when it ended, so did the operation */
+static PySendResult ended(TimedAwait *t, PySendResult s, PyObject **result) {
+    if (s == PYGEN_NEXT) return s;
     t->state = 2;
     long long elapsed = now_ns() - t->start;
-    if (s == PYGEN_RETURN) {
-        durations_add(t->owner->found, elapsed);
-        return stop_with(result);
+    if (s == PYGEN_RETURN) durations_add(t->owner->found, elapsed);
+    else report_error(t->owner->on_error, elapsed);
+    return s;
+}
+
+/* am_send: what an awaiting coroutine's SEND calls (PyIter_Send), the result handed back
+ * without a StopIteration */
+static PySendResult await_am_send(TimedAwait *t, PyObject *value, PyObject **result) {
+    if (t->state == 2) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot reuse already awaited coroutine");
+        *result = NULL;
+        return PYGEN_ERROR;
     }
-    report_error(t->owner->on_error, elapsed);
+    awaiting_begins(t);
+    return ended(t, PyIter_Send(t->coro, value, result), result);
+}
+
+static PyObject *as_step(PySendResult s, PyObject *result) {
+    if (s == PYGEN_NEXT) return result;
+    if (s == PYGEN_RETURN) return stop_with(result);
     return NULL;
 }
 
 static PyObject *await_send(TimedAwait *t, PyObject *value) {
-    if (t->state == 2) {
-        PyErr_SetString(PyExc_RuntimeError, "cannot reuse already awaited coroutine");
-        return NULL;
-    }
-    awaiting_begins(t);
     PyObject *result;
-    PySendResult s = PyIter_Send(t->coro, value, &result);
-    return ended(t, s, result);
+    PySendResult s = await_am_send(t, value, &result);
+    return as_step(s, result);
 }
 
 static PyObject *await_next(TimedAwait *t) { return await_send(t, Py_None); }
@@ -325,9 +336,10 @@ static PyObject *await_throw(TimedAwait *t, PyObject *args) {
         Py_XDECREF(value);
         Py_XDECREF(tb);
         if (returned == NULL) return NULL;
-        return ended(t, PYGEN_RETURN, returned);
+        return as_step(ended(t, PYGEN_RETURN, &returned), returned);
     }
-    return ended(t, PYGEN_ERROR, NULL);
+    r = NULL;
+    return as_step(ended(t, PYGEN_ERROR, &r), r);
 }
 
 /* as a coroutine closed while it awaits: the operation ends with GeneratorExit */
@@ -385,7 +397,7 @@ static PyGetSetDef await_getset[] = {
     {"__name__", (getter)await_get_name, NULL, NULL, NULL},
     {NULL}};
 
-static PyAsyncMethods await_as_async = {await_self, NULL, NULL, NULL};
+static PyAsyncMethods await_as_async = {await_self, NULL, NULL, (sendfunc)await_am_send};
 static PyMethodDef await_methods[] = {
     {"send", (PyCFunction)await_send, METH_O, NULL},
     {"throw", (PyCFunction)await_throw, METH_VARARGS, NULL},
