@@ -69,7 +69,9 @@ def test_the_hot_methods_are_timed_in_c(tmp_path: Path) -> None:
             assert type(inner[name]) is module.Timed, name
         store.put(item, (1,), {"a": 1})
         assert store.get(item, (1,)) == {"a": 1}
-        assert store.store.get.__name__ == "get"  # the method's, as functools.wraps gives
+        # the method's name and doc, as functools.wraps gives a Python wrapper
+        assert store.store.get.__name__ == "get"
+        assert store.store.get.__doc__ == Store.get.__doc__
     found = _durations(reader)
     assert found["get", None].count == 1 and found["put", None].count == 1
 

@@ -240,8 +240,11 @@ static PyObject *timed_getattro(Timed *t, PyObject *name) {
 static PyObject *timed_get_wrapped(Timed *t, void *unused) { return Py_NewRef(t->method); }
 static PyObject *timed_get_durations(Timed *t, void *unused) { return Py_NewRef((PyObject *)t->found); }
 
+static PyObject *timed_get_doc(Timed *t, void *unused) { return PyObject_GetAttrString(t->method, "__doc__"); }
+
 static PyGetSetDef timed_getset[] = {
     {"__wrapped__", (getter)timed_get_wrapped, NULL, "The method timed.", NULL},
+    {"__doc__", (getter)timed_get_doc, NULL, NULL, NULL},
     {"durations", (getter)timed_get_durations, NULL, "The aggregation of its successes.", NULL},
     {NULL}};
 
