@@ -17,7 +17,9 @@ runs before it reads its storage) each aggregation is replayed into the SDK hist
 bucket its extremes and the rest at the bucket's mean, so the exported counts per bucket,
 count, sum, min and max are those measured. The SDK's work is done once per measurement at
 the collection, off the caller's path; the caller pays the two clock reads and one
-aggregation step (docs/performance.md, "Metrics").
+aggregation step (docs/performance.md, "Metrics"). With the C accelerator in use the per-call
+operations (_IN_C) are timed by its Timed, which does both in C (native/_accel/timing.c);
+the Python wrappers below time the others, and everything on the pure path.
 """
 
 from __future__ import annotations
