@@ -25,6 +25,7 @@ TESTS = (
     REPO / "tests" / "test_store_ttl_batch.py",
     REPO / "tests" / "test_index_groups.py",
     REPO / "tests" / "test_indexes_old_values.py",
+    REPO / "tests" / "test_metrics_timing.py",
 )
 
 

@@ -13,9 +13,10 @@ a scan, per record for puts) without and with metrics, and the median of the rou
 collects every few seconds at most): what the caller pays is timed, and the collection is
 timed on its own after them (µs per duration replayed into the SDK histogram).
 
-Then the floor of the design: the same wrapper (two clock reads and one aggregation step)
-around a function that does nothing, against the bare function, in ns per call, and what it
-is of the memtable get measured above.
+Then the floor of the design: the pure path's wrapper (two clock reads and one aggregation
+step) and the C accelerator's Timed around a function that does nothing, against the bare
+function, in ns per call, and what it is of the memtable get measured above. The stores use
+the C path when the accelerator is in use; OPENDATA_KV_NO_EXTENSIONS=1 measures the pure one.
 """
 
 from __future__ import annotations
@@ -163,9 +164,10 @@ def measure(
 def floor_ns(calls: int, rounds: int) -> dict[str, float]:
     """ns of this thread's CPU per call, median over rounds in rotated order: a function doing
     nothing called as SyncStore.get calls its twin (`bare`), with two clock reads around it
-    (`clocks`), with the bucket's bisect and the locked aggregation step too (`step`), and
-    wrapped by the store's own wrapper (`wrapper`: the same, plus its call passing the
-    arguments on)."""
+    (`clocks`), with the bucket's bisect and the locked aggregation step too (`step`),
+    wrapped by the pure path's wrapper (`wrapper`: the same, plus its call passing the
+    arguments on), and, when the accelerator is in use, timed by its Timed (`c_timed`: the
+    clock reads and the step in C, what a store uses on the C path)."""
     telemetry = store_metrics.telemetry(MeterProvider(metric_readers=[InMemoryMetricReader()]), "/")
     assert telemetry is not None
     found = telemetry.series("step")
@@ -206,6 +208,9 @@ def floor_ns(calls: int, rounds: int) -> dict[str, float]:
         "step": step,
         "wrapper": store_metrics._timed_now(telemetry, "get", nothing),
     }
+    module = store_metrics._c_timing()
+    if module is not None:  # the accelerator's Timed, as a store uses it on the C path
+        ways["c_timed"] = store_metrics._in_c(module, telemetry, "c", nothing, False)
     key = (1,)
     got: dict[str, list[float]] = {name: [] for name in ways}
     names = list(ways)
@@ -227,7 +232,8 @@ def run(quick: bool) -> None:
     floor = floor_ns(20_000 if quick else 200_000, rounds)
     print(
         f"{records:,} records in the memtable, {gets:,} gets a round, {rounds} rounds, "
-        f"alternating order (load {load:.2f} -> {os.getloadavg()[0]:.2f})"
+        f"alternating order (load {load:.2f} -> {os.getloadavg()[0]:.2f}); timing: "
+        + ("C accelerator" if store_metrics._c_timing() is not None else "pure Python")
     )
     print("| path | without metrics µs | with metrics µs | with / without (median of rounds) |")
     print("|---|---|---|---|")
@@ -236,7 +242,9 @@ def run(quick: bool) -> None:
     get_ns = result["SyncStore.get"][0] * 1000
     print(f"collection: {collect_us:.2f} µs per duration replayed into the SDK histogram")
     print(f"floor of the design: ns a call above a bare one, % of SyncStore.get ({get_ns:.0f} ns)")
-    for name in ("clocks", "step", "wrapper"):
+    for name in ("clocks", "step", "wrapper", "c_timed"):
+        if name not in floor:
+            continue
         extra = floor[name] - floor["bare"]
         print(f"  {name}: +{extra:.0f} ns ({extra / get_ns * 100:.1f}%)")
     print(f"  (bare call {floor['bare']:.0f} ns)")

@@ -17,7 +17,9 @@ runs before it reads its storage) each aggregation is replayed into the SDK hist
 bucket its extremes and the rest at the bucket's mean, so the exported counts per bucket,
 count, sum, min and max are those measured. The SDK's work is done once per measurement at
 the collection, off the caller's path; the caller pays the two clock reads and one
-aggregation step (docs/performance.md, "Metrics").
+aggregation step (docs/performance.md, "Metrics"). With the C accelerator in use the per-call
+operations (_IN_C) are timed by its Timed, which does both in C (native/_accel/timing.c);
+the Python wrappers below time the others, and everything on the pure path.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import math
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final
 
@@ -81,6 +83,9 @@ _NONE_YET: Final = 1 << 62  # LEAST before a first duration
 _EMPTY: Final = (0,) * (2 * _BUCKETS) + (_NONE_YET, -1)
 
 _clock = time.perf_counter_ns
+#: operations each success of which is one record written (opendata_kv.records.written), counted
+#: from their durations at the collection
+_ONE_RECORD: Final = frozenset({"put", "delete"})
 
 
 def _provider(given: Any) -> Any:
@@ -158,9 +163,10 @@ class Telemetry:
         #: held by every update of the aggregations and by the collection's take: an
         #: update is a few list stores, and a lost one would be a wrong count
         self.lock = threading.Lock()
-        #: (operation, error type, batch size) -> its aggregation; those of (operation, None,
-        #: None) are kept (the timed twins hold them), the others taken at each collection
-        self._series: dict[tuple[str, str | None, int | None], list[int]] = {}
+        #: (operation, error type, batch size) -> its aggregation (a list, or a C Durations
+        #: for what the accelerator times); those of (operation, None, None) are kept (the
+        #: timed twins hold them), the others taken at each collection
+        self._series: dict[tuple[str, str | None, int | None], Any] = {}
         #: (a counter's add, its attributes as items) -> what it gets at the next collection
         self._counts: dict[tuple[Callable[..., None], tuple[tuple[str, Any], ...]], int] = {}
         #: the feed's lag after the last batch it delivered (seconds, sequence numbers,
@@ -195,10 +201,22 @@ class Telemetry:
             "to the newest it knows.",
         )
 
-    def series(self, operation: str) -> list[int]:
-        """The kept aggregation of `operation`'s successes with no further attribute."""
+    def series(self, operation: str) -> Any:
+        """The kept aggregation of `operation`'s successes with no further attribute: a list
+        laid out as _EMPTY, or the C accelerator's Durations (the same layout) when its
+        Timed records the operation (`durations`)."""
         with self.lock:
             return self._series.setdefault((operation, None, None), list(_EMPTY))
+
+    def durations(self, operation: str, kind: Callable[[tuple[int, ...]], Any]) -> Any:
+        """The kept aggregation of `operation`'s successes as a C Durations (`kind`): what
+        the accelerator's Timed adds to (native/_accel/timing.c)."""
+        with self.lock:
+            key = (operation, None, None)
+            found = self._series.get(key)
+            if found is None or found.__class__ is list:
+                found = self._series[key] = kind(BOUNDS_NS)
+            return found
 
     def add(
         self,
@@ -215,6 +233,9 @@ class Telemetry:
             found = self._series.get((operation, kind, size))
             if found is None:
                 found = self._series[operation, kind, size] = list(_EMPTY)
+            elif found.__class__ is not list:  # a C Durations (its add holds the GIL)
+                found.add(elapsed)
+                return
             found[i] += 1
             found[SUM + i] += elapsed
             if elapsed < found[LEAST]:
@@ -240,7 +261,11 @@ class Telemetry:
             for key, found in list(self._series.items()):
                 if key[1] is not None or key[2] is not None:
                     del self._series[key]
-                if any(found[:_BUCKETS]):
+                if found.__class__ is not list:  # a C Durations: taken and emptied at once
+                    found = found.take()
+                    if any(found[:_BUCKETS]):
+                        taken.append((key, found))
+                elif any(found[:_BUCKETS]):
                     taken.append((key, found[:]))
                     found[:] = _EMPTY
             counts, self._counts = self._counts, {}
@@ -262,7 +287,10 @@ class Telemetry:
             for seconds, times in replay_values(found):
                 for _ in range(times):
                     record(seconds, attributes)
-            replayed += sum(found[:_BUCKETS])
+            done = sum(found[:_BUCKETS])
+            replayed += done
+            if operation in _ONE_RECORD and kind is None:  # each a record written
+                self.records.add(done, attributes)
         for (add, items), value in counts.items():
             add(value, dict(items))
         return replayed
@@ -430,18 +458,6 @@ def _write(t: Telemetry, method: Callable[..., Any]) -> Callable[..., Any]:
     return write
 
 
-def _single(t: Telemetry, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
-    """put / delete: one operation, one record written."""
-    timed = _timed(t, name, method)
-
-    @functools.wraps(method)
-    async def counted(*args: Any, **kwargs: Any) -> Any:
-        await timed(*args, **kwargs)
-        t.written(name, 1, 0)
-
-    return counted
-
-
 def _scanning(t: Telemetry, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
     """scan / scan_all / index_scan: the returned scan is one operation, recorded when it
     ends (its last batch read, or an error), timed over its reads only (the time the caller
@@ -526,8 +542,8 @@ def _feed(t: Telemetry, method: Callable[..., Any]) -> Callable[..., Any]:
 _ASYNC: Final = {
     "get": ("get", _timed),
     "get_many": ("get_many", lambda t, n, m: _many(t, n, m, False)),
-    "put": ("put", _single),
-    "delete": ("delete", _single),
+    "put": ("put", _timed),  # each success a record written, counted at the collection
+    "delete": ("delete", _timed),
     "put_many": ("put_many", lambda t, n, m: _many(t, n, m, False)),
     "flush": ("flush", _timed),
     "scan": ("scan", _scanning),
@@ -541,13 +557,58 @@ _SYNC: Final = {
 }
 
 
+#: the operations the C accelerator times when it is in use (native/_accel/timing.c's Timed:
+#: the clock reads and the aggregation step in C, no Python wrapper), by attribute: (the name
+#: it records, whether the method is a coroutine method)
+_IN_C: Final = {
+    "get": ("get", True),
+    "put": ("put", True),
+    "delete": ("delete", True),
+    "flush": ("flush", True),
+    "_get_now": ("get", False),
+}
+
+
+def _c_timing() -> Any:
+    """The C accelerator's module when it is in use (it holds Durations and Timed), else
+    None: the pure path (OPENDATA_KV_NO_EXTENSIONS=1, or not built) times in Python."""
+    from opendata_kv.native import accel, calls
+
+    if not calls.active():  # decides the native path (and the accelerator) once
+        return None
+    module = accel.active_module()
+    if module is None or not hasattr(module, "Timed"):
+        return None
+    # a timed coroutine method's awaitable is a coroutine to asyncio (create_task takes it)
+    Coroutine.register(module.TimedAwait)
+    return module
+
+
+def _in_c(module: Any, t: Telemetry, name: str, method: Any, coroutine: bool) -> Any:
+    """`method` timed by the accelerator into the kept aggregation of `name`; a failure's
+    duration goes through Telemetry.add, with its error.type."""
+
+    def failed(elapsed: int, error: BaseException | None) -> None:
+        t.add(name, elapsed, error if error is not None else RuntimeError("no exception"))
+
+    return module.Timed(method, t.durations(name, module.Durations), failed, coroutine)
+
+
 def instrument(store: StoreReader, t: Telemetry) -> None:
     """Replace the operations of one open store with timed twins (instance attributes, so
-    other stores, and this one with metrics off, run the plain methods)."""
+    other stores, and this one with metrics off, run the plain methods): the hot ones timed
+    by the C accelerator when it is in use (_IN_C), the others, and all on the pure path,
+    by the wrappers above."""
+    module = _c_timing()
     wrappers: Iterable[tuple[str, tuple[str, Any]]] = (*_ASYNC.items(), *_SYNC.items())
     for attribute, (name, wrap) in wrappers:
         method = getattr(store, attribute, None)
-        if method is not None:
+        if method is None:
+            continue
+        if module is not None and attribute in _IN_C:
+            name, coroutine = _IN_C[attribute]
+            setattr(store, attribute, _in_c(module, t, name, method, coroutine))
+        else:
             setattr(store, attribute, wrap(t, name, method))
     if not store.readonly:
         writer: Any = store

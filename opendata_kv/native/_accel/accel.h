@@ -35,4 +35,7 @@ PyObject *accel_pack_value(PyObject *m, PyObject *const *args, Py_ssize_t n);
 /* records.c: adds the RecordDecoder type (scanned rows to typed Records) to the module */
 int accel_records_add(PyObject *module);
 
+/* timing.c: adds Durations, Timed and TimedAwait (store metrics' durations) to the module */
+int accel_timing_add(PyObject *module);
+
 #endif

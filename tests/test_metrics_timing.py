@@ -1,0 +1,275 @@
+"""Store metrics timed by the C accelerator (native/_accel/timing.c, used by store/metrics.py
+when the accelerator is in use): the hot methods are its Timed, not Python wrappers; a Timed
+measures the call it wraps (a coroutine method from its first send to its end), sends errors
+with their duration to the error series, loses no count across threads, and its Durations
+replays into the histogram an SDK records directly."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+from opendata_kv import RecordType, Schema
+from opendata_kv import fields as F
+from opendata_kv.errors import OpendataKvError
+from opendata_kv.native import accel, calls
+from opendata_kv.store import OpenOptions, Store, SyncStore
+from opendata_kv.store import metrics as store_metrics
+
+item = RecordType("item", 7, [("n", F.u32)])
+SCHEMA = Schema(item)
+DURATION = "db.client.operation.duration"
+
+
+def _module() -> Any:
+    calls.active()
+    return accel.active_module()
+
+
+pytestmark = pytest.mark.skipif(_module() is None, reason="the C accelerator is not in use")
+
+
+def _telemetry() -> tuple[InMemoryMetricReader, store_metrics.Telemetry]:
+    reader = InMemoryMetricReader()
+    t = store_metrics.telemetry(MeterProvider(metric_readers=[reader]), "/db")
+    assert t is not None
+    return reader, t
+
+
+def _durations(reader: InMemoryMetricReader) -> dict[tuple[str, str | None], Any]:
+    data = reader.get_metrics_data()
+    assert data is not None
+    out = {}
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name == DURATION:
+                    for p in metric.data.data_points:
+                        key = (p.attributes["db.operation.name"], p.attributes.get("error.type"))
+                        out[key] = p
+    return out
+
+
+def test_the_hot_methods_are_timed_in_c(tmp_path: Path) -> None:
+    module = _module()
+    reader = InMemoryMetricReader()
+    options = OpenOptions(meter_provider=MeterProvider(metric_readers=[reader]))
+    with SyncStore.open(tmp_path / "db", SCHEMA, options=options) as store:
+        inner = vars(store.store)
+        for name in ("get", "_get_now", "put", "delete", "flush"):
+            assert type(inner[name]) is module.Timed, name
+        store.put(item, (1,), {"a": 1})
+        assert store.get(item, (1,)) == {"a": 1}
+        # the method's name and doc, as functools.wraps gives a Python wrapper
+        assert store.store.get.__name__ == "get"
+        assert store.store.get.__doc__ == Store.get.__doc__
+    found = _durations(reader)
+    assert found["get", None].count == 1 and found["put", None].count == 1
+
+
+def test_a_timed_call_measures_the_call_and_passes_arguments_on() -> None:
+    module = _module()
+    reader, t = _telemetry()
+    spans: list[tuple[int, int]] = []
+
+    def method(a: int, b: int = 0, *, c: int = 0) -> int:
+        start = time.perf_counter_ns()
+        while time.perf_counter_ns() - start < 20_000:  # a span the clock can see
+            pass
+        spans.append((start, time.perf_counter_ns()))
+        return a + b + c
+
+    timed = module.Timed(method, t.durations("get", module.Durations), lambda *a: None, False)
+    outer = []
+    for n in range(5):
+        before = time.perf_counter_ns()
+        assert timed(n, 2, c=3) == n + 5
+        outer.append(time.perf_counter_ns() - before)
+    got = t.series("get").snapshot()
+    assert sum(got[: store_metrics.SUM]) == 5
+    inner = [end - start for start, end in spans]
+    # each duration lies between the method's own span and the caller's
+    assert min(inner) <= got[store_metrics.LEAST] <= min(outer)
+    assert max(inner) <= got[store_metrics.MOST] <= max(outer)
+    assert sum(inner) <= sum(got[store_metrics.SUM : store_metrics.LEAST]) <= sum(outer)
+    assert _durations(reader)["get", None].count == 5
+
+
+def test_errors_go_to_their_series_with_error_type() -> None:
+    module = _module()
+    reader, t = _telemetry()
+    failures: list[tuple[int, BaseException]] = []
+
+    def on_error(elapsed: int, exc: BaseException) -> None:
+        failures.append((elapsed, exc))
+        t.add("get", elapsed, exc)
+
+    def method() -> None:
+        raise KeyError("k")
+
+    timed = module.Timed(method, t.durations("get", module.Durations), on_error, False)
+    with pytest.raises(KeyError) as raised:
+        timed()
+    assert failures[0][1] is raised.value and failures[0][0] >= 0
+    assert sum(t.series("get").snapshot()[: store_metrics.SUM]) == 0  # not a success
+    found = _durations(reader)
+    assert found["get", "KeyError"].count == 1 and ("get", None) not in found
+
+
+def test_a_timed_coroutine_is_timed_from_its_first_send_to_its_end() -> None:
+    module = _module()
+    _, t = _telemetry()
+    errors: list[BaseException] = []
+    gate: list[asyncio.Future[None]] = []
+
+    async def method(x: int) -> tuple[int, int]:
+        if x < 0:
+            raise ValueError(x)
+        if x == 1:  # suspends until released
+            future = asyncio.get_running_loop().create_future()
+            gate.append(future)
+            await future
+        return (x, x)
+
+    timed = module.Timed(method, t.durations("get", module.Durations), _collect(errors), True)
+
+    async def main() -> None:
+        assert await timed(0) == (0, 0)  # a tuple result stays one value
+        task = asyncio.create_task(timed(1))  # a coroutine to asyncio
+        await asyncio.sleep(0)
+        gate[0].set_result(None)
+        assert await task == (1, 1)
+        with pytest.raises(ValueError):
+            await timed(-1)
+        cancelled = asyncio.create_task(timed(1))
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        never = timed(5)  # created, never awaited: no operation
+        never.close()
+
+    asyncio.run(main())
+    assert sum(t.series("get").snapshot()[: store_metrics.SUM]) == 2
+    assert [type(e) for e in errors] == [ValueError, asyncio.CancelledError]
+
+
+def test_a_closed_timed_coroutine_ends_with_generator_exit() -> None:
+    module = _module()
+    _, t = _telemetry()
+    errors: list[BaseException] = []
+
+    class Pending:
+        def __await__(self) -> Any:
+            yield "waiting"
+
+    async def method() -> None:
+        await Pending()
+
+    timed = module.Timed(method, t.durations("get", module.Durations), _collect(errors), True)
+    steps = timed().__await__()
+    assert steps.send(None) == "waiting"
+    steps.close()
+    assert [type(e) for e in errors] == [GeneratorExit]
+    with pytest.raises(RuntimeError):
+        steps.send(None)
+
+
+def _collect(errors: list[BaseException]) -> Any:
+    return lambda elapsed, exc: errors.append(exc)
+
+
+def test_no_count_is_lost_across_threads() -> None:
+    module = _module()
+    _, t = _telemetry()
+    timed = module.Timed(lambda: None, t.durations("get", module.Durations), print, False)
+    threads, calls_each = 4, 20_000
+
+    def run() -> None:
+        for _ in range(calls_each):
+            timed()
+
+    workers = [threading.Thread(target=run) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    taken = []
+    while any(w.is_alive() for w in workers):  # collections while they add
+        taken.append(t.series("get").take())
+    for w in workers:
+        w.join()
+    taken.append(t.series("get").take())
+    assert sum(sum(found[: store_metrics.SUM]) for found in taken) == threads * calls_each
+
+
+#: durations in ns: every boundary, a nanosecond either side, and anything up to 20 s
+_BOUNDARY_NS = [b + d for b in store_metrics.BOUNDS_NS for d in (-1, 0, 1)]
+durations = st.lists(
+    st.one_of(st.sampled_from(_BOUNDARY_NS), st.integers(0, 20 * 10**9)), min_size=1, max_size=60
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["get", "put"]), durations), min_size=1, max_size=3))
+def test_the_c_aggregation_replays_the_histogram_recorded_directly(
+    runs: list[tuple[str, list[int]]],
+) -> None:
+    """Added to a C Durations and replayed at the collection, the exported histogram has the
+    bucket counts, count, min and max of recording each duration directly, and its sum."""
+    module = _module()
+    reader, t = _telemetry()
+    direct = InMemoryMetricReader()
+    histogram = (
+        MeterProvider(metric_readers=[direct])
+        .get_meter("direct")
+        .create_histogram(
+            DURATION, unit="s", explicit_bucket_boundaries_advisory=store_metrics.BUCKETS
+        )
+    )
+    for operation, measured in runs:
+        found = t.durations(operation, module.Durations)
+        for elapsed in measured:
+            found.add(elapsed)
+            histogram.record(elapsed / 1e9, {"db.operation.name": operation})
+    ours = _durations(reader)
+    theirs = _durations(direct)
+    assert sorted(ours) == sorted(theirs)
+    for key, want in theirs.items():
+        got = ours[key]
+        assert list(got.bucket_counts) == list(want.bucket_counts), key
+        assert (got.count, got.min, got.max) == (want.count, want.min, want.max)
+        assert got.sum == pytest.approx(want.sum, rel=1e-12, abs=1e-15)
+
+
+def test_puts_and_deletes_count_records_written_from_their_durations(tmp_path: Path) -> None:
+    reader = InMemoryMetricReader()
+    options = OpenOptions(meter_provider=MeterProvider(metric_readers=[reader]))
+
+    async def main() -> None:
+        async with Store.open(tmp_path / "db", SCHEMA, options=options) as store:
+            for n in range(3):
+                await store.put(item, (n,), {"a": n})
+            await store.delete(item, (0,))
+            with pytest.raises(OpendataKvError):  # a field that is not a u32: nothing written
+                await store.put(item, ("x",), {"a": 0})
+
+    asyncio.run(main())
+    data = reader.get_metrics_data()
+    assert data is not None
+    written = {
+        p.attributes["db.operation.name"]: p.value
+        for r in data.resource_metrics
+        for s in r.scope_metrics
+        for m in s.metrics
+        if m.name == store_metrics.RECORDS_WRITTEN
+        for p in m.data.data_points
+    }
+    assert written == {"put": 3, "delete": 1}
