@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from test_metrics import durations  # the same durations as the Python aggregation's test
 
 from opendata_kv import RecordType, Schema
 from opendata_kv import fields as F
@@ -208,13 +209,6 @@ def test_no_count_is_lost_across_threads() -> None:
         w.join()
     taken.append(t.series("get").take())
     assert sum(sum(found[: store_metrics.SUM]) for found in taken) == threads * calls_each
-
-
-#: durations in ns: every boundary, a nanosecond either side, and anything up to 20 s
-_BOUNDARY_NS = [b + d for b in store_metrics.BOUNDS_NS for d in (-1, 0, 1)]
-durations = st.lists(
-    st.one_of(st.sampled_from(_BOUNDARY_NS), st.integers(0, 20 * 10**9)), min_size=1, max_size=60
-)
 
 
 @settings(max_examples=60, deadline=None)
