@@ -43,9 +43,15 @@ def vectors() -> Path:
 
 @pytest.fixture(scope="session")
 def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One mypy cache directory for the session (tests/mypykit.py): only the first mypy run
-    checks the standard library stubs and opendata_kv."""
-    return tmp_path_factory.mktemp("mypy-cache")
+    """One mypy cache directory for the run, shared by the xdist workers (tests/mypykit.py
+    takes turns on it): only the first mypy run of all checks the standard library stubs and
+    opendata_kv."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the workers' basetemps share this parent, fresh per run
+    path = root / "mypy-cache"
+    path.mkdir(exist_ok=True)
+    return path
 
 
 # --- Ctrl-C: the tests that interrupt a pending call need Python's SIGINT handler -----------
