@@ -292,9 +292,11 @@ class DelayProxy(TcpProxy):
                     rest = b""
                 else:
                     rest = upstream.body(answer, request=False)
-                a.sendall(answer + rest)
+                # logged before the client has its answer, so a measure() the client ends
+                # right after its last request returned always holds that request
                 with self._lock:
                     self.log.append(Request(method, path, start, time.monotonic(), status))
+                a.sendall(answer + rest)
         except (OSError, ValueError):
             pass
         finally:

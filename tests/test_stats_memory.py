@@ -20,17 +20,17 @@ thing = RecordType("thing", 1, [("n", fields.u32)])
 
 
 def windows(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, bool]]:
-    """(read_ahead_bytes, max_fetch_tasks, cache_blocks) of every scan slatedb opens."""
+    """(read_ahead_bytes, max_fetch_tasks, cache_blocks) of every scan slatedb opens (scans
+    open through calls.scan)."""
     seen: list[tuple[int, int, bool]] = []
-    method = scanmod.calls.method
+    scan = scanmod.calls.scan
 
-    def spy(target: Any, name: str, *args: Any) -> Any:
-        if name == "scan_with_options":
-            options = args[-1]
-            seen.append((options.read_ahead_bytes, options.max_fetch_tasks, options.cache_blocks))
-        return method(target, name, *args)
+    def spy(source: Any, *args: Any) -> Any:
+        options = args[-1]
+        seen.append((options.read_ahead_bytes, options.max_fetch_tasks, options.cache_blocks))
+        return scan(source, *args)
 
-    monkeypatch.setattr(scanmod.calls, "method", spy)
+    monkeypatch.setattr(scanmod.calls, "scan", spy)
     return seen
 
 

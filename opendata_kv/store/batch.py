@@ -80,7 +80,7 @@ def fill(wb: Any, ops: Iterable[Op], where: str) -> None:
     expires: list[int | None] = []
     if isinstance(ops, list) and _plain(ops):  # index ops are mostly that: one call, no loop
         try:
-            calls.batch_put_many(wb, list(map(_KEY, ops)), list(map(_DATA, ops)))
+            _put_run(wb, list(map(_KEY, ops)), list(map(_DATA, ops)), None)
         except FOREIGN as exc:
             raise translate(exc, f"batch write on {where}") from exc
         return
@@ -114,13 +114,17 @@ def _plain(ops: list[Op]) -> bool:
     return all(op.__class__ is Put and op[4] is None and op[1] is not None for op in ops)
 
 
-def _put_run(wb: Any, keys: list[bytes], data: list[bytes], expires: list[int | None]) -> None:
-    """Queue the run of puts collected so far (with their expiries), and empty it."""
+def _put_run(
+    wb: Any, keys: list[bytes], data: list[bytes], expires: list[int | None] | None
+) -> None:
+    """Queue the run of puts collected so far (with their expiries; None: none expires), and
+    empty it."""
     if keys:
         calls.batch_put_many(wb, keys, data, expires)
         keys.clear()
         data.clear()
-        expires.clear()
+        if expires is not None:
+            expires.clear()
 
 
 def _put_with_options(
