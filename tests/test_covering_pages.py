@@ -220,3 +220,24 @@ def test_a_malformed_entry_is_named() -> None:
     with pytest.raises(StoreDataError, match="likes_links") as raised:
         plan.rows([cut], [msgpack.packb({})])
     assert raised.value.value == cut
+
+
+def test_page_records_are_the_records_the_constructor_makes() -> None:
+    """_repo_records fills each RepoRecord's __dict__ instead of calling the frozen
+    dataclass's __init__: this pins the shape that makes it the same object (four fields, a
+    __dict__, no __slots__ or __post_init__), so a change to RepoRecord fails here, not
+    silently in a page."""
+    from dataclasses import fields
+
+    from opendata_kv.collections.records import RepoRecord, _repo_records
+
+    assert [f.name for f in fields(RepoRecord)] == ["repo", "collection", "rkey", "value"]
+    assert "__slots__" not in vars(RepoRecord)
+    assert not hasattr(RepoRecord, "__post_init__")
+    did, rkey, value = f"did:plc:{'b' * 24}", tid.encode(1 << 50), {"a": [1]}
+    (fast,) = _repo_records(LIKE, [((POST, rkey, did, b"k"), value, b"entry")])
+    made = RepoRecord(repo=did, collection=LIKE, rkey=rkey, value=value)
+    assert fast == made and repr(fast) == repr(made) and vars(fast) == vars(made)
+    assert fast.uri == made.uri
+    with pytest.raises(AttributeError):
+        fast.rkey = "x"  # type: ignore[misc]

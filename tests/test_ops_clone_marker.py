@@ -3,6 +3,7 @@ running writer (issue 20.5), on a local directory and on S3 (moto)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import signal
@@ -18,7 +19,7 @@ from storekit import SCHEMA, VALUES, aio, like
 from writer_process import WriterProcess, child_env
 
 from opendata_kv.cli.main import main
-from opendata_kv.errors import IncompleteCloneError, StoreError
+from opendata_kv.errors import IncompleteCloneError, StoreDataError, StoreError
 from opendata_kv.store import Store
 
 pytestmark = pytest.mark.hang_guard(300)
@@ -189,3 +190,54 @@ def interrupted_cli_clone(src: str, dst: str, marker: Path) -> bool:
             proc.kill()
             proc.wait(10)
     return proc.returncode != 0
+
+
+def test_a_checkpoint_copy_missing_a_wal_file_is_refused(
+    url: str, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A checkpoint made away from the writer is read through its copy, whose WAL files hold
+    the writes no SST has yet; slatedb replays what it finds, so a copied WAL file deleted
+    made the reader return the checkpoint without them (0 of 20 records, silently). The
+    open now refuses it naming the file; the intact copy reads all 20."""
+
+    client = request.getfixturevalue("moto_server").client() if url.startswith("s3://") else None
+
+    async def run(damage: bool) -> list[int]:
+        where = f"{url}-{int(damage)}"
+        async with Store.open(where, SCHEMA, values=VALUES) as store:
+            for n in range(20):
+                await store.put(like, (n,), {"v": n})
+            await store.flush()  # durable in the WAL, in no SST
+            assert await asyncio.to_thread(main, ["checkpoint", "create", where, "--json"]) == 0
+            made = json.loads(capsys.readouterr().out)["id"]
+        copy = f"opendata-kv/checkpoints/{made}/db/wal/"
+        if damage:
+            newest = max(n for n in objects(where, client) if n.startswith(copy))
+            delete(where, newest, client)
+            with pytest.raises(StoreDataError, match="checkpoint's copy") as caught:
+                await Store.open_reader(where, SCHEMA, values=VALUES, checkpoint=made)
+            assert caught.value.object_name == newest
+            return []
+        async with Store.open_reader(where, SCHEMA, values=VALUES, checkpoint=made) as reader:
+            return [r.key.n async for r in reader.scan(like)]
+
+    assert aio(run)(False) == list(range(20))
+    assert aio(run)(True) == []
+
+
+def objects(where: str, client: Any) -> list[str]:
+    """The names (relative to the database root) of the objects of a local or s3:// store."""
+    if not where.startswith("s3://"):
+        root = Path(where)
+        return [str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()]
+    bucket, _, prefix = where[len("s3://") :].partition("/")
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/")
+    return [e["Key"][len(prefix) + 1 :] for page in pages for e in page.get("Contents", [])]
+
+
+def delete(where: str, name: str, client: Any) -> None:
+    if not where.startswith("s3://"):
+        (Path(where) / name).unlink()
+        return
+    bucket, _, prefix = where[len("s3://") :].partition("/")
+    client.delete_object(Bucket=bucket, Key=f"{prefix}/{name}")

@@ -16,7 +16,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from opendata_kv.checks.remote_checks import GAP_WAIT, shut_down, sst_extent_problems, wal_tail
@@ -55,6 +55,7 @@ from opendata_kv.objstore.objects import (
 )
 from opendata_kv.objstore.remote_listing import list_remote, lister
 from opendata_kv.objstore.s3http import S3Client
+from opendata_kv.objstore.sidecar import CheckpointCopy
 
 _log = logging.getLogger(__name__)
 
@@ -688,6 +689,37 @@ async def check_open(
         _raise(problems, where)
     _warn_strays(_listing(location, where), where)
     return checked is not None
+
+
+async def check_checkpoint_copy(
+    location: Location, copy: CheckpointCopy, options: Mapping[str, str] | None, where: str
+) -> None:
+    """Refuse (StoreDataError naming the file) a checkpoint copy missing a WAL file it was
+    made with: its reader replays them all and slatedb would skip a missing one silently,
+    returning the checkpoint without those writes. One listing of the copy; on s3:// only
+    where it can be listed (static credentials), as check_open."""
+    client = lister(location, options)
+    if location.scheme == "s3" and client is None:
+        return
+    path = copy.db_path if location.scheme == "s3" else os.path.join(location.path, copy.db_path)
+    there = replace(location, url=f"{location.url} (checkpoint copy {copy.db_path})", path=path)
+    present = (await _list(there, where, client)).wals
+    wanted = copy.wal_ids
+    named = copy.db_path.removeprefix(f"{location.path}/") if client else copy.db_path
+    gaps = id_gaps(sorted(present), wanted.start, wanted.stop - 1) if wanted else []
+    problems = []
+    for first, last in gaps[:MAX_GAPS]:
+        span = "" if first == last else f" (and the ids after it, to {wal_name(last)})"
+        problems.append(
+            Problem(
+                f"{named}/{wal_name(first)}",  # relative to the database, as elsewhere
+                f"missing{span}: the checkpoint's copy was made with WAL files {wanted.start} "
+                f"to {wanted.stop - 1}, which its reader replays; the writes in it would be "
+                "lost",
+            )
+        )
+    if problems:
+        _raise(problems, where)
 
 
 #: Seconds a store that let a WAL read time out has to answer a listing, before the

@@ -21,6 +21,7 @@ import shutil
 import uuid
 import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from opendata_kv.errors import (
@@ -300,14 +301,24 @@ def wal_ids(location: Location, side: Sidecar | None) -> set[int] | None:
     return found
 
 
-async def checkpoint_db_path(
+@dataclass(frozen=True)
+class CheckpointCopy:
+    """The read-only copy a checkpoint made away from the writer keeps (ops/checkpoints.py: a
+    slatedb clone sharing the checkpoint's SSTs, plus its WAL files): its slatedb path and
+    the ids of the WAL files copied into it, every one of which its reader replays."""
+
+    db_path: str
+    wal_ids: range
+
+
+async def checkpoint_copy(
     location: Location, options: Mapping[str, str] | None, object_store: Any, checkpoint_id: str
-) -> str | None:
-    """The slatedb path of the read-only copy a checkpoint made away from the writer keeps
-    (ops/checkpoints.py: a slatedb clone sharing the checkpoint's SSTs, plus its WAL files),
-    which a reader opens instead of the checkpoint itself; None for a plain checkpoint."""
+) -> CheckpointCopy | None:
+    """The copy of checkpoint `checkpoint_id`, which a reader opens instead of the
+    checkpoint itself; None for a plain checkpoint (its state is all in SSTs)."""
     side = Sidecar(location, options, memory_key=object_store)
     facts = await side.get_json(f"checkpoints/{checkpoint_id}.json")
     if not isinstance(facts, dict):
         return None
-    return side.path_of(f"checkpoints/{checkpoint_id}/db")
+    first, last = int(facts["replay_after"]) + 1, int(facts["wal_end"])
+    return CheckpointCopy(side.path_of(f"checkpoints/{checkpoint_id}/db"), range(first, last + 1))

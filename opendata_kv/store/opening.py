@@ -18,7 +18,7 @@ import os
 from collections.abc import Awaitable, Mapping
 from typing import Any, TypeVar
 
-from opendata_kv.checks.integrity import check_open, opening_error
+from opendata_kv.checks.integrity import check_checkpoint_copy, check_open, opening_error
 from opendata_kv.checks.remote_checks import shut_down as reader_shut_down
 from opendata_kv.errors import (
     ArgumentTypeError,
@@ -238,7 +238,9 @@ async def open_reader_db(
     )
     if checkpoint is not None:  # a name is looked up (read-only)
         checkpoint = await resolve_checkpoint(location.db_path, object_store, checkpoint, where)
-        copy = await sidecar.checkpoint_db_path(location, options, object_store, checkpoint)
+        copy = await sidecar.checkpoint_copy(location, options, object_store, checkpoint)
+        if copy is not None:
+            await check_checkpoint_copy(location, copy, options, where)
     else:
         copy = None
 
@@ -246,7 +248,7 @@ async def open_reader_db(
         # a checkpoint made away from the writer is read through its own copy (a slatedb
         # clone of it with the WAL files it needs): nothing writes there, so following it is
         # pinned
-        builder = DbReaderBuilder(copy or location.db_path, object_store)
+        builder = DbReaderBuilder(location.db_path if copy is None else copy.db_path, object_store)
         # FOLLOW_LATEST and CHECKPOINT write nothing; the default mode writes manifests (it
         # creates and refreshes a checkpoint of its own), which a reader must never do.
         try:
