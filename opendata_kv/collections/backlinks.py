@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from opendata_kv.keys import Key, RecordType, fields
 from opendata_kv.store.indexes.declare import Index
-from opendata_kv.store.indexes.library import index_function
+from opendata_kv.store.indexes.library import index_function, index_route
 
 LIKE = "app.bsky.feed.like"
 REPOST = "app.bsky.feed.repost"
@@ -58,58 +58,69 @@ def subject_did(value: Any) -> str | None:
 
 # The index functions are module-level so that their stored names (module.qualname) are the
 # same in every process (RFC 0010: a declaration must match the stored definition), and marked
-# @index_function so that a writer or tool that did not declare them finds them by that name.
+# @index_function so that a writer or tool that did not declare them finds them by that name;
+# @index_route tells the writer each reads one collection's records only (the `key.collection`
+# test each makes), so it hands each only those.
 
 
 @index_function
+@index_route("collection", LIKE)
 def like_entries(key: Key, value: Any) -> list[tuple[str, str]]:
     uri = strong_ref_uri(value) if key.collection == LIKE else None
     return [] if uri is None else [(uri, key.rkey)]
 
 
 @index_function
+@index_route("collection", LIKE)
 def like_groups(key: Key, value: Any) -> list[tuple[str]]:
     uri = strong_ref_uri(value) if key.collection == LIKE else None
     return [] if uri is None else [(uri,)]
 
 
 @index_function
+@index_route("collection", REPOST)
 def repost_entries(key: Key, value: Any) -> list[tuple[str, str]]:
     uri = strong_ref_uri(value) if key.collection == REPOST else None
     return [] if uri is None else [(uri, key.rkey)]
 
 
 @index_function
+@index_route("collection", REPOST)
 def repost_groups(key: Key, value: Any) -> list[tuple[str]]:
     uri = strong_ref_uri(value) if key.collection == REPOST else None
     return [] if uri is None else [(uri,)]
 
 
 @index_function
+@index_route("collection", FOLLOW)
 def follow_entries(key: Key, value: Any) -> list[tuple[str, str]]:
     did = subject_did(value) if key.collection == FOLLOW else None
     return [] if did is None else [(did, key.rkey)]
 
 
 @index_function
+@index_route("collection", FOLLOW)
 def follow_groups(key: Key, value: Any) -> list[tuple[str]]:
     did = subject_did(value) if key.collection == FOLLOW else None
     return [] if did is None else [(did,)]
 
 
 @index_function
+@index_route("collection", LIKE)
 def like_links(key: Key, value: Any) -> list[tuple[str, str, str]]:
     uri = strong_ref_uri(value) if key.collection == LIKE else None
     return [] if uri is None else [(uri, key.rkey, key.repo)]
 
 
 @index_function
+@index_route("collection", REPOST)
 def repost_links(key: Key, value: Any) -> list[tuple[str, str, str]]:
     uri = strong_ref_uri(value) if key.collection == REPOST else None
     return [] if uri is None else [(uri, key.rkey, key.repo)]
 
 
 @index_function
+@index_route("collection", FOLLOW)
 def follow_links(key: Key, value: Any) -> list[tuple[str, str, str]]:
     did = subject_did(value) if key.collection == FOLLOW else None
     return [] if did is None else [(did, key.rkey, key.repo)]
