@@ -47,7 +47,7 @@ def strong_ref_uri(value: Any) -> str | None:
     """`value["subject"]["uri"]` when it is a non-empty string (likes, reposts), else None."""
     # `.__class__ is dict` first: a JSON record is a dict, and the Mapping ABC check is slow
     is_map = value.__class__ is dict or isinstance(value, Mapping)
-    subject = value.get("subject") if is_map else None
+    subject: Any = value.get("subject") if is_map else None
     is_map = subject.__class__ is dict or isinstance(subject, Mapping)
     uri = subject.get("uri") if is_map else None
     return uri if isinstance(uri, str) and uri else None
@@ -56,7 +56,7 @@ def strong_ref_uri(value: Any) -> str | None:
 def subject_did(value: Any) -> str | None:
     """`value["subject"]` when it is a non-empty string (follows), else None."""
     is_map = value.__class__ is dict or isinstance(value, Mapping)
-    subject = value.get("subject") if is_map else None
+    subject: Any = value.get("subject") if is_map else None
     return subject if isinstance(subject, str) and subject else None
 
 
