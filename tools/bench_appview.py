@@ -16,7 +16,8 @@
   backlinks, and by a hand-written rocksdict consumer with the same semantics (JSON parsed,
   the record read before every write and delete, backlink entries holding the record's copy
   and counts kept right, the cursor in each batch's atomic write), each into a fresh local
-  directory, rounds interleaved: events/s and the ratio.
+  directory, rounds interleaved: events/s and the ratio, and each consumer's CPU an event
+  (process, and its own thread) with the ratio in process CPU.
 """
 
 from __future__ import annotations
@@ -271,11 +272,23 @@ async def ours(messages: list[str], directory: str) -> float:
     async with Store.open(directory, schema, indexes=COVERING_BACKLINKS.indexes) as store:
         records = RecordCollection(store, key_types=BSKY_KEY_TYPES, backlinks=COVERING_BACKLINKS)
         ingest = Jetstream(records, batch_size=500)
-        start = time.perf_counter()
+        start, cpu, thread = time.perf_counter(), time.process_time(), time.thread_time()
         report = await ingest.run(_messages(messages))
         elapsed = time.perf_counter() - start
+        CPU["Jetstream"].append(_per_event(cpu, thread, len(messages)))
         assert report.taken == len(messages)
     return len(messages) / elapsed
+
+
+#: (process CPU, this thread's CPU) in µs an event, per round, of each consumer
+CPU: dict[str, list[tuple[float, float]]] = {"Jetstream": [], "rocksdict": []}
+
+
+def _per_event(cpu: float, thread: float, count: int) -> tuple[float, float]:
+    return (
+        (time.process_time() - cpu) / count * 1e6,
+        (time.thread_time() - thread) / count * 1e6,
+    )
 
 
 LINKS = {LIKE: b"L", REPOST: b"R", FOLLOW: b"F"}
@@ -340,7 +353,7 @@ def rocks(messages: list[str], directory: str, batch_size: int = 500) -> float:
 
     db = Rdict(directory)
     stats = {"events": 0, "unknown_deletes": 0, "malformed": 0}
-    start = time.perf_counter()
+    start, cpu, thread = time.perf_counter(), time.process_time(), time.thread_time()
     for at in range(0, len(messages), batch_size):
         batch = _RocksBatch(db)
         last = 0
@@ -371,6 +384,7 @@ def rocks(messages: list[str], directory: str, batch_size: int = 500) -> float:
         batch.put(b"\xffcursor", msgpack.packb({"cursor": last, **stats}))
         db.write(batch.batch)
     elapsed = time.perf_counter() - start
+    CPU["rocksdict"].append(_per_event(cpu, thread, len(messages)))
     db.close()
     return len(messages) / elapsed
 
@@ -397,10 +411,24 @@ def ingest(quick: bool) -> None:
         f"{rounds} interleaved rounds, {load()}"
     )
     for name, found in rates.items():
-        print(f"  {name:<10} {statistics.median(found):>9,.0f} events/s")
+        process = statistics.median(c for c, _ in CPU[name][-rounds:])
+        thread = statistics.median(t for _, t in CPU[name][-rounds:])
+        print(
+            f"  {name:<10} {statistics.median(found):>9,.0f} events/s, CPU {process:.1f} µs an "
+            f"event (process), {thread:.1f} (the consumer's thread)"
+        )
     print(
         f"  Jetstream / rocksdict: {statistics.median(ratios):.2f}x "
         f"(range {min(ratios):.2f}-{max(ratios):.2f})"
+    )
+    in_cpu = [
+        k[0] / o[0]
+        for o, k in zip(CPU["Jetstream"][-rounds:], CPU["rocksdict"][-rounds:], strict=True)
+    ]
+    print(
+        f"  in process CPU, rocksdict / Jetstream: {statistics.median(in_cpu):.2f}x "
+        f"(range {min(in_cpu):.2f}-{max(in_cpu):.2f}; the wall-clock ratio's measure on a loaded "
+        "machine)"
     )
 
 

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from opendata_kv.keys import Key, RecordType, fields
 from opendata_kv.store.indexes.declare import Index
-from opendata_kv.store.indexes.library import index_function
+from opendata_kv.store.indexes.library import index_function, index_route
 
 LIKE = "app.bsky.feed.like"
 REPOST = "app.bsky.feed.repost"
@@ -45,71 +45,86 @@ LINK_FIELDS = (("subject", fields.string), ("rkey", fields.string), ("did", fiel
 
 def strong_ref_uri(value: Any) -> str | None:
     """`value["subject"]["uri"]` when it is a non-empty string (likes, reposts), else None."""
-    subject = value.get("subject") if isinstance(value, Mapping) else None
-    uri = subject.get("uri") if isinstance(subject, Mapping) else None
+    # `.__class__ is dict` first: a JSON record is a dict, and the Mapping ABC check is slow
+    is_map = value.__class__ is dict or isinstance(value, Mapping)
+    subject: Any = value.get("subject") if is_map else None
+    is_map = subject.__class__ is dict or isinstance(subject, Mapping)
+    uri = subject.get("uri") if is_map else None
     return uri if isinstance(uri, str) and uri else None
 
 
 def subject_did(value: Any) -> str | None:
     """`value["subject"]` when it is a non-empty string (follows), else None."""
-    subject = value.get("subject") if isinstance(value, Mapping) else None
+    is_map = value.__class__ is dict or isinstance(value, Mapping)
+    subject: Any = value.get("subject") if is_map else None
     return subject if isinstance(subject, str) and subject else None
 
 
 # The index functions are module-level so that their stored names (module.qualname) are the
 # same in every process (RFC 0010: a declaration must match the stored definition), and marked
-# @index_function so that a writer or tool that did not declare them finds them by that name.
+# @index_function so that a writer or tool that did not declare them finds them by that name;
+# @index_route tells the writer each reads one collection's records only (the `key.collection`
+# test each makes), so it hands each only those.
 
 
 @index_function
+@index_route("collection", LIKE)
 def like_entries(key: Key, value: Any) -> list[tuple[str, str]]:
     uri = strong_ref_uri(value) if key.collection == LIKE else None
     return [] if uri is None else [(uri, key.rkey)]
 
 
 @index_function
+@index_route("collection", LIKE)
 def like_groups(key: Key, value: Any) -> list[tuple[str]]:
     uri = strong_ref_uri(value) if key.collection == LIKE else None
     return [] if uri is None else [(uri,)]
 
 
 @index_function
+@index_route("collection", REPOST)
 def repost_entries(key: Key, value: Any) -> list[tuple[str, str]]:
     uri = strong_ref_uri(value) if key.collection == REPOST else None
     return [] if uri is None else [(uri, key.rkey)]
 
 
 @index_function
+@index_route("collection", REPOST)
 def repost_groups(key: Key, value: Any) -> list[tuple[str]]:
     uri = strong_ref_uri(value) if key.collection == REPOST else None
     return [] if uri is None else [(uri,)]
 
 
 @index_function
+@index_route("collection", FOLLOW)
 def follow_entries(key: Key, value: Any) -> list[tuple[str, str]]:
     did = subject_did(value) if key.collection == FOLLOW else None
     return [] if did is None else [(did, key.rkey)]
 
 
 @index_function
+@index_route("collection", FOLLOW)
 def follow_groups(key: Key, value: Any) -> list[tuple[str]]:
     did = subject_did(value) if key.collection == FOLLOW else None
     return [] if did is None else [(did,)]
 
 
 @index_function
+@index_route("collection", LIKE)
 def like_links(key: Key, value: Any) -> list[tuple[str, str, str]]:
     uri = strong_ref_uri(value) if key.collection == LIKE else None
     return [] if uri is None else [(uri, key.rkey, key.repo)]
 
 
 @index_function
+@index_route("collection", REPOST)
 def repost_links(key: Key, value: Any) -> list[tuple[str, str, str]]:
     uri = strong_ref_uri(value) if key.collection == REPOST else None
     return [] if uri is None else [(uri, key.rkey, key.repo)]
 
 
 @index_function
+@index_route("collection", FOLLOW)
 def follow_links(key: Key, value: Any) -> list[tuple[str, str, str]]:
     did = subject_did(value) if key.collection == FOLLOW else None
     return [] if did is None else [(did, key.rkey, key.repo)]

@@ -125,7 +125,7 @@ VALID_NSIDS = 4096
 class _Rkey(TerminatedStr):
     """A terminated string that must be a record key of the given Lexicon key type."""
 
-    __slots__ = ("_valid", "key_type")
+    __slots__ = ("_any", "_valid", "key_type")
 
     def __init__(self, key_type: str) -> None:
         try:
@@ -136,9 +136,13 @@ class _Rkey(TerminatedStr):
         #: NSIDs already found valid (key type 'nsid': a store's collection names, a few
         #: hundred at most), so a key of a known collection skips the NSID rules
         self._valid: set[str] = set()
+        #: key type 'any': a syntactically valid record key is all it takes
+        self._any = self.key_type.kind == "any"
 
     def _raw(self, value: Any) -> bytes:
-        if value.__class__ is str and value in self._valid:
+        if value.__class__ is str and (
+            value in self._valid or (self._any and rkey_ids.is_valid(value))
+        ):  # a known NSID, or any valid record key for key type 'any' (no other rule)
             return super()._raw(value)
         try:
             rkey_ids.validate(value, self.key_type)
@@ -163,7 +167,7 @@ class _Rkey(TerminatedStr):
 
     def _value(self, raw: bytes, data: bytes, pos: int) -> str:
         text: str = super()._value(raw, data, pos)
-        if text in self._valid:
+        if text in self._valid or (self._any and rkey_ids.is_valid(text)):
             return text
         if not rkey_ids.is_valid_for(text, self.key_type):
             raise KeyDecodeError(

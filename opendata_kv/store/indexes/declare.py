@@ -24,7 +24,7 @@ from opendata_kv.keys.record import check_field_name
 from opendata_kv.store.indexes.field_values import field_of
 from opendata_kv.store.indexes.kind import IndexKind
 from opendata_kv.store.indexes.kinds import kind_named
-from opendata_kv.store.indexes.library import callable_name
+from opendata_kv.store.indexes.library import callable_name, route_of
 from opendata_kv.store.scan import K, Record, V
 
 if TYPE_CHECKING:  # defaults (PEP 696): a bare `Index` is Index[Any, Any]
@@ -281,21 +281,32 @@ class Index(Generic[IR, IK]):
     def entries(self, key: Key, value: Any) -> frozenset[tuple[Any, ...]]:
         """The tuples of field values this record is indexed under (empty: no entry)."""
         if self.using is not None:
-            out = set()
-            for item in self.using(key, value):
-                values = tuple(item)
-                if len(values) != len(self.fields):
-                    raise SchemaError(
-                        f"index {self.name!r}: using() yielded {values!r}, but the index has "
-                        f"{len(self.fields)} fields {list(self.field_names)}",
-                        field="using",
-                        value=values,
-                    )
-                if None not in values:
-                    out.add(self._hashable(key, values))
-            return frozenset(out)
+            return self.checked_entries(key, self.using(key, value))
         values = tuple(field_of(key, value, name) for name in self.field_names)
         return frozenset() if None in values else frozenset((self._hashable(key, values),))
+
+    @property
+    def route(self) -> tuple[str, Any] | None:
+        """(key field, value) when `using` yields nothing for records whose key's field
+        holds another value (library.index_route), else None."""
+        return route_of(self.using)
+
+    def checked_entries(self, key: Key, items: Iterable[Any]) -> frozenset[tuple[Any, ...]]:
+        """The entry tuples of what `using` yielded for `key`, checked: one value per field,
+        hashable; a tuple holding None is no entry."""
+        out = set()
+        for item in items:
+            values = tuple(item)
+            if len(values) != len(self.fields):
+                raise SchemaError(
+                    f"index {self.name!r}: using() yielded {values!r}, but the index has "
+                    f"{len(self.fields)} fields {list(self.field_names)}",
+                    field="using",
+                    value=values,
+                )
+            if None not in values:
+                out.add(self._hashable(key, values))
+        return frozenset(out)
 
     def _hashable(self, key: Key, values: tuple[Any, ...]) -> tuple[Any, ...]:
         """`values`, or KeyEncodeError when one is a container no index field holds."""

@@ -31,6 +31,30 @@ def index_function(function: F) -> F:
     return function
 
 
+#: the attribute index_route sets on a function: (key field, value)
+ROUTE = "__index_route__"
+
+
+def index_route(field: str, value: Any) -> Callable[[F], F]:
+    """Declare that an index function yields nothing unless its key's `field` equals `value`
+    (a likes index reads like records only): the writer then hands it only the records of
+    that value, routed once per distinct value in a batch instead of a call per record."""
+
+    def mark(function: F) -> F:
+        setattr(function, ROUTE, (field, value))
+        return function
+
+    return mark
+
+
+def route_of(function: Callable[..., Any] | None) -> tuple[str, Any] | None:
+    """The (key field, value) `function` declared with index_route, else None."""
+    found = getattr(function, ROUTE, None)
+    if isinstance(found, tuple) and len(found) == 2 and isinstance(found[0], str):
+        return found
+    return None
+
+
 def library_function(name: str) -> Callable[..., Any] | None:
     """The library's index function stored as `name`, None when `name` is not one (outside
     MODULES, or not marked with @index_function)."""

@@ -122,7 +122,7 @@ async def index_ops_for(
         maintainer = maintainers.get(made)
         if maintainer is None:
             maintainer = maintainers[made] = made(
-                indexes.schema, encode, only, indexes.entry_strings
+                indexes.schema, encode, only, indexes.entry_strings, indexes.entry_plans
             )
         maintainer.change_all(index, changes)
     ordered = sorted(maintainers.values(), key=_settle_order)
@@ -166,7 +166,18 @@ def _new_records(
     nothing: list[Any] = [None] * len(keys)
     key_objs = list(map(record_type.decode, keys)) if reads_key else nothing
     changes = Changes(keys, key_objs, nothing, nothing, news, puts, [False] * len(keys))
-    return dict.fromkeys(active, changes)
+    router = _Router.of(record_type, active)
+    if router is None:
+        return dict.fromkeys(active, changes)
+    positions: dict[Index, list[int]] = {index: [] for index in active}
+    for at, key_obj in enumerate(key_objs):
+        for index in router.indexes_for(key_obj):
+            positions[index].append(at)
+    return {
+        index: changes.taking(picked) if len(picked) < len(keys) else changes
+        for index, picked in positions.items()
+        if picked
+    }
 
 
 def _changes(
@@ -185,6 +196,8 @@ def _changes(
     # the change lists of a record type's indexes, when known once per plan (per_type); an
     # index may cover several record types, whose changes share its list
     lists: dict[RecordType, list[list[RecordWrite]]] = {}
+    # per record type whose indexes route on key fields (Index.route): its router
+    routers: dict[RecordType, _Router | None] = {}
     for key, old_data in zip(keys, olds, strict=True):
         record_type, new = final[key]
         active: Sequence[Index]
@@ -199,6 +212,7 @@ def _changes(
                 known = per_type[record_type] = _whole(indexes, record_type)
                 if known is not None:
                     targets = lists[record_type] = [by_index.setdefault(i, []) for i in known[0]]
+                    routers[record_type] = _Router.of(record_type, known[0])
             if known is None:
                 active = [i for i in indexes.of(record_type) if indexes.covers(i, key)]
                 reads_key = any(_reads_key(indexes, i, record_type) for i in active)
@@ -210,6 +224,11 @@ def _changes(
         if not active:
             continue
         key_obj: Any = record_type.decode(key) if reads_key else None
+        router = routers.get(record_type) if targets is not None else None
+        if router is not None:  # only the indexes whose `using` reads this record's key
+            targets = [by_index[index] for index in router.indexes_for(key_obj)]
+            if not targets:
+                continue
         if old_data is None:  # a new record
             old = live_old = None
             keep = False
@@ -233,6 +252,45 @@ def _changes(
         for index in active:
             by_index.setdefault(index, []).append(change)
     return {index: Changes.of(changes) for index, changes in by_index.items() if changes}
+
+
+class _Router:
+    """Which of a record type's indexes a record's changes go to when some index's `using`
+    declares the key field values it reads (Index.route: a likes index reads like records
+    only): the indexes of each distinct value found once, instead of every index called for
+    every record."""
+
+    __slots__ = ("field", "found", "indexes")
+
+    def __init__(self, field: str, indexes: Sequence[Index]) -> None:
+        self.field = field
+        self.indexes = indexes
+        self.found: dict[Any, tuple[Index, ...]] = {}
+
+    @staticmethod
+    def of(record_type: RecordType, indexes: Sequence[Index]) -> _Router | None:
+        """The router of `indexes` when at least one routes on a key field of `record_type`
+        (all on the same one; others take every record), else None."""
+        fields = {
+            route[0]
+            for route in (index.route for index in indexes)
+            if route is not None and route[0] in record_type.field_names
+        }
+        if len(fields) != 1:
+            return None
+        return _Router(fields.pop(), indexes)
+
+    def indexes_for(self, key_obj: Any) -> tuple[Index, ...]:
+        """The indexes a record of this key may have entries in."""
+        value = getattr(key_obj, self.field)
+        found = self.found.get(value)
+        if found is None:
+            found = self.found[value] = tuple(
+                index
+                for index in self.indexes
+                if (route := index.route) is None or route[0] != self.field or route[1] == value
+            )
+        return found
 
 
 def _refuse_ttl(indexes: IndexSet, only: Index | None, record_type: RecordType, key: bytes) -> None:

@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from opendata_kv.errors import IndexAmountError, UniqueIndexError, show_bytes
 from opendata_kv.keys import Schema
+from opendata_kv.keys.codecs import TerminatedStr
 from opendata_kv.keys.fields import Field
+from opendata_kv.keys.plan import compile_plan
 from opendata_kv.store.indexes.field_values import field_of
 from opendata_kv.store.indexes.groups import Group
-from opendata_kv.store.indexes.layout import decode_entry, decode_sum, encode_sum
+from opendata_kv.store.indexes.layout import decode_entry, decode_sum, encode_sum, entry_prefix
 from opendata_kv.store.indexes.sums import (
     FINE,
     INT_MAX,
@@ -70,6 +72,11 @@ class Changes(NamedTuple):
         keys, key_objs, olds, live_olds, news, puts, keeps = map(list, zip(*records, strict=True))
         return Changes(keys, key_objs, olds, live_olds, news, puts, keeps)
 
+    def taking(self, positions: Sequence[int]) -> Changes:
+        """The changes at `positions` only (in that order)."""
+        columns: list[list[Any]] = [[column[at] for at in positions] for column in self]
+        return Changes(*columns)
+
     def records(self) -> list[RecordWrite]:
         """The changes one RecordWrite each, in order (for kinds that take them one by one)."""
         return [_new(RecordWrite, fields) for fields in zip(*self, strict=True)]
@@ -87,6 +94,24 @@ D_INTS: Final = 2
 D_FLOATS: Final = 3
 D_FINE: Final = 4
 D_KEY: Final = 5
+
+
+#: (str,) * n: the types of an all-string entry tuple of n fields
+_STRS = [(str,) * n for n in range(16)]
+
+
+def string_plan(index: Index) -> Callable[..., bytes] | None:
+    """The compiled encoder (keys/plan.py) of `index`'s entry prefix and fields when every
+    field is a plain string (fields.string), else None."""
+    fields = [field for _, field in index.fields]
+    if not fields or len(fields) >= len(_STRS) or any(type(f) is not TerminatedStr for f in fields):
+        return None
+    encode, _ = compile_plan(entry_prefix(index.name), fields, tuple, _no_decode, ())
+    return encode
+
+
+def _no_decode(key: bytes) -> Any:
+    raise AssertionError("entry plans only encode")
 
 
 def show_key(schema: Schema, key: bytes) -> Any:
@@ -109,6 +134,7 @@ class Maintainer:
         encode: Encode,
         building: Index | None,
         strings: dict[str, dict[str, bytes]] | None = None,
+        plans: dict[Index, Callable[..., bytes] | None] | None = None,
     ) -> None:
         self.schema = schema
         self.encode = encode
@@ -117,6 +143,9 @@ class Maintainer:
         #: index name -> string field value -> entry key, of single-field indexes (the
         #: IndexSet's, kept across writes: a stream of likes points at few subjects)
         self.strings = {} if strings is None else strings
+        #: index -> the compiled encoder of its entry fields, None: not all strings (the
+        #: IndexSet's, kept across writes)
+        self.plans: dict[Index, Callable[..., bytes] | None] = {} if plans is None else plans
 
     def entries(
         self, index: Index, change: RecordWrite, value: Any
@@ -125,10 +154,45 @@ class Maintainer:
         as the bytes they encode to, since (-0.0,) == (0.0,) as tuples."""
         if value is None:
             return {}
+        if index.using is not None:
+            return self.using_entries(index, change.key_obj, value)
         encode = self.encode
         return {
             encode(index.name, index.fields, v): v for v in index.entries(change.key_obj, value)
         }
+
+    def using_entries(self, index: Index, key_obj: Any, value: Any) -> dict[bytes, tuple[Any, ...]]:
+        """`entries` of an index with `using`: when every field is a string and the function
+        yields tuples of str, each encoded by the fields' compiled key plan (keys/plan.py)
+        without the per-field codecs; anything else (another type, a wrong width, a string
+        UTF-8 refuses) goes the checked way (Index.checked_entries), which names the fault."""
+        using = index.using
+        assert using is not None
+        items = using(key_obj, value)
+        if items.__class__ is not list:
+            items = list(items)
+        plans = self.plans
+        encode = plans[index] if index in plans else plans.setdefault(index, string_plan(index))
+        if encode is not None:
+            width = len(index.fields)
+            out: dict[bytes, tuple[Any, ...]] = {}
+            for item in items:
+                if item.__class__ is not tuple or len(item) != width:
+                    break
+                if None in item:
+                    continue  # no entry (as checked_entries)
+                if tuple(map(type, item)) != _STRS[width]:
+                    break
+                try:
+                    entry = encode(*item)
+                except UnicodeEncodeError:
+                    break
+                if entry not in out:
+                    out[entry] = item
+            else:
+                return out
+        slow = self.encode
+        return {slow(index.name, index.fields, v): v for v in index.checked_entries(key_obj, items)}
 
     def change(self, index: Index, change: RecordWrite) -> None:
         raise NotImplementedError
@@ -205,12 +269,19 @@ class ValueMaintainer(Maintainer):
         # unpacked and inlined: this runs once per record and index, on the batched put path
         key, key_obj, old, _, new, put, keep = change
         encode, name, fields, ops = self.encode, index.name, index.fields, self.ops
-        after = (
-            {} if new is None else {encode(name, fields, v): v for v in index.entries(key_obj, new)}
-        )
-        before = (
-            {} if old is None else {encode(name, fields, v): v for v in index.entries(key_obj, old)}
-        )
+        if index.using is not None:
+            after, before = self.entries(index, change, new), self.entries(index, change, old)
+        else:
+            after = (
+                {}
+                if new is None
+                else {encode(name, fields, v): v for v in index.entries(key_obj, new)}
+            )
+            before = (
+                {}
+                if old is None
+                else {encode(name, fields, v): v for v in index.entries(key_obj, old)}
+            )
         if before:
             for gone in before.keys() - after.keys():
                 ops.append(Delete(gone + key))
@@ -296,8 +367,9 @@ class UniqueMaintainer(Maintainer):
         encode: Encode,
         building: Index | None,
         strings: dict[str, dict[str, bytes]] | None = None,
+        plans: dict[Index, Callable[..., bytes] | None] | None = None,
     ) -> None:
-        super().__init__(schema, encode, building, strings)
+        super().__init__(schema, encode, building, strings, plans)
         self.adds: dict[bytes, tuple[Index, tuple[Any, ...], bytes, Put | None]] = {}
         self.removes: dict[bytes, bytes] = {}
 
@@ -369,8 +441,9 @@ class CountMaintainer(Maintainer):
         encode: Encode,
         building: Index | None,
         strings: dict[str, dict[str, bytes]] | None = None,
+        plans: dict[Index, Callable[..., bytes] | None] | None = None,
     ) -> None:
-        super().__init__(schema, encode, building, strings)
+        super().__init__(schema, encode, building, strings, plans)
         #: group -> [its index, the write's net change of count, ints, floats and fine (as in
         #: sums.Sum), the key of the last record changing it], mutable: added to in place
         self.deltas: dict[bytes, list[Any]] = {}
@@ -412,7 +485,10 @@ class CountMaintainer(Maintainer):
         for sign, value in ((-1, live_old), (1, new)):
             if value is None:
                 continue
-            groups = [encode(name, fields, v) for v in index.entries(key_obj, value)]
+            if index.using is not None:
+                groups = list(self.using_entries(index, key_obj, value))
+            else:
+                groups = [encode(name, fields, v) for v in index.entries(key_obj, value)]
             if groups:
                 amount = None
                 if index.amount is not None:

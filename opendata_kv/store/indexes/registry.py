@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -98,6 +98,9 @@ class IndexSet:
         self.entry_keys: dict[tuple[str, tuple[Any, ...], tuple[type, ...]], bytes] = {}
         #: index name -> string field value -> entry key (Maintainer.column; same rules)
         self.entry_strings: dict[str, dict[str, bytes]] = {}
+        #: index -> its entry fields' compiled encoder, None when they are not all strings
+        #: (Maintainer.using_entries; same rules)
+        self.entry_plans: dict[Index, Callable[..., bytes] | None] = {}
         #: the aggregate groups this writer's upkeep knows (groups.py; used under `lock`)
         self.groups = GroupCache()
 
@@ -108,6 +111,7 @@ class IndexSet:
         self.taken_up.add(index.name)
         self.entry_keys.clear()  # the name may now stand for other fields
         self.entry_strings.clear()
+        self.entry_plans.clear()
         self.groups.drop()
 
     def refresh(self) -> None:
@@ -115,6 +119,7 @@ class IndexSet:
         self.generation += 1
         self.entry_keys.clear()
         self.entry_strings.clear()
+        self.entry_plans.clear()
         by_type: dict[RecordType, list[Index]] = {}
         names = set(self.schema.names())
         for name, index in self.declared.items():
