@@ -582,14 +582,15 @@ def _check_decoded(rt: RecordType, raw: Any, got: Any) -> None:
 
 
 def _decode_both(rt: RecordType, schema: Schema, raw: Any) -> None:
-    for decode in (rt.decode, schema.decode):
+    for by_schema, decode in ((False, rt.decode), (True, schema.decode)):
         try:
             got = decode(raw)
         except KeyDecodeError as exc:
             assert isinstance(exc, OpendataKvError)
             continue
-        # Any other exception propagates and fails the test.
-        if decode is schema.decode and type(got) is not rt.Key:
+        # Any other exception propagates and fails the test. (`decode is schema.decode` was
+        # never true: each attribute access makes a new bound method.)
+        if by_schema and type(got) is not rt.Key:
             # another layout of the schema owns these bytes; it must be exact too
             assert got.record_type.encode(*got) == bytes(raw)
             continue
