@@ -191,3 +191,26 @@ def test_without_the_index_the_same_splits_are_unbalanced(
         rows = [reader.count(post, range=r) for r in ranges]
     assert sum(rows) == 12_000
     assert min(rows) * 2 < max(rows), rows
+
+
+def test_the_index_is_read_on_a_directory_and_on_s3(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One range read of each SST's index (a pread, or an S3 ranged GET on moto), each giving
+    the region whole; the splits it places hold rows within 2x."""
+    clustered_store(url, rounds=2, per_round=6000)
+    reads: list[tuple[str, int, bool]] = []
+    real = sst_blocks.read_region
+
+    def counted(location: Any, store: Any, db_path: str, ulid: str, at: int, size: int) -> Any:
+        found = real(location, store, db_path, ulid, at, size)
+        reads.append((ulid, size, found is not None and len(found) == size))
+        return found
+
+    monkeypatch.setattr(sst_blocks, "read_region", counted)
+    with SyncStore.open_reader(url, SCHEMA) as reader:
+        ranges = reader.splits(post, n=4)
+        rows = [reader.count(post, range=r) for r in ranges]
+    assert len(reads) >= 2 and all(whole for _, _, whole in reads), reads
+    assert len({ulid for ulid, _, _ in reads}) == len(reads)  # one read per SST
+    assert sum(rows) == 12_000 and max(rows) <= 2 * min(rows), rows
