@@ -1,8 +1,7 @@
 """Spark DataFrames over one store (docs/scale-out.md), through Spark 4's Python data source
-API: `register(spark)` adds the `opendata_kv` format, then
+API: `register(spark, schema=schema)` adds the `opendata_kv` format, then
 
-    spark.read.format("opendata_kv").option("url", url).option("record", "post")
-        .option("schema", "myapp.schema:schema").load()
+    spark.read.format("opendata_kv").option("url", url).option("record", "post").load()
 
 plans on Spark's side (pins a checkpoint, cuts splits, fixes the Arrow schema), gives one
 input partition per split and reads each in an executor's Python worker as Arrow record
@@ -21,6 +20,7 @@ from opendata_kv.split_reads import (
     missing_extra,
     plan_reads,
     read_batches,
+    shippable_schema,
 )
 from opendata_kv.store import Pinned
 
@@ -35,7 +35,8 @@ __all__ = ["FORMAT", "SplitPartition", "StoreDataSource", "register", "spark_arr
 
 #: the name `spark.read.format(...)` takes once `register(spark)` ran
 FORMAT = "opendata_kv"
-#: the options the format reads; `url`, `record` and `schema` are required
+#: the options the format reads; `url`, `record` and (unless register() was given one)
+#: `schema` are required
 OPTIONS = ("url", "record", "schema", "split_bytes", "checkpoint", "lifetime")
 
 
@@ -103,8 +104,9 @@ def _number(options: Mapping[str, str], name: str, default: float, kind: type) -
     return value
 
 
-def plan(options: Mapping[str, str]) -> ReadPlan:
-    """The read the options describe: pinned at `checkpoint` (an id the caller holds, e.g.
+def plan(options: Mapping[str, str], schema: Any = None) -> ReadPlan:
+    """The read the options describe (`schema`: register()'s, when the options name none):
+    pinned at `checkpoint` (an id the caller holds, e.g.
     `pin.checkpoint_id` inside `with opendata_kv.pinned(url)`), or at a checkpoint made here
     that expires `lifetime` seconds later (Spark gives a source no end to release it at)."""
     unknown = sorted(set(options) - set(OPTIONS))
@@ -116,7 +118,8 @@ def plan(options: Mapping[str, str]) -> ReadPlan:
         )
     url = _option(options, "url", True)
     record = _option(options, "record", True)
-    schema = _option(options, "schema", True)
+    if schema is None or "schema" in options:
+        schema = _option(options, "schema", True)
     assert url is not None and record is not None and schema is not None
     lifetime = _number(options, "lifetime", 3600.0, float)
     checkpoint = options.get("checkpoint")
@@ -137,6 +140,9 @@ class StoreDataSource(DataSource):
     """The `opendata_kv` format: a record's rows at one pinned checkpoint, in the columns
     `to_arrow()` gives (as Spark types: docs/scale-out.md)."""
 
+    #: the schema source register(spark, schema=...) gave, for reads naming none
+    default_schema: Any = None
+
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
         # Spark hands a case-insensitive map: the option names are ours, lowercase
@@ -149,7 +155,7 @@ class StoreDataSource(DataSource):
 
     def read_plan(self) -> ReadPlan:
         if self._plan is None:
-            self._plan = plan(self.options)
+            self._plan = plan(self.options, self.default_schema)
         return self._plan
 
     def schema(self) -> Any:
@@ -176,6 +182,15 @@ class StoreReader(DataSourceReader):
             yield batch.cast(self.arrow_schema)
 
 
-def register(spark: Any) -> None:
-    """Add the `opendata_kv` format to a SparkSession (`spark.read.format("opendata_kv")`)."""
-    spark.dataSource.register(StoreDataSource)
+def register(spark: Any, schema: Any = None) -> None:
+    """Add the `opendata_kv` format to a SparkSession (`spark.read.format("opendata_kv")`).
+    `schema`: what reads use when they give no `schema` option (a Schema, RecordTypes, or a
+    function returning a Schema or Values: anything read_store takes that pickles); Spark
+    ships the source to its Python workers by value, with it."""
+    if schema is None:
+        spark.dataSource.register(StoreDataSource)
+        return
+    source = shippable_schema(schema)
+    # a class made here (not importable by name) travels to Spark's workers by value
+    registered = type("StoreDataSource", (StoreDataSource,), {"default_schema": source})
+    spark.dataSource.register(registered)

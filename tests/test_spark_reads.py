@@ -23,6 +23,7 @@ from enginekit import (
     TESTS,
     arrow_schema,
     build_store,
+    checkpoint_ids,
     key_of,
     plain_rows,
     rows_of_table,
@@ -99,6 +100,29 @@ def test_the_rows_are_a_plain_scans_at_the_pinned_checkpoint(tmp_path: Path, spa
         assert dict(frame.dtypes)["n"] == "bigint"  # u32 widened: Spark has no unsigned
         assert summary(spark_rows(url, frame)) == expected
         assert frame.filter(frame.repo == "did:plc:3").count() == POSTS // 40
+
+
+def test_a_schema_given_at_registration_and_a_pin_made_by_the_read(
+    tmp_path: Path, spark: Any
+) -> None:
+    """register(spark, schema=...) ships the Schema to Spark's workers by value; a read with
+    no checkpoint option pins one itself, which expires after its lifetime."""
+    url = str(tmp_path / "db")
+    build_store(url, count=600)
+    expected = summary(plain_rows(url))
+    ospark.register(spark, schema=SCHEMA)
+    try:
+        frame = (
+            spark.read.format("opendata_kv")
+            .option("url", url)
+            .option("record", "post")
+            .option("lifetime", "600")
+            .load()
+        )
+        assert summary(spark_rows(url, frame)) == expected
+        assert len(checkpoint_ids(url)) == 1  # the read's own pin, until its lifetime ends
+    finally:
+        ospark.register(spark)
 
 
 def test_spark_types_hold_every_value() -> None:
