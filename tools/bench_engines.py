@@ -87,23 +87,72 @@ def build(path: str, count: int) -> None:
     print(f"built {count:,} records in {time.perf_counter() - start:.1f} s ({load()})")
 
 
-def one_process(pin: Any) -> int:
-    """Rows of the record read into Arrow by one to_arrow() at the pin, in this process."""
+def one_process(pin: Any) -> tuple[int, str]:
+    """Rows of the record read into Arrow by one to_arrow() at the pin, in this process, and
+    the shares of its wall this thread ran, waited for a CPU and was blocked."""
     rows = 0
-    with pin.open_reader(schema=SCHEMA) as reader:
+    with Timed() as timed, pin.open_reader(schema=SCHEMA) as reader:
         for batch in reader.scan(RECORD).to_arrow():
             rows += batch.num_rows
-    return rows
+    return rows, (
+        f"driver thread: run {timed.run / timed.wall:.0%}, waiting for a CPU "
+        f"{timed.wait / timed.wall:.0%}, blocked {timed.blocked / timed.wall:.0%}"
+    )
 
 
-def _task_rows(task: Any) -> int:
+def thread_sched() -> tuple[float, float]:
+    """(seconds run on a CPU, seconds waited runnable for one) of the calling thread, from
+    /proc/thread-self/schedstat (Linux; zeros elsewhere): wall time less both is time the
+    thread was blocked (I/O, a lock, slatedb's runtime)."""
+    try:
+        with open("/proc/thread-self/schedstat") as stat:
+            run, wait, _ = stat.read().split()
+    except OSError:
+        return 0.0, 0.0
+    return int(run) / 1e9, int(wait) / 1e9
+
+
+class Timed:
+    """Wall time and the calling thread's run, run-queue wait and blocked time of a block."""
+
+    def __enter__(self) -> Timed:
+        self.start, (self.run0, self.wait0) = time.perf_counter(), thread_sched()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall = time.perf_counter() - self.start
+        run, wait = thread_sched()
+        self.run, self.wait = run - self.run0, wait - self.wait0
+        self.blocked = max(0.0, self.wall - self.run - self.wait)
+
+
+def _task_rows(task: Any) -> tuple[int, float, float, float, float, int]:
+    """(rows, wall, run, run-queue wait, blocked, worker pid) of one split read in a worker."""
     from opendata_kv.split_reads import read_batches
 
-    return sum(batch.num_rows for batch in read_batches(task))
+    with Timed() as timed:
+        rows = sum(batch.num_rows for batch in read_batches(task))
+    return rows, timed.wall, timed.run, timed.wait, timed.blocked, os.getpid()
 
 
-def dask_tasks(client: Any, url: str, pin: Any, split_bytes: int) -> tuple[int, int]:
-    """(rows, tasks): each split read into Arrow batches in a worker."""
+def task_report(results: list[tuple[int, float, float, float, float, int]], took: float) -> str:
+    """Per worker: the share of the round's wall its tasks ran (the rest: between tasks),
+    and within them the shares run, waited for a CPU and blocked."""
+    out = []
+    for pid in sorted({r[5] for r in results}):
+        mine = [r for r in results if r[5] == pid]
+        wall = sum(r[1] for r in mine)
+        run, wait, blocked = (sum(r[i] for r in mine) for i in (2, 3, 4))
+        out.append(
+            f"worker {pid}: {len(mine)} tasks, in tasks {wall / took:.0%} of the round; "
+            f"of that run {run / max(wall, 1e-9):.0%}, waiting for a CPU "
+            f"{wait / max(wall, 1e-9):.0%}, blocked {blocked / max(wall, 1e-9):.0%}"
+        )
+    return "; ".join(out)
+
+
+def dask_tasks(client: Any, url: str, pin: Any, split_bytes: int) -> tuple[int, int, list[Any]]:
+    """(rows, tasks, each task's timing): each split read into Arrow batches in a worker."""
     from opendata_kv.split_reads import plan_reads
 
     plan = plan_reads(
@@ -117,7 +166,8 @@ def dask_tasks(client: Any, url: str, pin: Any, split_bytes: int) -> tuple[int, 
         reader_options={},
     )
     futures = client.map(_task_rows, plan.tasks, pure=False)
-    return sum(client.gather(futures)), len(plan.tasks)
+    results = client.gather(futures)
+    return sum(r[0] for r in results), len(plan.tasks), results
 
 
 def dask_frame(client: Any, url: str, pin: Any, split_bytes: int) -> tuple[int, int]:
@@ -157,13 +207,16 @@ def measure_dask(url: str, records: int, rounds: int, split_bytes: int, frame: b
             for name in list(times) if r % 2 == 0 else list(reversed(times)):  # alternate
                 before, workers_before = cpu_seconds(), workers_cpu(client)
                 start = time.perf_counter()
+                detail, results = "", None
                 if name.startswith("one"):
-                    rows, parts = one_process(pin), 1
+                    (rows, detail), parts = one_process(pin), 1
                 elif name.endswith("tasks"):
-                    rows, parts = dask_tasks(client, url, pin, split_bytes)
+                    rows, parts, results = dask_tasks(client, url, pin, split_bytes)
                 else:
                     rows, parts = dask_frame(client, url, pin, split_bytes)
                 took = time.perf_counter() - start
+                if results is not None:
+                    detail = task_report(results, took)
                 driver = cpu_seconds() - before
                 spent = [a - b for a, b in zip(workers_cpu(client), workers_before, strict=True)]
                 # the critical path on free cores: the driver's part plus the busiest worker's
@@ -185,6 +238,8 @@ def measure_dask(url: str, records: int, rounds: int, split_bytes: int, frame: b
                     f"so far {reader_opens(client)} ({load()})",
                     flush=True,
                 )
+                if detail:
+                    print(f"    {detail}", flush=True)
         base = statistics.median(times["one process to_arrow"])
         print(f"{records:,} records, median of {rounds} rounds ({load()}):")
         base_cpu = statistics.median(cpu["one process to_arrow"])

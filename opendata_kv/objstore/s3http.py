@@ -140,10 +140,15 @@ class S3Client:
         return url, host, path
 
     def request(
-        self, method: str, key: str = "", body: bytes = b"", query: Mapping[str, str] | None = None
+        self,
+        method: str,
+        key: str = "",
+        body: bytes = b"",
+        query: Mapping[str, str] | None = None,
+        unsigned: Mapping[str, str] | None = None,
     ) -> tuple[int, bytes]:
-        """Send one signed request; (status, body) for any HTTP answer, StoreUnavailableError
-        when none comes (refused, timed out)."""
+        """Send one signed request (plus `unsigned` headers, such as a Range); (status, body)
+        for any HTTP answer, StoreUnavailableError when none comes (refused, timed out)."""
         query = dict(query or {})
         url, host, path = self._url(key, query)
         now = datetime.datetime.now(datetime.timezone.utc)
@@ -178,6 +183,7 @@ class S3Client:
             f"SignedHeaders={';'.join(names)}, Signature={signature}"
         )
         del headers["host"]
+        headers.update(unsigned or {})
         if method == "PUT":  # urllib's default (a form) makes some servers parse the body
             headers["content-type"] = "application/octet-stream"
         req = urllib.request.Request(
@@ -213,6 +219,18 @@ class S3Client:
             return None
         self._checked("get", key, status, body)
         return body
+
+    def get_range(self, key: str, offset: int, length: int) -> bytes | None:
+        """`length` bytes of the object from `offset`, None when it does not exist (or holds
+        fewer: a server that ignores the Range sends the whole object, cut here)."""
+        ranged = {"range": f"bytes={offset}-{offset + length - 1}"}
+        status, body = self.request("GET", key, unsigned=ranged)
+        if status == 404 and error_code(body)[0] in (None, "NoSuchKey"):
+            return None
+        self._checked("get", key, status, body)
+        if status == 200:
+            body = body[offset : offset + length]
+        return body if len(body) == length else None
 
     def put(self, key: str, data: bytes) -> None:
         status, body = self.request("PUT", key, data)

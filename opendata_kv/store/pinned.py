@@ -56,6 +56,23 @@ class Pinned:
         self.options = dict(options)
         self._checkpoint_id: str | None = None
 
+    @classmethod
+    def at(
+        cls, url: str | os.PathLike[str], checkpoint_id: str, lifetime: float, **options: Any
+    ) -> Pinned:
+        """A Pinned of a checkpoint someone else holds (its id, e.g. passed as a string to an
+        engine that cannot ship a Pinned): it reads that version; releasing it is the
+        holder's (leave it, or its lifetime ends it)."""
+        if not isinstance(checkpoint_id, str) or not checkpoint_id:
+            raise InvalidArgumentError(
+                f"pinned({url!r}): a checkpoint id is a non-empty string, got {checkpoint_id!r}",
+                field="checkpoint",
+                value=checkpoint_id,
+            )
+        made = cls(url, lifetime, options)
+        made._checkpoint_id = checkpoint_id
+        return made
+
     @property
     def checkpoint_id(self) -> str:
         """The id of the checkpoint (CheckpointError before `with` made it)."""

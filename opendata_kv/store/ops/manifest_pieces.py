@@ -1,10 +1,11 @@
 """What a database holds, as pieces of data with a key span and a size (split_points.Piece),
 for splits (RFC 0014): each SST of a manifest (its first and last key, narrowed to the view's
-visible range, and slatedb's estimate of its bytes), and the rows of the WAL files after the
-manifest's replay point, which no SST holds yet (a reader replays them into its memtable, and
-cannot flush them): the first WAL_READ_BYTES of them read, the rest counted by their file
-sizes (where the store cannot be listed: the first WAL_SAMPLE_ROWS rows read, the rest
-counted by files). Reads the manifest, a listing and those WAL files only; writes nothing.
+visible range, and slatedb's estimate of its bytes; cut by its index block's data blocks where
+that is read, sst_blocks.py), and the rows of the WAL files after the manifest's replay point,
+which no SST holds yet (a reader replays them into its memtable, and cannot flush them): the
+first WAL_READ_BYTES of them read, the rest counted by their file sizes (where the store
+cannot be listed: the first WAL_SAMPLE_ROWS rows read, the rest counted by files). Reads the
+manifest, the SSTs' index blocks, a listing and those WAL files only; writes nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from opendata_kv.objstore.location import Location
 from opendata_kv.objstore.sidecar import Sidecar
 from opendata_kv.store.ops.feed import admin as admin_of
 from opendata_kv.store.ops.feed import wal_reader
+from opendata_kv.store.ops.sst_blocks import block_pieces
 from opendata_kv.store.split_points import Piece
 
 #: WAL rows are summed into at most this many pieces (runs of consecutive keys)
@@ -184,7 +186,14 @@ async def data_pieces(
     manifest = await call(admin.read_manifest(manifest_id), f"read the manifest of {where}")
     if manifest is None:
         return []
-    pieces = [piece for piece in map(view_piece, manifest_views(manifest)) if piece is not None]
+    views = list(manifest_views(manifest))
+    by_blocks = await block_pieces(location, object_store, path, views)
+    pieces = []
+    for i, view in enumerate(views):
+        if i in by_blocks:
+            pieces += by_blocks[i]
+        elif (piece := view_piece(view)) is not None:
+            pieces.append(piece)
     if with_wal:
         side, _ = sidecar.of(object_store)
 

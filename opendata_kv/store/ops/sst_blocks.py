@@ -1,0 +1,149 @@
+"""An SST view as many pieces, one per run of its data blocks, from its index block (sst_index.py):
+splits then follow where the SST's keys lie, not an even spread between its first and last key
+(RFC 0014). One range read per SST (a local file's pread, or an S3 ranged GET with the
+sidecar's client), largest SSTs first while the index bytes read stay within INDEX_READ_BYTES;
+an SST not read (over the budget, an S3 store without static credentials, a codec not decoded
+here, an object gone) keeps the manifest's picture. Reads only; writes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from opendata_kv.objstore import sidecar
+from opendata_kv.objstore.location import Location
+from opendata_kv.objstore.objects import sst_name
+from opendata_kv.store.ops.sst_index import block_entries, unwrap
+from opendata_kv.store.split_points import Piece, clip
+
+#: index bytes read per splits call at most (~40 B a block: about 200,000 blocks, ~800 MB)
+INDEX_READ_BYTES = 8 << 20
+#: index reads in flight at once
+PARALLEL_READS = 8
+
+
+def read_region(
+    location: Location, object_store: Any, db_path: str, ulid: str, offset: int, length: int
+) -> bytes | None:
+    """`length` bytes at `offset` of SST `ulid`, None where they cannot be read here. Blocking."""
+    name = f"{db_path}/{sst_name(ulid)}" if db_path else sst_name(ulid)
+    if location.scheme == "file":
+        try:
+            with open(os.path.join(location.path, name), "rb") as file:
+                data = os.pread(file.fileno(), length, offset)
+        except FileNotFoundError:
+            return None
+        return data if len(data) == length else None
+    side, _ = sidecar.of(object_store)
+    client = None if side is None else side._s3
+    if location.scheme != "s3" or client is None:
+        return None
+    return client.get_range(name, offset, length)
+
+
+def codec_name(info: Any) -> str | None:
+    codec = info.compression_codec
+    return None if codec is None else str(getattr(codec, "name", codec)).upper()
+
+
+def data_end(info: Any) -> int:
+    """Where an SST's data blocks end: the first of its filter, index and stats blocks."""
+    ends = [int(info.index_offset)]
+    if info.filter_len:
+        ends.append(int(info.filter_offset))
+    if info.stats_len:
+        ends.append(int(info.stats_offset))
+    return min(ends)
+
+
+def pieces_from_index(view: Any, entries: Sequence[tuple[int, bytes]]) -> list[Piece]:
+    """The view's pieces: one per run of blocks between two index entries, each keyed from
+    its first block's first key to the next run's, sized by its share of the data bytes and
+    scaled to the view's estimate, narrowed to the view's visible range."""
+    info = view.sst.info
+    if not entries or info.last_entry is None:
+        return []
+    end = data_end(info)
+    first = b"" if info.first_entry is None else bytes(info.first_entry)
+    raw: list[Piece] = []
+    for i, (offset, key) in enumerate(entries):
+        # a block's index key may be shorter than its first key (the first block's is empty)
+        key = max(key, first)
+        if i + 1 < len(entries):
+            upto, last = entries[i + 1][0], max(entries[i + 1][1], key)
+        else:
+            upto, last = end, max(bytes(info.last_entry), key)
+        raw.append(Piece(key, last, max(1, upto - offset)))
+    shown = view.visible_range
+    if shown is not None:
+        lo = b"" if shown.start is None else bytes(shown.start)
+        hi = (
+            None
+            if shown.end is None
+            else bytes(shown.end) + (b"\0" if shown.end_inclusive else b"")
+        )
+        raw = clip(raw, lo, hi)
+    total = sum(p.size for p in raw)
+    if not total:
+        return []
+    scale = int(view.estimated_size_bytes) / total
+    return [Piece(p.first, p.last, max(1, round(p.size * scale))) for p in raw]
+
+
+async def block_pieces(
+    location: Location, object_store: Any, db_path: str, views: Sequence[Any]
+) -> dict[int, list[Piece]]:
+    """For each view (by its place in `views`) whose index was read: its pieces by blocks."""
+    order = sorted(range(len(views)), key=lambda i: -int(views[i].estimated_size_bytes))
+    chosen, spent = [], 0
+    for i in order:
+        info = views[i].sst.info
+        length = int(info.index_len)
+        if info.first_entry is None or length <= 0 or spent + length > INDEX_READ_BYTES:
+            continue
+        if codec_name(info) not in (None, "LZ4", "ZLIB"):
+            continue
+        chosen.append(i)
+        spent += length
+    gate = asyncio.Semaphore(PARALLEL_READS)
+    regions: dict[str, bytes | None] = {}
+
+    async def fetch(i: int) -> None:
+        handle = views[i].sst
+        ulid = handle.id.value
+        if ulid in regions:
+            return
+        regions[ulid] = None
+        info = handle.info
+        async with gate:
+            regions[ulid] = await asyncio.to_thread(
+                read_region,
+                location,
+                object_store,
+                db_path,
+                ulid,
+                int(info.index_offset),
+                int(info.index_len),
+            )
+
+    await asyncio.gather(*(fetch(i) for i in chosen))
+    out: dict[int, list[Piece]] = {}
+    decoded: dict[str, list[tuple[int, bytes]]] = {}
+    for i in chosen:
+        handle = views[i].sst
+        ulid = handle.id.value
+        if ulid not in decoded:
+            region = regions.get(ulid)
+            if region is None:
+                continue
+            body = unwrap(region, codec_name(handle.info), ulid)
+            if body is None:
+                continue
+            decoded[ulid] = block_entries(body, ulid)
+        pieces = pieces_from_index(views[i], decoded[ulid])
+        if pieces:
+            out[i] = pieces
+    return out
