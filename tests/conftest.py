@@ -141,6 +141,7 @@ S3_BUCKET = "opendata-kv-test"
 S3_ACCESS_KEY = "testing"
 S3_SECRET_KEY = "testing"
 S3_REGION = "us-east-1"
+MOTO_LAUNCHER = Path(__file__).resolve().parent / "moto_launcher.py"
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -198,7 +199,8 @@ class MotoServer:
             return self
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(self.port)],
+                # moto.server's main, two per-request costs cached (tests/moto_launcher.py)
+                [sys.executable, str(MOTO_LAUNCHER), "-H", self.host, "-p", str(self.port)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
