@@ -39,7 +39,7 @@ def _patch() -> None:
             except TypeError:  # unhashable: parsed as moto would
                 return parse(value)
 
-        serialize.parse_to_aware_datetime = parse_to_aware_datetime
+        setattr(serialize, "parse_to_aware_datetime", parse_to_aware_datetime)  # noqa: B010
 
 
 if __name__ == "__main__":
