@@ -8,14 +8,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import msgpack
 import pytest
+from clikit import run_in_process
 from conftest import MotoServer
 from engine_schema import SCHEMA, post
 
@@ -91,26 +90,11 @@ def rows_of_table(table: Any, schema: Any = None) -> list[tuple[tuple[Any, ...],
 
 
 def checkpoint_ids(url: str, env: dict[str, str] | None = None) -> list[str]:
-    """The ids `opendata-kv checkpoint list URL --json` prints (a process of its own)."""
-    result = subprocess.run(
-        # --timeout 120: the machine may be loaded (the subprocess's own bound is above it)
-        [
-            sys.executable,
-            "-m",
-            "opendata_kv",
-            "checkpoint",
-            "list",
-            url,
-            "--json",
-            "--timeout",
-            "120",
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        check=False,
-        timeout=300,
-    )
+    """The ids `opendata-kv checkpoint list URL --json` prints, run in this process
+    (clikit.run_in_process: what the engines left behind is read from the object store alike;
+    test_ops_timeout_bound runs `checkpoint list` as a process of its own)."""
+    # --timeout 120: the machine may be loaded
+    result = run_in_process("checkpoint", "list", url, "--json", "--timeout", "120", env=env)
     assert result.returncode == 0, result.stderr
     ids = []
     for line in result.stdout.splitlines():

@@ -18,6 +18,7 @@ import bench_sstget
 from opendata_kv.native import accel, calls
 
 
+@pytest.mark.usefixtures("frozen_heap")  # the bench runs gc.collect() before every sample
 def test_a_tiny_run_reports_every_path_on_both_native_paths(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -46,6 +46,7 @@ def _check_shape(result: dict[str, Any]) -> None:
         assert text.count(f"| {label} |") == 2
 
 
+@pytest.mark.usefixtures("frozen_heap")  # the bench runs gc.collect() before every sample
 def test_without_the_floor_every_ratio_says_so(tmp_path: Path) -> None:
     result = bench_store.measure(
         TINY, tmp_path / "stores", floor_dir=tmp_path / "absent", build_dir=tmp_path / "build"
@@ -61,6 +62,7 @@ def test_without_the_floor_every_ratio_says_so(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not HAS_FLOOR, reason="needs ../shared/floor and gcc")
+@pytest.mark.usefixtures("frozen_heap")
 def test_with_the_floor_ratios_are_per_round(tmp_path: Path) -> None:
     result = bench_store.measure(TINY, tmp_path / "stores", build_dir=tmp_path / "build")
     assert result["floor"].startswith(str(tmp_path / "build")), result["floor"]

@@ -1,8 +1,10 @@
 """The shared test support works as the other tests assume: the hang_guard marker arms the
-alarm (and only where it is set), and in-process CLI runs leave nothing behind."""
+alarm (and only where it is set), in-process CLI runs leave nothing behind, and what
+collection left alive is out of the garbage collector's sight."""
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -22,6 +24,16 @@ def test_the_hang_guard_marker_arms_the_alarm() -> None:
 
 def test_unmarked_tests_run_unguarded() -> None:
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_collection_leaves_the_heap_frozen() -> None:
+    """conftest froze what collection left alive (this function among it): a full
+    collection, such as the benches' gc.collect() before each sample, no longer scans it,
+    while what a test makes stays collectable."""
+    assert gc.get_freeze_count() > 0
+    assert all(o is not test_collection_leaves_the_heap_frozen for o in gc.get_objects())
+    made = [object()]
+    assert any(o is made for o in gc.get_objects())
 
 
 def test_in_process_runs_are_independent(tmp_path: Path) -> None:
