@@ -128,3 +128,29 @@ def test_nested_fields_the_sdk_lacks_survive_too() -> None:
     post = codec.decode(data)
     assert post.embed.external.title == "t"
     assert codec.encode(post) == data
+
+
+def test_pydantic_is_imported_only_for_a_model() -> None:
+    """Importing the package and the CLI leaves pydantic unimported (it cost every process
+    ~0.1 s of its start); a model value type still works once the user imports pydantic."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import opendata_kv, opendata_kv.store, opendata_kv.cli.main, opendata_kv.values as v\n"
+        "assert 'pydantic' not in sys.modules, 'imported at start'\n"
+        "import pydantic\n"
+        "class M(pydantic.BaseModel):\n"
+        "    a: int\n"
+        "codec = v.as_codec(M)\n"
+        "assert codec.decode(codec.encode(M(a=1))) == M(a=1)\n"
+        "try:\n"
+        "    codec.decode(v.pack({'a': 'x'}))\n"
+        "except Exception as exc:\n"
+        "    assert type(exc).__name__ == 'ValueDecodeError' and exc.field == 'a', exc\n"
+        "else:\n"
+        "    raise AssertionError('not refused')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

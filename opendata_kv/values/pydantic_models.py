@@ -9,6 +9,8 @@ written through the model is the same bytes as the same record written as the pl
 
 from __future__ import annotations
 
+import sys
+from types import ModuleType
 from typing import Any, Generic, TypeVar
 
 from opendata_kv.errors import ArgumentTypeError, ValueDecodeError, ValueEncodeError, show_bytes
@@ -16,17 +18,24 @@ from opendata_kv.values.codecs import _Limited, pack, unpack
 from opendata_kv.values.limits import DecodeLimits
 from opendata_kv.values.unknown import KEPT, UnknownFields, check_unknown, in_order, keep, merged
 
-try:
-    import pydantic
-except ImportError:  # the optional extra `pydantic` is not installed
-    pydantic = None  # type: ignore[assignment]
-
 T = TypeVar("T")
 
 
+def _pydantic() -> ModuleType | None:
+    """pydantic, imported at the first ModelCodec (at import time it cost every process that
+    imports opendata_kv ~0.1 s of its start); None when the extra is not installed."""
+    try:
+        import pydantic
+    except ImportError:
+        return None
+    return pydantic
+
+
 def is_model(spec: object) -> bool:
-    """Whether `spec` is a pydantic v2 model class (False when pydantic is not installed)."""
-    return pydantic is not None and isinstance(spec, type) and issubclass(spec, pydantic.BaseModel)
+    """Whether `spec` is a pydantic v2 model class (False when pydantic is not installed).
+    A class can only be one once pydantic is imported, so nothing is imported to tell."""
+    loaded = sys.modules.get("pydantic")
+    return loaded is not None and isinstance(spec, type) and issubclass(spec, loaded.BaseModel)
 
 
 class ModelCodec(_Limited, Generic[T]):
@@ -42,6 +51,7 @@ class ModelCodec(_Limited, Generic[T]):
     def __init__(
         self, cls: type[T], *, limits: DecodeLimits | None = None, unknown: UnknownFields = "keep"
     ) -> None:
+        pydantic = _pydantic()
         if pydantic is None:
             raise ArgumentTypeError(
                 "ModelCodec needs pydantic (pip install 'opendata-kv[pydantic]')",
@@ -54,6 +64,7 @@ class ModelCodec(_Limited, Generic[T]):
             )
         self._set_limits(limits)
         self.cls = cls
+        self._invalid: Any = pydantic.ValidationError
         self.name = f"model:{cls.__qualname__}"
         self.unknown = check_unknown(unknown)
         fields = cls.model_fields  # type: ignore[attr-defined]
@@ -93,7 +104,7 @@ class ModelCodec(_Limited, Generic[T]):
             )
         try:
             made: T = self.cls.model_validate(stored)  # type: ignore[attr-defined]
-        except pydantic.ValidationError as exc:
+        except self._invalid as exc:
             errors = exc.errors()
             where = ".".join(str(part) for part in errors[0]["loc"]) if errors else None
             raise ValueDecodeError(
