@@ -49,6 +49,8 @@ HOT: Final = (
     "batch_put_many",
     "expire_after",
     "pack_value",
+    "queue_put",
+    "queue_puts",
 )
 
 _B = generated()

@@ -592,6 +592,36 @@ def pack_value(value: Any, max_len: int, max_depth: int) -> bytes | None:
 _PURE_PACK = pack_value
 
 
+def queue_put(
+    plans: dict[object, Any],
+    target: object,
+    fields: Any,
+    value: Any,
+    keys: list[bytes],
+    data: list[Any],
+    expires: list[Any],
+) -> bool:
+    """Batch.put's common case in one call: the key (the plan's C KeyEncoder) and the msgpack
+    value (its packing) of a put addressed by a record type or name in `plans` with a field
+    tuple, appended to the batch's columns; False, nothing queued, for any put it does not
+    encode. The C accelerator's; this pure stand-in queues nothing."""
+    return False
+
+
+def queue_puts(
+    plans: dict[object, Any],
+    items: list[Any],
+    start: int,
+    keys: list[bytes],
+    data: list[Any],
+    expires: list[Any],
+) -> int:
+    """queue_put of put_many's items from `start` while each is `(target, fields, value)` (or
+    with a None ttl) that it encodes; the position of the first it leaves to the caller. The C
+    accelerator's; this pure stand-in queues nothing."""
+    return start
+
+
 def packer() -> Callable[[Any, int, int], bytes | None] | None:
     """The C accelerator's pack_value when it is in use, else None: the pure path encodes with
     its codec as before."""
