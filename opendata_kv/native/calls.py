@@ -170,6 +170,11 @@ def _install(on: bool) -> None:
         _PURE.update({name: globals()[name] for name in accel.HOT if name in globals()})
     table = accel.functions(_PURE, _DRIVEN) if on else None
     globals().update(table or _PURE)
+    module = accel.active_module() if table else None
+    driver.use_send(
+        getattr(module, "send_to_end", None),
+        *(kind for kind in (getattr(module, "TimedAwait", None),) if kind is not None),
+    )
 
 
 _PURE: dict[str, Callable[..., Any]] = {}
