@@ -262,3 +262,21 @@ def test_batch_put_and_put_many_store_what_the_pure_path_stores(tmp_path: Path) 
         expected = {REC.encode_by_field(key): msgpack.packb(data) for _, key, data in rows}
         assert {key: store.get_raw(key) for key in expected} == expected
         assert store.count(REC) == len(expected)
+
+
+def test_a_sync_batch_puts_through_c_and_refuses_after_its_write(tmp_path: Path) -> None:
+    with SyncStore.open(tmp_path / "db", SCHEMA) as store:
+        with store.batch() as batch:
+            assert type(vars(batch)["put"]).__name__ == "BatchPut"
+            batch.put(REC, ("a", "3jzfcijpj2z2a", 1), {"n": 1})  # binds the plan (Python)
+            batch.put(REC, ("a", "3jzfcijpj2z2a", 2), {"n": 2})  # in C
+            batch.put(REC, ("a", "3jzfcijpj2z2a", 3), {"n": 3}, ttl=3600)  # a ttl: Python
+            with pytest.raises(OpendataKvError) as caught:  # declined in C, refused in Python
+                batch.put(REC, ("a", "3jzfcijpj2z2a", 2**63), {"n": 4})
+            assert caught.value.field == "n"  # type: ignore[attr-defined]
+            assert len(batch) == 3
+        for n in (1, 2, 3):
+            assert store.get(REC, ("a", "3jzfcijpj2z2a", n)) == {"n": n}
+        with pytest.raises(OpendataKvError, match="already written"):
+            batch.put(REC, ("a", "3jzfcijpj2z2a", 5), {"n": 5})
+        assert store.get(REC, ("a", "3jzfcijpj2z2a", 5)) is None

@@ -51,6 +51,7 @@ HOT: Final = (
     "pack_value",
     "queue_put",
     "queue_puts",
+    "batch_putter",
 )
 
 _B = generated()

@@ -613,6 +613,19 @@ def queue_put(
     return False
 
 
+def batch_putter(
+    put: Callable[..., None],
+    plans: dict[object, Any],
+    keys: list[bytes],
+    data: list[Any],
+    expires: list[Any],
+) -> Callable[..., None]:
+    """A put for a sync batch to hold: `put(target, fields, value)` queued as queue_put does,
+    any other call (and every call once its `switch_off()` is called: the batch was written)
+    passed to `put`. The C accelerator's (BatchPut); this pure stand-in is `put` itself."""
+    return put
+
+
 def queue_puts(
     plans: dict[object, Any],
     items: list[Any],

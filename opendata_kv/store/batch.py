@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import operator
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from opendata_kv.errors import InvalidArgumentError, StoreError, TransactionConflictError
@@ -159,6 +159,7 @@ class Batch:
         "_keys",
         "_native",
         "_pack",
+        "_putter",
         "_queued",
         "_reader",
         "_ttl",
@@ -192,6 +193,7 @@ class Batch:
         #: the accelerator's queue_put (None on the pure path, with index upkeep, or once
         #: written): Batch.put's common case, key and value encoded and queued in one C call
         self._cput = calls.queue_put if self._pack is not None and not self._keep else None
+        self._putter: Any = None  # the C put a sync face holds (_sync_put): off once written
         self._queued = 0  # how many of the ops are in the native batch
         self._encoders = self.values.put_encoders  # Batch.put's encoders by target (views)
         self._written = False
@@ -338,6 +340,17 @@ class Batch:
                 self._expires.append(expire_at)
                 return
         self._put_any(target, fields, value, ttl)
+
+    def _sync_put(self) -> Callable[..., None]:
+        """put, for a sync face to hold as its own (SyncBatch): on the accelerator, without
+        index upkeep, a C callable doing put's common case (Batch.put's one call, without
+        put's Python frame) and calling put for every other; put itself otherwise."""
+        if self._cput is None:
+            return self.put
+        found = calls.batch_putter(self.put, self._encoders, self._keys, self._data, self._expires)
+        if found != self.put:
+            self._putter = found
+        return found
 
     def put_all(self, items: Iterable[tuple[Any, ...]]) -> None:
         """Queue put(*item) for each item in order (put_many's items): on the accelerator the
@@ -599,6 +612,8 @@ class Batch:
             raise self._reused()
         self._written = True
         self._cput = None
+        if self._putter is not None:
+            self._putter.switch_off()
         return self._wb()
 
 

@@ -457,6 +457,102 @@ static PyObject *f_queue_puts(PyObject *m, PyObject *const *args, Py_ssize_t n) 
     return PyLong_FromSsize_t(at);
 }
 
+/* --- BatchPut: a sync batch's put with its common case in C --------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *fallback; /* the bound Batch.put: every other put, and all once switched off */
+    PyObject *plans, *keys, *data, *expires;
+    int off;
+} BatchPut;
+
+static PyObject *bp_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
+                               PyObject *kwnames) {
+    BatchPut *self = (BatchPut *)callable;
+    if (!self->off && kwnames == NULL && PyVectorcall_NARGS(nargsf) == 3) {
+        PyObject *key, *data;
+        int r = encode_put(plan_of(self->plans, args[0]), args[1], args[2], &key, &data);
+        if (r < 0) return NULL;
+        if (r > 0) {
+            r = append_put(self->keys, self->data, self->expires, key, data);
+            Py_DECREF(key);
+            Py_DECREF(data);
+            return r < 0 ? NULL : Py_NewRef(Py_None);
+        }
+    }
+    return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+}
+
+static PyObject *bp_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *fallback, *plans, *keys, *data, *expires;
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs)) {
+        PyErr_SetString(PyExc_TypeError, "BatchPut takes its arguments by position");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "OO!O!O!O!:BatchPut", &fallback, &PyDict_Type, &plans,
+                          &PyList_Type, &keys, &PyList_Type, &data, &PyList_Type, &expires))
+        return NULL;
+    BatchPut *self = (BatchPut *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->vectorcall = bp_vectorcall;
+    self->fallback = Py_NewRef(fallback);
+    self->plans = Py_NewRef(plans);
+    self->keys = Py_NewRef(keys);
+    self->data = Py_NewRef(data);
+    self->expires = Py_NewRef(expires);
+    return (PyObject *)self;
+}
+
+static int bp_traverse(BatchPut *self, visitproc visit, void *arg) {
+    Py_VISIT(self->fallback);
+    Py_VISIT(self->plans);
+    Py_VISIT(self->keys);
+    Py_VISIT(self->data);
+    Py_VISIT(self->expires);
+    return 0;
+}
+
+static int bp_clear(BatchPut *self) {
+    Py_CLEAR(self->fallback);
+    Py_CLEAR(self->plans);
+    Py_CLEAR(self->keys);
+    Py_CLEAR(self->data);
+    Py_CLEAR(self->expires);
+    return 0;
+}
+
+static void bp_dealloc(BatchPut *self) {
+    PyObject_GC_UnTrack(self);
+    bp_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *bp_switch_off(BatchPut *self, PyObject *unused) {
+    self->off = 1;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef bp_methods[] = {
+    {"switch_off", (PyCFunction)bp_switch_off, METH_NOARGS,
+     "Every later put through the fallback (the batch was written)."},
+    {NULL}};
+
+static PyTypeObject BatchPutType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "opendata_kv.native._accel.BatchPut",
+    .tp_basicsize = sizeof(BatchPut),
+    .tp_dealloc = (destructor)bp_dealloc,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(BatchPut, vectorcall),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "BatchPut(fallback, plans, keys, data, expires): put(target, fields, value) queued "
+              "as queue_put does, anything else (and all once switched off) by fallback.",
+    .tp_traverse = (traverseproc)bp_traverse,
+    .tp_clear = (inquiry)bp_clear,
+    .tp_methods = bp_methods,
+    .tp_new = bp_new,
+};
+
 static PyMethodDef functions[] = {
     {"queue_put", (PyCFunction)(void (*)(void))f_queue_put, METH_FASTCALL,
      "Batch.put's common case: key and msgpack value encoded and queued in one call."},
@@ -466,7 +562,12 @@ static PyMethodDef functions[] = {
 
 int accel_keyenc_add(PyObject *module) {
     decline_error = PyUnicode_InternFromString("not a key the C encoder takes");
-    if (decline_error == NULL || PyType_Ready(&KeyEncoderType) < 0) return -1;
+    if (decline_error == NULL || PyType_Ready(&KeyEncoderType) < 0 ||
+        PyType_Ready(&BatchPutType) < 0)
+        return -1;
     if (PyModule_AddFunctions(module, functions) < 0) return -1;
+    if (PyModule_AddType(module, &BatchPutType) < 0 ||
+        PyModule_AddObjectRef(module, "batch_putter", (PyObject *)&BatchPutType) < 0)
+        return -1;
     return PyModule_AddType(module, &KeyEncoderType);
 }
