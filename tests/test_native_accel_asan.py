@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parent.parent
 TESTS = (
     REPO / "tests" / "test_native_accel_wire.py",
     REPO / "tests" / "test_native_accel_records.py",
+    REPO / "tests" / "test_native_accel_keyenc.py",
     REPO / "tests" / "test_native_accel_driver.py",
     REPO / "tests" / "test_native_driver.py",
     REPO / "tests" / "test_store_basic.py",

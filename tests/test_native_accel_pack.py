@@ -170,7 +170,7 @@ def test_the_accelerated_batch_put_stores_and_refuses_as_the_pure_one(
 ) -> None:
     values = Values(SCHEMA, limits=LIMITS if capped else None)
     fast, pure = Batch(Codecs(SCHEMA, values)), Batch(Codecs(SCHEMA, values))
-    pure._pack = None
+    pure._pack = pure._cput = None
     for batch in (fast, pure):
         batch.put(REC, (0,), {"bind": "the encoders"})
     assert fast._pack is not None
@@ -228,7 +228,7 @@ def test_put_all_queues_and_refuses_as_put_one_by_one(
 ) -> None:
     values = Values(SCHEMA, limits=LIMITS if capped else None)
     fast, pure = Batch(Codecs(SCHEMA, values)), Batch(Codecs(SCHEMA, values))
-    pure._pack = None
+    pure._pack = pure._cput = None
     for batch in (fast, pure):
         batch.put(REC, (0,), {"bind": "the encoders"})
     assert columns(fast, items, True) == columns(pure, items, False)

@@ -49,6 +49,9 @@ HOT: Final = (
     "batch_put_many",
     "expire_after",
     "pack_value",
+    "queue_put",
+    "queue_puts",
+    "batch_putter",
 )
 
 _B = generated()

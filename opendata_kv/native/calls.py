@@ -170,6 +170,11 @@ def _install(on: bool) -> None:
         _PURE.update({name: globals()[name] for name in accel.HOT if name in globals()})
     table = accel.functions(_PURE, _DRIVEN) if on else None
     globals().update(table or _PURE)
+    module = accel.active_module() if table else None
+    driver.use_send(
+        getattr(module, "send_to_end", None),
+        *(kind for kind in (getattr(module, "TimedAwait", None),) if kind is not None),
+    )
 
 
 _PURE: dict[str, Callable[..., Any]] = {}
@@ -590,6 +595,49 @@ def pack_value(value: Any, max_len: int, max_depth: int) -> bytes | None:
 
 
 _PURE_PACK = pack_value
+
+
+def queue_put(
+    plans: dict[object, Any],
+    target: object,
+    fields: Any,
+    value: Any,
+    keys: list[bytes],
+    data: list[Any],
+    expires: list[Any],
+) -> bool:
+    """Batch.put's common case in one call: the key (the plan's C KeyEncoder) and the msgpack
+    value (its packing) of a put addressed by a record type or name in `plans` with a field
+    tuple, appended to the batch's columns; False, nothing queued, for any put it does not
+    encode. The C accelerator's; this pure stand-in queues nothing."""
+    return False
+
+
+def batch_putter(
+    put: Callable[..., None],
+    plans: dict[object, Any],
+    keys: list[bytes],
+    data: list[Any],
+    expires: list[Any],
+) -> Callable[..., None]:
+    """A put for a sync batch to hold: `put(target, fields, value)` queued as queue_put does,
+    any other call (and every call once its `switch_off()` is called: the batch was written)
+    passed to `put`. The C accelerator's (BatchPut); this pure stand-in is `put` itself."""
+    return put
+
+
+def queue_puts(
+    plans: dict[object, Any],
+    items: list[Any],
+    start: int,
+    keys: list[bytes],
+    data: list[Any],
+    expires: list[Any],
+) -> int:
+    """queue_put of put_many's items from `start` while each is `(target, fields, value)` (or
+    with a None ttl) that it encodes; the position of the first it leaves to the caller. The C
+    accelerator's; this pure stand-in queues nothing."""
+    return start
 
 
 def packer() -> Callable[[Any, int, int], bytes | None] | None:

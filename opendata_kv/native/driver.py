@@ -288,18 +288,42 @@ def syncing() -> bool:
     return _local.sync
 
 
+#: the C accelerator's send_to_end (None: off) and the awaitables it steps (use_send)
+_send_to_end: Callable[[Any, Any], Any] | None = None
+_SENT: frozenset[type] = frozenset((CoroutineType,))
+#: what _send_to_end returns for an operation that awaited something else
+_AWAITED = object()
+
+
+def use_send(send_to_end: Callable[[Any, Any], Any] | None, *kinds: type) -> None:
+    """drive() steps coroutines (and `kinds`, awaitables with an am_send: the accelerator's
+    TimedAwait) through the accelerator's `send_to_end`, with no StopIteration at the end;
+    None: through their send() as before (calls.py installs it with the accelerator)."""
+    global _send_to_end, _SENT
+    _send_to_end = send_to_end
+    _SENT = frozenset((CoroutineType, *kinds))
+
+
 def drive(awaitable: Awaitable[T]) -> T:
     """Run an operation whose only waits are native calls to completion on this thread, with
     no event loop. One that awaits anything else is a bug: RuntimeError."""
-    steps: Any = awaitable if awaitable.__class__ is CoroutineType else awaitable.__await__()
+    send = _send_to_end
     local = _local
     previous = local.sync
     local.sync = True
     try:
-        steps.send(None)
-    except StopIteration as stop:
-        result: T = stop.value
-        return result
+        if send is not None and awaitable.__class__ in _SENT:
+            steps: Any = awaitable
+            result: T = send(awaitable, _AWAITED)
+            if result is not _AWAITED:
+                return result
+        else:
+            steps = awaitable if awaitable.__class__ is CoroutineType else awaitable.__await__()
+            try:
+                steps.send(None)
+            except StopIteration as stop:
+                ended: T = stop.value
+                return ended
     finally:
         local.sync = previous
     steps.close()

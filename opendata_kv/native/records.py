@@ -85,6 +85,30 @@ def key_specs(record_type: RecordType) -> tuple[FieldSpec, ...] | None:
     return tuple(specs)
 
 
+def key_encoder(record_type: RecordType) -> Callable[..., bytes] | None:
+    """The C accelerator's KeyEncoder of `record_type` (native/_accel/keyenc.c): called as
+    RecordType.fast_encode is, `encoder(*fields) -> key bytes`, raising ValueError for fields
+    it does not encode (redo them through RecordType.encode, whose error names the field).
+    None when the accelerator is off or a field (or the layout) has no C spec. Cached per
+    record type."""
+    make = getattr(accel.active_module(), "KeyEncoder", None)
+    if make is None:
+        return None
+    ident = (id(make), id(record_type))
+    found = _ENCODERS.get(ident)
+    if found is not None:
+        return found[1]
+    if len(_ENCODERS) >= _CACHE_SIZE:
+        _ENCODERS.clear()
+    specs = key_specs(record_type)
+    built = None if specs is None else make(head=record_type.head, fields=specs)
+    _ENCODERS[ident] = ((make, record_type), built)  # holds them: their ids stay theirs
+    return built
+
+
+_ENCODERS: dict[tuple[int, int], tuple[tuple[Any, ...], Callable[..., bytes] | None]] = {}
+
+
 def _value_mode(codec: Any) -> tuple[int, Any, int, int]:
     """(mode, batch function, max bytes, max depth) for values of `codec`."""
     if type(codec) is MsgpackCodec:

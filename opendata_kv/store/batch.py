@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import operator
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from opendata_kv.errors import InvalidArgumentError, StoreError, TransactionConflictError
@@ -151,6 +151,7 @@ class Batch:
     # indexes 6-9% slower. The slatedb WriteBatch is filled as ops are queued.
     __slots__ = (
         "_absent",
+        "_cput",
         "_data",
         "_encoders",
         "_expires",
@@ -158,6 +159,7 @@ class Batch:
         "_keys",
         "_native",
         "_pack",
+        "_putter",
         "_queued",
         "_reader",
         "_ttl",
@@ -188,6 +190,10 @@ class Batch:
         #: per-record path queues its puts in the native batch together, at the next native
         #: call (_wb), instead of one call each
         self._pack = calls.packer()
+        #: the accelerator's queue_put (None on the pure path, with index upkeep, or once
+        #: written): Batch.put's common case, key and value encoded and queued in one C call
+        self._cput = calls.queue_put if self._pack is not None and not self._keep else None
+        self._putter: Any = None  # the C put a sync face holds (_sync_put): off once written
         self._queued = 0  # how many of the ops are in the native batch
         self._encoders = self.values.put_encoders  # Batch.put's encoders by target (views)
         self._written = False
@@ -277,6 +283,13 @@ class Batch:
         self, target: Target, fields: Any = MISSING, value: Any = MISSING, *, ttl: TtlArg = None
     ) -> None:
         """Queue a typed put (addressed as for Store.put)."""
+        cput = self._cput  # the accelerator's one call: True when it queued the put
+        if (
+            ttl is None
+            and cput is not None
+            and cput(self._encoders, target, fields, value, self._keys, self._data, self._expires)
+        ):
+            return
         if fields.__class__ is tuple and value is not MISSING:
             # the per-record path: a RecordType or name with a field tuple, encoded by the
             # encoders bound for it (views.put_encoders), with or without a ttl; everything
@@ -328,6 +341,17 @@ class Batch:
                 return
         self._put_any(target, fields, value, ttl)
 
+    def _sync_put(self) -> Callable[..., None]:
+        """put, for a sync face to hold as its own (SyncBatch): on the accelerator, without
+        index upkeep, a C callable doing put's common case (Batch.put's one call, without
+        put's Python frame) and calling put for every other; put itself otherwise."""
+        if self._cput is None:
+            return self.put
+        found = calls.batch_putter(self.put, self._encoders, self._keys, self._data, self._expires)
+        if found != self.put:
+            self._putter = found
+        return found
+
     def put_all(self, items: Iterable[tuple[Any, ...]]) -> None:
         """Queue put(*item) for each item in order (put_many's items): on the accelerator the
         common `(record type or name, field tuple, value[, ttl])` items in one loop, without a
@@ -337,6 +361,32 @@ class Batch:
             for item in items:
                 self.put_item(item)
             return
+        if items.__class__ is not list:
+            items = list(items)
+        # runs of the common items in one C call each (calls.queue_puts); an item it leaves
+        # (the first of a record type, which binds its plan; a ttl; a value or key it does
+        # not encode) goes through the Python loop, and the rest too once it leaves two
+        # running (a batch of ttl puts, a record type without a C key encoder)
+        queue_puts, encoders = calls.queue_puts, self._encoders
+        keys, data, expires = self._keys, self._data, self._expires
+        at, count, left = 0, len(items), False
+        while at < count:
+            start = at
+            at = queue_puts(encoders, items, at, keys, data, expires)
+            if at >= count:
+                return
+            if at == start and left:
+                self._put_items(items[at:])
+                return
+            left = at == start
+            self._put_items(items[at : at + 1])
+            at += 1
+
+    def _put_items(self, items: list[tuple[Any, ...]]) -> None:
+        """put_all's Python loop (the accelerator's packer in use, no index upkeep)."""
+        pack = self._pack
+        if pack is None:
+            raise AssertionError("put_all's loop without the accelerator's packer")
         encoders, keys, data, expires = self._encoders, self._keys, self._data, self._expires
         for item in items:
             size = len(item) if item.__class__ is tuple else 0
@@ -561,6 +611,9 @@ class Batch:
         if self._written:
             raise self._reused()
         self._written = True
+        self._cput = None
+        if self._putter is not None:
+            self._putter.switch_off()
         return self._wb()
 
 

@@ -284,8 +284,9 @@ class BatchHolder:
 
     def _hold(self, batch: Batch) -> None:
         self.batch = batch
-        # put is Batch.put itself (a sync call already): the per-record path skips a frame
-        vars(self)["put"] = batch.put
+        # put is Batch.put itself (a sync call already), or on the accelerator its common case
+        # in C (Batch._sync_put): the per-record path skips a frame, or two
+        vars(self)["put"] = batch._sync_put()
 
     def __len__(self) -> int:
         return len(self.batch)

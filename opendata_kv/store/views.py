@@ -23,6 +23,7 @@ from opendata_kv.errors import (
 from opendata_kv.keys import Key, RecordType, Schema, intersect, prefix_range
 from opendata_kv.native import calls
 from opendata_kv.native.errors import FOREIGN, translate, translating
+from opendata_kv.native.records import key_encoder
 from opendata_kv.native.slatedb import PutOptions, Ttl
 from opendata_kv.native.wire import PointRow
 from opendata_kv.store.cursor import decode_cursor
@@ -260,7 +261,8 @@ EXPIRE: Final = 1
 class PutEncoders(NamedTuple):
     """How a put of one record type encodes, bound once (Batch.put's per-record path)."""
 
-    #: key bytes of a field tuple, without the fallback (RecordType.fast_encode)
+    #: key bytes of a field tuple, without the fallback: the accelerator's KeyEncoder
+    #: (native/records.py key_encoder) or RecordType.fast_encode
     fast_key: Callable[..., bytes]
     #: the same with it (RecordType.encode): the error that names the field
     key: Callable[..., bytes]
@@ -278,7 +280,7 @@ def put_encoders(schema: Schema, values: Values, target: Target) -> PutEncoders 
     if record_type is None:
         return None
     return PutEncoders(
-        record_type.fast_encode,
+        key_encoder(record_type) or record_type.fast_encode,
         record_type.encode,
         values.encoder(record_type),
         values.packing(record_type),

@@ -31,6 +31,11 @@ PyObject *accel_parse_columns(const uint8_t *data, size_t size);
 
 /* pack.c: pack_value(value, max_len, max_depth) -> msgpack bytes, or None when not ours */
 PyObject *accel_pack_value(PyObject *m, PyObject *const *args, Py_ssize_t n);
+/* pack.c: the same for C callers: bytes, Py_None (a new reference) when not ours, NULL on error */
+PyObject *accel_pack(PyObject *value, Py_ssize_t max_len, int max_depth);
+
+/* keyenc.c: adds KeyEncoder, queue_put and queue_puts (typed keys and batch puts) */
+int accel_keyenc_add(PyObject *module);
 
 /* records.c: adds the RecordDecoder type (scanned rows to typed Records) to the module */
 int accel_records_add(PyObject *module);

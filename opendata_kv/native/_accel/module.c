@@ -1071,6 +1071,22 @@ static PyObject *f_expire_after(PyObject *m, PyObject *const *args, Py_ssize_t n
 
 /* --- parsers, for the differential fuzz (exact-size copies, so ASan sees any overread) --- */
 
+/* send_to_end(awaitable, sentinel): driver.drive's one step of a coroutine (or a TimedAwait)
+ * through its am_send, which hands the result back without a StopIteration: the result when
+ * it ended, `sentinel` when it awaited something (drive closes it and raises) */
+static PyObject *f_send_to_end(PyObject *m, PyObject *const *args, Py_ssize_t n) {
+    if (n != 2) {
+        PyErr_SetString(PyExc_TypeError, "send_to_end(awaitable, sentinel)");
+        return NULL;
+    }
+    PyObject *result;
+    PySendResult s = PyIter_Send(args[0], Py_None, &result);
+    if (s == PYGEN_RETURN) return result;
+    if (s == PYGEN_ERROR) return NULL;
+    Py_DECREF(result);
+    return Py_NewRef(args[1]);
+}
+
 static PyObject *parse_with(PyObject *arg, PyObject *(*parse)(const uint8_t *, size_t)) {
     Py_buffer b;
     if (!ready) return PyErr_Format(PyExc_RuntimeError, "_accel.init has not run");
@@ -1213,6 +1229,7 @@ static PyMethodDef methods[] = {
     FAST("batch_put_many", f_batch_put_many, "calls.batch_put_many in C."),
     FAST("expire_after", f_expire_after, "calls.expire_after in C."),
     FAST("pack_value", accel_pack_value, "calls.pack_value in C: msgpack of the common types."),
+    FAST("send_to_end", f_send_to_end, "driver.drive's step of a coroutine, without StopIteration."),
     {"_parse_columns", f_parse_columns, METH_O, "wire.read_columns's parser in C (tests)."},
     {"_parse_point_row", f_parse_point_row, METH_O, "wire.parse_point_row in C (tests)."},
     {"_parse_optional_bytes", f_parse_optional_bytes, METH_O, "wire.parse_optional_bytes in C (tests)."},
@@ -1227,7 +1244,7 @@ PyMODINIT_FUNC PyInit__accel(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "ABI", ABI) < 0 || PyModule_AddType(m, &CallType) < 0 ||
-        accel_records_add(m) < 0 || accel_timing_add(m) < 0) {
+        accel_records_add(m) < 0 || accel_timing_add(m) < 0 || accel_keyenc_add(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

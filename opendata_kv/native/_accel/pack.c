@@ -154,9 +154,24 @@ static int pack_obj(Packer *p, PyObject *o, int depth) {
     return PACK_DECLINE; /* datetimes, subclasses, anything else: the caller's encoder */
 }
 
-/* pack_value(value, max_len, max_depth) -> bytes | None: value's msgpack bytes when it holds
- * only the common types, is at most max_len bytes long and nests fewer than max_depth
- * containers (top level counted); None otherwise (the caller encodes it its own way). */
+/* value's msgpack bytes when it holds only the common types, is at most max_len bytes long and
+ * nests fewer than max_depth containers (top level counted); Py_None (a new reference) when
+ * not (the caller encodes it its own way); NULL on error */
+PyObject *accel_pack(PyObject *value, Py_ssize_t max_len, int max_depth) {
+    if (value == Py_None) Py_RETURN_NONE; /* no value: the caller's encoder says so */
+    char small[256];
+    Packer p = {small, small, 0, (Py_ssize_t)sizeof small, max_len, max_depth};
+    int r = pack_obj(&p, value, 0);
+    PyObject *out = NULL;
+    if (r == PACK_OK && p.len <= max_len)
+        out = PyBytes_FromStringAndSize(p.buf, p.len);
+    else if (r != PACK_ERROR)
+        out = Py_NewRef(Py_None);
+    if (p.buf != small) PyMem_Free(p.buf);
+    return out;
+}
+
+/* pack_value(value, max_len, max_depth) -> bytes | None: accel_pack's answer */
 PyObject *accel_pack_value(PyObject *m, PyObject *const *args, Py_ssize_t n) {
     if (n != 3 || !PyLong_CheckExact(args[1]) || !PyLong_CheckExact(args[2])) {
         PyErr_SetString(PyExc_TypeError, "pack_value(value, max_len: int, max_depth: int)");
@@ -165,16 +180,5 @@ PyObject *accel_pack_value(PyObject *m, PyObject *const *args, Py_ssize_t n) {
     Py_ssize_t max_len = PyLong_AsSsize_t(args[1]);
     long max_depth = PyLong_AsLong(args[2]);
     if ((max_len == -1 || max_depth == -1) && PyErr_Occurred()) return NULL;
-    if (args[0] == Py_None) Py_RETURN_NONE; /* no value: the caller's encoder says so */
-    char small[256];
-    Packer p = {small, small, 0, (Py_ssize_t)sizeof small, max_len,
-                max_depth > INT_MAX ? INT_MAX : (int)max_depth};
-    int r = pack_obj(&p, args[0], 0);
-    PyObject *out = NULL;
-    if (r == PACK_OK && p.len <= max_len)
-        out = PyBytes_FromStringAndSize(p.buf, p.len);
-    else if (r != PACK_ERROR)
-        out = Py_NewRef(Py_None);
-    if (p.buf != small) PyMem_Free(p.buf);
-    return out;
+    return accel_pack(args[0], max_len, max_depth > INT_MAX ? INT_MAX : (int)max_depth);
 }
