@@ -338,3 +338,72 @@ def test_expire_after_reads_the_clock_slatedb_stamps_with() -> None:
     assert before + big <= calls.expire_after(big) <= now_ms() + big
     with pytest.raises(TypeError):
         calls.expire_after("60")  # type: ignore[arg-type]
+
+
+def test_a_repeated_ttl_is_queued_in_c_on_both_faces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a put checks a ttl, later puts with the same ttl object are encoded and queued
+    by the accelerator's one call (queue_put with the expiry; on a sync batch its C put, no
+    Batch.put frame), with the expiry a put through Python gets: the wall clock in Unix ms
+    plus the ttl's ms. Another ttl object goes through Python and becomes the remembered
+    one; a plain put still stores no expiry."""
+    calls.status()
+    if accel.active_module() is None:
+        pytest.skip("the C accelerator is off or not built")
+    python_puts: list[Any] = []
+    put = Batch.put
+
+    def counted(self: Batch, *args: Any, **kwargs: Any) -> None:
+        python_puts.append(kwargs.get("ttl"))
+        put(self, *args, **kwargs)
+
+    monkeypatch.setattr(Batch, "put", counted)
+    hour, minute = 3600.0, datetime.timedelta(minutes=1)
+
+    def check(got: list[Any], before: int, after: int) -> None:
+        ms = [None, 3_600_000, 3_600_000, 3_600_000, 60_000, 60_000, None]
+        assert [e.value for e in got] == list(range(7))
+        for entry, want in zip(got, ms, strict=True):
+            if want is None:
+                assert entry.expire_ms is None
+            else:
+                assert before + want <= entry.expire_ms <= after + want
+
+    keys = [("t", str(i)) for i in range(7)]
+    ttls = [None, hour, hour, hour, minute, minute, None]
+    with SyncStore.open("memory://ttl-c-sync", SCHEMA) as store:
+        before = now_ms()
+        with store.batch() as b:
+            for i, (k, ttl) in enumerate(zip(keys, ttls, strict=True)):
+                if ttl is None:
+                    b.put(kv, k, i)
+                else:
+                    b.put(kv, k, i, ttl=ttl)
+        check(store.get_many_with_expiry(kv, keys), before, now_ms())
+    # the sync face: the first put binds the plan, each new ttl object is checked in Python
+    assert python_puts == [None, hour, minute], python_puts
+
+    python_puts.clear()
+    queued: list[tuple[int, bool]] = []  # (arguments, queued) of each queue_put call
+    queue_put = calls.queue_put
+
+    def spied(*args: Any) -> bool:
+        done = queue_put(*args)
+        queued.append((len(args), done))
+        return done
+
+    monkeypatch.setattr(calls, "queue_put", spied)
+
+    async def main() -> None:
+        async with Store.open("memory://ttl-c-async", SCHEMA) as store:
+            before = now_ms()
+            batch = Batch(store)
+            for i, (k, ttl) in enumerate(zip(keys, ttls, strict=True)):
+                batch.put(kv, k, i, ttl=ttl)
+            await store.write(batch)
+            check(await store.get_many_with_expiry(kv, keys), before, now_ms())
+
+    asyncio.run(main())
+    # the first put binds the plan; a new ttl object is checked in Python (no C call), the
+    # same one again is queued in C with its expiry (8 arguments)
+    assert queued == [(7, False), (8, True), (8, True), (8, True), (7, True)]
+    assert python_puts == ttls  # Batch.put is the async face's entry: every call counted

@@ -605,11 +605,13 @@ def queue_put(
     keys: list[bytes],
     data: list[Any],
     expires: list[Any],
+    expire_at: int | None = None,
 ) -> bool:
     """Batch.put's common case in one call: the key (the plan's C KeyEncoder) and the msgpack
     value (its packing) of a put addressed by a record type or name in `plans` with a field
-    tuple, appended to the batch's columns; False, nothing queued, for any put it does not
-    encode. The C accelerator's; this pure stand-in queues nothing."""
+    tuple, appended to the batch's columns with `expire_at` (a TTL put's expiry, Unix ms);
+    False, nothing queued, for any put it does not encode. The C accelerator's; this pure
+    stand-in queues nothing."""
     return False
 
 

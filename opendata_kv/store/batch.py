@@ -284,12 +284,23 @@ class Batch:
     ) -> None:
         """Queue a typed put (addressed as for Store.put)."""
         cput = self._cput  # the accelerator's one call: True when it queued the put
-        if (
-            ttl is None
-            and cput is not None
-            and cput(self._encoders, target, fields, value, self._keys, self._data, self._expires)
-        ):
-            return
+        if cput is not None:
+            if ttl is None:
+                if cput(
+                    self._encoders, target, fields, value, self._keys, self._data, self._expires
+                ):
+                    return
+            elif ttl is self._ttl and cput(  # the ttl checked last time, with its expiry
+                self._encoders,
+                target,
+                fields,
+                value,
+                self._keys,
+                self._data,
+                self._expires,
+                calls.expire_after(self._ttl_ms),
+            ):
+                return
         if fields.__class__ is tuple and value is not MISSING:
             # the per-record path: a RecordType or name with a field tuple, encoded by the
             # encoders bound for it (views.put_encoders), with or without a ttl; everything
@@ -309,8 +320,7 @@ class Batch:
                 elif ttl is self._ttl:  # the ttl of the last put, checked then: its ms
                     expire_at = calls.expire_after(self._ttl_ms)
                 elif self.check_expiry:  # expire_at_of inlined: now in ms plus the ttl's ms
-                    self._ttl_ms = ms = ttl_ms(ttl)
-                    self._ttl = ttl
+                    self._remember_ttl(ttl, ms := ttl_ms(ttl))
                     expire_at = calls.expire_after(ms)
                 else:
                     expire_at = expire_at_of(ttl, False)  # raises: the store hides no TTLs
@@ -341,6 +351,13 @@ class Batch:
                 return
         self._put_any(target, fields, value, ttl)
 
+    def _remember_ttl(self, ttl: Any, ms: int) -> None:
+        """The ttl a put just checked, and its ms: a later put with the same object skips the
+        check (here, in put's C call, and in the sync face's C put)."""
+        self._ttl, self._ttl_ms = ttl, ms
+        if self._putter is not None:
+            self._putter.remember_ttl(ttl, ms)
+
     def _sync_put(self) -> Callable[..., None]:
         """put, for a sync face to hold as its own (SyncBatch): on the accelerator, without
         index upkeep, a C callable doing put's common case (Batch.put's one call, without
@@ -350,6 +367,8 @@ class Batch:
         found = calls.batch_putter(self.put, self._encoders, self._keys, self._data, self._expires)
         if found != self.put:
             self._putter = found
+            if self._ttl is not None:
+                self._putter.remember_ttl(self._ttl, self._ttl_ms)
         return found
 
     def put_all(self, items: Iterable[tuple[Any, ...]]) -> None:
@@ -407,8 +426,7 @@ class Batch:
                     else:  # as put(): the ttl checked after the key, before anything queued
                         ttl = item[3]
                         if ttl is not self._ttl:
-                            self._ttl_ms = ttl_ms(ttl)
-                            self._ttl = ttl
+                            self._remember_ttl(ttl, ttl_ms(ttl))
                         expire_at = calls.expire_after(self._ttl_ms)
                     packed = pack(value, *packing)
                     if packed is None:

@@ -12,6 +12,7 @@
 #include "accel.h"
 
 #include <string.h>
+#include <time.h>
 
 /* native/records.py's FIELD_* constants (records.c's) */
 enum { F_UINT, F_INT, F_F64, F_BOOL, F_FIXED, F_STR, F_BYTES, F_TRAIL_STR, F_TRAIL_BYTES,
@@ -376,14 +377,14 @@ static int encode_put(PyObject *plan, PyObject *fields, PyObject *value, PyObjec
     return 1;
 }
 
-/* key, data and expire_at (None) appended to the batch's three columns; -1 on error (the
- * columns as they were) */
+/* key, data and expire_at (None, or a TTL put's expiry in Unix ms) appended to the batch's
+ * three columns; -1 on error (the columns as they were) */
 static int append_put(PyObject *keys, PyObject *data, PyObject *expires, PyObject *key,
-                      PyObject *value) {
+                      PyObject *value, PyObject *expire_at) {
     Py_ssize_t at = PyList_GET_SIZE(keys);
     int r = PyList_Append(keys, key);
     if (!r) r = PyList_Append(data, value);
-    if (!r) r = PyList_Append(expires, Py_None);
+    if (!r) r = PyList_Append(expires, expire_at);
     if (r) { /* out of memory: undo what was appended */
         if (PyList_GET_SIZE(keys) > at) PyList_SetSlice(keys, at, PY_SSIZE_T_MAX, NULL);
         if (PyList_GET_SIZE(data) > at) PyList_SetSlice(data, at, PY_SSIZE_T_MAX, NULL);
@@ -408,18 +409,21 @@ static PyObject *plan_of(PyObject *plans, PyObject *target) {
     return plan;
 }
 
-/* queue_put(plans, target, fields, value, keys, data, expires) -> bool: Batch.put's common
- * case in one call (True: queued); False, nothing queued, for the Python path to take */
+/* queue_put(plans, target, fields, value, keys, data, expires[, expire_at]) -> bool:
+ * Batch.put's common case in one call (True: queued), with a TTL put's expiry (Unix ms, an
+ * int) when given; False, nothing queued, for the Python path to take */
 static PyObject *f_queue_put(PyObject *m, PyObject *const *args, Py_ssize_t n) {
-    if (n != 7 || !PyDict_CheckExact(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "queue_put(plans, target, fields, value, keys, data, expires)");
+    if ((n != 7 && n != 8) || !PyDict_CheckExact(args[0]) ||
+        (n == 8 && args[7] != Py_None && !PyLong_CheckExact(args[7]))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "queue_put(plans, target, fields, value, keys, data, expires[, expire_at])");
         return NULL;
     }
     if (columns(args + 4, "queue_put") < 0) return NULL;
     PyObject *key, *data;
     int r = encode_put(plan_of(args[0], args[1]), args[2], args[3], &key, &data);
     if (r <= 0) return r < 0 ? NULL : Py_NewRef(Py_False);
-    r = append_put(args[4], args[5], args[6], key, data);
+    r = append_put(args[4], args[5], args[6], key, data, n == 8 ? args[7] : Py_None);
     Py_DECREF(key);
     Py_DECREF(data);
     return r < 0 ? NULL : Py_NewRef(Py_True);
@@ -449,7 +453,7 @@ static PyObject *f_queue_puts(PyObject *m, PyObject *const *args, Py_ssize_t n) 
         Py_DECREF(item);
         if (r < 0) return NULL;
         if (r == 0) break;
-        r = append_put(args[3], args[4], args[5], key, data);
+        r = append_put(args[3], args[4], args[5], key, data, Py_None);
         Py_DECREF(key);
         Py_DECREF(data);
         if (r < 0) return NULL;
@@ -464,24 +468,64 @@ typedef struct {
     vectorcallfunc vectorcall;
     PyObject *fallback; /* the bound Batch.put: every other put, and all once switched off */
     PyObject *plans, *keys, *data, *expires;
+    PyObject *ttl;      /* the ttl object Batch.put last checked (remember_ttl), or NULL */
+    long long ttl_ms;   /* and its milliseconds */
     int off;
 } BatchPut;
+
+/* the expiry of a put with the remembered ttl: the wall clock in Unix ms (as
+ * calls.expire_after) plus its ms; NULL with no error when the clock fails (fallback) */
+static PyObject *remembered_expiry(BatchPut *self) {
+    struct timespec now;
+    if (clock_gettime(CLOCK_REALTIME, &now) != 0) return NULL;
+    long long sec_ms = (long long)now.tv_sec * 1000, frac = now.tv_nsec / 1000000;
+    return PyLong_FromLongLong(sec_ms + frac + self->ttl_ms);
+}
 
 static PyObject *bp_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
                                PyObject *kwnames) {
     BatchPut *self = (BatchPut *)callable;
-    if (!self->off && kwnames == NULL && PyVectorcall_NARGS(nargsf) == 3) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (!self->off && nargs == 3) {
+        /* put(target, fields, value), or with ttl= the object Batch.put checked last (the
+         * same object: an immutable number or timedelta, so the same ms) */
+        PyObject *expire_at = Py_None;
+        int ttl_put = kwnames != NULL;
+        if (ttl_put) {
+            if (PyTuple_GET_SIZE(kwnames) != 1 || self->ttl == NULL || args[3] != self->ttl ||
+                PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "ttl") != 0)
+                return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+        }
         PyObject *key, *data;
         int r = encode_put(plan_of(self->plans, args[0]), args[1], args[2], &key, &data);
         if (r < 0) return NULL;
-        if (r > 0) {
-            r = append_put(self->keys, self->data, self->expires, key, data);
+        if (r > 0 && ttl_put && (expire_at = remembered_expiry(self)) == NULL) {
             Py_DECREF(key);
             Py_DECREF(data);
+            if (PyErr_Occurred()) return NULL;
+            r = 0; /* no clock: the Python path */
+        }
+        if (r > 0) {
+            r = append_put(self->keys, self->data, self->expires, key, data, expire_at);
+            Py_DECREF(key);
+            Py_DECREF(data);
+            if (ttl_put) Py_DECREF(expire_at);
             return r < 0 ? NULL : Py_NewRef(Py_None);
         }
     }
     return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+}
+
+static PyObject *bp_remember_ttl(BatchPut *self, PyObject *const *args, Py_ssize_t n) {
+    if (n != 2 || !PyLong_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "remember_ttl(ttl, ms: int)");
+        return NULL;
+    }
+    long long ms = PyLong_AsLongLong(args[1]);
+    if (ms == -1 && PyErr_Occurred()) return NULL;
+    Py_XSETREF(self->ttl, Py_NewRef(args[0]));
+    self->ttl_ms = ms;
+    Py_RETURN_NONE;
 }
 
 static PyObject *bp_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
@@ -510,6 +554,7 @@ static int bp_traverse(BatchPut *self, visitproc visit, void *arg) {
     Py_VISIT(self->keys);
     Py_VISIT(self->data);
     Py_VISIT(self->expires);
+    Py_VISIT(self->ttl);
     return 0;
 }
 
@@ -519,6 +564,7 @@ static int bp_clear(BatchPut *self) {
     Py_CLEAR(self->keys);
     Py_CLEAR(self->data);
     Py_CLEAR(self->expires);
+    Py_CLEAR(self->ttl);
     return 0;
 }
 
@@ -536,6 +582,9 @@ static PyObject *bp_switch_off(BatchPut *self, PyObject *unused) {
 static PyMethodDef bp_methods[] = {
     {"switch_off", (PyCFunction)bp_switch_off, METH_NOARGS,
      "Every later put through the fallback (the batch was written)."},
+    {"remember_ttl", (PyCFunction)(void (*)(void))bp_remember_ttl, METH_FASTCALL,
+     "remember_ttl(ttl, ms): a later put(..., ttl=) of this same object is queued in C, "
+     "its expiry the wall clock in Unix ms plus ms (the ttl Batch.put checked)."},
     {NULL}};
 
 static PyTypeObject BatchPutType = {
