@@ -16,6 +16,7 @@ from opendata_kv.native.errors import FOREIGN, call, translate
 from opendata_kv.native.slatedb import WriteBatch
 from opendata_kv.store.absent import exists_error
 from opendata_kv.store.deletes import MAX_KEYS
+from opendata_kv.store.indexes.known import KnownValues
 from opendata_kv.store.indexes.maintain import IndexedOp, index_ops_for
 from opendata_kv.store.indexes.old_values import point_reads
 from opendata_kv.store.indexes.registry import IndexSet, WriteLock
@@ -165,6 +166,7 @@ class Batch:
         "_typed",
         "_written",
         "check_expiry",
+        "known",
         "schema",
         "values",
         "where",
@@ -194,6 +196,8 @@ class Batch:
         self._absent: list[int] = []  # positions of the puts queued by create()
         self._ttl: Any = None  # the last ttl put's per-record path checked, and its ms
         self._ttl_ms = 0
+        #: values its writer read ahead (Store.read_before_write), for its index upkeep
+        self.known: KnownValues | None = None
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -229,6 +233,11 @@ class Batch:
                 put = _new(Put, (key, value, None, typed(at, UNDECODED), None))
                 append((key, record_type, put))
         return out
+
+    def replacing(self, known: KnownValues) -> None:
+        """Carry values read by Store.read_before_write to the write's index upkeep (used
+        only while nothing was written since: indexes/known.py)."""
+        self.known = known
 
     def tracked(self, indexes: IndexSet) -> list[IndexedOp]:
         """Deprecated: the old name of indexed_ops (one meaning per name, issue 44)."""
