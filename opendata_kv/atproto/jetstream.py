@@ -436,23 +436,23 @@ class Jetstream:
             taken.append((commit.operation, len(batch) - 1))
         if taken:
             queued = batch.columns()[0]
-            keys = [queued[at] for _, at in taken]
-            known = await self.store.read_before_write(list(dict.fromkeys(keys)))
+            written = [queued[at] for _, at in taken]
+            known = await self.store.read_before_write(list(dict.fromkeys(written)))
             batch.replacing(known)
-            present = {key: known.live(key) for key in known.values}
-            for (operation, _), key in zip(taken, keys, strict=True):
-                held = present[key]
+            present = {written_key: known.live(written_key) for written_key in known.values}
+            for (operation, _), written_key in zip(taken, written, strict=True):
+                held = present[written_key]
                 if operation == "delete":
                     counts["deletes"] += 1
                     counts["unknown_deletes"] += not held
-                    present[key] = False
+                    present[written_key] = False
                     continue
                 if operation == "create":
                     counts["creates"] += 1
                 else:
                     counts["updates"] += 1
                     counts["unknown_updates"] += not held
-                present[key] = True
+                present[written_key] = True
         for key_fields, value in states.items():
             batch.put(self.layout.state, key_fields, value)
         state = IngestState(**counts)
