@@ -9,7 +9,7 @@ recount (check_indexes)."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Annotated, Any, NamedTuple
 
 import pytest
 from hypothesis import given, settings
@@ -17,12 +17,13 @@ from hypothesis import strategies as st
 from storekit import aio
 from test_index_routing import OPS, ROUTED, _apply, _rows
 
-from opendata_kv import Store
+from opendata_kv import RecordType, Store, fields
 from opendata_kv.collections import RECORDS, default_schema
 from opendata_kv.collections import backlinks as bl
 from opendata_kv.errors import OpendataKvError
 from opendata_kv.store import Batch
 from opendata_kv.store import writer as writer_module
+from opendata_kv.store.indexes.maintain import _key_decoder
 
 Op = tuple[str, str, str, Any]
 
@@ -138,3 +139,78 @@ async def test_the_plan_reads_only_what_was_not_read_ahead(
         )
         assert sorted(read) == sorted(expected)
         assert await s.check_indexes() == []
+
+
+class _Named(NamedTuple):
+    repo: Annotated[str, fields.string]
+    rkey: Annotated[str, fields.rkey("any")]
+
+
+_DECLARED = RecordType("declared", 3, _Named)
+_RKEYS = st.from_regex(r"[A-Za-z0-9._:~-]{1,20}", fullmatch=True).filter(
+    lambda s: s not in {".", ".."}
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(), st.sampled_from(["app.bsky.feed.like", "com.example.x"]), _RKEYS)
+def test_a_key_from_its_fields_is_its_decode(repo: str, collection: str, rkey: str) -> None:
+    """The Key built from a put's field tuple equals the decode of the key bytes, class and
+    all (plain and declared key classes); fields that are not all str are decoded."""
+    for record_type, values in (
+        (RECORDS.record, (repo, collection, rkey)),
+        (_DECLARED, (repo, rkey)),
+    ):
+        try:
+            key = record_type.encode(*values)
+        except OpendataKvError:
+            continue  # a string UTF-8 cannot encode: no put, nothing to decode
+        decoded = record_type.decode(key)
+        built = _key_decoder(record_type, {key: values})(key)
+        assert built == decoded and type(built) is type(decoded)
+        assert tuple(built) == tuple(values)
+    as_tid = RecordType("with_tid", 4, [("repo", fields.string), ("at", fields.tid)])
+    assert _key_decoder(as_tid, {b"x": ("a", "b")}) == as_tid.decode  # not all strings
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(OPS, min_size=1, max_size=10), min_size=1, max_size=4))
+@aio
+async def test_keys_from_put_fields_give_the_rows_of_decoded_keys(
+    batches: list[list[Op]],
+) -> None:
+    """Puts addressed by field tuple (their fields kept for upkeep) and by Key (decoded) give
+    the same rows."""
+    schema = default_schema()
+    name = uuid.uuid4().hex
+    record = RECORDS.record
+    async with (
+        Store.open(f"memory://fields-{name}", schema, indexes=ROUTED) as by_fields,
+        Store.open(f"memory://keys-{name}", schema, indexes=ROUTED) as by_keys,
+    ):
+        warm = Batch(by_fields)  # a record type's first put binds its encoders: the rest
+        warm.put(record, ("did:plc:aaa", bl.LIKE, "3kaaaaaaaaa22"), {})  # keep their fields
+        warm.put(record, ("did:plc:bbb", bl.LIKE, "3kaaaaaaaaa22"), {})
+        assert len(warm.key_fields()) == 1
+        for ops in batches:
+            results = []
+            for store, keyed in ((by_fields, False), (by_keys, True)):
+                batch = Batch(store)
+                try:
+                    for repo, collection, rkey, value in ops:
+                        if value is None:
+                            batch.delete(record, (repo, collection, rkey))
+                        elif keyed:
+                            batch.put(record.key(repo, collection, rkey), value)
+                        else:
+                            batch.put(record, (repo, collection, rkey), value)
+                    assert bool(batch.key_fields()) == (
+                        not keyed and any(v is not None for *_, v in ops)
+                    )
+                    await store.write(batch)
+                    results.append(None)
+                except OpendataKvError as exc:
+                    results.append(type(exc).__name__)
+            assert results[0] == results[1]
+            assert await _rows(by_fields) == await _rows(by_keys)
+        assert await by_fields.check_indexes() == []

@@ -121,6 +121,7 @@ FACES = (
             "queue": "call",
             "indexed_ops": "call",
             "replacing": "call",
+            "key_fields": "call",
             "tracked": "call",
             "write_batch": "call",
             "ops": "get",

@@ -155,6 +155,7 @@ class Batch:
         "_data",
         "_encoders",
         "_expires",
+        "_fields",
         "_keep",
         "_keys",
         "_native",
@@ -185,6 +186,9 @@ class Batch:
         self._data: list[bytes | None] = []  # None: a delete
         self._expires: list[int | None] = []
         self._typed: dict[int, Any] = {}  # position -> the typed value of a put
+        #: position -> the field tuple a put's key was encoded from (index upkeep takes it
+        #: for the key's fields instead of decoding the key: maintain.py)
+        self._fields: dict[int, tuple[Any, ...]] = {}
         self._native: Any = None
         #: the accelerator's msgpack packer (None on the pure path): with it, Batch.put's
         #: per-record path queues its puts in the native batch together, at the next native
@@ -233,6 +237,12 @@ class Batch:
                 put = _new(Put, (key, value, None, typed(at, UNDECODED), None))
                 append((key, record_type, put))
         return out
+
+    def key_fields(self) -> dict[bytes, tuple[Any, ...]]:
+        """The field tuples the per-record puts' keys were encoded from, by key (kept only
+        when the store has indexes)."""
+        keys = self._keys
+        return {keys[at]: fields for at, fields in self._fields.items()}
 
     def replacing(self, known: KnownValues) -> None:
         """Carry values read by Store.read_before_write to the write's index upkeep (used
@@ -331,6 +341,7 @@ class Batch:
                     self._queued += 1
                 if self._keep:
                     self._typed[len(self._keys)] = value
+                    self._fields[len(self._keys)] = fields
                 self._keys.append(key)
                 self._data.append(data)
                 self._expires.append(expire_at)

@@ -460,6 +460,11 @@ class SyncBatch(BatchHolder):
         """The queued ops with index upkeep (IndexSet.indexed_at decides), with their types."""
         return self.batch.indexed_ops(indexes)
 
+    def key_fields(self) -> dict[bytes, tuple[Any, ...]]:
+        """The field tuples the per-record puts' keys were encoded from, by key (kept only
+        when the store has indexes)."""
+        return self.batch.key_fields()
+
     def replacing(self, known: KnownValues) -> None:
         """Carry values read by Store.read_before_write to the write's index upkeep (used
         only while nothing was written since: indexes/known.py)."""

@@ -516,7 +516,14 @@ class Store(StoreReader):
             try:
                 creates = batch.creates()  # RecordExistsError: a key created after a put of it
                 if indexed_ops or creates:
-                    await self._write_indexed(db, batch, indexed_ops, creates, known=batch.known)
+                    await self._write_indexed(
+                        db,
+                        batch,
+                        indexed_ops,
+                        creates,
+                        known=batch.known,
+                        key_fields=batch.key_fields(),
+                    )
                 else:
                     await self._sent(db, batch.write_batch(), batch)
             finally:
@@ -570,12 +577,14 @@ class Store(StoreReader):
         *,
         locked: bool = False,
         known: KnownValues | None = None,
+        key_fields: Mapping[bytes, tuple[Any, ...]] | None = None,
     ) -> None:
         """Write record ops with the index ops of `indexed_ops` (planned from the values they
         replace), reading and writing under the write lock so no other writer slips in
         (`locked`: the caller holds it already); RecordExistsError, nothing written, when a
         key of `creates` holds a live record. `known`: values read ahead by read_before_write,
-        taken in place of a read when still current (indexes/known.py)."""
+        taken in place of a read when still current (indexes/known.py); `key_fields`: the field
+        tuples keys were encoded from (index_ops_for)."""
         indexes = self._indexes
         lock = self._write_lock()
         held = contextlib.nullcontext() if locked else lock.held(self.where)
@@ -607,7 +616,12 @@ class Store(StoreReader):
                         replaced = check.reading(replaced)
                     reads = FetchReads(replaced, current)
                     index_ops = await index_ops_for(
-                        indexes, self.values, indexed_ops, reads, groups=groups
+                        indexes,
+                        self.values,
+                        indexed_ops,
+                        reads,
+                        groups=groups,
+                        key_fields=key_fields,
                     )
                 unread = check.unread()
                 if unread:  # the others in one read
