@@ -54,7 +54,6 @@ Stopped = Literal["end", "max_events", "until"]
 #: a Jetstream message as a websocket gives it
 Message = str | bytes
 
-_ABSENT = object()
 #: how many distinct DIDs (and collections) a consumer remembers as checked
 REMEMBERED = 65536
 
@@ -419,31 +418,41 @@ class Jetstream:
         """One atomic write: the commits (deletes and updates checked against what the store
         and the batch's earlier commits hold), the identity and account states, the cursor."""
         record = self.records.record
-        asked = list(dict.fromkeys(key for c, key, _ in commits if c.operation != "create"))
-        found = await self.store.get_many(record, asked, default=_ABSENT) if asked else []
-        present = {key: value is not _ABSENT for key, value in zip(asked, found, strict=True)}
         batch = Batch(self.store)
+        # every commit queued in order, deletes too (one of a record the store does not hold
+        # leaves a tombstone of nothing), then every key read once, with the keys the puts
+        # encoded: the counts follow from what was there, and the write's index upkeep takes
+        # the same read instead of reading again (Batch.replacing)
+        taken: list[tuple[str, int]] = []  # (operation, position in the batch)
         for commit, key, stored in commits:
-            held = present.get(key, False)
             if commit.operation == "delete":
-                counts["deletes"] += 1
-                if held:
-                    batch.delete(record, key)
-                else:
-                    counts["unknown_deletes"] += 1
-                present[key] = False
-                continue
-            try:
-                batch.put(record, key, stored)
-            except InvalidInputError as exc:  # a value the codec cannot store
-                self._malformed(_refused(commit, exc), counts)
-                continue
-            if commit.operation == "create":
-                counts["creates"] += 1
+                batch.delete(record, key)
             else:
-                counts["updates"] += 1
-                counts["unknown_updates"] += not held
-            present[key] = True
+                try:
+                    batch.put(record, key, stored)
+                except InvalidInputError as exc:  # a value the codec cannot store
+                    self._malformed(_refused(commit, exc), counts)
+                    continue
+            taken.append((commit.operation, len(batch) - 1))
+        if taken:
+            queued = batch.columns()[0]
+            written = [queued[at] for _, at in taken]
+            known = await self.store.read_before_write(list(dict.fromkeys(written)))
+            batch.replacing(known)
+            present = {written_key: known.live(written_key) for written_key in known.values}
+            for (operation, _), written_key in zip(taken, written, strict=True):
+                held = present[written_key]
+                if operation == "delete":
+                    counts["deletes"] += 1
+                    counts["unknown_deletes"] += not held
+                    present[written_key] = False
+                    continue
+                if operation == "create":
+                    counts["creates"] += 1
+                else:
+                    counts["updates"] += 1
+                    counts["unknown_updates"] += not held
+                present[written_key] = True
         for key_fields, value in states.items():
             batch.put(self.layout.state, key_fields, value)
         state = IngestState(**counts)

@@ -16,6 +16,7 @@ from opendata_kv.native.errors import FOREIGN, call, translate
 from opendata_kv.native.slatedb import WriteBatch
 from opendata_kv.store.absent import exists_error
 from opendata_kv.store.deletes import MAX_KEYS
+from opendata_kv.store.indexes.known import KnownValues
 from opendata_kv.store.indexes.maintain import IndexedOp, index_ops_for
 from opendata_kv.store.indexes.old_values import point_reads
 from opendata_kv.store.indexes.registry import IndexSet, WriteLock
@@ -155,6 +156,7 @@ class Batch:
         "_data",
         "_encoders",
         "_expires",
+        "_fields",
         "_keep",
         "_keys",
         "_native",
@@ -167,6 +169,7 @@ class Batch:
         "_typed",
         "_written",
         "check_expiry",
+        "known",
         "schema",
         "values",
         "where",
@@ -185,6 +188,9 @@ class Batch:
         self._data: list[bytes | None] = []  # None: a delete
         self._expires: list[int | None] = []
         self._typed: dict[int, Any] = {}  # position -> the typed value of a put
+        #: position -> the field tuple a put's key was encoded from (index upkeep takes it
+        #: for the key's fields instead of decoding the key: maintain.py)
+        self._fields: dict[int, tuple[Any, ...]] = {}
         self._native: Any = None
         #: the accelerator's msgpack packer (None on the pure path): with it, Batch.put's
         #: per-record path queues its puts in the native batch together, at the next native
@@ -200,6 +206,8 @@ class Batch:
         self._absent: list[int] = []  # positions of the puts queued by create()
         self._ttl: Any = None  # the last ttl put's per-record path checked, and its ms
         self._ttl_ms = 0
+        #: values its writer read ahead (Store.read_before_write), for its index upkeep
+        self.known: KnownValues | None = None
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -235,6 +243,17 @@ class Batch:
                 put = _new(Put, (key, value, None, typed(at, UNDECODED), None))
                 append((key, record_type, put))
         return out
+
+    def key_fields(self) -> dict[bytes, tuple[Any, ...]]:
+        """The field tuples the per-record puts' keys were encoded from, by key (kept only
+        when the store has indexes)."""
+        keys = self._keys
+        return {keys[at]: fields for at, fields in self._fields.items()}
+
+    def replacing(self, known: KnownValues) -> None:
+        """Carry values read by Store.read_before_write to the write's index upkeep (used
+        only while nothing was written since: indexes/known.py)."""
+        self.known = known
 
     def tracked(self, indexes: IndexSet) -> list[IndexedOp]:
         """Deprecated: the old name of indexed_ops (one meaning per name, issue 44)."""
@@ -345,6 +364,7 @@ class Batch:
                     self._queued += 1
                 if self._keep:
                     self._typed[len(self._keys)] = value
+                    self._fields[len(self._keys)] = fields
                 self._keys.append(key)
                 self._data.append(data)
                 self._expires.append(expire_at)

@@ -12,7 +12,7 @@ the signatures.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -23,6 +23,7 @@ from opendata_kv.store.batch import Batch, Snapshot, Transaction
 from opendata_kv.store.deletes import MAX_KEYS
 from opendata_kv.store.entry import Entry
 from opendata_kv.store.indexes.declare import IR, Index
+from opendata_kv.store.indexes.known import KnownValues
 from opendata_kv.store.indexes.maintain import IndexedOp
 from opendata_kv.store.indexes.read import IT, AggregateIndex, IndexEntry
 from opendata_kv.store.indexes.registry import IndexSet
@@ -458,6 +459,16 @@ class SyncBatch(BatchHolder):
     def indexed_ops(self, indexes: IndexSet) -> list[IndexedOp]:
         """The queued ops with index upkeep (IndexSet.indexed_at decides), with their types."""
         return self.batch.indexed_ops(indexes)
+
+    def key_fields(self) -> dict[bytes, tuple[Any, ...]]:
+        """The field tuples the per-record puts' keys were encoded from, by key (kept only
+        when the store has indexes)."""
+        return self.batch.key_fields()
+
+    def replacing(self, known: KnownValues) -> None:
+        """Carry values read by Store.read_before_write to the write's index upkeep (used
+        only while nothing was written since: indexes/known.py)."""
+        self.batch.replacing(known)
 
     def tracked(self, indexes: IndexSet) -> list[IndexedOp]:
         """Deprecated: the old name of indexed_ops (one meaning per name, issue 44)."""
@@ -1252,6 +1263,13 @@ class SyncStore(SyncStoreReader):
         """Apply a Batch atomically, with the index ops of its records, in one native write
         (an empty batch sends nothing)."""
         run_inline(self.store.write(batch.batch, durable=durable))
+
+    def read_before_write(self, keys: Sequence[bytes]) -> KnownValues:
+        """The values stored under `keys` now (KnownValues.live tells which hold a live
+        record), for a Batch of this store to carry (Batch.replacing): its write's index
+        upkeep takes them instead of reading them again while they are current."""
+        result: KnownValues = run_inline(self.store.read_before_write(keys))
+        return result
 
     @property
     def record_cache(self) -> RecordCache | None:

@@ -45,6 +45,7 @@ from opendata_kv.store.deletes import MAX_KEYS, check_max_keys, expired_in, keys
 from opendata_kv.store.expiry import live_value
 from opendata_kv.store.indexes import admin as index_admin
 from opendata_kv.store.indexes.declare import Index
+from opendata_kv.store.indexes.known import KnownValues, token_of
 from opendata_kv.store.indexes.layout import is_index_key
 from opendata_kv.store.indexes.maintain import IndexedOp, index_ops_for
 from opendata_kv.store.indexes.old_values import current_values, old_values
@@ -515,7 +516,14 @@ class Store(StoreReader):
             try:
                 creates = batch.creates()  # RecordExistsError: a key created after a put of it
                 if indexed_ops or creates:
-                    await self._write_indexed(db, batch, indexed_ops, creates)
+                    await self._write_indexed(
+                        db,
+                        batch,
+                        indexed_ops,
+                        creates,
+                        known=batch.known,
+                        key_fields=batch.key_fields(),
+                    )
                 else:
                     await self._sent(db, batch.write_batch(), batch)
             finally:
@@ -523,6 +531,16 @@ class Store(StoreReader):
                     rows_of.groups.drop()
         if durable:
             await self.flush()
+
+    async def read_before_write(self, keys: Sequence[bytes]) -> KnownValues:
+        """The values stored under `keys` now (KnownValues.live tells which hold a live
+        record), for a Batch of this store to carry (Batch.replacing): its write's index
+        upkeep takes them instead of reading them again while they are current."""
+        self._writable()
+        token = token_of(self._write_lock(), self._indexes)
+        listed = list(keys)
+        found = await old_values(self._source, self.where, listed, self.check_expiry)
+        return KnownValues(listed, found, token)
 
     async def _write_ops(self, db: Any, ops: list[Op], *, locked: bool = False) -> None:
         """Apply `ops` atomically, with their index ops, in one native write (`locked`: the
@@ -558,13 +576,18 @@ class Store(StoreReader):
         creates: Sequence[bytes] = (),
         *,
         locked: bool = False,
+        known: KnownValues | None = None,
+        key_fields: Mapping[bytes, tuple[Any, ...]] | None = None,
     ) -> None:
         """Write record ops with the index ops of `indexed_ops` (planned from the values they
         replace), reading and writing under the write lock so no other writer slips in
         (`locked`: the caller holds it already); RecordExistsError, nothing written, when a
-        key of `creates` holds a live record."""
+        key of `creates` holds a live record. `known`: values read ahead by read_before_write,
+        taken in place of a read when still current (indexes/known.py); `key_fields`: the field
+        tuples keys were encoded from (index_ops_for)."""
         indexes = self._indexes
-        held = contextlib.nullcontext() if locked else self._write_lock().held(self.where)
+        lock = self._write_lock()
+        held = contextlib.nullcontext() if locked else lock.held(self.where)
         async with held:
             check = AbsentCheck(self.schema, self.where, creates)
             read: Fetch = functools.partial(
@@ -577,7 +600,7 @@ class Store(StoreReader):
                 if indexed_ops:  # created keys the plan reads anyway are checked from its read
                     assert indexes is not None
                     groups = indexes.groups
-                    replaced = check.reading(read) if creates else read
+                    replaced = read
                     # unique holders and aggregate groups sit side by side in their index
                     current: Fetch = functools.partial(
                         current_values, self._source, self.where, check_expiry=self.check_expiry
@@ -587,9 +610,18 @@ class Store(StoreReader):
                             telemetry.counting(replaced),
                             telemetry.counting(current),
                         )
+                    if known is not None and not locked and known.valid(lock, indexes):
+                        replaced = known.reading(replaced)  # what the batch's writer read
+                    if creates:
+                        replaced = check.reading(replaced)
                     reads = FetchReads(replaced, current)
                     index_ops = await index_ops_for(
-                        indexes, self.values, indexed_ops, reads, groups=groups
+                        indexes,
+                        self.values,
+                        indexed_ops,
+                        reads,
+                        groups=groups,
+                        key_fields=key_fields,
                     )
                 unread = check.unread()
                 if unread:  # the others in one read

@@ -10,11 +10,12 @@ the records, under the store's index lock, so the values read here are still cur
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opendata_kv.errors import IndexTtlError, OpendataKvError
-from opendata_kv.keys import RecordType
+from opendata_kv.keys import RecordType, idfields
+from opendata_kv.keys.codecs import TerminatedStr
 from opendata_kv.keys.fields import Field
 from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.groups import GroupCache
@@ -81,6 +82,7 @@ async def index_ops_for(
     reads: MaintenanceReads,
     only: Index | None = None,
     groups: GroupCache | None = None,
+    key_fields: Mapping[bytes, tuple[Any, ...]] | None = None,
 ) -> list[Op]:
     """The index ops for `writes` (the last write of a key wins, as in the batch), reading
     the replaced values with `reads.replaced` and unique holders and aggregates with
@@ -92,7 +94,10 @@ async def index_ops_for(
     its state; nothing else (no replaced value is read).
 
     `groups` (the writer's): aggregate groups it knows are not read, and the values this plan
-    gives the groups it writes are staged in it (learnt once the write is acknowledged)."""
+    gives the groups it writes are staged in it (learnt once the write is acknowledged).
+
+    `key_fields` (a Batch's): the field tuples some keys were encoded from, taken for the
+    key's fields instead of decoding it where that gives the same (_key_decoder)."""
     final: dict[bytes, tuple[RecordType, Op]] = {}
     has: dict[RecordType, bool] = {}  # whether a record type has indexes, asked once each
     for key, record_type, new in writes:
@@ -114,9 +119,9 @@ async def index_ops_for(
         indexes.entry_strings.clear()
     by_index = None
     if only is None and olds.count(None) == len(olds):  # new records only: column by column
-        by_index = _new_records(indexes, values, keys, final)
+        by_index = _new_records(indexes, values, keys, final, key_fields)
     if by_index is None:
-        by_index = _changes(indexes, values, keys, olds, final, only)
+        by_index = _changes(indexes, values, keys, olds, final, only, key_fields)
     for index, changes in by_index.items():  # each index's changes at once (change_all)
         made = index.index_kind.maintainer(index)
         maintainer = maintainers.get(made)
@@ -142,7 +147,11 @@ async def index_ops_for(
 
 
 def _new_records(
-    indexes: IndexSet, values: Values, keys: list[bytes], final: dict[bytes, tuple[RecordType, Op]]
+    indexes: IndexSet,
+    values: Values,
+    keys: list[bytes],
+    final: dict[bytes, tuple[RecordType, Op]],
+    key_fields: Mapping[bytes, tuple[Any, ...]] | None,
 ) -> dict[Index, Changes] | None:
     """The changes of each index when every write is a put of a new record of one record
     type whose indexes cover every key, none with a TTL (put_many's common case): built a
@@ -164,7 +173,7 @@ def _new_records(
     if any(new is UNDECODED for new in news):
         news = [_value(values, record_type, key, op) for key, op in zip(keys, puts, strict=True)]
     nothing: list[Any] = [None] * len(keys)
-    key_objs = list(map(record_type.decode, keys)) if reads_key else nothing
+    key_objs = list(map(_key_decoder(record_type, key_fields), keys)) if reads_key else nothing
     changes = Changes(keys, key_objs, nothing, nothing, news, puts, [False] * len(keys))
     router = _Router.of(record_type, active)
     if router is None:
@@ -187,8 +196,10 @@ def _changes(
     olds: list[bytes | None],
     final: dict[bytes, tuple[RecordType, Op]],
     only: Index | None,
+    key_fields: Mapping[bytes, tuple[Any, ...]] | None = None,
 ) -> dict[Index, Changes]:
     """The changes of each index, record by record against the values they replace."""
+    decoders: dict[RecordType, Callable[[bytes], Any]] = {}
     by_index: dict[Index, list[RecordWrite]] = {}  # the changes of each index, in batch order
     # per record type whose indexes are all readable: (its indexes, whether any reads the
     # key), decided once per plan instead of per record; None: asked key by key (a build)
@@ -223,7 +234,12 @@ def _changes(
             _refuse_ttl(indexes, only, record_type, key)
         if not active:
             continue
-        key_obj: Any = record_type.decode(key) if reads_key else None
+        key_obj: Any = None
+        if reads_key:
+            decode = decoders.get(record_type)
+            if decode is None:
+                decode = decoders[record_type] = _key_decoder(record_type, key_fields)
+            key_obj = decode(key)
         router = routers.get(record_type) if targets is not None else None
         if router is not None:  # only the indexes whose `using` reads this record's key
             targets = [by_index[index] for index in router.indexes_for(key_obj)]
@@ -252,6 +268,39 @@ def _changes(
         for index in active:
             by_index.setdefault(index, []).append(change)
     return {index: Changes.of(changes) for index, changes in by_index.items() if changes}
+
+
+#: field codecs whose decode gives back exactly the str a key was encoded from (no
+#: normalising: a str in, the same str out; the key's encode checked it already)
+_EXACT_STRINGS = (TerminatedStr, idfields._Rkey)
+
+
+def _key_decoder(
+    record_type: RecordType, key_fields: Mapping[bytes, tuple[Any, ...]] | None
+) -> Callable[[bytes], Any]:
+    """record_type.decode, or where `key_fields` holds the str fields a key of an all-string
+    record type was encoded from, its Key built from them (what decode would give, without
+    walking the bytes and checking each field again)."""
+    decode = record_type.decode
+    if not key_fields or record_type.extended:
+        return decode
+    if any(type(field) not in _EXACT_STRINGS for _, field in record_type.fields):
+        return decode
+    make = record_type.Key
+    count = len(record_type.field_names)
+    found = key_fields.get
+
+    def from_fields(key: bytes) -> Any:
+        fields = found(key)
+        if (
+            fields is None
+            or len(fields) != count
+            or any(value.__class__ is not str for value in fields)
+        ):
+            return decode(key)
+        return _new(make, fields)
+
+    return from_fields
 
 
 class _Router:

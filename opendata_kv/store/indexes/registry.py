@@ -38,6 +38,13 @@ class WriteLock:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        #: times it was taken: a read made while it was free stays what a later holder's
+        #: write replaces only if no one took it in between (store/known.py)
+        self.entered = 0
+
+    def locked(self) -> bool:
+        """Whether someone holds it now."""
+        return self._lock.locked()
 
     @asynccontextmanager
     async def held(self, where: str) -> AsyncIterator[None]:
@@ -60,6 +67,7 @@ class WriteLock:
                     f"indexed write on {where}: another writer held the index lock for "
                     f"{LOCK_TIMEOUT:.0f} s"
                 )
+        self.entered += 1
         try:
             yield
         finally:
