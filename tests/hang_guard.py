@@ -9,8 +9,10 @@ ends the process 30 s later.
 
 from __future__ import annotations
 
+import asyncio
 import faulthandler
 import signal
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -23,6 +25,7 @@ class HangError(TimeoutError):
 @contextmanager
 def hang_guard(seconds: float) -> Iterator[None]:
     def expired(signum: int, frame: FrameType | None) -> None:
+        _show_tasks()
         raise HangError(f"hang guard: still running after {seconds} s")
 
     previous = signal.signal(signal.SIGALRM, expired)
@@ -34,3 +37,14 @@ def hang_guard(seconds: float) -> Iterator[None]:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
         faulthandler.cancel_dump_traceback_later()
+
+
+def _show_tasks() -> None:
+    """Every task of the event loop the main thread is running, with the await it is stuck
+    in, on stderr: a hang in asyncio.run shows only the loop's select otherwise."""
+    loop = asyncio._get_running_loop()
+    if loop is None:
+        return
+    for task in asyncio.all_tasks(loop):
+        print(f"hang guard: pending {task!r}", file=sys.stderr)
+        task.print_stack(file=sys.stderr)

@@ -117,3 +117,21 @@ def _credentials(server: Any) -> dict[str, str]:
         "aws_access_key_id": env["AWS_ACCESS_KEY_ID"],
         "aws_secret_access_key": env["AWS_SECRET_ACCESS_KEY"],
     }
+
+
+def test_the_hang_guard_shows_the_await_an_event_loop_is_stuck_in(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A hang inside asyncio.run shows only the loop's select in its traceback: the guard
+    prints every pending task's stack, naming the await it waits on."""
+    import asyncio
+
+    from hang_guard import HangError, hang_guard
+
+    async def stuck_in_here() -> None:
+        await asyncio.sleep(30)
+
+    with pytest.raises(HangError), hang_guard(0.5):
+        asyncio.run(stuck_in_here())
+    err = capfd.readouterr().err
+    assert "hang guard: pending" in err and "stuck_in_here" in err, err
