@@ -46,7 +46,13 @@ def vectors() -> Path:
 def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One mypy cache directory for the run, shared by the xdist workers (tests/mypykit.py
     takes turns on it): only the first mypy run of all checks the standard library stubs and
-    opendata_kv."""
+    opendata_kv. OPENDATA_KV_MYPY_CACHE names it instead: .ci/run's own mypy run of the
+    package then starts warm."""
+    named = os.environ.get("OPENDATA_KV_MYPY_CACHE")
+    if named:
+        path = Path(named)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
     root = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         root = root.parent  # the workers' basetemps share this parent, fresh per run
