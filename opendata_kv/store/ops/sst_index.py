@@ -50,6 +50,18 @@ def lz4_block(data: bytes, size: int, sst: str) -> bytes:
     return bytes(out)
 
 
+def _extended(data: bytes, at: int, length: int, sst: str, what: str) -> tuple[int, int]:
+    """An LZ4 length of 15 continued by bytes while they are 255: (the length, where after)."""
+    while True:
+        if at >= len(data):
+            raise _bad(sst, f"has a {what} length past its end", data)
+        more = data[at]
+        at += 1
+        length += more
+        if more != 255:
+            return length, at
+
+
 def lz4_python(data: bytes, size: int, sst: str) -> bytes:
     """lz4_block without pyarrow."""
     out = bytearray()
@@ -59,14 +71,7 @@ def lz4_python(data: bytes, size: int, sst: str) -> bytes:
         at += 1
         length = token >> 4
         if length == 15:
-            while True:
-                if at >= end:
-                    raise _bad(sst, "has a literal length past its end", data)
-                more = data[at]
-                at += 1
-                length += more
-                if more != 255:
-                    break
+            length, at = _extended(data, at, length, sst, "literal")
         if at + length > end:
             raise _bad(sst, "has literals past its end", data)
         out += data[at : at + length]
@@ -79,14 +84,7 @@ def lz4_python(data: bytes, size: int, sst: str) -> bytes:
         at += 2
         match = token & 15
         if match == 15:
-            while True:
-                if at >= end:
-                    raise _bad(sst, "has a match length past its end", data)
-                more = data[at]
-                at += 1
-                match += more
-                if more != 255:
-                    break
+            match, at = _extended(data, at, match, sst, "match")
         match += 4
         if offset == 0 or offset > len(out):
             raise _bad(sst, f"has a match offset {offset} before its start", data)
