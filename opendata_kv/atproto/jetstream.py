@@ -259,8 +259,8 @@ class Jetstream:
         check_count(max_events, "max_events", 0, none_ok=True)
         check_count(until, "until", 0, none_ok=True)
         position = _Position(await self.state())
-        queue: asyncio.Queue[Message | _End] = asyncio.Queue(self.queue_size)
-        reader = asyncio.create_task(_read(source, queue))
+        inbox = _Inbox(self.queue_size)
+        reader = asyncio.create_task(_read(source, inbox))
         taken = skipped = batches = 0
         stopped: Stopped = "end"
         end: _End | None = None
@@ -269,19 +269,10 @@ class Jetstream:
                 if max_events is not None and taken >= max_events:
                     stopped = "max_events"
                     break
-                pending: list[Message] = []
-                item = await queue.get()
-                while True:
-                    if isinstance(item, _End):
-                        end = item
-                        break
-                    pending.append(item)
-                    if len(pending) >= self.batch_size:
-                        break
-                    try:
-                        item = queue.get_nowait()
-                    except asyncio.QueueEmpty:
-                        break
+                pending = await inbox.take(self.batch_size)  # as many as wait, one handoff
+                if not pending:
+                    end = inbox.end
+                    continue
                 left = None if max_events is None else max_events - taken
                 took, passed, reached = await self._apply(pending, position, left, until)
                 taken, skipped = taken + took, skipped + passed
@@ -390,6 +381,8 @@ class Jetstream:
             )
         try:
             self._head(event.did)
+            if isinstance(event, Identity | Account):
+                _storable(event)
             if isinstance(event, Identity):
                 counts["identities"] += 1
                 states["identity", event.did] = {
@@ -471,7 +464,11 @@ class Jetstream:
 
     def _malformed(self, error: JetstreamEventError, counts: dict[str, Any]) -> None:
         counts["malformed"] += 1
-        counts["last_error"] = str(error)
+        # stored with the cursor: a lone surrogate (a JSON escape such as "\\ud800" in a
+        # DID) kept as its escape, or the state could not be encoded and the run would stop
+        counts["last_error"] = (
+            str(error).encode("utf-8", "backslashreplace").decode("utf-8")
+        )
         if self.on_error is not None:
             self.on_error(error)
 
@@ -616,6 +613,24 @@ def _middle(records: RecordCollection[Store], collection: str, key_type: KeyType
     return part if built == record.encode(_PROBE_DID, collection, probe) else None
 
 
+def _storable(event: Identity | Account) -> None:
+    """InvalidInputError naming the field when a text of the event is no UTF-8 (a lone
+    surrogate, from a JSON escape): its state could not be stored, and the run would stop."""
+    kind = type(event).__name__.lower()
+    for name in ("handle", "status", "time"):
+        text = getattr(event, name, None)
+        if text is None:
+            continue
+        try:
+            text.encode()
+        except UnicodeEncodeError as exc:
+            raise InvalidInputError(
+                f"{kind}.{name} {text!r} has a lone surrogate at index {exc.start}",
+                field=f"{kind}.{name}",
+                value=text,
+            ) from None
+
+
 def _refused(event: Identity | Account | Other, exc: InvalidInputError) -> JetstreamEventError:
     """A checked event's refusal as a JetstreamEventError naming the event."""
     return JetstreamEventError(
@@ -645,17 +660,65 @@ def _refused_queued(queued: _Queued, exc: InvalidInputError) -> JetstreamEventEr
     return _refused_commit(did, queued[4], queued[0], collection, rkey, exc)
 
 
-async def _read(source: AsyncIterable[Message], queue: asyncio.Queue[Message | _End]) -> None:
-    """Move the source's messages into the bounded queue (waiting while it is full)."""
+class _Inbox:
+    """The messages read ahead of the writer, at most `limit` of them: the reader waits for
+    room beyond it (backpressure), the writer takes up to a batch of what waits in one
+    handoff (not one queue get each)."""
+
+    __slots__ = ("_ready", "_room", "end", "items", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.items: list[Message] = []
+        self.limit = limit
+        self.end: _End | None = None  # the source ended (after every message in items)
+        self._ready = asyncio.Event()  # set while items or end wait for the writer
+        self._room = asyncio.Event()
+
+    def add(self, message: Message) -> bool:
+        """Keep a message for the writer; True when the inbox is then full."""
+        items = self.items
+        items.append(message)
+        self._ready.set()
+        return len(items) >= self.limit
+
+    async def room(self) -> None:
+        """Wait until the writer has taken some: the inbox is below its limit again."""
+        while len(self.items) >= self.limit:
+            self._room.clear()
+            await self._room.wait()
+
+    def close(self, end: _End) -> None:
+        self.end = end
+        self._ready.set()
+
+    async def take(self, most: int) -> list[Message]:
+        """Up to `most` of the waiting messages, oldest first, waiting for one when none
+        waits; [] once the source ended and every message was taken."""
+        while not self.items and self.end is None:
+            self._ready.clear()
+            await self._ready.wait()
+        items = self.items
+        if len(items) <= most:
+            self.items = []
+        else:
+            items, self.items = items[:most], items[most:]
+        self._room.set()
+        return items
+
+
+async def _read(source: AsyncIterable[Message], inbox: _Inbox) -> None:
+    """Move the source's messages into the bounded inbox (waiting while it is full)."""
+    add = inbox.add
     try:
         async for message in source:
-            await queue.put(message)
+            if add(message):
+                await inbox.room()
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # handed to the writer, raised after what came before
-        await queue.put(_End(exc))
+        inbox.close(_End(exc))
         return
-    await queue.put(_End())
+    inbox.close(_End())
 
 
 async def consume(
