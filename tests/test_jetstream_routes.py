@@ -76,6 +76,7 @@ def _reference(message: str | bytes) -> tuple[str, Any]:
         return "error", (str(exc), exc.field, exc.time_us)
 
 
+MISSING = object()  # the record left as BASE has it
 MUTATION = st.tuples(
     st.integers(0, 400),
     st.sampled_from(["insert", "delete", "replace"]),
@@ -86,14 +87,17 @@ MUTATION = st.tuples(
 @settings(max_examples=600, deadline=None)
 @given(
     st.sampled_from(["create", "update", "delete"]),
+    st.one_of(*[st.just(MISSING)] * 3, st.none(), st.just(""), st.integers(0, 1), st.just([])),
     st.lists(MUTATION, max_size=3),
     st.booleans(),
 )
 def test_plain_commit_reads_what_the_checked_reader_reads(
-    operation: str, mutations: list[tuple[int, str, str]], as_bytes: bool
+    operation: str, record: Any, mutations: list[tuple[int, str, str]], as_bytes: bool
 ) -> None:
     event = json.loads(json.dumps(BASE))
     event["commit"]["operation"] = operation
+    if record is not MISSING:
+        event["commit"]["record"] = record
     text = json.dumps(event)
     for at, how, piece in mutations:
         at %= len(text) + 1
@@ -386,7 +390,7 @@ def test_lone_surrogates_are_malformed_and_the_run_goes_on(checked: bool) -> Non
         json.dumps(BASE),
     ]
     assert all(escaped in message for message in messages[:4])
-    (state, _, errors), rows = asyncio.run(_ingest(messages, checked, 10))
+    (state, _, errors), rows = asyncio.run(_ingest(messages, checked, 1))  # a state each
     assert (state.events, state.malformed, state.creates) == (5, 4, 1)
     assert state.last_error is not None and state.last_error.encode()  # UTF-8, stored
     assert len(errors) == 4
