@@ -118,8 +118,9 @@ try:  # the `msgspec` extra: commits decoded straight into typed Structs (plain_
 
     _Text = Annotated[str, msgspec.Meta(min_length=1)]
 
-    class _Body(msgspec.Struct):
-        """A commit's body, with _Reader.commit's checks as msgspec constraints."""
+    class _Body(msgspec.Struct, gc=False):
+        """A commit's body, with _Reader.commit's checks as msgspec constraints (not
+        tracked by the cyclic collector: it holds no cycle, and 500 a batch set it off)."""
 
         operation: Operation
         collection: _Text
@@ -128,7 +129,7 @@ try:  # the `msgspec` extra: commits decoded straight into typed Structs (plain_
         cid: _Text | None = None
         rev: _Text | None = None
 
-    class _Message(msgspec.Struct):
+    class _Message(msgspec.Struct, gc=False):
         """A message as a commit: unknown fields ignored, as the checked reader does."""
 
         did: _Text

@@ -466,9 +466,7 @@ class Jetstream:
         counts["malformed"] += 1
         # stored with the cursor: a lone surrogate (a JSON escape such as "\\ud800" in a
         # DID) kept as its escape, or the state could not be encoded and the run would stop
-        counts["last_error"] = (
-            str(error).encode("utf-8", "backslashreplace").decode("utf-8")
-        )
+        counts["last_error"] = str(error).encode("utf-8", "backslashreplace").decode("utf-8")
         if self.on_error is not None:
             self.on_error(error)
 
