@@ -17,10 +17,16 @@ applied twice; `subscribe_url` puts the cursor into the URL.
 A message that is no valid event, or whose record the collection refuses (a bad DID, NSID or
 rkey, a `$type` of another collection), counts as `malformed` (`last_error` says why) and
 takes its place in the cursor; a delete of a record the store does not hold counts as
-`unknown_deletes`; neither stops the run. The messages pass through a queue of `queue_size`
-between the source and the writer: when the writer falls behind, the reader stops reading
-(backpressure, and the websocket's own flow control behind it) instead of buffering without
-bound. time_us is taken to increase (Jetstream's does); an older one counts at the cursor.
+`unknown_deletes`; neither stops the run. At most `queue_size` messages wait between the
+source and the writer (which takes up to a batch of them at once): when the writer falls
+behind, the reader stops reading (backpressure, and the websocket's own flow control behind
+it) instead of buffering without bound. time_us is taken to increase (Jetstream's does); an
+older one counts at the cursor.
+
+Per event, a commit is read into msgspec Structs with its checks done by the decoder
+(events.plain_commit), routed by its collection's plan (_Route: the rkey check, the key
+bytes) and queued with the batch's other puts in one Batch.put_encoded call; anything else
+goes the checked way (parse_event, Batch.put), with the same outcome (test_jetstream_routes).
 """
 
 from __future__ import annotations
