@@ -111,6 +111,7 @@ FACES = (
             "put": "call",
             "put_all": "call",
             "put_item": "call",
+            "put_encoded": "call",
             "columns": "call",
             "create": "call",
             "creates": "call",

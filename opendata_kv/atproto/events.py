@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Annotated, Any, Literal, Protocol, cast
 
 from opendata_kv.errors import JetstreamEventError
 
@@ -112,6 +112,85 @@ def loads(message: str | bytes) -> Any:
 _new = object.__new__
 
 
+_DECODE_COMMIT: Callable[[str | bytes], Any] | None
+try:  # the `msgspec` extra: commits decoded straight into typed Structs (plain_commit)
+    import msgspec
+
+    _Text = Annotated[str, msgspec.Meta(min_length=1)]
+
+    class _Body(msgspec.Struct, gc=False):
+        """A commit's body, with _Reader.commit's checks as msgspec constraints (not
+        tracked by the cyclic collector: it holds no cycle, and 500 a batch set it off)."""
+
+        operation: Operation
+        collection: _Text
+        rkey: _Text
+        record: Any = None
+        cid: _Text | None = None
+        rev: _Text | None = None
+
+    class _Message(msgspec.Struct, gc=False):
+        """A message as a commit: unknown fields ignored, as the checked reader does."""
+
+        did: _Text
+        time_us: Annotated[int, msgspec.Meta(ge=0)]
+        kind: str
+        commit: _Body | None = None
+
+    #: decodes a commit message, its checks done by the decoder; what it refuses,
+    #: parse_event reads the checked way, so a refusal keeps its wording
+    _DECODE_COMMIT = msgspec.json.Decoder(_Message).decode
+except ImportError:  # pragma: no cover - without the extra, parse_event's checked path
+    _DECODE_COMMIT = None
+
+
+class PlainCommit(Protocol):
+    """A commit message as plain_commit reads it: its fields, unchecked beyond the JSON
+    types and non-empty strings (the consumer checks the DID, NSID and rkey)."""
+
+    did: str
+    time_us: int
+    commit: Any  # .operation, .collection, .rkey, .record (a dict, None for a delete), .cid
+
+
+def plain_commit(message: str | bytes) -> PlainCommit | None:
+    """The message read into typed Structs when it is a commit whose every field is as
+    _Reader.commit takes it (a create's or update's record a JSON object); None for anything
+    else, and always without msgspec: parse_event then decides, with its errors."""
+    if _DECODE_COMMIT is None:
+        return None
+    try:
+        found = _DECODE_COMMIT(message)
+    except Exception:  # msgspec's DecodeError, ValidationError: the checked reader decides
+        return None
+    body = found.commit
+    if found.kind != "commit" or body is None:
+        return None
+    if body.operation == "delete":
+        body.record = None
+    elif body.record.__class__ is not dict:
+        return None
+    result: PlainCommit = found
+    return result
+
+
+def _as_commit(found: PlainCommit) -> Commit:
+    """The Commit of a plain commit, built without the dataclass's frozen __init__."""
+    body = found.commit
+    commit: Commit = _new(Commit)
+    commit.__dict__.update(
+        did=found.did,
+        time_us=found.time_us,
+        operation=body.operation,
+        collection=body.collection,
+        rkey=body.rkey,
+        record=body.record,
+        cid=body.cid,
+        rev=body.rev,
+    )
+    return commit
+
+
 def _plain_commit(data: dict[str, Any], time_us: int) -> Commit | None:
     """The commit `data` holds when every field is as _Reader.commit takes it (strings where
     strings go, a JSON object as a create's or update's record), built without its checks
@@ -155,6 +234,9 @@ def _plain_commit(data: dict[str, Any], time_us: int) -> Commit | None:
 
 def parse_event(message: str | bytes) -> Event:
     """The event a Jetstream message holds; JetstreamEventError when it holds none."""
+    found = plain_commit(message)
+    if found is not None:
+        return _as_commit(found)
     try:
         data = loads(message)
     except (ValueError, UnicodeDecodeError) as exc:

@@ -17,10 +17,16 @@ applied twice; `subscribe_url` puts the cursor into the URL.
 A message that is no valid event, or whose record the collection refuses (a bad DID, NSID or
 rkey, a `$type` of another collection), counts as `malformed` (`last_error` says why) and
 takes its place in the cursor; a delete of a record the store does not hold counts as
-`unknown_deletes`; neither stops the run. The messages pass through a queue of `queue_size`
-between the source and the writer: when the writer falls behind, the reader stops reading
-(backpressure, and the websocket's own flow control behind it) instead of buffering without
-bound. time_us is taken to increase (Jetstream's does); an older one counts at the cursor.
+`unknown_deletes`; neither stops the run. At most `queue_size` messages wait between the
+source and the writer (which takes up to a batch of them at once): when the writer falls
+behind, the reader stops reading (backpressure, and the websocket's own flow control behind
+it) instead of buffering without bound. time_us is taken to increase (Jetstream's does); an
+older one counts at the cursor.
+
+Per event, a commit is read into msgspec Structs with its checks done by the decoder
+(events.plain_commit), routed by its collection's plan (_Route: the rkey check, the key
+bytes) and queued with the batch's other puts in one Batch.put_encoded call; anything else
+goes the checked way (parse_event, Batch.put), with the same outcome (test_jetstream_routes).
 """
 
 from __future__ import annotations
@@ -32,7 +38,14 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from opendata_kv.atproto.events import Account, Commit, Identity, Other, parse_event
+from opendata_kv.atproto.events import (
+    Account,
+    Commit,
+    Identity,
+    Other,
+    parse_event,
+    plain_commit,
+)
 from opendata_kv.atproto.layout import JETSTREAM, JetstreamLayout
 from opendata_kv.atproto.websocket import messages
 from opendata_kv.collections import RecordCollection
@@ -46,6 +59,7 @@ from opendata_kv.errors import (
     check_count,
 )
 from opendata_kv.ids import rkey as rkey_ids
+from opendata_kv.ids import tid as tid_ids
 from opendata_kv.ids.rkey import KeyType
 from opendata_kv.store import Batch, Store
 
@@ -199,8 +213,9 @@ class Jetstream:
         self.on_error = on_error
         self.on_written = on_written
         self._state: IngestState | None = None
-        self._dids: set[str] = set()
-        self._key_types: dict[str, KeyType] = {}
+        #: each DID's key head (the record type's prefix and the DID), the DID checked
+        self._heads: dict[str, bytes] = {}
+        self._routes: dict[str, _Route] = {}  # each collection's route, its NSID checked
 
     def __repr__(self) -> str:
         return f"<Jetstream {self.name!r} into {self.records!r}>"
@@ -250,8 +265,8 @@ class Jetstream:
         check_count(max_events, "max_events", 0, none_ok=True)
         check_count(until, "until", 0, none_ok=True)
         position = _Position(await self.state())
-        queue: asyncio.Queue[Message | _End] = asyncio.Queue(self.queue_size)
-        reader = asyncio.create_task(_read(source, queue))
+        inbox = _Inbox(self.queue_size)
+        reader = asyncio.create_task(_read(source, inbox))
         taken = skipped = batches = 0
         stopped: Stopped = "end"
         end: _End | None = None
@@ -260,19 +275,10 @@ class Jetstream:
                 if max_events is not None and taken >= max_events:
                     stopped = "max_events"
                     break
-                pending: list[Message] = []
-                item = await queue.get()
-                while True:
-                    if isinstance(item, _End):
-                        end = item
-                        break
-                    pending.append(item)
-                    if len(pending) >= self.batch_size:
-                        break
-                    try:
-                        item = queue.get_nowait()
-                    except asyncio.QueueEmpty:
-                        break
+                pending = await inbox.take(self.batch_size)  # as many as wait, one handoff
+                if not pending:
+                    end = inbox.end
+                    continue
                 left = None if max_events is None else max_events - taken
                 took, passed, reached = await self._apply(pending, position, left, until)
                 taken, skipped = taken + took, skipped + passed
@@ -313,26 +319,43 @@ class Jetstream:
         """Take messages in one batch: (taken, skipped, whether `until` was reached)."""
         assert self._state is not None
         counts = asdict(self._state)
-        commits: list[tuple[Commit, tuple[str, str, str], Any]] = []
+        commits: list[_Queued] = []
         states: dict[tuple[str, str], dict[str, Any]] = {}
         taken = skipped = 0
         reached = False
+        take_commit = self._take_commit
         for message in messages:
             if limit is not None and taken >= limit:
                 break
-            try:
-                event = parse_event(message)
-                error = None
-                at = position.time(event.time_us)
-            except JetstreamEventError as exc:
-                event, error, at = None, exc, position.time(exc.time_us)
+            plain = plain_commit(message)  # a well-formed commit, read by msgspec's Structs
+            event: Commit | Identity | Account | Other | None = None
+            error: JetstreamEventError | None = None
+            if plain is not None:
+                at = position.time(plain.time_us)
+            else:
+                try:
+                    event = parse_event(message)
+                    at = position.time(event.time_us)
+                except JetstreamEventError as exc:
+                    error, at = exc, position.time(exc.time_us)
             if position.skip(at):
                 skipped += 1
                 continue
             taken += 1
             counts["cursor"], counts["at_cursor"] = position.took(at)
             counts["events"] += 1
-            if event is not None:
+            if plain is not None:
+                body = plain.commit
+                error = take_commit(
+                    plain.did,
+                    plain.time_us,
+                    body.operation,
+                    body.collection,
+                    body.rkey,
+                    body.record,
+                    commits,
+                )
+            elif event is not None:
                 error = self._take(event, commits, states, counts)
             if error is not None:
                 self._malformed(error, counts)
@@ -346,23 +369,27 @@ class Jetstream:
     def _take(
         self,
         event: Commit | Identity | Account | Other,
-        commits: list[tuple[Commit, tuple[str, str, str], Any]],
+        commits: list[_Queued],
         states: dict[tuple[str, str], dict[str, Any]],
         counts: dict[str, Any],
     ) -> JetstreamEventError | None:
-        """Check one event and queue what it writes; the error when it is refused."""
+        """Check one event parse_event read and queue what it writes; the error when it is
+        refused."""
+        if isinstance(event, Commit):
+            return self._take_commit(
+                event.did,
+                event.time_us,
+                event.operation,
+                event.collection,
+                event.rkey,
+                event.record,
+                commits,
+            )
         try:
-            self._check_did(event.did)
-            if isinstance(event, Commit):
-                key = (event.did, event.collection, event.rkey)
-                rkey_ids.validate(event.rkey, self._key_type(event.collection))
-                stored = (
-                    None
-                    if event.operation == "delete"
-                    else self.records.prepared(event.collection, event.record)
-                )
-                commits.append((event, key, stored))
-            elif isinstance(event, Identity):
+            self._head(event.did)
+            if isinstance(event, Identity | Account):
+                _storable(event)
+            if isinstance(event, Identity):
                 counts["identities"] += 1
                 states["identity", event.did] = {
                     "handle": event.handle,
@@ -385,33 +412,73 @@ class Jetstream:
             return _refused(event, exc)
         return None
 
-    def _check_did(self, did: str) -> None:
-        """check_did, each distinct DID once (up to REMEMBERED of them)."""
-        if did not in self._dids:
-            check_did(did)
-            if len(self._dids) >= REMEMBERED:
-                self._dids.clear()
-            self._dids.add(did)
+    def _take_commit(
+        self,
+        did: str,
+        time_us: int,
+        operation: str,
+        collection: str,
+        rkey: str,
+        record: dict[str, Any] | None,
+        commits: list[_Queued],
+    ) -> JetstreamEventError | None:
+        """Check one commit (its DID, NSID, rkey of the collection's key type, value) and
+        queue it with its key, built by the collection's route; the error when refused."""
+        try:
+            head = self._heads.get(did)
+            if head is None:
+                head = self._head(did)
+            route = self._routes.get(collection)
+            if route is None:
+                route = self._route(collection)
+            if not route.fits(rkey):
+                rkey_ids.validate(rkey, route.key_type)  # raises, saying why
+            if record is None:
+                stored = None
+            elif route.plain:  # no value type: the value as given, its `$type` checked
+                declared = record.get("$type")
+                if declared is not None and declared != collection:
+                    RecordCollection._check_value(collection, record)  # raises
+                stored = record
+            else:
+                stored = self.records.prepared(collection, record)
+        except InvalidInputError as exc:
+            return _refused_commit(did, time_us, operation, collection, rkey, exc)
+        part = route.part
+        key = None if part is None else head + part + rkey.encode() + b"\x00"
+        commits.append((operation, key, (did, collection, rkey), stored, time_us))
+        return None
 
-    def _key_type(self, collection: str) -> KeyType:
-        """The collection's record key type, its NSID checked once (check_nsid)."""
-        found = self._key_types.get(collection)
+    def _head(self, did: str) -> bytes:
+        """The key bytes of the record type and `did` (check_did'd), each distinct DID once
+        (up to REMEMBERED of them)."""
+        found = self._heads.get(did)
         if found is None:
-            found = self.records.key_type(check_nsid(collection))
-            if len(self._key_types) >= REMEMBERED:
-                self._key_types.clear()
-            self._key_types[collection] = found
+            found = self.records.record.prefix(check_did(did))
+            if len(self._heads) >= REMEMBERED:
+                self._heads.clear()
+            self._heads[did] = found
+        return found
+
+    def _route(self, collection: str) -> _Route:
+        """The collection's route, its NSID checked once (check_nsid)."""
+        found = _Route(self.records, check_nsid(collection))
+        if len(self._routes) >= REMEMBERED:
+            self._routes.clear()
+        self._routes[collection] = found
         return found
 
     def _malformed(self, error: JetstreamEventError, counts: dict[str, Any]) -> None:
         counts["malformed"] += 1
-        counts["last_error"] = str(error)
+        # stored with the cursor: a lone surrogate (a JSON escape such as "\\ud800" in a
+        # DID) kept as its escape, or the state could not be encoded and the run would stop
+        counts["last_error"] = str(error).encode("utf-8", "backslashreplace").decode("utf-8")
         if self.on_error is not None:
             self.on_error(error)
 
     async def _write(
         self,
-        commits: list[tuple[Commit, tuple[str, str, str], Any]],
+        commits: list[_Queued],
         states: dict[tuple[str, str], dict[str, Any]],
         counts: dict[str, Any],
     ) -> None:
@@ -420,27 +487,40 @@ class Jetstream:
         record = self.records.record
         batch = Batch(self.store)
         # every commit queued in order, deletes too (one of a record the store does not hold
-        # leaves a tombstone of nothing), then every key read once, with the keys the puts
-        # encoded: the counts follow from what was there, and the write's index upkeep takes
-        # the same read instead of reading again (Batch.replacing)
-        taken: list[tuple[str, int]] = []  # (operation, position in the batch)
-        for commit, key, stored in commits:
-            if commit.operation == "delete":
-                batch.delete(record, key)
-            else:
+        # leaves a tombstone of nothing), runs of puts in one put_encoded call each, then
+        # every key read once, with the keys the puts encoded: the counts follow from what
+        # was there, and the write's index upkeep takes the same read instead of reading
+        # again (Batch.replacing)
+        taken: list[tuple[str, bytes]] = []  # (operation, key) in the batch's order
+        run: list[_Queued] = []
+        keys = batch.columns()[0]
+        for queued in commits:
+            operation, key = queued[0], queued[1]
+            if operation != "delete" and key is not None:
+                run.append(queued)
+                continue
+            if run:
+                self._put_run(batch, run, taken, counts)
+                run = []
+            if operation == "delete":
+                if key is None:
+                    batch.delete(record, queued[2])
+                else:
+                    batch.delete_raw(key)
+            else:  # a collection whose key the route does not build: put() encodes it
                 try:
-                    batch.put(record, key, stored)
+                    batch.put(record, queued[2], queued[3])
                 except InvalidInputError as exc:  # a value the codec cannot store
-                    self._malformed(_refused(commit, exc), counts)
+                    self._malformed(_refused_queued(queued, exc), counts)
                     continue
-            taken.append((commit.operation, len(batch) - 1))
+            taken.append((operation, keys[-1]))
+        if run:
+            self._put_run(batch, run, taken, counts)
         if taken:
-            queued = batch.columns()[0]
-            written = [queued[at] for _, at in taken]
-            known = await self.store.read_before_write(list(dict.fromkeys(written)))
+            known = await self.store.read_before_write(list(dict.fromkeys(k for _, k in taken)))
             batch.replacing(known)
             present = {written_key: known.live(written_key) for written_key in known.values}
-            for (operation, _), written_key in zip(taken, written, strict=True):
+            for operation, written_key in taken:
                 held = present[written_key]
                 if operation == "delete":
                     counts["deletes"] += 1
@@ -462,35 +542,187 @@ class Jetstream:
         if self.on_written is not None:
             self.on_written(state)
 
+    def _put_run(
+        self,
+        batch: Batch,
+        run: list[_Queued],
+        taken: list[tuple[str, bytes]],
+        counts: dict[str, Any],
+    ) -> None:
+        """Queue a run of puts whose keys their routes built, in one Batch.put_encoded call;
+        a value the codec refuses counts as malformed."""
+        keys = [queued[1] for queued in run]
+        refused = batch.put_encoded(
+            self.records.record,
+            keys,  # type: ignore[arg-type]  # a run holds only built keys
+            [queued[2] for queued in run],
+            [queued[3] for queued in run],
+        )
+        skip = dict(refused)
+        for at, queued in enumerate(run):
+            error = skip.get(at)
+            if error is not None:
+                self._malformed(_refused_queued(queued, error), counts)
+            else:
+                taken.append((queued[0], queued[1]))  # type: ignore[arg-type]
 
-def _refused(
-    event: Commit | Identity | Account | Other, exc: InvalidInputError
-) -> JetstreamEventError:
+
+#: a commit queued for its batch: (operation, key bytes or None when its collection's route
+#: builds none, key fields, the value stored or None for a delete, time_us)
+_Queued = tuple[str, bytes | None, tuple[str, str, str], Any, int]
+
+#: a TID, valid for every probe of a route's key plan
+_PROBE_TID = "3jzfcijpj2z2a"
+_PROBE_DID = "did:plc:probe"
+
+
+class _Route:
+    """One collection's compiled plan, built once: its record key type and a check of it
+    (`fits`: True exactly when rkey_ids.validate would take the key), whether its values go
+    as given (`plain`: no value type), and `part`, the bytes the record type's key encoder
+    puts between a DID's and the rkey's (None when a probe finds the key not so built, then
+    Batch.put encodes each key)."""
+
+    __slots__ = ("fits", "key_type", "part", "plain")
+
+    def __init__(self, records: RecordCollection[Store], collection: str) -> None:
+        self.key_type = records.key_type(collection)
+        self.fits = _fits(self.key_type)
+        self.plain = collection not in records.value_codecs
+        self.part = _middle(records, collection, self.key_type)
+
+
+def _fits(key_type: KeyType) -> Callable[[str], bool]:
+    """A check equal to rkey_ids.is_valid_for(s, key_type) for a str, with less per call."""
+    if key_type.kind == "any":
+        return rkey_ids.is_valid
+    if key_type.kind == "tid":
+        return tid_ids.is_valid  # a TID's characters are a record key's, 13 of them
+    if key_type.kind == "literal":
+        value = key_type.value
+        return lambda rkey: rkey == value  # the literal was checked as a record key
+    return lambda rkey: rkey_ids.is_valid_for(rkey, key_type)
+
+
+def _middle(records: RecordCollection[Store], collection: str, key_type: KeyType) -> bytes | None:
+    """What the record type's key puts between a DID's bytes and an rkey's (a record key,
+    no 0x00 or 0x01 in it, is its UTF-8 then 0x00), taken from its own encoder; None when a
+    probe key built so differs from the encoder's."""
+    record = records.record
+    head = record.prefix(_PROBE_DID)
+    part = record.prefix(_PROBE_DID, collection)[len(head) :]
+    probe = {"literal": key_type.value, "tid": _PROBE_TID, "nsid": collection}.get(key_type.kind)
+    probe = probe or _PROBE_TID
+    built = head + part + probe.encode() + b"\x00"
+    return part if built == record.encode(_PROBE_DID, collection, probe) else None
+
+
+def _storable(event: Identity | Account) -> None:
+    """InvalidInputError naming the field when a text of the event is no UTF-8 (a lone
+    surrogate, from a JSON escape): its state could not be stored, and the run would stop."""
+    kind = type(event).__name__.lower()
+    for name in ("handle", "status", "time"):
+        text = getattr(event, name, None)
+        if text is None:
+            continue
+        try:
+            text.encode()
+        except UnicodeEncodeError as exc:
+            raise InvalidInputError(
+                f"{kind}.{name} {text!r} has a lone surrogate at index {exc.start}",
+                field=f"{kind}.{name}",
+                value=text,
+            ) from None
+
+
+def _refused(event: Identity | Account | Other, exc: InvalidInputError) -> JetstreamEventError:
     """A checked event's refusal as a JetstreamEventError naming the event."""
-    where = (
-        f"at://{event.did}/{event.collection}/{event.rkey} ({event.operation})"
-        if isinstance(event, Commit)
-        else f"{type(event).__name__.lower()} of {event.did!r}"
-    )
     return JetstreamEventError(
-        f"Jetstream event at time_us {event.time_us}: {where}: {exc}",
-        field=exc.field or ("commit.record" if isinstance(event, Commit) else "did"),
+        f"Jetstream event at time_us {event.time_us}: "
+        f"{type(event).__name__.lower()} of {event.did!r}: {exc}",
+        field=exc.field or "did",
         value=exc.value,
         time_us=event.time_us,
     )
 
 
-async def _read(source: AsyncIterable[Message], queue: asyncio.Queue[Message | _End]) -> None:
-    """Move the source's messages into the bounded queue (waiting while it is full)."""
+def _refused_commit(
+    did: str, time_us: int, operation: str, collection: str, rkey: str, exc: InvalidInputError
+) -> JetstreamEventError:
+    """A checked commit's refusal as a JetstreamEventError naming the record."""
+    return JetstreamEventError(
+        f"Jetstream event at time_us {time_us}: at://{did}/{collection}/{rkey} ({operation}): "
+        f"{exc}",
+        field=exc.field or "commit.record",
+        value=exc.value,
+        time_us=time_us,
+    )
+
+
+def _refused_queued(queued: _Queued, exc: InvalidInputError) -> JetstreamEventError:
+    did, collection, rkey = queued[2]
+    return _refused_commit(did, queued[4], queued[0], collection, rkey, exc)
+
+
+class _Inbox:
+    """The messages read ahead of the writer, at most `limit` of them: the reader waits for
+    room beyond it (backpressure), the writer takes up to a batch of what waits in one
+    handoff (not one queue get each)."""
+
+    __slots__ = ("_ready", "_room", "end", "items", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.items: list[Message] = []
+        self.limit = limit
+        self.end: _End | None = None  # the source ended (after every message in items)
+        self._ready = asyncio.Event()  # set while items or end wait for the writer
+        self._room = asyncio.Event()
+
+    def add(self, message: Message) -> bool:
+        """Keep a message for the writer; True when the inbox is then full."""
+        items = self.items
+        items.append(message)
+        self._ready.set()
+        return len(items) >= self.limit
+
+    async def room(self) -> None:
+        """Wait until the writer has taken some: the inbox is below its limit again."""
+        while len(self.items) >= self.limit:
+            self._room.clear()
+            await self._room.wait()
+
+    def close(self, end: _End) -> None:
+        self.end = end
+        self._ready.set()
+
+    async def take(self, most: int) -> list[Message]:
+        """Up to `most` of the waiting messages, oldest first, waiting for one when none
+        waits; [] once the source ended and every message was taken."""
+        while not self.items and self.end is None:
+            self._ready.clear()
+            await self._ready.wait()
+        items = self.items
+        if len(items) <= most:
+            self.items = []
+        else:
+            items, self.items = items[:most], items[most:]
+        self._room.set()
+        return items
+
+
+async def _read(source: AsyncIterable[Message], inbox: _Inbox) -> None:
+    """Move the source's messages into the bounded inbox (waiting while it is full)."""
+    add = inbox.add
     try:
         async for message in source:
-            await queue.put(message)
+            if add(message):
+                await inbox.room()
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # handed to the writer, raised after what came before
-        await queue.put(_End(exc))
+        inbox.close(_End(exc))
         return
-    await queue.put(_End())
+    inbox.close(_End())
 
 
 async def consume(

@@ -9,7 +9,12 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, overload
 
-from opendata_kv.errors import InvalidArgumentError, StoreError, TransactionConflictError
+from opendata_kv.errors import (
+    InvalidArgumentError,
+    InvalidInputError,
+    StoreError,
+    TransactionConflictError,
+)
 from opendata_kv.keys import Key, RecordType, Schema
 from opendata_kv.native import calls
 from opendata_kv.native.errors import FOREIGN, call, translate
@@ -456,6 +461,53 @@ class Batch:
                     expires.append(expire_at)
                     continue
             self.put_item(item)
+
+    def put_encoded(
+        self,
+        target: RecordType,
+        keys: Sequence[bytes],
+        fields: Sequence[tuple[Any, ...]],
+        values: Sequence[Any],
+    ) -> list[tuple[int, InvalidInputError]]:
+        """Queue puts of `target` (no TTL) whose keys the caller already encoded, each equal
+        to target.encode(*fields) (a writer's compiled key plan, tested against the encoder:
+        atproto/jetstream.py), the values encoded in one loop. Returns the rows whose value
+        the codec refused, with the error; those are not queued, the others are, in order."""
+        if self._written:
+            raise self._reused()
+        found = self._encoders.get(target)
+        if found is None:
+            found = put_encoders(self.schema, self.values, target)
+            if found is not None:
+                self._encoders[target] = found
+        refused: list[tuple[int, InvalidInputError]] = []
+        if found is None:  # not a bindable record type: put() does each row, naming faults
+            for at, (row, value) in enumerate(zip(fields, values, strict=True)):
+                try:
+                    self.put(target, row, value)
+                except InvalidInputError as exc:
+                    refused.append((at, exc))
+            return refused
+        encode_value, packing = found.value, found.packing
+        pack = self._pack if packing is not None else None
+        keep, typed, kept = self._keep, self._typed, self._fields
+        queued_keys, queued_data, expires = self._keys, self._data, self._expires
+        for at, key in enumerate(keys):
+            value = values[at]
+            try:  # as put(): the accelerator's packer, else (or for what it leaves) the codec
+                data = None if pack is None else pack(value, *packing)  # type: ignore[misc]
+                if data is None:
+                    data = encode_value(value, key)
+            except InvalidInputError as exc:
+                refused.append((at, exc))
+                continue
+            if keep:
+                typed[len(queued_keys)] = value
+                kept[len(queued_keys)] = fields[at]
+            queued_keys.append(key)  # deferred: _wb() sends them to the native batch in order
+            queued_data.append(data)
+            expires.append(None)
+        return refused
 
     def put_item(self, item: tuple[Any, ...]) -> None:
         """Queue one put_many item: `(record, fields, value)`, `(record, fields, value, ttl)`,

@@ -17,6 +17,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from opendata_kv.checks.integrity import Problem
+from opendata_kv.errors import InvalidInputError
 from opendata_kv.keys import Key, RecordType
 from opendata_kv.objstore.deadline import READER_TIMEOUT
 from opendata_kv.store.batch import Batch, Snapshot, Transaction
@@ -516,6 +517,19 @@ class SyncBatch(BatchHolder):
         common `(record type or name, field tuple, value[, ttl])` items in one loop, without a
         put() call each; any other item through put()."""
         self.batch.put_all(items)
+
+    def put_encoded(
+        self,
+        target: RecordType,
+        keys: Sequence[bytes],
+        fields: Sequence[tuple[Any, ...]],
+        values: Sequence[Any],
+    ) -> list[tuple[int, InvalidInputError]]:
+        """Queue puts of `target` (no TTL) whose keys the caller already encoded, each equal
+        to target.encode(*fields) (a writer's compiled key plan, tested against the encoder:
+        atproto/jetstream.py), the values encoded in one loop. Returns the rows whose value
+        the codec refused, with the error; those are not queued, the others are, in order."""
+        return self.batch.put_encoded(target, keys, fields, values)
 
     def put_item(self, item: tuple[Any, ...]) -> None:
         """Queue one put_many item: `(record, fields, value)`, `(record, fields, value, ttl)`,
