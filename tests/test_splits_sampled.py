@@ -148,3 +148,33 @@ def test_unread_wal_bytes_grow_the_pieces_not_their_count() -> None:
     read = WalRead(rows=[(b"b", 10), (b"e", 30)], total=80)
     assert wal_share(pieces, read) == [*pieces, Piece(b"b", b"b", 20), Piece(b"e", b"e", 60)]
     assert wal_share(pieces, WalRead()) == pieces
+
+
+def test_without_pyarrow_lz4_index_bytes_stay_within_their_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where Python decodes LZ4 (~3.6 MB/s), the LZ4 index bytes one call reads stay within
+    PURE_LZ4_READ_BYTES, largest SSTs first; the SSTs not read keep the manifest's picture,
+    and the splits still cover the record once."""
+    url = str(tmp_path / "db")
+    clustered(url, seed=5, clusters=2, writers=4, rows=12_000)
+    reads: list[int] = []
+    real = sst_blocks.read_region
+
+    def counted(location: Any, store: Any, db_path: str, ulid: str, at: int, size: int) -> Any:
+        reads.append(size)
+        return real(location, store, db_path, ulid, at, size)
+
+    monkeypatch.setattr(sst_blocks, "read_region", counted)
+    with SyncStore.open_reader(url, SCHEMA) as reader:
+        total = reader.count(post)
+        reader.splits(post, n=4)
+        everything = list(reads)
+        assert len(everything) >= 3 and all(size > 0 for size in everything), everything
+        monkeypatch.setattr(sst_blocks, "arrow_lz4", lambda: False)
+        budget = sorted(everything)[-2] + 1  # room for one index only, not the two largest
+        monkeypatch.setattr(sst_blocks, "PURE_LZ4_READ_BYTES", budget)
+        reads.clear()
+        ranges = reader.splits(post, n=4)
+        assert 1 <= len(reads) < len(everything) and sum(reads) <= budget, (reads, budget)
+        assert sum(reader.count(post, range=r) for r in ranges) == total

@@ -20,7 +20,10 @@ read, the index-block reads, their parsing into pieces, the WAL read, and the cu
 and CPU (the process's: slatedb's and the read threads' too), for a reader and a writer
 (`Store.splits`), at each `--n`. `--lz4 arrow` imports pyarrow first (its LZ4 decodes the
 index blocks), `--lz4 python` hides it (the pure-Python LZ4). `--rows` counts the rows each
-split holds (a keys-only count per range: a scan of the whole store).
+split holds (a keys-only count per range: a scan of the whole store). `--s3` copies DIR's
+store into a moto S3 server of its own (tests/conftest.py's MotoServer, on 127.0.0.1, stopped
+at the end) and counts the requests a cold reader's splits sends through tests/tcp_proxy.py's
+DelayProxy: by object kind and in round trips (waves); counts, not times.
 
 export: `opendata-kv export --format parquet` to one file, and `--parallel P` to a directory,
 each a child process (its own wall time; the workers' too), alternating rounds; records/s.
@@ -286,6 +289,59 @@ async def count_rows(reader: Any, ns: list[int]) -> None:
         )
 
 
+async def count_s3(root: str, ns: list[int]) -> None:
+    """DIR's store copied to a moto S3 server; each n's splits from a cold reader, its
+    requests counted through a DelayProxy (and the index range reads by sst_blocks)."""
+    tests = str(Path(__file__).resolve().parent.parent / "tests")
+    sys.path.insert(0, tests)
+    import boto3
+    from conftest import S3_BUCKET, MotoServer
+    from tcp_proxy import DelayProxy
+
+    server = MotoServer()
+    server.start()
+    try:
+        server.create_bucket(S3_BUCKET)
+        os.environ.update(server.env())
+        client = boto3.client("s3", endpoint_url=server.endpoint)
+        start, copied = time.perf_counter(), 0
+        for file in sorted(Path(root).rglob("*")):
+            if file.is_file():
+                client.upload_file(str(file), S3_BUCKET, f"split10m/{file.relative_to(root)}")
+                copied += file.stat().st_size
+        print(f"  copied {copied / 1e6:,.0f} MB to moto in {time.perf_counter() - start:.0f} s")
+        url = f"s3://{S3_BUCKET}/split10m"
+        ranged: list[int] = []
+        real = sst_blocks.read_region
+
+        def counted(*args: Any) -> bytes | None:
+            found = real(*args)
+            ranged.append(0 if found is None else len(found))
+            return found
+
+        sst_blocks.read_region = counted  # type: ignore[assignment]
+        with DelayProxy(("127.0.0.1", server.port), delay=0.02) as proxy:
+            options = {"object_store_options": {"endpoint": proxy.endpoint}}
+            for n in ns:
+                ranged.clear()
+                async with Store.open_reader(url, SCHEMA, **options) as reader:
+                    with proxy.measure() as window:
+                        got = await reader.splits(RECORD, n=n)
+                kinds = {
+                    kind: window.count(None, f"/{kind}/")
+                    for kind in ("manifest", "compacted", "wal", "compactions")
+                }
+                listed = window.count(None, "list-type")
+                print(
+                    f"  s3 splits(n={n}): {len(got)} splits; {len(window.requests)} requests in "
+                    f"{window.waves()} waves: {kinds}, listings {listed}; index range reads "
+                    f"{len(ranged)} ({sum(ranged) / 1e6:.2f} MB) ({load()})"
+                )
+        sst_blocks.read_region = real  # type: ignore[assignment]
+    finally:
+        server.stop()
+
+
 def synthetic(total: int, sst: int, l0: int) -> list[Piece]:
     """A manifest of `total` bytes of keys 0x01 0x10 + 8 bytes: a sorted run of `sst`-byte
     SSTs, and `l0` L0 SSTs each spanning the whole range."""
@@ -386,6 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", default="16,64", help="with --root: the n values, comma-separated")
     parser.add_argument("--lz4", choices=("arrow", "python"), default="arrow")
     parser.add_argument("--rows", action="store_true", help="with --root: rows per split")
+    parser.add_argument("--s3", action="store_true", help="with --root: requests on a moto copy")
     parser.add_argument(
         "--index-entries",
         default=str(sst_blocks.INDEX_ENTRIES),
@@ -401,6 +458,9 @@ def main(argv: list[str] | None = None) -> int:
         if not (Path(args.root) / "manifest").exists():
             asyncio.run(build_root(args.root, args.records, args.sst_kib))
         ns = [int(n) for n in args.n.split(",")]
+        if args.s3:
+            asyncio.run(count_s3(args.root, ns))
+            return 0
         entries = [int(e) for e in args.index_entries.split(",")]
         asyncio.run(time_root_splits(args.root, ns, max(5, args.rounds), args.rows, entries))
         return 0
