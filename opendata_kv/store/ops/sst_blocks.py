@@ -21,8 +21,10 @@ from opendata_kv.objstore.objects import sst_name
 from opendata_kv.store.ops.sst_index import MAX_ENTRIES, arrow_lz4, block_entries, unwrap
 from opendata_kv.store.split_points import Piece, clip
 
-#: index bytes read per splits call at most (~40 B a block: about 200,000 blocks, ~800 MB)
-INDEX_READ_BYTES = 8 << 20
+#: index bytes read per splits call at most: the 10M-record bench store's SSTs (241 MB) hold
+#: 8.7 MB of index, so ~3.5x that store; an SST left unread keeps the manifest's picture,
+#: which put 0 to 1M of its rows in one split there (docs/performance.md)
+INDEX_READ_BYTES = 32 << 20
 #: of them, LZ4 index bytes read at most where pyarrow is not installed: Python's LZ4 decodes
 #: ~3.6 MB/s on the shared machine (a 10M-record store's 8.2 MB took 2.3 s of CPU a call)
 PURE_LZ4_READ_BYTES = 1 << 20
