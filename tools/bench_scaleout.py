@@ -321,7 +321,8 @@ async def count_s3(root: str, ns: list[int]) -> None:
 
         sst_blocks.read_region = counted  # type: ignore[assignment]
         with DelayProxy(("127.0.0.1", server.port), delay=0.02) as proxy:
-            options = {"object_store_options": {"endpoint": proxy.endpoint}}
+            # poll_interval: the reader's own WAL polls stay out of the window (as in tests)
+            options = {"object_store_options": {"endpoint": proxy.endpoint}, "poll_interval": 60.0}
             for n in ns:
                 ranged.clear()
                 async with Store.open_reader(url, SCHEMA, **options) as reader:
@@ -332,10 +333,11 @@ async def count_s3(root: str, ns: list[int]) -> None:
                     for kind in ("manifest", "compacted", "wal", "compactions")
                 }
                 listed = window.count(None, "list-type")
+                wal = {m: window.count(m, "/wal/") for m in ("GET", "HEAD", "PUT")}
                 print(
                     f"  s3 splits(n={n}): {len(got)} splits; {len(window.requests)} requests in "
-                    f"{window.waves()} waves: {kinds}, listings {listed}; index range reads "
-                    f"{len(ranged)} ({sum(ranged) / 1e6:.2f} MB) ({load()})"
+                    f"{window.waves()} waves: {kinds} (WAL by method {wal}), listings {listed}; "
+                    f"index range reads {len(ranged)} ({sum(ranged) / 1e6:.2f} MB) ({load()})"
                 )
         sst_blocks.read_region = real  # type: ignore[assignment]
     finally:
@@ -453,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.modules["pyarrow"] = None  # type: ignore[assignment]  # import pyarrow raises
     else:
         import pyarrow  # noqa: F401  # its import is not a splits cost
-    if args.root:
+    if args.root and args.only != "export":
         print(f"scaleout splits on {args.root} (lz4 {args.lz4}; {load()}, {os.cpu_count()} cores)")
         if not (Path(args.root) / "manifest").exists():
             asyncio.run(build_root(args.root, args.records, args.sst_kib))
