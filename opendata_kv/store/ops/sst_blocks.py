@@ -32,7 +32,7 @@ PURE_LZ4_READ_BYTES = 1 << 20
 PARALLEL_READS = 8
 #: block entries taken over all the SSTs of one splits call, shared by their sizes (each SST's
 #: evenly spaced, at least its first and last): the cut costs ~20-25 us of CPU a piece, so a
-#: 10M-record store's 250,000 blocks would take seconds, and a split of n <= 256 still has 16
+#: 10M-record store's 266,000 blocks would take seconds, and a split of n <= 256 still has 16
 #: or more pieces to place its cuts among (RFC 0014)
 INDEX_ENTRIES = 4096
 
