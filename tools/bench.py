@@ -32,9 +32,12 @@
                                     scan (see tools/bench_listing.py)
     python tools/bench.py arrow     scan.to_arrow() read to the end vs a plain typed scan (rows/s)
     python tools/bench.py scaleout [--records N] [--sst-kib K] [--export-records N] [--parallel P]
+                                   [--root DIR [--rows] [--lz4 python] [--s3]]
                                     Store.splits time on a manifest of many SSTs (and a
                                     synthesized 10M-record one); `export --parallel P` vs the
-                                    single-file Parquet export (see tools/bench_scaleout.py)
+                                    single-file Parquet export; with --root, splits of DIR's
+                                    store (built there once) by phase, rows per split, S3
+                                    request counts (see tools/bench_scaleout.py)
     python tools/bench.py appview   "who liked X" pages through covering vs plain backlinks,
                                     top(), distinct likers; Jetstream ingest vs a hand-written
                                     rocksdict consumer (see tools/bench_appview.py)

@@ -91,6 +91,10 @@ def clip(pieces: Iterable[Piece], lo: bytes, hi: bytes | None) -> list[Piece]:
     """The parts of `pieces` inside [lo, hi), each size scaled by the share inside."""
     out = []
     for piece in pieces:
+        if piece.first >= lo and (hi is None or piece.last < hi):
+            if piece.size > 0:  # wholly inside: as it is (most pieces, with no arithmetic)
+                out.append(piece)
+            continue
         share = share_inside(piece.first, piece.last, lo, hi)
         if share <= 0.0 or piece.size <= 0:
             continue

@@ -159,16 +159,18 @@ async def read_wal(
 
 
 def wal_share(pieces: list[Piece], read: WalRead) -> list[Piece]:
-    """The WAL's pieces: its rows read, scaled to every file's bytes; with no row read but
-    bytes there, those bytes spread over `pieces` (the SSTs) as they hold theirs."""
+    """`pieces` (the SSTs) with the WAL's share: its rows read, scaled to every file's bytes,
+    as pieces of their own; with no row read but bytes there, each SST piece grown by the
+    WAL's bytes as it holds theirs (the same picture as a copy of each, at half the pieces:
+    the cut's cost is by piece)."""
     if read.rows:
         held = sum(size for _, size in read.rows)
         factor = read.files_factor if read.total is None else read.total / max(1, held)
-        return wal_pieces(read.rows, factor)
+        return pieces + wal_pieces(read.rows, factor)
     if not read.total or not pieces:
-        return []
+        return pieces
     flushed = sum(piece.size for piece in pieces) or 1
-    return [Piece(p.first, p.last, round(read.total * p.size / flushed)) for p in pieces]
+    return [Piece(p.first, p.last, p.size + round(read.total * p.size / flushed)) for p in pieces]
 
 
 async def data_pieces(
@@ -202,5 +204,5 @@ async def data_pieces(
 
         after = manifest.replay_after_wal_id
         read = await read_wal(path, object_store, after, where, sizes_of, not pieces)
-        pieces += wal_share(pieces, read)
+        pieces = wal_share(pieces, read)
     return pieces

@@ -1,9 +1,11 @@
 """An SST view as many pieces, one per run of its data blocks, from its index block (sst_index.py):
 splits then follow where the SST's keys lie, not an even spread between its first and last key
 (RFC 0014). One range read per SST (a local file's pread, or an S3 ranged GET with the
-sidecar's client), largest SSTs first while the index bytes read stay within INDEX_READ_BYTES;
-an SST not read (over the budget, an S3 store without static credentials, a codec not decoded
-here, an object gone) keeps the manifest's picture. Reads only; writes nothing.
+sidecar's client), largest SSTs first while the index bytes read stay within INDEX_READ_BYTES
+(LZ4 ones within PURE_LZ4_READ_BYTES where Python decodes them); INDEX_ENTRIES block entries
+taken over them all, shared by size (the cut's cost is by piece). An SST not read (over the
+budget, an S3 store without static credentials, a codec not decoded here, an object gone)
+keeps the manifest's picture. Reads only; writes nothing.
 """
 
 from __future__ import annotations
@@ -16,13 +18,23 @@ from typing import Any
 from opendata_kv.objstore import sidecar
 from opendata_kv.objstore.location import Location
 from opendata_kv.objstore.objects import sst_name
-from opendata_kv.store.ops.sst_index import block_entries, unwrap
+from opendata_kv.store.ops.sst_index import MAX_ENTRIES, arrow_lz4, block_entries, unwrap
 from opendata_kv.store.split_points import Piece, clip
 
-#: index bytes read per splits call at most (~40 B a block: about 200,000 blocks, ~800 MB)
-INDEX_READ_BYTES = 8 << 20
+#: index bytes read per splits call at most: the 10M-record bench store's SSTs (241 MB) hold
+#: 8.7 MB of index, so ~3.5x that store; an SST left unread keeps the manifest's picture,
+#: which put 0 to 1M of its rows in one split there (docs/performance.md)
+INDEX_READ_BYTES = 32 << 20
+#: of them, LZ4 index bytes read at most where pyarrow is not installed: Python's LZ4 decodes
+#: ~3.6 MB/s on the shared machine (a 10M-record store's 8.2 MB took 2.3 s of CPU a call)
+PURE_LZ4_READ_BYTES = 1 << 20
 #: index reads in flight at once
 PARALLEL_READS = 8
+#: block entries taken over all the SSTs of one splits call, shared by their sizes (each SST's
+#: evenly spaced, at least its first and last): the cut costs ~20-25 us of CPU a piece, so a
+#: 10M-record store's 266,000 blocks would take seconds, and a split of n <= 256 still has 16
+#: or more pieces to place its cuts among (RFC 0014)
+INDEX_ENTRIES = 4096
 
 
 def read_region(
@@ -93,21 +105,35 @@ def pieces_from_index(view: Any, entries: Sequence[tuple[int, bytes]]) -> list[P
     return [Piece(p.first, p.last, max(1, round(p.size * scale))) for p in raw]
 
 
-async def block_pieces(
-    location: Location, object_store: Any, db_path: str, views: Sequence[Any]
-) -> dict[int, list[Piece]]:
-    """For each view (by its place in `views`) whose index was read: its pieces by blocks."""
+def chosen_views(views: Sequence[Any]) -> list[int]:
+    """The views (by place) whose index is read: largest first while the index bytes stay
+    within INDEX_READ_BYTES (LZ4 ones within PURE_LZ4_READ_BYTES where Python decodes them),
+    keys there and a codec decoded here."""
     order = sorted(range(len(views)), key=lambda i: -int(views[i].estimated_size_bytes))
-    chosen, spent = [], 0
+    chosen, spent, slow = [], 0, 0
+    slow_budget = None if arrow_lz4() else PURE_LZ4_READ_BYTES
     for i in order:
         info = views[i].sst.info
         length = int(info.index_len)
         if info.first_entry is None or length <= 0 or spent + length > INDEX_READ_BYTES:
             continue
-        if codec_name(info) not in (None, "LZ4", "ZLIB"):
+        codec = codec_name(info)
+        if codec not in (None, "LZ4", "ZLIB"):
             continue
+        if codec == "LZ4" and slow_budget is not None:
+            if slow + length > slow_budget:
+                continue
+            slow += length
         chosen.append(i)
         spent += length
+    return chosen
+
+
+async def read_indexes(
+    location: Location, object_store: Any, db_path: str, views: Sequence[Any], chosen: list[int]
+) -> dict[str, bytes | None]:
+    """The stored index region of each chosen view's SST, by SST id (None: not read here),
+    one range read each, PARALLEL_READS in flight."""
     gate = asyncio.Semaphore(PARALLEL_READS)
     regions: dict[str, bytes | None] = {}
 
@@ -130,8 +156,28 @@ async def block_pieces(
             )
 
     await asyncio.gather(*(fetch(i) for i in chosen))
+    return regions
+
+
+def entry_limits(views: Sequence[Any], chosen: list[int], budget: int) -> dict[str, int]:
+    """How many block entries to take from each chosen view's SST: `budget` shared by their
+    estimated sizes, 2 at least (an SST's first and last entry), MAX_ENTRIES at most."""
+    sizes: dict[str, int] = {}
+    for i in chosen:
+        ulid = views[i].sst.id.value
+        sizes[ulid] = sizes.get(ulid, 0) + max(1, int(views[i].estimated_size_bytes))
+    total = sum(sizes.values()) or 1
+    return {u: min(MAX_ENTRIES, max(2, budget * size // total)) for u, size in sizes.items()}
+
+
+def parsed_pieces(
+    views: Sequence[Any], chosen: list[int], regions: dict[str, bytes | None]
+) -> dict[int, list[Piece]]:
+    """For each chosen view whose region was read: its pieces by blocks (each SST's index
+    decoded once, however many views show it; INDEX_ENTRIES entries in all)."""
     out: dict[int, list[Piece]] = {}
     decoded: dict[str, list[tuple[int, bytes]]] = {}
+    limits = entry_limits(views, chosen, INDEX_ENTRIES)
     for i in chosen:
         handle = views[i].sst
         ulid = handle.id.value
@@ -142,8 +188,17 @@ async def block_pieces(
             body = unwrap(region, codec_name(handle.info), ulid)
             if body is None:
                 continue
-            decoded[ulid] = block_entries(body, ulid)
+            decoded[ulid] = block_entries(body, ulid, limits[ulid])
         pieces = pieces_from_index(views[i], decoded[ulid])
         if pieces:
             out[i] = pieces
     return out
+
+
+async def block_pieces(
+    location: Location, object_store: Any, db_path: str, views: Sequence[Any]
+) -> dict[int, list[Piece]]:
+    """For each view (by its place in `views`) whose index was read: its pieces by blocks."""
+    chosen = chosen_views(views)
+    regions = await read_indexes(location, object_store, db_path, views, chosen)
+    return parsed_pieces(views, chosen, regions)

@@ -34,6 +34,15 @@ def _bad(sst: str, what: str, data: bytes) -> StoreDataError:
     )
 
 
+def arrow_lz4() -> bool:
+    """Whether lz4_block decodes through pyarrow (installed) rather than in Python."""
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def lz4_block(data: bytes, size: int, sst: str) -> bytes:
     """An LZ4 block (no frame) decoded to exactly `size` bytes, by pyarrow's LZ4 where it is
     installed (~30x faster), else here; malformed input raises."""
