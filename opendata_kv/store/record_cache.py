@@ -85,18 +85,19 @@ class RecordCache:
     def dropped(self, keys: Iterable[bytes]) -> None:
         """A write of `keys` that slatedb acknowledged, dropped rather than written through:
         a batch's (its keys' next get reads them back), so that keeping the cache costs a
-        batched write one dictionary look-up per record."""
+        batched write a look-up per record at most (on the accelerator, only of the keys its
+        KeyFilter marks, popped in its C loop)."""
         with self._lock:
             self.generation += 1
             rows = self._rows
             if not rows:
                 return
             if self._filter is not None:  # only the keys whose bit is set looked up, in C
-                found = self._filter.cached(rows, keys if keys.__class__ is list else list(keys))
-            else:
-                found = rows.keys() & keys  # the cached ones, found in C (a batch's are few)
+                listed = keys if keys.__class__ is list else list(keys)
+                self.size -= self._filter.drop(rows, listed, rows.pop, ENTRY_OVERHEAD)
+                return
             pop, size = rows.pop, self.size
-            for key in found:
+            for key in rows.keys() & keys:  # the cached ones, found in C (a batch's are few)
                 size -= len(key) + len(pop(key)[0]) + ENTRY_OVERHEAD
             self.size = size
 

@@ -120,6 +120,42 @@ static PyObject *kf_cached(KeyFilter *f, PyObject *const *args, Py_ssize_t nargs
     return out;
 }
 
+/* drop(rows, keys, pop, overhead): pop (rows.pop) each key of the list `keys` that the dict
+ * `rows` holds, only marked ones looked up; returns the bytes counted for them (each key's
+ * length, its row's value length and `overhead`). The loop and the sum in C: a batch writing
+ * cached keys paid ~600 instructions a key for them in Python. */
+static PyObject *kf_drop(KeyFilter *f, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyDict_Check(args[0]) || !PyList_Check(args[1]) || !PyLong_Check(args[3]))
+        return PyErr_Format(PyExc_TypeError, "drop(rows, keys, pop, overhead)");
+    PyObject *rows = args[0], *keys = args[1], *pop = args[2];
+    long long overhead = PyLong_AsLongLong(args[3]);
+    if (overhead == -1 && PyErr_Occurred()) return NULL;
+    long long freed = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys); i++) {
+        PyObject *key = PyList_GET_ITEM(keys, i);
+        Py_ssize_t s = slot_of(f, key);
+        if (s >= 0 && !(f->bits[s >> 3] & (1u << (s & 7)))) continue;
+        Py_INCREF(key);
+        int held = PyDict_Contains(rows, key);
+        if (held > 0) {
+            PyObject *row = PyObject_CallOneArg(pop, key);
+            Py_ssize_t size = -1, length = -1;
+            if (row != NULL && PyTuple_Check(row) && PyTuple_GET_SIZE(row) > 0) {
+                size = PyObject_Length(PyTuple_GET_ITEM(row, 0));
+                length = size < 0 ? -1 : PyObject_Length(key);
+            } else if (row != NULL) {
+                PyErr_SetString(PyExc_TypeError, "drop: a cached row is a (bytes, expiry) tuple");
+            }
+            Py_XDECREF(row);
+            if (size < 0 || length < 0) held = -1;
+            else freed += (long long)length + size + overhead;
+        }
+        Py_DECREF(key);
+        if (held < 0) return NULL;
+    }
+    return PyLong_FromLongLong(freed);
+}
+
 static PyObject *kf_slots(KeyFilter *f, void *closure) {
     (void)closure;
     return PyLong_FromSsize_t(f->slots);
@@ -130,6 +166,8 @@ static PyMethodDef kf_methods[] = {
      "Mark a key the cache keeps; True when a rebuild (from the keys it holds) is due."},
     {"clear", (PyCFunction)kf_clear, METH_NOARGS, "The cache emptied: no key marked."},
     {"rebuild", (PyCFunction)kf_rebuild, METH_O, "Mark exactly the keys of the dict `rows`."},
+    {"drop", (PyCFunction)(void (*)(void))kf_drop, METH_FASTCALL,
+     "Pop (with `pop`) the keys of `keys` that `rows` holds; the bytes counted for them."},
     {"cached", (PyCFunction)(void (*)(void))kf_cached, METH_FASTCALL,
      "The keys of the list `keys` that the dict `rows` holds (only marked ones looked up)."},
     {NULL, NULL, 0, NULL},
