@@ -27,6 +27,7 @@ TESTS = (
     REPO / "tests" / "test_index_groups.py",
     REPO / "tests" / "test_indexes_old_values.py",
     REPO / "tests" / "test_metrics_timing.py",
+    REPO / "tests" / "test_record_cache.py",
 )
 
 

@@ -57,7 +57,7 @@ static PyObject *kf_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "n:KeyFilter", names, &entries)) return NULL;
     /* 8 slots an entry the cache can hold, from 2**12 to 2**25 (4 MiB) */
     int log = 12;
-    while (log < 25 && ((Py_ssize_t)1 << log) < entries * 8) log++;
+    while (log < 25 && entries > (((Py_ssize_t)1 << log) >> 3)) log++; /* no overflow */
     KeyFilter *f = (KeyFilter *)type->tp_alloc(type, 0);
     if (f == NULL) return NULL;
     f->slots = (Py_ssize_t)1 << log;
