@@ -10,8 +10,9 @@ dictionary look-up per record, where writing through cost a batched write ~20% m
 uncertain write (an error, a cancel) empties it. On the C accelerator a KeyFilter (one bit per
 slot of a cheap hash of each key it keeps, native/_accel/cachekeys.c) picks the keys of a batch
 worth looking up, so a batch's drop costs a few instructions a record rather than Python's hash
-and a dictionary look-up each (docs/performance.md, "The record cache's drop"). A get that
-misses fills it only when no write touched the cache between its lookup and its fill
+and a dictionary look-up each (docs/performance.md, "What metrics and the record cache cost a
+batched put"). A get that misses fills it only when no write touched the cache between its
+lookup and its fill
 (`generation`), so a read that raced a write never puts back the value the write replaced.
 Expiry is kept with the bytes and checked on every hit, as a read of the store checks it.
 """
