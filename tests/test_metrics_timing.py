@@ -322,3 +322,26 @@ def test_drive_refuses_an_operation_that_awaits_something_else() -> None:
         driver.drive(awaits_asyncio())
     assert closed == [True]
     assert driver._local.sync is False
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.binary(max_size=40)),
+    st.lists(st.one_of(st.none(), st.binary(max_size=40), st.binary(max_size=9).map(bytearray))),
+)
+def test_written_bytes_in_c_is_the_python_sum(keys: list[bytes], values: list[Any]) -> None:
+    # the bytes-written counter's per-batch sum: the C loop and the pure path's agree
+    assert _module().written_bytes(keys, values) == store_metrics.written_bytes(keys, values)
+
+
+def test_a_writer_counts_its_bytes_in_c(tmp_path: Path) -> None:
+    # the write wrapper measures a batch with the accelerator's written_bytes, not a Python
+    # loop over its records
+    module = _module()
+    options = OpenOptions(meter_provider=MeterProvider(metric_readers=[InMemoryMetricReader()]))
+    with SyncStore.open(tmp_path / "db", SCHEMA, options=options) as store:
+        write = vars(store.store)["write"]
+        cells = [c.cell_contents for c in write.__closure__ or ()]
+        assert module.written_bytes in cells
+        with pytest.raises(TypeError):
+            module.written_bytes((), [])

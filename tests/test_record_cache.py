@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from opendata_kv import RecordType, Schema, SyncStore
 from opendata_kv import fields as F
@@ -75,6 +77,82 @@ def test_of_two_writes_in_flight_the_one_acknowledged_last_drops_the_key() -> No
     cache.wrote(b"a", b"1", None, cache.generation)
     cache.dropped([b"a", b"b"])  # a batch's keys
     assert cache.get(b"a") is None and len(cache) == 0 and cache.size == 0
+
+
+#: a cache operation: (what, key number, value length); keys from a small set so they repeat
+_cache_ops = st.lists(
+    st.tuples(
+        st.sampled_from(["fill", "wrote", "delete", "drop", "clear", "get"]),
+        st.integers(0, 40),
+        st.integers(0, 30),
+    ),
+    max_size=120,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(_cache_ops, st.integers(0, 8))
+def test_a_batch_drop_through_the_key_filter_is_the_dictionary_s(
+    ops: list[tuple[str, int, int]], room: int
+) -> None:
+    """The same operations on a cache whose drops go through the accelerator's KeyFilter and
+    on one without it end with the same rows, sizes and counts after every step, and no key a
+    batch dropped is left behind (small enough to evict, and to rebuild the filter often)."""
+    limit = room * (ENTRY_OVERHEAD + 40)
+    plain, filtered = RecordCache(limit), RecordCache(limit)
+    plain._filter = None
+    if filtered._filter is None:
+        pytest.skip("the C accelerator is not in use")
+    key = b"k%02d".__mod__
+    for what, n, length in ops:
+        for cache in (plain, filtered):
+            if what == "fill":
+                cache.fill(key(n), (b"v" * length, None), cache.generation)
+            elif what == "wrote":
+                cache.wrote(key(n), b"w" * length, None, cache.generation)
+            elif what == "delete":
+                cache.wrote(key(n), None, None, cache.generation)
+            elif what == "drop":  # a batch of keys around n, some cached, some not
+                cache.dropped([key(m) for m in range(n, n + length % 7)])
+                assert not any(key(m) in cache._rows for m in range(n, n + length % 7))
+            elif what == "clear":
+                cache.clear()
+            else:
+                cache.get(key(n))
+        assert list(filtered._rows.items()) == list(plain._rows.items())
+        assert (filtered.size, filtered.hits, filtered.misses, filtered.generation) == (
+            plain.size,
+            plain.hits,
+            plain.misses,
+            plain.generation,
+        )
+
+
+def test_the_key_filter_marks_every_key_kept_across_rebuilds() -> None:
+    # a filter of the least size (4,096 bits, a rebuild due every 512 adds): keys kept long
+    # before a rebuild, and thousands of keeps and evictions after, are still found by a drop
+    cache = RecordCache(400 * (ENTRY_OVERHEAD + 12))
+    if cache._filter is None:
+        pytest.skip("the C accelerator is not in use")
+    assert cache._filter.slots == 4096
+    for n in range(400):  # 400 adds
+        cache.wrote(b"old%05d" % n, b"v" * 4, None, cache.generation)
+    for i in range(300):  # the same 50 keys again: a rebuild on the way, the old ones kept
+        cache.wrote(b"old%05d" % (i % 50), b"w" * 4, None, cache.generation)
+    held = list(cache._rows)
+    assert len(held) == 400
+    assert cache._filter.cached(cache._rows, [*held, b"absent"]) == held
+    rng = random.Random(3)
+    for i in range(5000):
+        cache.wrote(b"key%05d" % rng.randrange(3000), b"v" * 4, None, cache.generation)
+        if i % 250 == 0:
+            held = list(cache._rows)
+            assert cache._filter.cached(cache._rows, [*held, b"absent"]) == held
+    held = list(cache._rows)
+    cache.dropped(held[::2])
+    assert list(cache._rows) == held[1::2]
+    cache.dropped([b"key%05d" % n for n in range(3000)] + [b"old%05d" % n for n in range(400)])
+    assert len(cache) == 0 and cache.size == 0
 
 
 def test_every_write_path_writes_through(tmp_path: Path) -> None:

@@ -43,4 +43,7 @@ int accel_records_add(PyObject *module);
 /* timing.c: adds Durations, Timed and TimedAwait (store metrics' durations) to the module */
 int accel_timing_add(PyObject *module);
 
+/* cachekeys.c: adds KeyFilter (which keys the writer's record cache may hold) to the module */
+int accel_cachekeys_add(PyObject *module);
+
 #endif

@@ -422,7 +422,39 @@ static PyTypeObject TimedAwaitType = {
     .tp_getset = await_getset,
 };
 
+/* written_bytes(keys, values): the bytes of a batch's records, for the bytes-written counter:
+ * the keys' lengths and those of the values that are bytes (None: a delete, no value). One C
+ * loop a batch, where a Python sum over the values cost a batched put ~10% with metrics on. */
+static PyObject *f_written_bytes(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2 || !PyList_Check(args[0]) || !PyList_Check(args[1]))
+        return PyErr_Format(PyExc_TypeError, "written_bytes(keys, values): two lists");
+    long long total = 0;
+    PyObject *const lists[2] = {args[0], args[1]};
+    for (int l = 0; l < 2; l++) {
+        PyObject *list = lists[l];
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
+            PyObject *item = PyList_GET_ITEM(list, i);
+            if (PyBytes_CheckExact(item)) {
+                total += PyBytes_GET_SIZE(item);
+            } else if (item != Py_None || l == 0) {
+                Py_ssize_t n = PyObject_Length(item); /* a bytes subclass, a bytearray */
+                if (n < 0) return NULL;
+                total += n;
+            }
+        }
+    }
+    return PyLong_FromLongLong(total);
+}
+
+static PyMethodDef timing_functions[] = {
+    {"written_bytes", (PyCFunction)(void (*)(void))f_written_bytes, METH_FASTCALL,
+     "The bytes of a batch's records: its keys' lengths and its values' (None skipped)."},
+    {NULL, NULL, 0, NULL},
+};
+
 int accel_timing_add(PyObject *module) {
+    if (PyModule_AddFunctions(module, timing_functions) < 0) return -1;
     if (PyType_Ready(&DurationsType) < 0 || PyType_Ready(&TimedType) < 0 ||
         PyType_Ready(&TimedAwaitType) < 0)
         return -1;
