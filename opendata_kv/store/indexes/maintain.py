@@ -98,14 +98,12 @@ async def index_ops_for(
 
     `key_fields` (a Batch's): the field tuples some keys were encoded from, taken for the
     key's fields instead of decoding it where that gives the same (_key_decoder)."""
-    final: dict[bytes, tuple[RecordType, Op]] = {}
-    has: dict[RecordType, bool] = {}  # whether a record type has indexes, asked once each
-    for key, record_type, new in writes:
-        found = has.get(record_type)
-        if found is None:
-            found = has[record_type] = only is not None or bool(indexes.of(record_type))
-        if found:
-            final[key] = (record_type, new)
+    final: dict[bytes, IndexedOp]  # key -> its last write
+    types = {write[1] for write in writes}
+    if only is not None or all(indexes.of(record_type) for record_type in types):
+        final = {write[0]: write for write in writes}  # every write: no filter per record
+    else:
+        final = {write[0]: write for write in writes if indexes.of(write[1])}
     if not final:
         return []
     keys = list(final)
@@ -114,6 +112,7 @@ async def index_ops_for(
     else:
         olds = await reads.replaced(keys)
     maintainers: dict[type[Maintainer], Maintainer] = {}
+    field_columns: dict[Any, Any] = {}  # Maintainer.field_column's, shared by the plan's
     encode = _entry_cache(indexes.entry_keys)
     if sum(map(len, indexes.entry_strings.values())) > ENTRY_CACHE_SIZE:
         indexes.entry_strings.clear()
@@ -129,6 +128,7 @@ async def index_ops_for(
             maintainer = maintainers[made] = made(
                 indexes.schema, encode, only, indexes.entry_strings, indexes.entry_plans
             )
+            maintainer.fields = field_columns
         maintainer.change_all(index, changes)
     ordered = sorted(maintainers.values(), key=_settle_order)
     counters = [m for m in ordered if isinstance(m, CountMaintainer)]
@@ -142,7 +142,10 @@ async def index_ops_for(
     for maintainer in ordered:
         maintainer.settle(current)
     if groups is not None and only is None:
-        groups.stage({g: v for counter in counters for g, v in counter.learnt.items()})
+        if len(counters) == 1:
+            groups.stage(counters[0].learnt)
+        else:
+            groups.stage({g: v for counter in counters for g, v in counter.learnt.items()})
     return [op for maintainer in ordered for op in maintainer.ops]
 
 
@@ -150,21 +153,21 @@ def _new_records(
     indexes: IndexSet,
     values: Values,
     keys: list[bytes],
-    final: dict[bytes, tuple[RecordType, Op]],
+    final: dict[bytes, IndexedOp],
     key_fields: Mapping[bytes, tuple[Any, ...]] | None,
 ) -> dict[Index, Changes] | None:
     """The changes of each index when every write is a put of a new record of one record
     type whose indexes cover every key, none with a TTL (put_many's common case): built a
     column at a time; None otherwise (index_ops_for then goes record by record)."""
     planned = list(final.values())
-    record_type = planned[0][0]
-    if any(rt is not record_type for rt, _ in planned):
+    record_type = planned[0][1]
+    if any(write[1] is not record_type for write in planned):
         return None
     known = _whole(indexes, record_type)
     if known is None:
         return None
     active, reads_key = known
-    puts: list[Any] = [op for _, op in planned]
+    puts: list[Any] = [write[2] for write in planned]
     if any(op.__class__ is not Put or op[2] is not None for op in puts):
         return None  # a delete (of nothing) or a TTL: record by record
     if not active:
@@ -194,7 +197,7 @@ def _changes(
     values: Values,
     keys: list[bytes],
     olds: list[bytes | None],
-    final: dict[bytes, tuple[RecordType, Op]],
+    final: dict[bytes, IndexedOp],
     only: Index | None,
     key_fields: Mapping[bytes, tuple[Any, ...]] | None = None,
 ) -> dict[Index, Changes]:
@@ -210,7 +213,7 @@ def _changes(
     # per record type whose indexes route on key fields (Index.route): its router
     routers: dict[RecordType, _Router | None] = {}
     for key, old_data in zip(keys, olds, strict=True):
-        record_type, new = final[key]
+        _, record_type, new = final[key]
         active: Sequence[Index]
         targets = lists.get(record_type)
         if only is not None:

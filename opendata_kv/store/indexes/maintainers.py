@@ -10,6 +10,7 @@ nothing private of anyone else.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
@@ -146,6 +147,9 @@ class Maintainer:
         #: index -> the compiled encoder of its entry fields, None: not all strings (the
         #: IndexSet's, kept across writes)
         self.plans: dict[Index, Callable[..., bytes] | None] = {} if plans is None else plans
+        #: (id of a values column, id of its key column, field name) -> (the columns, the
+        #: field's values): shared by one plan's maintainers (field_column)
+        self.fields: dict[tuple[int, int, str], tuple[list[Any], Sequence[Any], list[Any]]] = {}
 
     def entries(
         self, index: Index, change: RecordWrite, value: Any
@@ -222,32 +226,72 @@ class Maintainer:
 
     def column(self, index: Index, key_objs: Sequence[Any], values: list[Any]) -> list[Any]:
         """The entry key of each value (None: none) for an index without `using` (one entry
-        at most per record), a string field value's remembered across writes."""
+        at most per record), a string field value's remembered across writes. A single
+        field's values are taken a column at a time, once per plan for all indexes on that
+        field (`fields`), then mapped to entry keys in one pass; what that pass cannot map (a
+        value not a str, a str not seen before) goes the per-record way."""
         if values.count(None) == len(values):  # no value (new records): no entry
             return [None] * len(values)
-        name, fields, encode = index.name, index.fields, self.encode
-        out: list[bytes | None] = []
-        append = out.append
-        single = index.field_names[0] if len(index.field_names) == 1 else None
+        if len(index.field_names) != 1:
+            return self._column_slow(index, key_objs, values, None, None)
+        name, single = index.name, index.field_names[0]
         strings = self.strings.get(name)
         if strings is None:
             strings = self.strings[name] = {}
-        for key_obj, value in zip(key_objs, values, strict=True):
+        founds = self.field_column(single, key_objs, values)
+        got = strings.get
+        out = [got(found) if found.__class__ is str else None for found in founds]
+        if None in out:  # none, a new string, or not a str: record by record
+            return self._column_slow(index, key_objs, values, founds, out)
+        return out
+
+    def field_column(self, single: str, key_objs: Sequence[Any], values: list[Any]) -> list[Any]:
+        """field_of(key_obj, value, single) of each record (None for no value), found once
+        per plan for the same columns (the maintainers of one plan share `fields`)."""
+        cached = self.fields.get((id(values), id(key_objs), single))
+        if cached is not None and cached[0] is values and cached[1] is key_objs:
+            return cached[2]
+        if key_objs.count(None) == len(key_objs) and all(v.__class__ is dict for v in values):
+            founds = [value.get(single) for value in values]
+        else:
+            founds = [
+                None if value is None else field_of(key_obj, value, single)
+                for key_obj, value in zip(key_objs, values, strict=True)
+            ]
+        self.fields[id(values), id(key_objs), single] = (values, key_objs, founds)
+        return founds
+
+    def _column_slow(
+        self,
+        index: Index,
+        key_objs: Sequence[Any],
+        values: list[Any],
+        founds: list[Any] | None,
+        mapped: list[Any] | None,
+    ) -> list[Any]:
+        """column's per-record way: `founds` and `mapped` (single-field indexes) are the
+        field values and the entry keys already known (None: not known)."""
+        name, fields, encode = index.name, index.fields, self.encode
+        single = founds is not None
+        strings = self.strings.get(name, {})
+        out: list[bytes | None] = []
+        append = out.append
+        for at, (key_obj, value) in enumerate(zip(key_objs, values, strict=True)):
             if value is None:
                 append(None)
                 continue
-            if single is not None:
-                if key_obj is None and value.__class__ is dict:
-                    found = value.get(single)
-                else:
-                    found = field_of(key_obj, value, single)
+            if single:
+                assert founds is not None and mapped is not None
+                entry = mapped[at]
+                if entry is not None:
+                    append(entry)
+                    continue
+                found = founds[at]
                 if found is None:
                     append(None)
                     continue
                 if found.__class__ is str:
-                    entry = strings.get(found)
-                    if entry is None:
-                        entry = strings[found] = encode(name, fields, (found,))
+                    entry = strings[found] = encode(name, fields, (found,))
                     append(entry)
                     continue
             tuples = index.entries(key_obj, value)  # checks what it holds (hashable)
@@ -299,11 +343,12 @@ class ValueMaintainer(Maintainer):
         ops = self.ops
         append = ops.append
         if before.count(None) == len(before):  # new records (put_many's case): puts only
-            for key, new, put in zip(changes.keys, after, changes.puts, strict=True):
-                if new is not None:
-                    assert put is not None  # a record with an entry is a put
-                    entry = (new + key, b"", put[PUT_EXPIRE_AT], UNDECODED, put[PUT_OPTIONS])
-                    append(_new(Put, entry))
+            puts: list[Any] = changes.puts  # a record with an entry is a put
+            ops += [
+                _new(Put, (new + key, b"", put[PUT_EXPIRE_AT], UNDECODED, put[PUT_OPTIONS]))
+                for key, new, put in zip(changes.keys, after, puts, strict=True)
+                if new is not None
+            ]
             return
         for key, new, old, put, keep in zip(
             changes.keys, after, before, changes.puts, changes.keeps, strict=True
@@ -505,15 +550,17 @@ class CountMaintainer(Maintainer):
             signed = [(added, 1)]
             if gone.count(None) != len(gone):  # new records take nothing out
                 signed.insert(0, (gone, -1))
-            for groups, sign in signed:
-                for key, group in zip(keys, groups, strict=True):
-                    if group is not None:
-                        delta = get(group)
-                        if delta is None:
-                            deltas[group] = [index, sign, 0, 0, 0, key]
-                        else:
-                            delta[D_COUNT] += sign
-                            delta[D_KEY] = key
+            for groups, sign in signed:  # each group's records counted at once
+                counted = Counter(groups)
+                counted.pop(None, None)
+                last = dict(zip(groups, keys, strict=True))  # its last record's key
+                for group, many in counted.items():
+                    delta = get(group)
+                    if delta is None:
+                        deltas[group] = [index, sign * many, 0, 0, 0, last[group]]
+                    else:
+                        delta[D_COUNT] += sign * many
+                        delta[D_KEY] = last[group]
             return
         amount_of, amount, add_one = index.amount_of, self.amount, self._add
         for key, key_obj, group_gone, group_added, live_old, new in zip(
@@ -544,6 +591,7 @@ class CountMaintainer(Maintainer):
         known = self.known
         ops: list[Op] = []
         staged: dict[bytes, Group] = {}
+        counts = _COUNT_STATES
         for group, (index, count, ints, floats, fine, key) in self.deltas.items():
             if not (count or ints or floats or fine):
                 continue
@@ -552,6 +600,13 @@ class CountMaintainer(Maintainer):
             else:
                 data = current[group]
                 have = ZERO if data is None else decode_sum(index.name, group, data)
+            if not (ints or floats or fine or have[1] or have[2] or have[3]):
+                # a count only (a count index's rows): its state and bytes made once per count
+                made = counts.get(have[0] + count)
+                if made is not None:
+                    ops.append(_new(Put, (group, made[1], None, UNDECODED, None)))
+                    staged[group] = made[0]
+                    continue
             state = _new(Sum, (have[0] + count, have[1] + ints, have[2] + floats, have[3] + fine))
             if state[0] <= 0:
                 ops.append(Delete(group))
@@ -587,6 +642,12 @@ class CountMaintainer(Maintainer):
             key=shown,
             value=value,
         )
+
+
+#: count -> (Sum(count, 0, 0, 0), its row's bytes), for the counts of count rows (settle)
+_COUNT_STATES: dict[int, tuple[Sum, bytes]] = {
+    n: (Sum(n, 0, 0, 0), encode_sum(Sum(n, 0, 0, 0))) for n in range(1, 4096)
+}
 
 
 class SumMaintainer(CountMaintainer):
