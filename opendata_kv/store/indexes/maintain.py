@@ -11,7 +11,7 @@ the records, under the store's index lock, so the values read here are still cur
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from opendata_kv.errors import IndexTtlError, OpendataKvError
 from opendata_kv.keys import RecordType, idfields
@@ -32,7 +32,15 @@ from opendata_kv.store.indexes.registry import IndexSet
 from opendata_kv.store.writes import UNDECODED, Delete, MaintenanceReads, Op, Put
 from opendata_kv.values import Values
 
-__all__ = ["Expired", "Expiring", "IndexedOp", "index_ops_for", "show_key"]
+__all__ = [
+    "Expired",
+    "Expiring",
+    "IndexRows",
+    "IndexedOp",
+    "index_ops_for",
+    "index_rows_for",
+    "show_key",
+]
 
 _new = tuple.__new__  # a RecordWrite without NamedTuple.__new__'s argument handling (per record)
 #: one record write: (key bytes, its RecordType, the Put or Delete)
@@ -75,6 +83,29 @@ def _value(values: Values, record_type: RecordType, key: bytes, new: Op) -> Any:
     return new.value
 
 
+class IndexRows(NamedTuple):
+    """A plan's index writes: `ops` (writes.Put / writes.Delete) and the plain puts (no
+    expiry, no options) as two columns, `keys` and `data`, queued in one native call without
+    a Put each. Their keys are distinct, so their order in a write does not matter."""
+
+    ops: list[Op]
+    keys: list[bytes]
+    data: list[bytes]
+
+    @property
+    def total(self) -> int:
+        """How many rows in all."""
+        return len(self.ops) + len(self.keys)
+
+    def as_ops(self) -> list[Op]:
+        """Every row as an op (the plain puts after the others)."""
+        puts = [
+            _new(Put, (key, data, None, UNDECODED, None))
+            for key, data in zip(self.keys, self.data, strict=True)
+        ]
+        return self.ops + puts
+
+
 async def index_ops_for(
     indexes: IndexSet,
     values: Values,
@@ -84,8 +115,22 @@ async def index_ops_for(
     groups: GroupCache | None = None,
     key_fields: Mapping[bytes, tuple[Any, ...]] | None = None,
 ) -> list[Op]:
-    """The index ops for `writes` (the last write of a key wins, as in the batch), reading
-    the replaced values with `reads.replaced` and unique holders and aggregates with
+    """index_rows_for's rows as ops (transactions, builds, tests)."""
+    rows = await index_rows_for(indexes, values, writes, reads, only, groups, key_fields)
+    return rows.as_ops()
+
+
+async def index_rows_for(
+    indexes: IndexSet,
+    values: Values,
+    writes: Sequence[IndexedOp],
+    reads: MaintenanceReads,
+    only: Index | None = None,
+    groups: GroupCache | None = None,
+    key_fields: Mapping[bytes, tuple[Any, ...]] | None = None,
+) -> IndexRows:
+    """The index rows (IndexRows) for `writes` (the last write of a key wins, as in the
+    batch), reading the replaced values with `reads.replaced` and unique holders and aggregates with
     `reads.current` (live values only: an expired record's entries expired with it).
     UniqueIndexError before anything is written when a unique value would get a second live
     record; IndexTtlError when a record with a TTL meets a count or sum index.
@@ -98,6 +143,7 @@ async def index_ops_for(
 
     `key_fields` (a Batch's): the field tuples some keys were encoded from, taken for the
     key's fields instead of decoding it where that gives the same (_key_decoder)."""
+    nothing = IndexRows([], [], [])
     final: dict[bytes, IndexedOp]  # key -> its last write
     types = {write[1] for write in writes}
     if only is not None or all(indexes.of(record_type) for record_type in types):
@@ -105,7 +151,7 @@ async def index_ops_for(
     else:
         final = {write[0]: write for write in writes if indexes.of(write[1])}
     if not final:
-        return []
+        return nothing
     keys = list(final)
     if only is not None:
         olds: list[bytes | None] = [None] * len(keys)
@@ -146,7 +192,14 @@ async def index_ops_for(
             groups.stage(counters[0].learnt)
         else:
             groups.stage({g: v for counter in counters for g, v in counter.learnt.items()})
-    return [op for maintainer in ordered for op in maintainer.ops]
+    if len(ordered) == 1:
+        only_one = ordered[0]
+        return IndexRows(only_one.ops, only_one.put_keys, only_one.put_data)
+    return IndexRows(
+        [op for maintainer in ordered for op in maintainer.ops],
+        [key for maintainer in ordered for key in maintainer.put_keys],
+        [data for maintainer in ordered for data in maintainer.put_data],
+    )
 
 
 def _new_records(

@@ -141,6 +141,9 @@ class Maintainer:
         self.encode = encode
         self.building = building  # the index an online build fills, else None
         self.ops: list[Op] = []
+        #: the plain puts (no expiry, no options) among its rows, as columns (IndexRows)
+        self.put_keys: list[bytes] = []
+        self.put_data: list[bytes] = []
         #: index name -> string field value -> entry key, of single-field indexes (the
         #: IndexSet's, kept across writes: a stream of likes points at few subjects)
         self.strings = {} if strings is None else strings
@@ -344,6 +347,18 @@ class ValueMaintainer(Maintainer):
         append = ops.append
         if before.count(None) == len(before):  # new records (put_many's case): puts only
             puts: list[Any] = changes.puts  # a record with an entry is a put
+            if all(
+                put is None or (put[PUT_EXPIRE_AT] is None and put[PUT_OPTIONS] is None)
+                for put in puts
+            ):
+                found = [
+                    new + key
+                    for key, new in zip(changes.keys, after, strict=True)
+                    if new is not None
+                ]
+                self.put_keys += found
+                self.put_data += [b""] * len(found)
+                return
             ops += [
                 _new(Put, (new + key, b"", put[PUT_EXPIRE_AT], UNDECODED, put[PUT_OPTIONS]))
                 for key, new, put in zip(changes.keys, after, puts, strict=True)
@@ -592,6 +607,7 @@ class CountMaintainer(Maintainer):
         ops: list[Op] = []
         staged: dict[bytes, Group] = {}
         counts = _COUNT_STATES
+        put_keys, put_data = self.put_keys, self.put_data
         for group, (index, count, ints, floats, fine, key) in self.deltas.items():
             if not (count or ints or floats or fine):
                 continue
@@ -604,7 +620,8 @@ class CountMaintainer(Maintainer):
                 # a count only (a count index's rows): its state and bytes made once per count
                 made = counts.get(have[0] + count)
                 if made is not None:
-                    ops.append(_new(Put, (group, made[1], None, UNDECODED, None)))
+                    put_keys.append(group)
+                    put_data.append(made[1])
                     staged[group] = made[0]
                     continue
             state = _new(Sum, (have[0] + count, have[1] + ints, have[2] + floats, have[3] + fine))
