@@ -414,6 +414,37 @@ class CoveringMaintainer(Maintainer):
                 )
             ops.append(_new(Put, (new + key, put.data, put.expire_at, UNDECODED, put.options)))
 
+    def change_all(self, index: Index, changes: Changes) -> None:
+        """`change` of each record, its columns zipped (no RecordWrite each), for an index
+        with `using` (a covering backlink: several entries a record); the copies of a plain
+        put go to the plain put columns."""
+        if index.using is None:
+            self.change_columns(index, changes)
+            return
+        entries, ops = self.using_entries, self.ops
+        put_keys, put_data = self.put_keys, self.put_data
+        for key, key_obj, old, new, put in zip(
+            changes.keys, changes.key_objs, changes.olds, changes.news, changes.puts, strict=True
+        ):
+            after = {} if new is None else entries(index, key_obj, new)
+            if old is not None:
+                for gone in entries(index, key_obj, old).keys() - after.keys():
+                    ops.append(Delete(gone + key))
+            if not after:
+                continue
+            if put is None or put.data is None:
+                raise AssertionError(
+                    f"index {index.name!r}: the put of {show_bytes(key)} came without "
+                    "its stored bytes, which a covering index copies"
+                )
+            data, expire_at, options = put.data, put[PUT_EXPIRE_AT], put[PUT_OPTIONS]
+            if expire_at is None and options is None:
+                put_keys += [entry + key for entry in after]
+                put_data += [data] * len(after)
+                continue
+            for entry in after:
+                ops.append(_new(Put, (entry + key, data, expire_at, UNDECODED, options)))
+
 
 class UniqueMaintainer(Maintainer):
     """A unique index: one entry per value, holding the primary key; a value held by another
@@ -555,6 +586,29 @@ class CountMaintainer(Maintainer):
                     amount = self.amount(index, key, key_obj, value, groups[0])
                 for group in dict.fromkeys(groups):  # distinct, as entries() are
                     add_one(index, group, key, sign, amount)
+
+    def change_all(self, index: Index, changes: Changes) -> None:
+        """`change` of each record for a count index with `using` (a backlink count: the
+        groups a record links to), its columns zipped and its groups added inline; a sum
+        index or one without `using` as Maintainer.change_all."""
+        if index.using is None or index.amount is not None:
+            super().change_all(index, changes)
+            return
+        deltas, get, entries = self.deltas, self.deltas.get, self.using_entries
+        for key, key_obj, live_old, new in zip(
+            changes.keys, changes.key_objs, changes.live_olds, changes.news, strict=True
+        ):
+            # an expired value counts in no aggregate any more: only the live one is taken out
+            for sign, value in ((-1, live_old), (1, new)):
+                if value is None:
+                    continue
+                for group in entries(index, key_obj, value):  # distinct, as entries() are
+                    delta = get(group)
+                    if delta is None:
+                        deltas[group] = [index, sign, 0, 0, 0, key]
+                    else:
+                        delta[D_COUNT] += sign
+                        delta[D_KEY] = key
 
     def change_columns(self, index: Index, changes: Changes) -> None:
         deltas, get = self.deltas, self.deltas.get
