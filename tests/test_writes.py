@@ -272,7 +272,7 @@ def test_an_indexed_put_encodes_once_and_builds_one_native_batch(
         ("values/registry.py", "encode"),
         ("store/reader.py", "_writable"),
         ("store/indexes/registry.py", "indexed"),
-        ("store/indexes/maintain.py", "index_ops_for"),
+        ("store/indexes/maintain.py", "index_rows_for"),
         ("store/indexes/old_values.py", "current_values"),  # unique holders and groups
         ("store/batch.py", "native_batch"),
     ]

@@ -129,13 +129,18 @@ async def _captured(url: str, items: list[Item]) -> list[_Work]:
     work: list[_Work] = []
     index_rows: list[tuple[bytes, bytes]] = []
     group_reads: list[bytes] = []
-    real_fill, real_current, real_write = writer.fill, writer.current_values, Store.write
+    real_fill, real_current, real_write = (
+        writer.fill_index_rows,
+        writer.current_values,
+        Store.write,
+    )
 
-    def fill(native: Any, ops: Any, where: str) -> None:
-        for op in ops:  # the likes are new records: their index ops are plain puts
+    def fill(native: Any, rows: Any, where: str) -> None:
+        for op in rows.ops:  # the likes are new records: their index ops are plain puts
             assert isinstance(op, Put) and op.data is not None and op.options is None, op
             index_rows.append((op.key, op.data))
-        real_fill(native, ops, where)
+        index_rows.extend(zip(rows.keys, rows.data, strict=True))  # the plain puts' columns
+        real_fill(native, rows, where)
 
     async def current(source: Any, where: str, keys: list[bytes], **kw: Any) -> Any:
         group_reads.extend(keys)
@@ -155,13 +160,14 @@ async def _captured(url: str, items: list[Item]) -> list[_Work]:
         index_rows.clear()
         group_reads.clear()
 
-    writer.fill, writer.current_values = fill, current  # type: ignore[assignment]
+    writer.fill_index_rows, writer.current_values = fill, current  # type: ignore[assignment]
     Store.write = write  # type: ignore[method-assign]
     try:
         async with Store.open(url, [like], indexes=[by_subject, per_subject]) as store:
             await store.put_many(items, batch_size=1000)
     finally:
-        writer.fill, writer.current_values, Store.write = real_fill, real_current, real_write
+        writer.fill_index_rows, writer.current_values = real_fill, real_current
+        Store.write = real_write  # type: ignore[method-assign]
     return work
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from opendata_kv.errors import KeyDecodeError, SchemaError, UnknownRecordError, show_bytes
@@ -165,6 +165,17 @@ class Schema:
             if found is not None:
                 return found.pick(key) if isinstance(found, SharedHead) else found
         return None
+
+    def record_types_of(self, keys: Sequence[bytes]) -> list[RecordType | None]:
+        """try_record_type_of of each of `keys` (bytes: a batch's own), in one pass: with one
+        head size and no shared head, one dict lookup each."""
+        sizes = self._head_sizes
+        by_head = self._by_head
+        if len(sizes) == 1 and not any(isinstance(o, SharedHead) for o in by_head.values()):
+            size, get = sizes[0], by_head.get
+            found: list[Any] = [get(key[:size]) for key in keys]
+            return found
+        return list(map(self.try_record_type_of, keys))
 
     def decode(self, key: bytes) -> Key:
         """Decode any key of this schema into its RecordType's Key object.

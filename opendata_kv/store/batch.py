@@ -238,16 +238,18 @@ class Batch:
         if expires.count(None) != len(expires):  # some with a TTL: their PutOptions too
             return [(keys[at], rt, self._op(at)) for at, rt in found]
         typed = self._typed.get
-        out: list[IndexedOp] = []
-        append = out.append
-        for at, record_type in found:  # _op inlined for puts without a TTL (put_many's case)
-            key, value = keys[at], data[at]
-            if value is None:
-                append((key, record_type, Delete(key)))
-            else:
-                put = _new(Put, (key, value, None, typed(at, UNDECODED), None))
-                append((key, record_type, put))
-        return out
+        # _op inlined for puts without a TTL (put_many's case), one comprehension
+        return [
+            (
+                key,
+                record_type,
+                Delete(key)
+                if (value := data[at]) is None
+                else _new(Put, (key, value, None, typed(at, UNDECODED), None)),
+            )
+            for at, record_type in found
+            for key in (keys[at],)
+        ]
 
     def key_fields(self) -> dict[bytes, tuple[Any, ...]]:
         """The field tuples the per-record puts' keys were encoded from, by key (kept only
@@ -401,12 +403,15 @@ class Batch:
         common `(record type or name, field tuple, value[, ttl])` items in one loop, without a
         put() call each; any other item through put()."""
         pack = self._pack
-        if pack is None or self._keep or self._written:
+        if pack is None or self._written:
             for item in items:
                 self.put_item(item)
             return
         if items.__class__ is not list:
             items = list(items)
+        if self._keep:  # index upkeep: the same runs, their typed values and fields kept
+            self._put_all_kept(items)
+            return
         # runs of the common items in one C call each (calls.queue_puts); an item it leaves
         # (the first of a record type, which binds its plan; a ttl; a value or key it does
         # not encode) goes through the Python loop, and the rest too once it leaves two
@@ -424,6 +429,32 @@ class Batch:
                 return
             left = at == start
             self._put_items(items[at : at + 1])
+            at += 1
+
+    def _put_all_kept(self, items: list[tuple[Any, ...]]) -> None:
+        """put_all with index upkeep: runs of common items in one C call each (as without),
+        each queued put's value and field tuple kept by position for the plan (as put() keeps
+        them); any other item through put()."""
+        queue_puts, encoders = calls.queue_puts, self._encoders
+        keys, data, expires = self._keys, self._data, self._expires
+        typed, kept_fields = self._typed, self._fields
+        at, count, left = 0, len(items), False
+        while at < count:
+            start, base = at, len(keys)
+            at = queue_puts(encoders, items, at, keys, data, expires)
+            if at > start:
+                run = items[start:at]
+                positions = range(base, base + len(run))
+                typed.update(zip(positions, [item[2] for item in run], strict=True))
+                kept_fields.update(zip(positions, [item[1] for item in run], strict=True))
+            if at >= count:
+                return
+            if at == start and left:  # it leaves two running: the rest through put()
+                for item in items[at:]:
+                    self.put_item(item)
+                return
+            left = at == start
+            self.put_item(items[at])
             at += 1
 
     def _put_items(self, items: list[tuple[Any, ...]]) -> None:

@@ -30,7 +30,7 @@ from opendata_kv.errors import (
 )
 from opendata_kv.keys import Key, RecordType
 from opendata_kv.native import calls
-from opendata_kv.native.errors import FOREIGN, call
+from opendata_kv.native.errors import FOREIGN, call, translate
 from opendata_kv.native.slatedb import (
     DefaultMetricsRecorder,
     IsolationLevel,
@@ -47,7 +47,7 @@ from opendata_kv.store.indexes import admin as index_admin
 from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.known import KnownValues, token_of
 from opendata_kv.store.indexes.layout import is_index_key
-from opendata_kv.store.indexes.maintain import IndexedOp, index_ops_for
+from opendata_kv.store.indexes.maintain import IndexedOp, IndexRows, index_rows_for
 from opendata_kv.store.indexes.old_values import current_values, old_values
 from opendata_kv.store.indexes.registry import IndexSet, WriteLock
 from opendata_kv.store.open_options import OpenOptions, open_options
@@ -82,6 +82,17 @@ _ISOLATION = {
     "snapshot": IsolationLevel.SNAPSHOT,
     "serializable": IsolationLevel.SERIALIZABLE_SNAPSHOT,
 }
+
+
+def fill_index_rows(native: Any, rows: IndexRows, where: str) -> None:
+    """Queue a plan's index rows in the native batch: its ops in order (batch.fill), then its
+    plain puts in one call."""
+    fill(native, rows.ops, where)
+    if rows.keys:
+        try:
+            calls.batch_put_many(native, rows.keys, rows.data)
+        except FOREIGN as exc:
+            raise translate(exc, f"batch write on {where}") from exc
 
 
 class Store(StoreReader):
@@ -594,7 +605,7 @@ class Store(StoreReader):
                 old_values, self._source, self.where, check_expiry=self.check_expiry
             )
             telemetry = self._telemetry
-            index_ops: list[Op] = []
+            index_rows = IndexRows([], [], [])
             groups = None
             try:
                 if indexed_ops:  # created keys the plan reads anyway are checked from its read
@@ -615,7 +626,7 @@ class Store(StoreReader):
                     if creates:
                         replaced = check.reading(replaced)
                     reads = FetchReads(replaced, current)
-                    index_ops = await index_ops_for(
+                    index_rows = await index_rows_for(
                         indexes,
                         self.values,
                         indexed_ops,
@@ -628,9 +639,10 @@ class Store(StoreReader):
                     check.seen(unread, await read(unread))
                 if isinstance(ops, Batch):  # its records' ops are in its native batch already
                     native = ops.write_batch()
-                    fill(native, index_ops, self.where)
+                    fill_index_rows(native, index_rows, self.where)
                 else:
-                    native = native_batch(ops, index_ops, self.where)
+                    native = native_batch(ops, (), self.where)
+                    fill_index_rows(native, index_rows, self.where)
                 await self._sent(db, native, ops)
             except (
                 BaseException
@@ -641,8 +653,8 @@ class Store(StoreReader):
                 raise
             if groups is not None:  # acknowledged: the groups it wrote are current
                 groups.written()
-            if telemetry is not None and index_ops:
-                telemetry.queue(telemetry.index_rows.add, len(index_ops), telemetry.base)
+            if telemetry is not None and index_rows.total:
+                telemetry.queue(telemetry.index_rows.add, index_rows.total, telemetry.base)
 
     async def _sent(self, db: Any, native: Any, ops: Batch | Sequence[Op] = ()) -> None:
         """Write a native batch, counted for the fence (store/fencing.py); the record cache

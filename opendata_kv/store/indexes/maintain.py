@@ -11,7 +11,7 @@ the records, under the store's index lock, so the values read here are still cur
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from opendata_kv.errors import IndexTtlError, OpendataKvError
 from opendata_kv.keys import RecordType, idfields
@@ -32,7 +32,15 @@ from opendata_kv.store.indexes.registry import IndexSet
 from opendata_kv.store.writes import UNDECODED, Delete, MaintenanceReads, Op, Put
 from opendata_kv.values import Values
 
-__all__ = ["Expired", "Expiring", "IndexedOp", "index_ops_for", "show_key"]
+__all__ = [
+    "Expired",
+    "Expiring",
+    "IndexRows",
+    "IndexedOp",
+    "index_ops_for",
+    "index_rows_for",
+    "show_key",
+]
 
 _new = tuple.__new__  # a RecordWrite without NamedTuple.__new__'s argument handling (per record)
 #: one record write: (key bytes, its RecordType, the Put or Delete)
@@ -75,6 +83,29 @@ def _value(values: Values, record_type: RecordType, key: bytes, new: Op) -> Any:
     return new.value
 
 
+class IndexRows(NamedTuple):
+    """A plan's index writes: `ops` (writes.Put / writes.Delete) and the plain puts (no
+    expiry, no options) as two columns, `keys` and `data`, queued in one native call without
+    a Put each. Their keys are distinct, so their order in a write does not matter."""
+
+    ops: list[Op]
+    keys: list[bytes]
+    data: list[bytes]
+
+    @property
+    def total(self) -> int:
+        """How many rows in all."""
+        return len(self.ops) + len(self.keys)
+
+    def as_ops(self) -> list[Op]:
+        """Every row as an op (the plain puts after the others)."""
+        puts = [
+            _new(Put, (key, data, None, UNDECODED, None))
+            for key, data in zip(self.keys, self.data, strict=True)
+        ]
+        return self.ops + puts
+
+
 async def index_ops_for(
     indexes: IndexSet,
     values: Values,
@@ -84,8 +115,22 @@ async def index_ops_for(
     groups: GroupCache | None = None,
     key_fields: Mapping[bytes, tuple[Any, ...]] | None = None,
 ) -> list[Op]:
-    """The index ops for `writes` (the last write of a key wins, as in the batch), reading
-    the replaced values with `reads.replaced` and unique holders and aggregates with
+    """index_rows_for's rows as ops (transactions, builds, tests)."""
+    rows = await index_rows_for(indexes, values, writes, reads, only, groups, key_fields)
+    return rows.as_ops()
+
+
+async def index_rows_for(
+    indexes: IndexSet,
+    values: Values,
+    writes: Sequence[IndexedOp],
+    reads: MaintenanceReads,
+    only: Index | None = None,
+    groups: GroupCache | None = None,
+    key_fields: Mapping[bytes, tuple[Any, ...]] | None = None,
+) -> IndexRows:
+    """The index rows (IndexRows) for `writes` (the last write of a key wins, as in the
+    batch), reading the replaced values with `reads.replaced` and unique holders and aggregates with
     `reads.current` (live values only: an expired record's entries expired with it).
     UniqueIndexError before anything is written when a unique value would get a second live
     record; IndexTtlError when a record with a TTL meets a count or sum index.
@@ -98,22 +143,22 @@ async def index_ops_for(
 
     `key_fields` (a Batch's): the field tuples some keys were encoded from, taken for the
     key's fields instead of decoding it where that gives the same (_key_decoder)."""
-    final: dict[bytes, tuple[RecordType, Op]] = {}
-    has: dict[RecordType, bool] = {}  # whether a record type has indexes, asked once each
-    for key, record_type, new in writes:
-        found = has.get(record_type)
-        if found is None:
-            found = has[record_type] = only is not None or bool(indexes.of(record_type))
-        if found:
-            final[key] = (record_type, new)
+    nothing = IndexRows([], [], [])
+    final: dict[bytes, IndexedOp]  # key -> its last write
+    types = {write[1] for write in writes}
+    if only is not None or all(indexes.of(record_type) for record_type in types):
+        final = {write[0]: write for write in writes}  # every write: no filter per record
+    else:
+        final = {write[0]: write for write in writes if indexes.of(write[1])}
     if not final:
-        return []
+        return nothing
     keys = list(final)
     if only is not None:
         olds: list[bytes | None] = [None] * len(keys)
     else:
         olds = await reads.replaced(keys)
     maintainers: dict[type[Maintainer], Maintainer] = {}
+    field_columns: dict[Any, Any] = {}  # Maintainer.field_column's, shared by the plan's
     encode = _entry_cache(indexes.entry_keys)
     if sum(map(len, indexes.entry_strings.values())) > ENTRY_CACHE_SIZE:
         indexes.entry_strings.clear()
@@ -129,6 +174,7 @@ async def index_ops_for(
             maintainer = maintainers[made] = made(
                 indexes.schema, encode, only, indexes.entry_strings, indexes.entry_plans
             )
+            maintainer.fields = field_columns
         maintainer.change_all(index, changes)
     ordered = sorted(maintainers.values(), key=_settle_order)
     counters = [m for m in ordered if isinstance(m, CountMaintainer)]
@@ -142,29 +188,39 @@ async def index_ops_for(
     for maintainer in ordered:
         maintainer.settle(current)
     if groups is not None and only is None:
-        groups.stage({g: v for counter in counters for g, v in counter.learnt.items()})
-    return [op for maintainer in ordered for op in maintainer.ops]
+        if len(counters) == 1:
+            groups.stage(counters[0].learnt)
+        else:
+            groups.stage({g: v for counter in counters for g, v in counter.learnt.items()})
+    if len(ordered) == 1:
+        only_one = ordered[0]
+        return IndexRows(only_one.ops, only_one.put_keys, only_one.put_data)
+    return IndexRows(
+        [op for maintainer in ordered for op in maintainer.ops],
+        [key for maintainer in ordered for key in maintainer.put_keys],
+        [data for maintainer in ordered for data in maintainer.put_data],
+    )
 
 
 def _new_records(
     indexes: IndexSet,
     values: Values,
     keys: list[bytes],
-    final: dict[bytes, tuple[RecordType, Op]],
+    final: dict[bytes, IndexedOp],
     key_fields: Mapping[bytes, tuple[Any, ...]] | None,
 ) -> dict[Index, Changes] | None:
     """The changes of each index when every write is a put of a new record of one record
     type whose indexes cover every key, none with a TTL (put_many's common case): built a
     column at a time; None otherwise (index_ops_for then goes record by record)."""
     planned = list(final.values())
-    record_type = planned[0][0]
-    if any(rt is not record_type for rt, _ in planned):
+    record_type = planned[0][1]
+    if any(write[1] is not record_type for write in planned):
         return None
     known = _whole(indexes, record_type)
     if known is None:
         return None
     active, reads_key = known
-    puts: list[Any] = [op for _, op in planned]
+    puts: list[Any] = [write[2] for write in planned]
     if any(op.__class__ is not Put or op[2] is not None for op in puts):
         return None  # a delete (of nothing) or a TTL: record by record
     if not active:
@@ -194,7 +250,7 @@ def _changes(
     values: Values,
     keys: list[bytes],
     olds: list[bytes | None],
-    final: dict[bytes, tuple[RecordType, Op]],
+    final: dict[bytes, IndexedOp],
     only: Index | None,
     key_fields: Mapping[bytes, tuple[Any, ...]] | None = None,
 ) -> dict[Index, Changes]:
@@ -210,7 +266,7 @@ def _changes(
     # per record type whose indexes route on key fields (Index.route): its router
     routers: dict[RecordType, _Router | None] = {}
     for key, old_data in zip(keys, olds, strict=True):
-        record_type, new = final[key]
+        _, record_type, new = final[key]
         active: Sequence[Index]
         targets = lists.get(record_type)
         if only is not None:

@@ -10,6 +10,7 @@ nothing private of anyone else.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
@@ -140,12 +141,18 @@ class Maintainer:
         self.encode = encode
         self.building = building  # the index an online build fills, else None
         self.ops: list[Op] = []
+        #: the plain puts (no expiry, no options) among its rows, as columns (IndexRows)
+        self.put_keys: list[bytes] = []
+        self.put_data: list[bytes] = []
         #: index name -> string field value -> entry key, of single-field indexes (the
         #: IndexSet's, kept across writes: a stream of likes points at few subjects)
         self.strings = {} if strings is None else strings
         #: index -> the compiled encoder of its entry fields, None: not all strings (the
         #: IndexSet's, kept across writes)
         self.plans: dict[Index, Callable[..., bytes] | None] = {} if plans is None else plans
+        #: (id of a values column, id of its key column, field name) -> (the columns, the
+        #: field's values): shared by one plan's maintainers (field_column)
+        self.fields: dict[tuple[int, int, str], tuple[list[Any], Sequence[Any], list[Any]]] = {}
 
     def entries(
         self, index: Index, change: RecordWrite, value: Any
@@ -222,32 +229,72 @@ class Maintainer:
 
     def column(self, index: Index, key_objs: Sequence[Any], values: list[Any]) -> list[Any]:
         """The entry key of each value (None: none) for an index without `using` (one entry
-        at most per record), a string field value's remembered across writes."""
+        at most per record), a string field value's remembered across writes. A single
+        field's values are taken a column at a time, once per plan for all indexes on that
+        field (`fields`), then mapped to entry keys in one pass; what that pass cannot map (a
+        value not a str, a str not seen before) goes the per-record way."""
         if values.count(None) == len(values):  # no value (new records): no entry
             return [None] * len(values)
-        name, fields, encode = index.name, index.fields, self.encode
-        out: list[bytes | None] = []
-        append = out.append
-        single = index.field_names[0] if len(index.field_names) == 1 else None
+        if len(index.field_names) != 1:
+            return self._column_slow(index, key_objs, values, None, None)
+        name, single = index.name, index.field_names[0]
         strings = self.strings.get(name)
         if strings is None:
             strings = self.strings[name] = {}
-        for key_obj, value in zip(key_objs, values, strict=True):
+        founds = self.field_column(single, key_objs, values)
+        got = strings.get
+        out = [got(found) if found.__class__ is str else None for found in founds]
+        if None in out:  # none, a new string, or not a str: record by record
+            return self._column_slow(index, key_objs, values, founds, out)
+        return out
+
+    def field_column(self, single: str, key_objs: Sequence[Any], values: list[Any]) -> list[Any]:
+        """field_of(key_obj, value, single) of each record (None for no value), found once
+        per plan for the same columns (the maintainers of one plan share `fields`)."""
+        cached = self.fields.get((id(values), id(key_objs), single))
+        if cached is not None and cached[0] is values and cached[1] is key_objs:
+            return cached[2]
+        if key_objs.count(None) == len(key_objs) and all(v.__class__ is dict for v in values):
+            founds = [value.get(single) for value in values]
+        else:
+            founds = [
+                None if value is None else field_of(key_obj, value, single)
+                for key_obj, value in zip(key_objs, values, strict=True)
+            ]
+        self.fields[id(values), id(key_objs), single] = (values, key_objs, founds)
+        return founds
+
+    def _column_slow(
+        self,
+        index: Index,
+        key_objs: Sequence[Any],
+        values: list[Any],
+        founds: list[Any] | None,
+        mapped: list[Any] | None,
+    ) -> list[Any]:
+        """column's per-record way: `founds` and `mapped` (single-field indexes) are the
+        field values and the entry keys already known (None: not known)."""
+        name, fields, encode = index.name, index.fields, self.encode
+        single = founds is not None
+        strings = self.strings.get(name, {})
+        out: list[bytes | None] = []
+        append = out.append
+        for at, (key_obj, value) in enumerate(zip(key_objs, values, strict=True)):
             if value is None:
                 append(None)
                 continue
-            if single is not None:
-                if key_obj is None and value.__class__ is dict:
-                    found = value.get(single)
-                else:
-                    found = field_of(key_obj, value, single)
+            if single:
+                assert founds is not None and mapped is not None
+                entry = mapped[at]
+                if entry is not None:
+                    append(entry)
+                    continue
+                found = founds[at]
                 if found is None:
                     append(None)
                     continue
                 if found.__class__ is str:
-                    entry = strings.get(found)
-                    if entry is None:
-                        entry = strings[found] = encode(name, fields, (found,))
+                    entry = strings[found] = encode(name, fields, (found,))
                     append(entry)
                     continue
             tuples = index.entries(key_obj, value)  # checks what it holds (hashable)
@@ -299,11 +346,24 @@ class ValueMaintainer(Maintainer):
         ops = self.ops
         append = ops.append
         if before.count(None) == len(before):  # new records (put_many's case): puts only
-            for key, new, put in zip(changes.keys, after, changes.puts, strict=True):
-                if new is not None:
-                    assert put is not None  # a record with an entry is a put
-                    entry = (new + key, b"", put[PUT_EXPIRE_AT], UNDECODED, put[PUT_OPTIONS])
-                    append(_new(Put, entry))
+            puts: list[Any] = changes.puts  # a record with an entry is a put
+            if all(
+                put is None or (put[PUT_EXPIRE_AT] is None and put[PUT_OPTIONS] is None)
+                for put in puts
+            ):
+                found = [
+                    new + key
+                    for key, new in zip(changes.keys, after, strict=True)
+                    if new is not None
+                ]
+                self.put_keys += found
+                self.put_data += [b""] * len(found)
+                return
+            ops += [
+                _new(Put, (new + key, b"", put[PUT_EXPIRE_AT], UNDECODED, put[PUT_OPTIONS]))
+                for key, new, put in zip(changes.keys, after, puts, strict=True)
+                if new is not None
+            ]
             return
         for key, new, old, put, keep in zip(
             changes.keys, after, before, changes.puts, changes.keeps, strict=True
@@ -353,6 +413,37 @@ class CoveringMaintainer(Maintainer):
                     "its stored bytes, which a covering index copies"
                 )
             ops.append(_new(Put, (new + key, put.data, put.expire_at, UNDECODED, put.options)))
+
+    def change_all(self, index: Index, changes: Changes) -> None:
+        """`change` of each record, its columns zipped (no RecordWrite each), for an index
+        with `using` (a covering backlink: several entries a record); the copies of a plain
+        put go to the plain put columns."""
+        if index.using is None:
+            self.change_columns(index, changes)
+            return
+        entries, ops = self.using_entries, self.ops
+        put_keys, put_data = self.put_keys, self.put_data
+        for key, key_obj, old, new, put in zip(
+            changes.keys, changes.key_objs, changes.olds, changes.news, changes.puts, strict=True
+        ):
+            after = {} if new is None else entries(index, key_obj, new)
+            if old is not None:
+                for gone in entries(index, key_obj, old).keys() - after.keys():
+                    ops.append(Delete(gone + key))
+            if not after:
+                continue
+            if put is None or put.data is None:
+                raise AssertionError(
+                    f"index {index.name!r}: the put of {show_bytes(key)} came without "
+                    "its stored bytes, which a covering index copies"
+                )
+            data, expire_at, options = put.data, put[PUT_EXPIRE_AT], put[PUT_OPTIONS]
+            if expire_at is None and options is None:
+                put_keys += [entry + key for entry in after]
+                put_data += [data] * len(after)
+                continue
+            for entry in after:
+                ops.append(_new(Put, (entry + key, data, expire_at, UNDECODED, options)))
 
 
 class UniqueMaintainer(Maintainer):
@@ -496,6 +587,29 @@ class CountMaintainer(Maintainer):
                 for group in dict.fromkeys(groups):  # distinct, as entries() are
                     add_one(index, group, key, sign, amount)
 
+    def change_all(self, index: Index, changes: Changes) -> None:
+        """`change` of each record for a count index with `using` (a backlink count: the
+        groups a record links to), its columns zipped and its groups added inline; a sum
+        index or one without `using` as Maintainer.change_all."""
+        if index.using is None or index.amount is not None:
+            super().change_all(index, changes)
+            return
+        deltas, get, entries = self.deltas, self.deltas.get, self.using_entries
+        for key, key_obj, live_old, new in zip(
+            changes.keys, changes.key_objs, changes.live_olds, changes.news, strict=True
+        ):
+            # an expired value counts in no aggregate any more: only the live one is taken out
+            for sign, value in ((-1, live_old), (1, new)):
+                if value is None:
+                    continue
+                for group in entries(index, key_obj, value):  # distinct, as entries() are
+                    delta = get(group)
+                    if delta is None:
+                        deltas[group] = [index, sign, 0, 0, 0, key]
+                    else:
+                        delta[D_COUNT] += sign
+                        delta[D_KEY] = key
+
     def change_columns(self, index: Index, changes: Changes) -> None:
         deltas, get = self.deltas, self.deltas.get
         # an expired value counts in no aggregate any more: only the live one is taken out
@@ -505,15 +619,17 @@ class CountMaintainer(Maintainer):
             signed = [(added, 1)]
             if gone.count(None) != len(gone):  # new records take nothing out
                 signed.insert(0, (gone, -1))
-            for groups, sign in signed:
-                for key, group in zip(keys, groups, strict=True):
-                    if group is not None:
-                        delta = get(group)
-                        if delta is None:
-                            deltas[group] = [index, sign, 0, 0, 0, key]
-                        else:
-                            delta[D_COUNT] += sign
-                            delta[D_KEY] = key
+            for groups, sign in signed:  # each group's records counted at once
+                counted = Counter(groups)
+                counted.pop(None, None)
+                last = dict(zip(groups, keys, strict=True))  # its last record's key
+                for group, many in counted.items():
+                    delta = get(group)
+                    if delta is None:
+                        deltas[group] = [index, sign * many, 0, 0, 0, last[group]]
+                    else:
+                        delta[D_COUNT] += sign * many
+                        delta[D_KEY] = last[group]
             return
         amount_of, amount, add_one = index.amount_of, self.amount, self._add
         for key, key_obj, group_gone, group_added, live_old, new in zip(
@@ -544,6 +660,8 @@ class CountMaintainer(Maintainer):
         known = self.known
         ops: list[Op] = []
         staged: dict[bytes, Group] = {}
+        counts = _COUNT_STATES
+        put_keys, put_data = self.put_keys, self.put_data
         for group, (index, count, ints, floats, fine, key) in self.deltas.items():
             if not (count or ints or floats or fine):
                 continue
@@ -552,6 +670,14 @@ class CountMaintainer(Maintainer):
             else:
                 data = current[group]
                 have = ZERO if data is None else decode_sum(index.name, group, data)
+            if not (ints or floats or fine or have[1] or have[2] or have[3]):
+                # a count only (a count index's rows): its state and bytes made once per count
+                made = counts.get(have[0] + count)
+                if made is not None:
+                    put_keys.append(group)
+                    put_data.append(made[1])
+                    staged[group] = made[0]
+                    continue
             state = _new(Sum, (have[0] + count, have[1] + ints, have[2] + floats, have[3] + fine))
             if state[0] <= 0:
                 ops.append(Delete(group))
@@ -587,6 +713,12 @@ class CountMaintainer(Maintainer):
             key=shown,
             value=value,
         )
+
+
+#: count -> (Sum(count, 0, 0, 0), its row's bytes), for the counts of count rows (settle)
+_COUNT_STATES: dict[int, tuple[Sum, bytes]] = {
+    n: (Sum(n, 0, 0, 0), encode_sum(Sum(n, 0, 0, 0))) for n in range(1, 4096)
+}
 
 
 class SumMaintainer(CountMaintainer):

@@ -164,17 +164,12 @@ class IndexSet:
         by_type = self._by_type
         if not by_type:
             return []
-        of_key = self.schema.try_record_type_of
-        found = []
-        index_rows = False
-        for at, key in enumerate(keys):
-            if not key.startswith(ROOT):
-                record_type = of_key(key)
-                if record_type in by_type:
-                    found.append((at, record_type))
-            else:
-                index_rows = True
-        if index_rows:  # index rows written outside upkeep: groups.py
+        # an index row's key (ROOT) is owned by no record type: 0x00 starts no version
+        types = self.schema.record_types_of(keys)
+        found = [(at, rt) for at, rt in enumerate(types) if rt in by_type]
+        if None in types and any(  # index rows written outside upkeep: groups.py
+            key.startswith(ROOT) for key, rt in zip(keys, types, strict=True) if rt is None
+        ):
             self.groups.drop()
         return found
 
