@@ -129,7 +129,7 @@ def test_a_batch_drop_through_the_key_filter_is_the_dictionary_s(
 
 
 def test_the_key_filter_marks_every_key_kept_across_rebuilds() -> None:
-    # a filter of the least size (4,096 bits, a rebuild due every 512 adds): keys kept long
+    # a filter of the least size (4,096 bits, a rebuild due every 256 adds): keys kept long
     # before a rebuild, and thousands of keeps and evictions after, are still found by a drop
     cache = RecordCache(400 * (ENTRY_OVERHEAD + 12))
     if cache._filter is None:
@@ -152,6 +152,22 @@ def test_the_key_filter_marks_every_key_kept_across_rebuilds() -> None:
     cache.dropped(held[::2])
     assert list(cache._rows) == held[1::2]
     cache.dropped([b"key%05d" % n for n in range(3000)] + [b"old%05d" % n for n in range(400)])
+    assert len(cache) == 0 and cache.size == 0
+
+
+def test_the_key_filter_is_sized_for_the_keys_held_not_the_limit() -> None:
+    # a 64 MiB cache holding a few thousand keys: its filter stays small (16-32 bits a key held,
+    # in the CPU's caches), grows with the keys held, and still finds every one of them
+    cache = RecordCache(64 << 20)
+    if cache._filter is None:
+        pytest.skip("the C accelerator is not in use")
+    assert cache._filter.slots == 4096
+    for n in range(6000):
+        cache.wrote(b"key%06d" % n, b"v" * 90, None, cache.generation)
+    held = list(cache._rows)
+    assert 16 * len(held) <= cache._filter.slots <= 64 * len(held)
+    assert cache._filter.cached(cache._rows, [*held, b"absent"]) == held
+    cache.dropped(held)
     assert len(cache) == 0 and cache.size == 0
 
 

@@ -47,7 +47,7 @@ class RecordCache:
         self._rows: OrderedDict[bytes, tuple[bytes, int | None]] = OrderedDict()
         self._lock = threading.Lock()
         #: on the accelerator, the KeyFilter marking every key kept (None: the pure path)
-        self._filter = _key_filter(limit)
+        self._filter = _key_filter()
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -132,12 +132,12 @@ class RecordCache:
             self.size -= len(key) + len(old[0]) + ENTRY_OVERHEAD
 
 
-def _key_filter(limit: int) -> Any:
-    """The accelerator's KeyFilter sized for the entries `limit` bytes can hold, or None on
-    the pure path."""
+def _key_filter() -> Any:
+    """The accelerator's KeyFilter, or None on the pure path. It is sized for the keys the
+    cache holds rather than for `limit`: small, its bits stay in the CPU's caches."""
     if not calls.active():
         return None
     module = accel.active_module()
     if module is None or not hasattr(module, "KeyFilter"):
         return None
-    return module.KeyFilter(limit // ENTRY_OVERHEAD + 1)
+    return module.KeyFilter()  # sized for the keys held, resized by its rebuilds
