@@ -317,3 +317,24 @@ async def test_the_feed_lag_is_what_it_has_seen_and_not_delivered(tmp_path: Path
         assert [p.value for p in found[store_metrics.FEED_LAG]] == [0]
         (point,) = found[store_metrics.FEED_LAG_FILES]
         assert point.value == 0 and point.attributes["db.system.name"] == "slatedb"
+
+
+def test_slatedb_metrics_off_leaves_ours_and_bridges_none(tmp_path: Path) -> None:
+    # OpenOptions(slatedb_metrics=False): our operations still recorded, no slatedb.* metric
+    # (its recorder not installed on the writer nor on a reader)
+    for open_reader in (False, True):
+        reader = InMemoryMetricReader()
+        options = OpenOptions(
+            meter_provider=MeterProvider(metric_readers=[reader]), slatedb_metrics=False
+        )
+        if open_reader:
+            with SyncStore.open_reader(tmp_path / "db", SCHEMA, options=options) as view:
+                assert view.get(item, (1,)) == {"a": 1}
+        else:
+            with SyncStore.open(tmp_path / "db", SCHEMA, options=options) as store:
+                store.put(item, (1,), {"a": 1})
+                assert store.get(item, (1,)) == {"a": 1}
+                store.flush()
+        found = points(reader)
+        assert [p.count for p in by_operation(found)["get"]] == [1]
+        assert not [name for name in found if name.startswith("slatedb.")], sorted(found)

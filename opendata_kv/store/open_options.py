@@ -66,6 +66,10 @@ class OpenOptions:
     #: an OpenTelemetry MeterProvider the store records its metrics through; None: the
     #: global one, when an application set one (docs/operations.md, "Metrics")
     meter_provider: Any = None
+    #: with metrics on, also install slatedb's own recorder and expose its metrics through the
+    #: same meter (default, issue 42); False skips it, its per-operation counters cost ~3% of
+    #: a memtable get (docs/performance.md, "What slatedb's recorder costs a get")
+    slatedb_metrics: bool = True
     cache_dir: str | os.PathLike[str] | None = None
     #: the writer's record cache (store/record_cache.py), in bytes: recently read and written
     #: records kept by key for get; 0 (default) keeps none. Needs check_expiry (a store that

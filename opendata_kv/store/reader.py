@@ -480,7 +480,9 @@ async def _open_reader(
     schema, values = as_schema(schema_arg, values)
     location = parse_location(url)
     telemetry = metrics.telemetry(options.meter_provider, str(location))
-    recorder = None if telemetry is None else DefaultMetricsRecorder()
+    recorder = (
+        DefaultMetricsRecorder() if telemetry is not None and options.slatedb_metrics else None
+    )
     reader, object_store, checkpoint_id = await bounded(
         open_reader_db(
             location,
@@ -504,7 +506,8 @@ async def _open_reader(
     store.poll_interval = options.poll_interval
     if telemetry is not None:
         metrics.instrument(store, telemetry)
-        metrics.bridge(telemetry, recorder, metric_kind)
+        if recorder is not None:
+            metrics.bridge(telemetry, recorder, metric_kind)
     store._indexes = await index_admin.load(store, options.indexes)
     return store
 

@@ -796,7 +796,9 @@ async def _open_writer(
     schema, values = as_schema(schema_arg, values)
     location = parse_location(url)
     telemetry = metrics.telemetry(options.meter_provider, str(location))
-    recorder = None if telemetry is None else DefaultMetricsRecorder()
+    recorder = (
+        DefaultMetricsRecorder() if telemetry is not None and options.slatedb_metrics else None
+    )
     settings = with_cache_dir(options.settings or {}, check_cache_dir(options.cache_dir))
     if options.object_store_max_retries is not None:
         settings["object_store_max_retries"] = options.object_store_max_retries
@@ -822,7 +824,8 @@ async def _open_writer(
         store._record_cache = RecordCache(options.record_cache_bytes)
     if telemetry is not None:
         metrics.instrument(store, telemetry)
-        metrics.bridge(telemetry, recorder, metric_kind)
+        if recorder is not None:
+            metrics.bridge(telemetry, recorder, metric_kind)
     store._gc = gc_runner.GcRunner(location.db_path, object_store, gc_options)
     store._gc.start()
     try:
