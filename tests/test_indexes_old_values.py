@@ -146,3 +146,55 @@ def test_a_dense_run_then_a_jump_past_many_stored_rows_finds_the_next_key() -> N
     walked, direct = asyncio.run(both(stored, [], asked))
     assert walked == direct
     assert None not in walked
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    stored=STORED,
+    batches=st.lists(st.sampled_from(["scattered", "run"]), min_size=1, max_size=20),
+)
+def test_after_a_walk_gives_up_the_next_reads_are_point_reads_with_the_same_values(
+    stored: dict[int, bytes], batches: list[str]
+) -> None:
+    """A WalkHistory: a walk that gave up (scattered keys) is not tried again for
+    WALK_BACKOFF reads, a walk that read every key keeps walking, and every read answers
+    what point reads answer."""
+    scattered = list(range(0, 420, 7))  # one key in 7: each read of rows a seek, give up
+    run = list(range(100, 140))
+    every = {n: stored.get(n, bytes([n % 200 + 1])) for n in range(420)}  # rows between keys
+    opened: list[int] = []
+    real = calls.method
+
+    def counting(source: Any, name: str, *args: Any) -> Any:
+        if name == "scan_with_options":
+            opened.append(len(opened))
+        return real(source, name, *args)
+
+    async def go() -> list[bool]:
+        history = walk.WalkHistory()
+        walked: list[bool] = []
+        async with Store.open("memory://", [rec]) as store:
+            async with store.batch() as batch:
+                for n, data in every.items():
+                    batch.put_raw(rec.encode(n), data)
+            for kind in batches:
+                keys = [rec.encode(n) for n in (scattered if kind == "scattered" else run)]
+                before = len(opened)
+                got = await walk.old_values(store._source, "test", keys, history=history)
+                rows = await calls.get_rows(store._source, keys)
+                assert got == [None if row is None else row[0] for row in rows]
+                walked.append(len(opened) > before)
+        return walked
+
+    calls.method = counting  # type: ignore[assignment]
+    try:
+        walked = asyncio.run(go())
+    finally:
+        calls.method = real  # type: ignore[assignment]
+    skip = 0  # the model: reads left to skip the walk
+    for kind, did_walk in zip(batches, walked, strict=True):
+        assert did_walk == (skip == 0), (batches, walked)
+        if did_walk:
+            skip = walk.WALK_BACKOFF if kind == "scattered" else 0
+        else:
+            skip -= 1

@@ -48,7 +48,7 @@ from opendata_kv.store.indexes.declare import Index
 from opendata_kv.store.indexes.known import KnownValues, token_of
 from opendata_kv.store.indexes.layout import is_index_key
 from opendata_kv.store.indexes.maintain import IndexedOp, IndexRows, index_rows_for
-from opendata_kv.store.indexes.old_values import current_values, old_values
+from opendata_kv.store.indexes.old_values import WalkHistory, current_values, old_values
 from opendata_kv.store.indexes.registry import IndexSet, WriteLock
 from opendata_kv.store.open_options import OpenOptions, open_options
 from opendata_kv.store.opening import bounded, check_cache_dir, open_db, with_cache_dir
@@ -550,7 +550,8 @@ class Store(StoreReader):
         self._writable()
         token = token_of(self._write_lock(), self._indexes)
         listed = list(keys)
-        found = await old_values(self._source, self.where, listed, self.check_expiry)
+        history = self._walk_histories()[0]
+        found = await old_values(self._source, self.where, listed, self.check_expiry, history)
         return KnownValues(listed, found, token)
 
     async def _write_ops(self, db: Any, ops: list[Op], *, locked: bool = False) -> None:
@@ -601,8 +602,13 @@ class Store(StoreReader):
         held = contextlib.nullcontext() if locked else lock.held(self.where)
         async with held:
             check = AbsentCheck(self.schema, self.where, creates)
+            records_walks, groups_walks = self._walk_histories()
             read: Fetch = functools.partial(
-                old_values, self._source, self.where, check_expiry=self.check_expiry
+                old_values,
+                self._source,
+                self.where,
+                check_expiry=self.check_expiry,
+                history=records_walks,
             )
             telemetry = self._telemetry
             index_rows = IndexRows([], [], [])
@@ -614,7 +620,11 @@ class Store(StoreReader):
                     replaced = read
                     # unique holders and aggregate groups sit side by side in their index
                     current: Fetch = functools.partial(
-                        current_values, self._source, self.where, check_expiry=self.check_expiry
+                        current_values,
+                        self._source,
+                        self.where,
+                        check_expiry=self.check_expiry,
+                        history=groups_walks,
                     )
                     if telemetry is not None:  # metrics on (store/metrics.py)
                         replaced, current = (
@@ -685,6 +695,14 @@ class Store(StoreReader):
         """The record cache (OpenOptions.record_cache_bytes; its `hits`, `misses`, `size` in
         bytes counted and `limit`), or None when it is off."""
         return self._record_cache
+
+    def _walk_histories(self) -> tuple[WalkHistory, WalkHistory]:
+        """The walks of this writer's reads of replaced records and of index groups
+        (old_values.WalkHistory: each caller's keys scatter or run in their own way)."""
+        found: tuple[WalkHistory, WalkHistory] | None = getattr(self, "_walks", None)
+        if found is None:
+            found = self._walks = (WalkHistory(), WalkHistory())
+        return found
 
     def _write_lock(self) -> WriteLock:
         """The lock of reads-then-writes (index upkeep, creates): the IndexSet's, or one of

@@ -343,16 +343,14 @@ def _key_decoder(
     if any(type(field) not in _EXACT_STRINGS for _, field in record_type.fields):
         return decode
     make = record_type.Key
-    count = len(record_type.field_names)
+    strings = (str,) * len(record_type.field_names)
     found = key_fields.get
 
     def from_fields(key: bytes) -> Any:
         fields = found(key)
-        if (
-            fields is None
-            or len(fields) != count
-            or any(value.__class__ is not str for value in fields)
-        ):
+        # one tuple of the fields' types against (str, ...): the width and every field's
+        # class at once, cheaper per record than a generator over the fields
+        if fields is None or tuple(map(type, fields)) != strings:
             return decode(key)
         return _new(make, fields)
 

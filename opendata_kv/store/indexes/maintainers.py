@@ -182,13 +182,14 @@ class Maintainer:
         encode = plans[index] if index in plans else plans.setdefault(index, string_plan(index))
         if encode is not None:
             width = len(index.fields)
+            strings = _STRS[width]
             out: dict[bytes, tuple[Any, ...]] = {}
             for item in items:
-                if item.__class__ is not tuple or len(item) != width:
-                    break
-                if None in item:
-                    continue  # no entry (as checked_entries)
-                if tuple(map(type, item)) != _STRS[width]:
+                # one compare of the items' types against (str, ...) tells the common case
+                # (the width and every class); the rest is sorted out only when it fails
+                if item.__class__ is not tuple or tuple(map(type, item)) != strings:
+                    if item.__class__ is tuple and len(item) == width and None in item:
+                        continue  # no entry (as checked_entries)
                     break
                 try:
                     entry = encode(*item)

@@ -43,19 +43,51 @@ WALK_ROWS_MAX = 1024
 #: runs: the walk took 7-14 µs a key, point reads 4-5), so each seek past the first needs
 #: this many keys walked before it
 KEYS_PER_SEEK = 64
+#: batches a caller's reads go straight to point reads after its walk gave up on scattered
+#: keys (WalkHistory): a walk that gives up cost its iterator's set-up and a few native calls
+#: for nothing, so a stream of scattered batches (Jetstream ingest) tries one walk in 8
+WALK_BACKOFF = 7
 _OPTIONS = scan_options(False)
 
 
+class WalkHistory:
+    """Whether one caller's recent walks paid (its batches' keys came in runs): after a walk
+    that gave up, the next WALK_BACKOFF reads are point reads, then one walks again."""
+
+    __slots__ = ("skip",)
+
+    def __init__(self) -> None:
+        self.skip = 0  # reads left to make by point reads only
+
+    def skipping(self) -> bool:
+        """Whether this read goes straight to point reads (counting it)."""
+        if self.skip:
+            self.skip -= 1
+            return True
+        return False
+
+    def walked(self, gave_up: bool) -> None:
+        """Note a walk's outcome: it gave up (keys left to point reads) or read them all."""
+        self.skip = WALK_BACKOFF if gave_up else 0
+
+
 async def old_values(
-    source: Any, where: str, keys: list[bytes], check_expiry: bool = True
+    source: Any,
+    where: str,
+    keys: list[bytes],
+    check_expiry: bool = True,
+    history: WalkHistory | None = None,
 ) -> list[bytes | None]:
     """The stored values under `keys`, in their order (None where nothing is stored; Expired
-    where its TTL has passed, unless `check_expiry` is False as for the store's reads)."""
-    if len(keys) < WALK_MIN_KEYS:
+    where its TTL has passed, unless `check_expiry` is False as for the store's reads).
+    `history`: the caller's walks so far, to skip a walk likely to give up (WalkHistory)."""
+    if len(keys) < WALK_MIN_KEYS or (history is not None and history.skipping()):
         return await point_reads(source, where, keys, check_expiry)
     ordered = sorted(set(keys))
     with translating(f"read of replaced values on {where}"):
         found, rest = await _walk(source, ordered, check_expiry)
+    if history is not None:
+        history.walked(bool(rest))
     if rest:
         later = await point_reads(source, where, rest, check_expiry)
         for key, value in zip(rest, later, strict=True):
@@ -65,14 +97,18 @@ async def old_values(
 
 
 async def current_values(
-    source: Any, where: str, keys: list[bytes], check_expiry: bool = True
+    source: Any,
+    where: str,
+    keys: list[bytes],
+    check_expiry: bool = True,
+    history: WalkHistory | None = None,
 ) -> list[bytes | None]:
     """The live values under `keys`, in order (None where nothing live is stored), read as
     old_values reads: what index upkeep reads of unique holders and aggregate groups, whose
     rows sit side by side in their index (one walk instead of a point read per group)."""
     return [
         None if value is None or value.__class__ is Expired else bytes(value)
-        for value in await old_values(source, where, keys, check_expiry)
+        for value in await old_values(source, where, keys, check_expiry, history)
     ]
 
 
