@@ -8,6 +8,9 @@ without losing the (in-memory) moto server behind it.
         proxy.stall_after(20)    # answer 20 HTTP requests, then hold every connection silent
         proxy.restore()          # forward again (same port)
 
+`DelayProxy.fail(times, *match)` answers the next `times` requests whose head holds `match`
+with a 500 InternalError of its own (S3's transient error), as a loaded server can.
+
 `DelayProxy` also reads HTTP/1.1 request by request: it holds each request `delay` seconds
 before forwarding it and logs it (method, path, start, end, status), and `waves()` counts the
 round trips in sequence, a wave being requests that started before any of them could have seen
@@ -248,7 +251,22 @@ class DelayProxy(TcpProxy):
     ) -> None:
         self.delay = delay
         self.log: list[Request] = []
+        self._failing: tuple[tuple[bytes, ...], int] = ((), 0)
         super().__init__(target, host)
+
+    def fail(self, times: int, *match: bytes) -> None:
+        """Answer the next `times` requests whose head holds every `match` with S3's
+        transient 500 InternalError, without forwarding them (logged with status 500)."""
+        with self._lock:
+            self._failing = (match, times)
+
+    def _fails(self, head: bytes) -> bool:
+        with self._lock:
+            match, times = self._failing
+            if times <= 0 or not all(m in head for m in match):
+                return False
+            self._failing = (match, times - 1)
+            return True
 
     @contextlib.contextmanager
     def measure(self) -> Iterator[Window]:
@@ -265,8 +283,8 @@ class DelayProxy(TcpProxy):
                 window.requests = [r for r in self.log[first:] if r.start >= began]
 
     def _pump(self, a: socket.socket, b: socket.socket) -> None:
-        client, upstream = _Reader(a, self._stopped), _Reader(b, self._stopped)
         try:
+            client, upstream = _Reader(a, self._stopped), _Reader(b, self._stopped)
             while not self._stopped.is_set() and self.mode == "forward":
                 head = client.head()
                 if head is None:
@@ -278,6 +296,11 @@ class DelayProxy(TcpProxy):
                     return  # past stall_after: never forwarded
                 if self.delay:
                     self._stopped.wait(self.delay)
+                if self._fails(head):
+                    with self._lock:
+                        self.log.append(Request(method, path, start, time.monotonic(), 500))
+                    a.sendall(_INTERNAL_ERROR)
+                    continue
                 b.sendall(head + body)
                 answer = upstream.head()
                 if answer is None:
@@ -306,6 +329,13 @@ class DelayProxy(TcpProxy):
             with self._lock:
                 self._sockets.discard(a)
                 self._sockets.discard(b)
+
+
+_ERROR_BODY = b"<Error><Code>InternalError</Code><Message>injected</Message></Error>"
+_INTERNAL_ERROR = (
+    b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/xml\r\n"
+    b"Content-Length: %d\r\n\r\n%s" % (len(_ERROR_BODY), _ERROR_BODY)
+)
 
 
 def _request_line(head: bytes) -> tuple[str, str]:

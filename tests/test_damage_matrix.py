@@ -15,17 +15,20 @@ import asyncio
 import hashlib
 import random
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import damaged_store as ds
 import pytest
 import s3_damage
 from clikit import run_in_process
-from conftest import MotoServer
+from conftest import S3_BUCKET, MotoServer
 from hang_guard import hang_guard
+from tcp_proxy import DelayProxy
 
-from opendata_kv.errors import OpendataKvError, StoreDataError
+from opendata_kv.errors import OpendataKvError, StoreDataError, StoreUnavailableError
 from opendata_kv.store import Store, verify_sync
 
 COMPLETE, ERROR, LOSS = "complete", "error", "undetectable loss"
@@ -150,6 +153,61 @@ def test_damage_on_s3_ends_in_the_complete_data_or_an_error(
     got, error = outcome(db.url, writer=mode == "writer")
     want = EXPECTED[target, how][mode == "writer"]
     check_outcome(got, error, want, name, f"S3 {target} {how} {mode}")
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("mode", ["reader", "writer"])
+def test_transient_s3_errors_never_skip_the_open_checks(
+    s3_base: s3_damage.S3Db,
+    s3_env: MotoServer,
+    monkeypatch: pytest.MonkeyPatch,
+    mode: str,
+) -> None:
+    """The open checks' listing answered 500 (moto does when a PUT lands during a listing,
+    as the writer's write probe's does; S3 itself under load) is asked again: the damage is
+    still found. Stop 49's CI opened a damaged database instead, because the check gave up."""
+    db = s3_base.copy()
+    target = s3_base.targets()["middle WAL"]
+    db.damage(target, "zero")
+    with DelayProxy(("127.0.0.1", s3_env.port), delay=0.0) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        # the checks' listings (ours go through urllib; slatedb's are its own): more 500s
+        # than the client's own attempts absorb, so a first look fails and is repeated
+        proxy.fail(FAILS, b"list-type=2&prefix=", b"Python-urllib")
+        got, error = outcome(db.url, writer=mode == "writer")
+        with proxy._lock:
+            failed = [r for r in proxy.log if r.status == 500]
+    check_outcome(got, error, ERROR, target[0], f"S3 middle WAL zero {mode}, 500s")
+    # a listing that succeeded came after every injected 500 had been answered
+    assert len(failed) == FAILS, failed
+
+
+#: 500s injected: a look lists four directories, each tried ANSWER_ATTEMPTS (3) times
+FAILS = 12
+
+
+def test_a_store_that_keeps_failing_the_checks_is_not_opened(
+    s3_env: MotoServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With object_store_max_retries=2, the checks ask three times, then the open fails with
+    StoreUnavailableError: never an open without them."""
+    url = f"s3://{S3_BUCKET}/t/{uuid.uuid4().hex[:12]}"
+    asyncio.run(_create(url))
+    with DelayProxy(("127.0.0.1", s3_env.port), delay=0.0) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        proxy.fail(10_000, b"list-type=2&prefix=", b"Python-urllib")  # the checks' listings
+        with hang_guard(BOUND), pytest.raises(StoreUnavailableError) as caught:
+            asyncio.run(_create(url, object_store_max_retries=2))
+        with proxy._lock:
+            listings = [r for r in proxy.log if r.status == 500]
+    assert "InternalError" in str(caught.value), caught.value
+    # 3 looks; in each at least one of the four directories' listings tried 3 times
+    assert 3 * 3 <= len(listings) <= 3 * 4 * 3, len(listings)
+
+
+async def _create(url: str, **options: Any) -> None:
+    async with Store.open(url, ds.SCHEMA, **options) as store:
+        await store.put(ds.item, (1,), {"v": 1})
 
 
 def _digest(path: Path) -> dict[str, str]:

@@ -15,11 +15,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from opendata_kv.checks.remote_checks import GAP_WAIT, shut_down, sst_extent_problems, wal_tail
+from opendata_kv.checks.remote_checks import GAP_WAIT, sst_extent_problems, wal_tail
 from opendata_kv.errors import (
     FencedError,
     StoreDataError,
@@ -35,7 +35,7 @@ from opendata_kv.native.errors import (
     translate,
 )
 from opendata_kv.native.slatedb import AdminBuilder, SlateDbWalReader
-from opendata_kv.objstore.deadline import budget
+from opendata_kv.objstore.deadline import budget, left
 from opendata_kv.objstore.location import Location
 from opendata_kv.objstore.objects import (
     COMPACTIONS_DIR,
@@ -654,6 +654,31 @@ async def _judge(
     return problems, checked
 
 
+#: seconds before the open checks ask a store that gave no answer again (doubled each time,
+#: up to RETRY_CAP)
+RETRY_FIRST, RETRY_CAP = 0.1, 2.0
+
+
+async def _once_answered(
+    judge: Callable[[], Awaitable[tuple[list[Problem], int | None]]], retries: int | None
+) -> tuple[list[Problem], int | None]:
+    """`judge()` once the store answers it: after StoreUnavailableError it is run again, at
+    most `retries` times (None: without end) and while the caller's deadline allows, then the
+    error is raised. Skipping the checks instead let a writer open a damaged database (an
+    S3 500 on the listing, found under load in CI) and read it as complete."""
+    attempt = 0
+    while True:
+        try:
+            return await judge()
+        except StoreUnavailableError:
+            remaining = left()
+            if (retries is not None and attempt >= retries) or remaining == 0:
+                raise
+            pause = min(RETRY_FIRST * 2**attempt, RETRY_CAP)
+            await asyncio.sleep(pause if remaining is None else min(pause, remaining))
+            attempt += 1
+
+
 async def check_open(
     location: Location,
     object_store: Any,
@@ -662,6 +687,7 @@ async def check_open(
     writer: bool = False,
     options: Mapping[str, str] | None = None,
     wal: bool = True,
+    retries: int | None = None,
 ) -> bool | None:
     """Refuse (StoreDataError naming the object) a database whose WAL has a gap or an
     emptied file after the replay point, whose replay point is impossible, or whose manifest
@@ -672,15 +698,17 @@ async def check_open(
     credentials it cannot be, and the objects are probed instead (remote_checks.py).
     `wal=False` leaves the WAL files out (the manifest, SST and listing checks stay): for a
     reader at a checkpoint, which never reads the database's WAL (see open_reader_db).
+    On s3:// a store that gives no answer is asked again (_once_answered), at most `retries`
+    times (the caller's object_store_max_retries; None: until it answers) and within the
+    caller's deadline: opening unchecked could read a damaged database as complete.
     Returns whether a database (a manifest) is there, None when that is not known."""
     if location.scheme not in ("file", "s3"):
         return None
     client = lister(location, options)
     if location.scheme == "s3":
-        try:
-            problems, checked = await _judge(location, object_store, where, writer, client, wal)
-        except StoreUnavailableError:
-            return None  # no answer: slatedb's open reports the outage, within its own bound
+        problems, checked = await _once_answered(
+            lambda: _judge(location, object_store, where, writer, client, wal), retries
+        )
         if problems:
             _raise(problems, where)
         return None if client is None else checked is not None
@@ -736,25 +764,6 @@ async def _answers(reader: Any, wal_id: int) -> bool:
     except FOREIGN:
         return True
     return True
-
-
-async def check_reader(
-    location: Location,
-    object_store: Any,
-    reader: Any,
-    where: str,
-    options: Mapping[str, str] | None = None,
-) -> None:
-    """The s3:// open checks for a reader that slatedb has opened (it wrote nothing; an
-    endpoint that does not answer failed there, with the caller's retry limit): on damage
-    the reader is shut down and StoreDataError raised."""
-    if location.scheme != "s3":
-        return
-    try:
-        await check_open(location, object_store, where, writer=True, options=options)
-    except BaseException:
-        await shut_down(reader)
-        raise
 
 
 async def diagnose(location: Location, object_store: Any, where: str) -> list[Problem]:

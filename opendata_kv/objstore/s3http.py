@@ -2,8 +2,9 @@
 
 The binding builds its own object store and offers no call to list, read or write a single
 object, and it retries a refused request (404 NoSuchBucket, 403 AccessDenied) forever. This
-client does one request at a time, never retries, and turns an S3 error answer into the
-OpendataKvError that says what S3 said (the bucket and the S3 error code), at once:
+client does one request at a time, retries only S3's transient answers (5xx: RETRIED_STATUSES,
+as AWS asks), and turns any other S3 error answer into the OpendataKvError that says what S3
+said (the bucket and the S3 error code), at once:
 
 - `probe` lists one key under the database prefix before an open, so a missing bucket, a bad
   key or a refused credential fails at once instead of hanging in slatedb's retry loop;
@@ -12,7 +13,8 @@ OpendataKvError that says what S3 said (the bucket and the S3 error code), at on
 
 It signs with static credentials (AWS_ACCESS_KEY_ID/SECRET, or object_store_options); with
 none (instance or web-identity credentials), `client_for` returns None and callers skip what
-needs it. Transport failures (refused connection, timeout, 5xx) raise StoreUnavailableError.
+needs it. Transport failures (refused connection, timeout) and a 5xx answer still there after
+ANSWER_ATTEMPTS raise StoreUnavailableError.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import datetime
 import hashlib
 import hmac
 import html
+import random
 import re
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -38,6 +42,12 @@ from opendata_kv.objstore.deadline import budget
 
 #: seconds one request may take when the caller gives no bound
 REQUEST_TIMEOUT = 10.0
+#: S3's transient answers (InternalError, a bad gateway, SlowDown, a gateway timeout): AWS
+#: asks clients to retry them, and its SDKs try such a request 3 times in all
+RETRIED_STATUSES = frozenset({500, 502, 503, 504})
+ANSWER_ATTEMPTS = 3
+#: seconds before the first retry (doubled for the next, with jitter)
+RETRY_BASE = 0.05
 
 _PERMISSION_CODES = frozenset(
     {
@@ -189,6 +199,14 @@ class S3Client:
         req = urllib.request.Request(
             url, data=body if method in ("PUT", "POST") else None, method=method, headers=headers
         )
+        for attempt in range(ANSWER_ATTEMPTS):
+            status, answer = self._send(req, method)
+            if status not in RETRIED_STATUSES or attempt == ANSWER_ATTEMPTS - 1:
+                break
+            time.sleep(min(RETRY_BASE * 2**attempt * random.uniform(0.5, 1.0), budget(1.0) or 1.0))
+        return status, answer
+
+    def _send(self, req: urllib.request.Request, method: str) -> tuple[int, bytes]:
         try:
             with urllib.request.urlopen(req, timeout=budget(self.timeout)) as response:
                 return int(response.status), bytes(response.read())

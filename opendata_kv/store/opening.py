@@ -181,7 +181,14 @@ async def open_db(
     # independent reads (and the write probe): one round trip, failures in this order
     _, known, _, _ = await first_failure(
         sidecar.probe(location, options, None),
-        check_open(location, object_store, where, writer=True, options=options),
+        check_open(
+            location,
+            object_store,
+            where,
+            writer=True,
+            options=options,
+            retries=settings.get("object_store_max_retries"),
+        ),
         sidecar.check_not_cloning(location, options, object_store, where),
         writable(),
     )
@@ -304,7 +311,17 @@ async def open_reader_db(
         # the identity read
         await first_failure(
             *(
-                (check_open(location, object_store, where, writer=True, options=options, wal=wal),)
+                (
+                    check_open(
+                        location,
+                        object_store,
+                        where,
+                        writer=True,
+                        options=options,
+                        wal=wal,
+                        retries=max_retries,
+                    ),
+                )
                 if location.scheme == "s3"
                 else ()
             ),
