@@ -99,14 +99,19 @@ def test_compacted_into_a_sorted_run(tmp_path: Path) -> None:
             while not tree(url)["sorted_runs"]:
                 time.sleep(0.05)
     report = tree(url)
-    (run,) = report["sorted_runs"]
-    assert run["ssts"] and run["bytes"] == sum(s["bytes"] for s in run["ssts"])
-    assert run["first_key"]["fields"]["rkey"] == "r00"
-    keys = [s["first_key"]["key_hex"] for s in run["ssts"]]
-    assert keys == sorted(keys)  # a sorted run's SSTs are in key order
+    # one run as a rule; on a loaded machine the compactor can take the L0 SSTs in more
+    # than one compaction, each its own run (seen with 3 pytest workers on 2 cores)
+    runs = report["sorted_runs"]
+    assert runs
+    for run in runs:
+        assert run["ssts"] and run["bytes"] == sum(s["bytes"] for s in run["ssts"])
+        keys = [s["first_key"]["key_hex"] for s in run["ssts"]]
+        assert keys == sorted(keys)  # a sorted run's SSTs are in key order
+    # the first compaction took the first flush's SST
+    assert min(run["first_key"]["fields"]["rkey"] for run in runs) == "r00"
     assert report["manifest"]["compactor_epoch"] >= 1
     text = run_in_process("tree", url, *SPEC).stdout
-    assert "sorted runs: 1" in text
+    assert f"sorted runs: {len(runs)}" in text
 
 
 def test_checkpoint_pins_its_manifest_and_gc_says_what_is_collectable(url: str) -> None:

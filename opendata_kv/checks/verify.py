@@ -8,9 +8,10 @@ Read-only: slatedb's Admin decodes the manifests and compactions files, its WAL 
 the WAL files after the replay point, a reader that writes nothing reads the filter, index
 and stats block of every SST, and a FOLLOW_LATEST DbReader scans every row so that each data
 block of every live SST passes its checksum. On a local directory the objects are listed too
-(missing ids, empty files, sizes against the manifest, stray names, unreadable files); s3://
-cannot be listed through the binding, so there the WAL is read to its tail (a file it does
-not serve is missing) and each SST's last block is probed for its size. What cannot be
+(missing ids, empty files, sizes against the manifest, stray names, unreadable files), and so
+is an s3:// prefix where static credentials allow (objstore/remote_listing.py). Without them
+the WAL is read to its tail (a file it does not serve is missing) and each SST's last block is
+probed for its size. What cannot be
 detected at all: docs/reliability.md.
 """
 
@@ -70,6 +71,7 @@ from opendata_kv.objstore.objects import (
     sst_name,
     wal_name,
 )
+from opendata_kv.objstore.remote_listing import list_remote, lister
 
 #: Rows per next_batch of the checksum scan, and the seconds one batch may take.
 SCAN_BATCH = 1024
@@ -499,10 +501,21 @@ async def _verify(
         report.add([Problem(name, stray) for name in listing.strays])
         denied = "permission denied: this process may not read it"
         report.add([Problem(name, denied) for name in listing.unreadable])
+    elif location.scheme == "s3":
+        # with static credentials the prefix is listed as check_open lists it (one round
+        # trip for its four directories): the checks of a directory, without the binary
+        # searches and probes that find the same facts object by object (a damaged newest
+        # manifest cost ~300 listings that way)
+        client = lister(location, object_store_options)
+        if client is not None:
+            listing = await list_remote(location, client)
+            stray = "not an object slatedb writes here (slatedb ignores it)"
+            report.add([Problem(name, stray) for name in listing.strays])
     if listing is None:
         report.notes.append(
-            f"{location.scheme}:// objects cannot be listed through the binding: the WAL is "
-            "read to its tail and each SST's size probed instead; stray names are not seen"
+            f"{location.scheme}:// objects cannot be listed here (no static credentials, or "
+            "not a listable store): the WAL is read to its tail and each SST's size probed "
+            "instead; stray names are not seen"
         )
     admin = _BoundedAdmin(
         AdminBuilder(location.db_path, object_store).build(),
