@@ -4,6 +4,7 @@ object by object to a fresh prefix for each trial, and damaged there through bot
 from __future__ import annotations
 
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import damaged_store as ds
@@ -17,6 +18,7 @@ class S3Db:
         self.server, self.prefix = server, prefix
         self.client: Any = server.client()
         self._targets: dict[str, tuple[str, ds.Region]] | None = None
+        self._names: dict[str, int] | None = None
 
     @property
     def url(self) -> str:
@@ -43,14 +45,21 @@ class S3Db:
         self.client.delete_object(Bucket=S3_BUCKET, Key=f"{self.prefix}/{name}")
 
     def copy(self) -> S3Db:
-        """Every object copied to a fresh prefix."""
+        """Every object copied to a fresh prefix (8 at a time: one by one, the ~30 copies
+        were a third of a trial's time)."""
         other = S3Db(self.server, f"damage/{uuid.uuid4().hex[:12]}")
-        for name in self.names():
+
+        def one(name: str) -> None:
             other.client.copy_object(
                 Bucket=S3_BUCKET,
                 Key=f"{other.prefix}/{name}",
                 CopySource={"Bucket": S3_BUCKET, "Key": f"{self.prefix}/{name}"},
             )
+
+        if self._names is None:  # only the base is copied, and it is never written after build
+            self._names = self.names()
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(one, self._names))
         return other
 
     def digest(self) -> dict[str, tuple[int, str]]:
