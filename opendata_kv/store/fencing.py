@@ -16,13 +16,17 @@ from opendata_kv.native.errors import FENCED, translate
 
 class Fence:
     """One writer's counts: `acked` writes acknowledged (or whose outcome is unknown), `flushed`
-    how many of them the last flush() that returned covers; `error` the first FencedError."""
+    how many of them the last flush() that returned covers; `durable` slatedb's durable
+    sequence number then (or at open), `wrote` whether a write slatedb numbered (a put, a
+    batch with records) was acknowledged since; `error` the first FencedError."""
 
-    __slots__ = ("acked", "error", "flushed")
+    __slots__ = ("acked", "durable", "error", "flushed", "wrote")
 
     def __init__(self) -> None:
         self.acked = 0
         self.flushed = 0
+        self.durable: int | None = None
+        self.wrote = False
         self.error: FencedError | None = None
 
     @property
@@ -64,21 +68,40 @@ class Fence:
         else:
             self.acked += 1
 
-    def covered(self, mark: int) -> None:
+    def covered(self, mark: int, durable: int | None) -> None:
         """A flush() that started when `mark` writes were acknowledged returned: they are
-        durable."""
+        durable, and `durable` is slatedb's durable sequence number now (None: unknown)."""
         if mark > self.flushed:
             self.flushed = mark
+        self.durable, self.wrote = durable, False
 
-    def closing_error(self, where: str, fenced: bool) -> FencedError | None:
+    def closing_error(
+        self, where: str, fenced: bool, durable_after: int | None = None
+    ) -> FencedError | None:
         """What close() raises: FencedError when the store was fenced and acknowledged writes
-        after its last flush() that returned (they are lost); None otherwise."""
-        if not fenced and self.error is None:
-            return None
+        after its last flush() that returned (they are lost); None otherwise.
+
+        `durable_after`, slatedb's durable sequence number once it shut down, catches a fence
+        slatedb's close does not report: it marks itself closed before its final WAL write,
+        so a refusal of that write can come back as a clean close (seen once in CI, on a
+        loaded machine). A numbered write acknowledged since the last flush() while the
+        number did not move was not written."""
         unflushed = self.unflushed
         if not unflushed:
             return None
-        return FencedError(f"close of {where}: {FENCED}; {self._lost()}", unflushed=unflushed)
+        if fenced or self.error is not None:
+            return FencedError(f"close of {where}: {FENCED}; {self._lost()}", unflushed=unflushed)
+        if not self.wrote or self.durable is None or durable_after is None:
+            return None
+        if durable_after > self.durable:
+            return None
+        return FencedError(
+            f"close of {where}: slatedb's close reported no error, but the writes acknowledged "
+            "after the last flush() that returned did not become durable (its durable sequence "
+            f"number stayed at {self.durable}): its final WAL write was refused, as when "
+            f"{FENCED}; {self._lost()}",
+            unflushed=unflushed,
+        )
 
     def _lost(self) -> str:
         count = self.unflushed

@@ -353,7 +353,7 @@ async def shut_down(db: Any, where: str, readonly: bool) -> bool:
     earlier call reported) shuts down quietly: there is nothing left to flush, and raising
     again from `async with` would only hide the error that stopped it.
     """
-    stopped = _stopped(db)
+    stopped = is_stopped(db)
     fenced_before = fenced(db)
     reported: list[BaseException] = []
 
@@ -375,6 +375,15 @@ async def shut_down(db: Any, where: str, readonly: bool) -> bool:
     return fenced_before or bool(reported) or fenced(db)
 
 
+def durable_seq(db: Any) -> int | None:
+    """slatedb's durable sequence number of a Db (also after it was shut down); None if it
+    cannot say."""
+    try:
+        return int(db.status().durable_seq)
+    except Exception:
+        return None
+
+
 def fenced(db: Any) -> bool:
     """True when slatedb says another writer fenced this Db (also after it was shut down)."""
     try:
@@ -383,7 +392,7 @@ def fenced(db: Any) -> bool:
         return False
 
 
-def _stopped(db: Any) -> bool:
+def is_stopped(db: Any) -> bool:
     """True when slatedb has closed the database underneath us (fenced, failed, ...)."""
     try:
         return db.status().close_reason is not None

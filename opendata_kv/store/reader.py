@@ -37,7 +37,13 @@ from opendata_kv.store.gc_runner import GcRunner
 from opendata_kv.store.indexes import admin as index_admin
 from opendata_kv.store.indexes.read import IndexReads
 from opendata_kv.store.open_options import OpenOptions
-from opendata_kv.store.opening import bounded, open_reader_db, shut_down
+from opendata_kv.store.opening import (
+    bounded,
+    durable_seq,
+    is_stopped,
+    open_reader_db,
+    shut_down,
+)
 from opendata_kv.store.ops import feed
 from opendata_kv.store.ops.checkpoints import Checkpoint, Checkpoints, require_id
 from opendata_kv.store.ops.clone import CloneResult, clone
@@ -365,7 +371,7 @@ class StoreReader(IndexReads, ReadView):
         writer = None if self.readonly else self._writable()
         mark = self._fence.acked  # the writer's memtable flush makes these durable
         made = await self._checkpoints().create(writer=writer, name=name, lifetime=lifetime)
-        self._fence.covered(mark)
+        self._fence.covered(mark, None if writer is None else durable_seq(writer))
         return made
 
     async def splits(
@@ -418,9 +424,13 @@ class StoreReader(IndexReads, ReadView):
         self._closed = True
         if self._gc is not None:
             self._gc.stop()  # without waiting for a pass in flight (gc_runner.py)
+        # a database slatedb stopped earlier (a failure a call reported) wrote nothing since:
+        # only a running one's durable sequence number says whether its close wrote
+        running = not self.readonly and not is_stopped(self._source)
         was_fenced = await shut_down(self._source, self.where, self.readonly)
         if not self.readonly:
-            error = self._fence.closing_error(self.where, was_fenced)
+            durable = durable_seq(self._source) if running else None
+            error = self._fence.closing_error(self.where, was_fenced, durable)
             if error is not None:
                 raise error
 

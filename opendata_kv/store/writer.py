@@ -51,7 +51,13 @@ from opendata_kv.store.indexes.maintain import IndexedOp, IndexRows, index_rows_
 from opendata_kv.store.indexes.old_values import WalkHistory, current_values, old_values
 from opendata_kv.store.indexes.registry import IndexSet, WriteLock
 from opendata_kv.store.open_options import OpenOptions, open_options
-from opendata_kv.store.opening import bounded, check_cache_dir, open_db, with_cache_dir
+from opendata_kv.store.opening import (
+    bounded,
+    check_cache_dir,
+    durable_seq,
+    open_db,
+    with_cache_dir,
+)
 from opendata_kv.store.ops import migrate as _migrate
 from opendata_kv.store.ranges import RangeKeywords, ScanRange, scan_range
 from opendata_kv.store.reader import Opening, StoreReader, _open_reader
@@ -278,6 +284,7 @@ class Store(StoreReader):
             fence.uncertain(exc)
             raise
         fence.acked += 1
+        fence.wrote = True
         if cache is not None:
             cache.wrote(key, data, expire_at, since)
 
@@ -445,6 +452,7 @@ class Store(StoreReader):
             fence.uncertain(exc)
             raise
         fence.acked += 1
+        fence.wrote = True
         if cache is not None:
             cache.wrote(key, data, None, since)
 
@@ -463,7 +471,7 @@ class Store(StoreReader):
             await calls.method(db, "flush")
         except FOREIGN as exc:
             raise fence.translated(exc, f"flush of {self.where}") from exc
-        fence.covered(mark)
+        fence.covered(mark, durable_seq(db))
 
     async def put_many(
         self,
@@ -682,6 +690,7 @@ class Store(StoreReader):
             fence.uncertain(exc)
             raise
         fence.acked += 1
+        fence.wrote = fence.wrote or bool(ops)
         if cache is not None and ops:
             cache.dropped(ops.columns()[0] if isinstance(ops, Batch) else [op.key for op in ops])
 
@@ -838,6 +847,7 @@ async def _open_writer(
     )
     store = Store(db, location, schema, values, readonly=False, check_expiry=options.check_expiry)
     store._object_store = object_store
+    store._fence.durable = durable_seq(db)  # what close() compares (store/fencing.py)
     if options.record_cache_bytes and options.check_expiry:
         store._record_cache = RecordCache(options.record_cache_bytes)
     if telemetry is not None:
