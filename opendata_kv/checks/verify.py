@@ -73,6 +73,9 @@ from opendata_kv.objstore.objects import (
 )
 from opendata_kv.objstore.remote_listing import list_remote, lister
 
+#: what verify says of a name in the database's directories that slatedb does not write
+STRAY = "not an object slatedb writes here (slatedb ignores it)"
+
 #: Rows per next_batch of the checksum scan, and the seconds one batch may take.
 SCAN_BATCH = 1024
 SCAN_TIMEOUT = 120.0
@@ -497,8 +500,7 @@ async def _verify(
                 "directory and its subdirectories",
                 value=str(exc.filename or location.path),
             ) from exc
-        stray = "not an object slatedb writes here (slatedb ignores it)"
-        report.add([Problem(name, stray) for name in listing.strays])
+        report.add([Problem(name, STRAY) for name in listing.strays])
         denied = "permission denied: this process may not read it"
         report.add([Problem(name, denied) for name in listing.unreadable])
     elif location.scheme == "s3":
@@ -509,8 +511,7 @@ async def _verify(
         client = lister(location, object_store_options)
         if client is not None:
             listing = await list_remote(location, client)
-            stray = "not an object slatedb writes here (slatedb ignores it)"
-            report.add([Problem(name, stray) for name in listing.strays])
+            report.add([Problem(name, STRAY) for name in listing.strays])
     if listing is None:
         report.notes.append(
             f"{location.scheme}:// objects cannot be listed here (no static credentials, or "

@@ -93,7 +93,7 @@ class Fence:
             return FencedError(f"close of {where}: {FENCED}; {self._lost()}", unflushed=unflushed)
         if not self.wrote or self.durable is None or durable_after is None:
             return None
-        if durable_after > self.durable:
+        if durable_after > self.durable:  # the final WAL write landed
             return None
         return FencedError(
             f"close of {where}: slatedb's close reported no error, but the writes acknowledged "
