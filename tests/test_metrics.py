@@ -115,6 +115,31 @@ def test_the_sync_face_records_too(tmp_path: Path) -> None:
     assert [p.count for p in ops["get"]] == [1]
 
 
+def test_the_sync_face_calls_the_timed_reads_straight(tmp_path: Path) -> None:
+    # with metrics on, the sync face's get and get_many are the view's timed twins (no frame of
+    # its own around them); defaults, absent keys and errors are those of the generated methods
+    values = Values(SCHEMA).register(item, dict)
+    reader, options = reader_and_options()
+    with SyncStore.open(tmp_path / "db", values, options=options) as store:
+        assert vars(store)["get"] == store._view._get_now
+        assert vars(store)["get_many"] == store._view._get_many_now
+        store.put(item, (1,), {"a": 1})
+        store.put_raw(item.encode(2), b"\xc1")  # not msgpack
+        assert store.get(item, (9,), default="none") == "none"
+        assert store.get(item.key(1)) == {"a": 1}
+        assert store.get_many(item, [(1,), (9,)], default=0) == [{"a": 1}, 0]
+        assert store[item, (1,)] == {"a": 1} and (item, (9,)) not in store
+        with pytest.raises(ValueDecodeError):
+            store.get(item, (2,))
+    ops = by_operation(points(reader))
+    ok = [p for p in ops["get"] if "error.type" not in p.attributes]
+    failed = [p for p in ops["get"] if "error.type" in p.attributes]
+    assert sum(p.count for p in ok) == 3 and [p.count for p in failed] == [1]
+    assert [p.count for p in ops["get_many"]] == [1]
+    with SyncStore.open(tmp_path / "db", values) as store:  # metrics off: the class's methods
+        assert "get" not in vars(store) and "get_many" not in vars(store)
+
+
 @aio
 async def test_errors_carry_error_type_and_decode_errors_count(tmp_path: Path) -> None:
     values = Values(SCHEMA).register(item, dict)

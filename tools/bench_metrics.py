@@ -13,6 +13,9 @@ a scan, per record for puts) without and with metrics, and the median of the rou
 collects every few seconds at most): what the caller pays is timed, and the collection is
 timed on its own after them (µs per duration replayed into the SDK histogram).
 
+Then the control: the same rounds of the gets over two stores neither of which has metrics
+(A/A), whose ratios are what the machine's noise alone makes of the comparison.
+
 Then the floor of the design: the pure path's wrapper (two clock reads and one aggregation
 step) and the C accelerator's Timed around a function that does nothing, against the bare
 function, in ns per call, and what it is of the memtable get measured above. The stores use
@@ -45,6 +48,7 @@ SCHEMA = Schema(REC)
 VALUE = {"name": "x" * 80}
 MANY = 64  # keys per get_many
 PUTS = 1000  # records per put_many / batch round
+CONTROLLED = ("SyncStore.get", "Store.get")  # the paths of the A/A control
 
 
 def _timed(fn: Callable[[], int]) -> float:
@@ -110,21 +114,24 @@ def _paths(keys: list[int], next_id: list[int], singles: int) -> dict[str, Calla
 
 
 def measure(
-    records: int, gets: int, rounds: int, root: Path
+    records: int, gets: int, rounds: int, root: Path, control: bool = False
 ) -> tuple[dict[str, tuple[float, float, float]], float]:
     """({path: (median µs without, median µs with, median ratio)}, µs per duration replayed
-    at a collection)."""
+    at a collection). `control`: the A/A run, both stores without metrics and only the gets,
+    so the ratios show what two like stores differ by in the same rounds (the noise)."""
     reader = InMemoryMetricReader()
     options = OpenOptions(meter_provider=MeterProvider(metric_readers=[reader]))
     stores = {
         "off": SyncStore.open(root / "off", SCHEMA),
-        "on": SyncStore.open(root / "on", SCHEMA, options=options),
+        "on": SyncStore.open(root / "on", SCHEMA, options=None if control else options),
     }
     for store in stores.values():
         store.put_many(((REC, (i,), VALUE) for i in range(records)), batch_size=1000)
     keys = random.Random(7).sample(range(records), gets)
     next_id = [records]
     paths = _paths(keys, next_id, singles=max(50, gets // 10))
+    if control:
+        paths = {name: paths[name] for name in CONTROLLED}
     samples: dict[str, dict[str, list[float]]] = {p: {"off": [], "on": []} for p in paths}
     for fn in paths.values():  # warm-up
         for store in stores.values():
@@ -139,6 +146,9 @@ def measure(
                 samples[name][side].append(_timed(lambda s=stores[side], f=fn: f(s)))  # type: ignore[misc]
             next_id[0] += 10 * PUTS
         telemetry: Any = stores["on"].store._telemetry
+        if telemetry is None:  # the A/A control: both stores without metrics
+            collect_us.append(0.0)
+            continue
         series = getattr(telemetry, "_series", None)  # None: the queue of the design before
         pending = (
             len(telemetry._pending)
@@ -229,6 +239,8 @@ def run(quick: bool) -> None:
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench-metrics-") as tmp:
         result, collect_us = measure(records, gets, rounds, Path(tmp))
+    with tempfile.TemporaryDirectory(prefix="bench-metrics-") as tmp:
+        control, _ = measure(records, gets, rounds, Path(tmp), control=True)
     floor = floor_ns(20_000 if quick else 200_000, rounds)
     print(
         f"{records:,} records in the memtable, {gets:,} gets a round, {rounds} rounds, "
@@ -239,6 +251,10 @@ def run(quick: bool) -> None:
     print("|---|---|---|---|")
     for name, (off, on, ratio) in result.items():
         print(f"| {name} | {off:.2f} | {on:.2f} | {ratio:.3f} |")
+    for name, (off, on, ratio) in control.items():
+        print(
+            f"| control (A/A, no metrics on either): {name} | {off:.2f} | {on:.2f} | {ratio:.3f} |"
+        )
     get_ns = result["SyncStore.get"][0] * 1000
     print(f"collection: {collect_us:.2f} µs per duration replayed into the SDK histogram")
     print(f"floor of the design: ns a call above a bare one, % of SyncStore.get ({get_ns:.0f} ns)")
