@@ -160,7 +160,11 @@ def _exact(pos: int, size: int) -> None:
 
 def read_columns(buffer: Any) -> Columns:
     """A list of KeyValue rows (next_batch's result) as columns; the buffer is freed."""
-    data = take(buffer)
+    return parse_columns(take(buffer))
+
+
+def parse_columns(data: bytes) -> Columns:
+    """The bytes of a list of KeyValue rows as columns."""
     try:
         (count,) = _i32(data, 0)
     except struct.error:
@@ -261,7 +265,11 @@ def read_wal_rows(buffer: Any) -> Any:
     RowEntry objects, or None: each row is i32 kind, key bytes, optional value bytes, u64 seq,
     optional i64 create_ts, optional i64 expire_ts; then the u64 last consumed file id. The
     objects are filled in directly instead of field by field through the stream."""
-    data = take(buffer)
+    return parse_wal_rows(take(buffer))
+
+
+def parse_wal_rows(data: bytes) -> Any:
+    """The bytes of an optional WalRows (read_wal_rows's layout)."""
     size = len(data)
     if not size:
         raise _past_end()
