@@ -71,9 +71,9 @@ class Lowered:
 
 @functools.cache
 def lowered() -> Lowered:
-    """The generated lowerings, made once a process: the generated writer copies a byte at a
-    time (about 40 ms for the 70 kB sample), and the ctypes driver's check and the C
-    accelerator's both read them."""
+    """The generated lowerings, made once for both checks (the ctypes driver's and the C
+    accelerator's; calls.status drops them after): the generated writer copies a byte at a
+    time, about 40 ms for the 70 kB sample."""
     rows = tuple(
         _B.KeyValue(
             key=k or b"k", value=v, seq=i, create_ts=i * 3, expire_ts=None if i % 2 else 1 - i
