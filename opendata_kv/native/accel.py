@@ -151,7 +151,7 @@ def _check_parsers(module: ModuleType) -> None:
     for data in made.point_rows:
         if module._parse_point_row(data) != wire.parse_point_row(data):
             raise AssertionError("a C point row differs from wire.py's")
-    for value, data in zip((*selfcheck.SAMPLES, None), made.optional_bytes, strict=True):
+    for value, data in zip(selfcheck.OPTIONAL, made.optional_bytes, strict=True):
         if module._parse_optional_bytes(data) != value:
             raise AssertionError("C optional bytes differ")
 
