@@ -61,6 +61,7 @@ from opendata_kv.store.splitting import SPLITS_TIMEOUT, SplitTarget
 from opendata_kv.store.views import (
     ReadView,
     TtlArg,
+    read_window,
 )
 from opendata_kv.values import Values
 
@@ -94,6 +95,7 @@ class StoreReader(IndexReads, ReadView):
         self.readonly = readonly
         self.check_expiry = check_expiry
         self.where = str(location)
+        self.read_window = read_window(location.scheme)
         self._closed = False
         self._object_store: Any = None  # set by the openers: admin and WAL reads share it
         self._gc: GcRunner | None = None  # the writer's garbage collection (gc_runner.py)

@@ -339,7 +339,8 @@ class Store(StoreReader):
                 if len(unique) == 1:
                     rows = [await calls.read_row(self._source, unique[0])]
                 else:
-                    rows = await in_windows(functools.partial(calls.get_rows, self._source), unique)
+                    read = functools.partial(calls.get_rows, self._source)
+                    rows = await in_windows(read, unique, self.read_window)
             except FOREIGN as exc:
                 raise self._fence.translated(exc, f"{what} on {self.where}") from exc
             live = sum(live_value(row) is not None for row in rows)
@@ -390,7 +391,8 @@ class Store(StoreReader):
             return 0
         async with self._write_lock().held(self.where):
             try:
-                rows = await in_windows(functools.partial(calls.get_rows, self._source), candidates)
+                read = functools.partial(calls.get_rows, self._source)
+                rows = await in_windows(read, candidates, self.read_window)
             except FOREIGN as exc:
                 raise self._fence.translated(exc, where) from exc
             gone = [
@@ -559,7 +561,9 @@ class Store(StoreReader):
         token = token_of(self._write_lock(), self._indexes)
         listed = list(keys)
         history = self._walk_histories()[0]
-        found = await old_values(self._source, self.where, listed, self.check_expiry, history)
+        found = await old_values(
+            self._source, self.where, listed, self.check_expiry, history, self.read_window
+        )
         return KnownValues(listed, found, token)
 
     async def _write_ops(self, db: Any, ops: list[Op], *, locked: bool = False) -> None:
@@ -617,6 +621,7 @@ class Store(StoreReader):
                 self.where,
                 check_expiry=self.check_expiry,
                 history=records_walks,
+                window=self.read_window,
             )
             telemetry = self._telemetry
             index_rows = IndexRows([], [], [])
@@ -633,6 +638,7 @@ class Store(StoreReader):
                         self.where,
                         check_expiry=self.check_expiry,
                         history=groups_walks,
+                        window=self.read_window,
                     )
                     if telemetry is not None:  # metrics on (store/metrics.py)
                         replaced, current = (

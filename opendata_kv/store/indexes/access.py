@@ -32,6 +32,9 @@ class RowReads(Protocol):
     @property
     def check_expiry(self) -> bool: ...
 
+    @property
+    def read_window(self) -> int: ...
+
     #: the slatedb object read through (Db, DbReader, DbSnapshot, DbTransaction)
     @property
     def _source(self) -> Any: ...

@@ -314,7 +314,9 @@ async def _build_puts(
             build_puts.append((row.raw_key, row.key.record_type, put))
         return build_puts
     keys = [row.raw_key for row in rows]
-    stored = await in_windows(functools.partial(calls.get_rows, store._source), keys)
+    stored = await in_windows(
+        functools.partial(calls.get_rows, store._source), keys, store.read_window
+    )
     now = now_ms() if store.check_expiry else -1  # check_expiry=False: expired rows show
     build_puts = []
     for row, point in zip(rows, stored, strict=True):

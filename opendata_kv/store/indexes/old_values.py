@@ -29,7 +29,7 @@ from opendata_kv.native.slatedb import KeyRange
 from opendata_kv.store.expiry import is_expired, now_ms
 from opendata_kv.store.indexes.maintain import Expired, Expiring
 from opendata_kv.store.scan import scan_options
-from opendata_kv.store.views import in_windows
+from opendata_kv.store.views import GET_MANY_WINDOW, in_windows
 
 #: below this many keys a batch is read with point reads (they are all in flight at once)
 WALK_MIN_KEYS = 16
@@ -77,19 +77,21 @@ async def old_values(
     keys: list[bytes],
     check_expiry: bool = True,
     history: WalkHistory | None = None,
+    window: int = GET_MANY_WINDOW,
 ) -> list[bytes | None]:
     """The stored values under `keys`, in their order (None where nothing is stored; Expired
     where its TTL has passed, unless `check_expiry` is False as for the store's reads).
-    `history`: the caller's walks so far, to skip a walk likely to give up (WalkHistory)."""
+    `history`: the caller's walks so far, to skip a walk likely to give up (WalkHistory);
+    `window`: point reads in flight at once (the store's read_window)."""
     if len(keys) < WALK_MIN_KEYS or (history is not None and history.skipping()):
-        return await point_reads(source, where, keys, check_expiry)
+        return await point_reads(source, where, keys, check_expiry, window)
     ordered = sorted(set(keys))
     with translating(f"read of replaced values on {where}"):
         found, rest = await _walk(source, ordered, check_expiry)
     if history is not None:
         history.walked(bool(rest))
     if rest:
-        later = await point_reads(source, where, rest, check_expiry)
+        later = await point_reads(source, where, rest, check_expiry, window)
         for key, value in zip(rest, later, strict=True):
             if value is not None:
                 found[key] = value
@@ -102,23 +104,28 @@ async def current_values(
     keys: list[bytes],
     check_expiry: bool = True,
     history: WalkHistory | None = None,
+    window: int = GET_MANY_WINDOW,
 ) -> list[bytes | None]:
     """The live values under `keys`, in order (None where nothing live is stored), read as
     old_values reads: what index upkeep reads of unique holders and aggregate groups, whose
     rows sit side by side in their index (one walk instead of a point read per group)."""
     return [
         None if value is None or value.__class__ is Expired else bytes(value)
-        for value in await old_values(source, where, keys, check_expiry, history)
+        for value in await old_values(source, where, keys, check_expiry, history, window)
     ]
 
 
 async def point_reads(
-    source: Any, where: str, keys: list[bytes], check_expiry: bool = True
+    source: Any,
+    where: str,
+    keys: list[bytes],
+    check_expiry: bool = True,
+    window: int = GET_MANY_WINDOW,
 ) -> list[bytes | None]:
     """The stored values under `keys` (Expired where the TTL has passed, unless not
     `check_expiry`) by point reads, a window at a time (views.in_windows)."""
     with translating(f"read of replaced values on {where}"):
-        rows = await in_windows(functools.partial(calls.get_rows, source), keys)
+        rows = await in_windows(functools.partial(calls.get_rows, source), keys, window)
     now = now_ms() if check_expiry else -1  # every expiry is later than -1
     return [None if row is None else _marked(row[0], row[1], now) for row in rows]
 
