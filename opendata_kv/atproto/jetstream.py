@@ -212,7 +212,11 @@ class Jetstream:
         self.durable = durable
         self.on_error = on_error
         self.on_written = on_written
-        self._state: IngestState | None = None
+        self._state: IngestState | None = None  # stored by the last acknowledged batch
+        #: the state the last batch handed to the store will store (its counts go on from it)
+        self._planned: IngestState | None = None
+        #: the write of the last batch, running while the next batch is parsed (_send)
+        self._writing: asyncio.Future[None] | None = None
         #: each DID's key head (the record type's prefix and the DID), the DID checked
         self._heads: dict[str, bytes] = {}
         self._routes: dict[str, _Route] = {}  # each collection's route, its NSID checked
@@ -227,6 +231,7 @@ class Jetstream:
         plain = await self.store.get(self.layout.state, ("cursor", self.name))
         where = f"{self.layout.state.name} cursor {self.name!r}"
         self._state = IngestState() if plain is None else IngestState.from_plain(plain, where)
+        self._planned = self._state
         return self._state
 
     async def identity(self, did: str) -> dict[str, Any] | None:
@@ -286,6 +291,10 @@ class Jetstream:
                 if reached:
                     stopped = "until"
                     break
+            await self._acknowledged()
+        except BaseException as exc:
+            await self._abandon(exc)
+            raise
         finally:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -305,7 +314,12 @@ class Jetstream:
         """Take `messages` in one atomic batch (as a run of them would, skipping those taken
         before the stored cursor)."""
         position = _Position(await self.state())
-        taken, skipped, _ = await self._apply(list(messages), position, None, None)
+        try:
+            taken, skipped, _ = await self._apply(list(messages), position, None, None)
+            await self._acknowledged()
+        except BaseException as exc:
+            await self._abandon(exc)
+            raise
         assert self._state is not None
         return IngestReport(self._state, taken, skipped, int(taken > 0), "end")
 
@@ -317,8 +331,8 @@ class Jetstream:
         until: int | None,
     ) -> tuple[int, int, bool]:
         """Take messages in one batch: (taken, skipped, whether `until` was reached)."""
-        assert self._state is not None
-        counts = asdict(self._state)
+        assert self._planned is not None
+        counts = asdict(self._planned)
         commits: list[_Queued] = []
         states: dict[tuple[str, str], dict[str, Any]] = {}
         taken = skipped = 0
@@ -516,6 +530,7 @@ class Jetstream:
             taken.append((operation, keys[-1]))
         if run:
             self._put_run(batch, run, taken, counts)
+        await self._acknowledged()  # the batch before: its writes are what this one reads
         if taken:
             known = await self.store.read_before_write(list(dict.fromkeys(k for _, k in taken)))
             batch.replacing(known)
@@ -537,10 +552,37 @@ class Jetstream:
             batch.put(self.layout.state, key_fields, value)
         state = IngestState(**counts)
         batch.put(self.layout.state, ("cursor", self.name), state.to_plain())
+        self._planned = state
+        self._writing = asyncio.ensure_future(self._send(batch, state))
+        # one turn of the loop: the write is planned and handed to slatedb now, and slatedb
+        # writes it while the next batch is parsed and encoded (its reads wait for the ack)
+        await asyncio.sleep(0)
+
+    async def _send(self, batch: Batch, state: IngestState) -> None:
+        """Write one batch; once acknowledged, its state is the stored one."""
         await self.store.write(batch, durable=self.durable)
         self._state = state
         if self.on_written is not None:
             self.on_written(state)
+
+    async def _acknowledged(self) -> None:
+        """Wait for the write in flight, if any (its error raised here)."""
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            await writing
+
+    async def _abandon(self, error: BaseException) -> None:
+        """On the way out of a run that raised `error`: the write in flight is let finish
+        (its own error, if any, left behind `error`), or cancelled when the run was (then its
+        outcome is the store's uncertain write: a restart takes the batch again if it was
+        lost); the next run goes on from the state last stored."""
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            if isinstance(error, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
+                writing.cancel()
+            with contextlib.suppress(BaseException):
+                await writing
+        self._planned = self._state
 
     def _put_run(
         self,
