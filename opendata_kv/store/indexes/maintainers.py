@@ -23,6 +23,7 @@ from opendata_kv.keys.plan import compile_plan
 from opendata_kv.store.indexes.field_values import field_of
 from opendata_kv.store.indexes.groups import Group
 from opendata_kv.store.indexes.layout import decode_entry, decode_sum, encode_sum, entry_prefix
+from opendata_kv.store.indexes.str_tuples import all_str
 from opendata_kv.store.indexes.sums import (
     FINE,
     INT_MAX,
@@ -97,8 +98,8 @@ D_FINE: Final = 4
 D_KEY: Final = 5
 
 
-#: (str,) * n: the types of an all-string entry tuple of n fields
-_STRS = [(str,) * n for n in range(16)]
+#: the test that an entry tuple is n str values, by n
+_STRS = [all_str(n) for n in range(16)]
 
 
 def string_plan(index: Index) -> Callable[..., bytes] | None:
@@ -185,9 +186,9 @@ class Maintainer:
             strings = _STRS[width]
             out: dict[bytes, tuple[Any, ...]] = {}
             for item in items:
-                # one compare of the items' types against (str, ...) tells the common case
-                # (the width and every class); the rest is sorted out only when it fails
-                if item.__class__ is not tuple or tuple(map(type, item)) != strings:
+                # the common case (the width and every class) told at once; the rest is
+                # sorted out only when that fails
+                if item.__class__ is not tuple or not strings(item):
                     if item.__class__ is tuple and len(item) == width and None in item:
                         continue  # no entry (as checked_entries)
                     break
