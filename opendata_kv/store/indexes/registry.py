@@ -99,6 +99,9 @@ class IndexSet:
         self.generation = 0
         self.lock = WriteLock()
         self._by_type: dict[RecordType, tuple[Index, ...]] = {}
+        #: whether some maintained index reads a record's key (Index.reads_key): a batch
+        #: keeps its puts' field tuples for upkeep only then (Batch.key_fields)
+        self.keys_read = False
         #: (index, record type) -> whether its entries read the key (maintain._reads_key)
         self.reads_key: dict[tuple[Index, RecordType], bool] = {}
         #: (index name, field values, their types) -> entry key bytes, kept across writes
@@ -139,6 +142,7 @@ class IndexSet:
                 for record_type in self.schema.versions(record):
                     by_type.setdefault(record_type, []).append(index)
         self._by_type = {rt: tuple(found) for rt, found in by_type.items()}
+        self.keys_read = any(i.reads_key(rt) for rt, found in by_type.items() for i in found)
 
     def of(self, record_type: RecordType) -> tuple[Index, ...]:
         """The indexes a write of `record_type` maintains (empty: none)."""
