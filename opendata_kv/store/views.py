@@ -369,9 +369,9 @@ T = TypeVar("T")
 #: how many point reads get_many keeps in flight at once on object storage, where a read
 #: may be a round trip
 GET_MANY_WINDOW = 256
-#: the same on a local directory or in memory, where a read is a task on slatedb's runtime
-#: and no round trip: fewer in flight cost less each (9.3 µs a memtable get at 256 against
-#: 8.6 at 64, 3-6% less in SSTs too; docs/performance.md, "Reads in flight together")
+#: the same on a local directory or in memory, where a read is no round trip: fewer in
+#: flight cost less each (9.3 µs a memtable get at 256 against 8.6 at 64, 3-6% less in SSTs
+#: too; docs/performance.md, "Reads in flight, a local window")
 LOCAL_READ_WINDOW = 64
 
 
