@@ -17,7 +17,16 @@ import sysconfig
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = ("module.c", "wire.c", "records.c", "pack.c", "timing.c", "keyenc.c", "cachekeys.c")
+SOURCES = (
+    "module.c",
+    "wire.c",
+    "records.c",
+    "pack.c",
+    "timing.c",
+    "keyenc.c",
+    "cachekeys.c",
+    "columns.c",
+)
 SOURCE_DIR = ROOT / "opendata_kv" / "native" / "_accel"
 WARNINGS = ("-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers")
 ASAN = ("-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined")

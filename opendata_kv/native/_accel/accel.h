@@ -46,4 +46,7 @@ int accel_timing_add(PyObject *module);
 /* cachekeys.c: adds KeyFilter (which keys the writer's record cache may hold) to the module */
 int accel_cachekeys_add(PyObject *module);
 
+/* columns.c: adds entry_column and count_into (index upkeep's column passes) to the module */
+int accel_columns_add(PyObject *module);
+
 #endif

@@ -1245,7 +1245,7 @@ PyMODINIT_FUNC PyInit__accel(void) {
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "ABI", ABI) < 0 || PyModule_AddType(m, &CallType) < 0 ||
         accel_records_add(m) < 0 || accel_timing_add(m) < 0 || accel_keyenc_add(m) < 0 ||
-        accel_cachekeys_add(m) < 0) {
+        accel_cachekeys_add(m) < 0 || accel_columns_add(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

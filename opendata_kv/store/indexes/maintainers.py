@@ -21,6 +21,7 @@ from opendata_kv.keys import Schema
 from opendata_kv.keys.codecs import TerminatedStr
 from opendata_kv.keys.fields import Field
 from opendata_kv.keys.plan import compile_plan
+from opendata_kv.native import accel, calls
 from opendata_kv.store.indexes.field_values import field_of
 from opendata_kv.store.indexes.groups import Group
 from opendata_kv.store.indexes.layout import decode_entry, decode_sum, encode_sum, entry_prefix
@@ -93,6 +94,15 @@ PUT_OPTIONS: Final = 4
 assert Put._fields[PUT_EXPIRE_AT] == "expire_at" and Put._fields[PUT_OPTIONS] == "options"
 _EXPIRE_AT_OF = itemgetter(PUT_EXPIRE_AT)
 _OPTIONS_OF = itemgetter(PUT_OPTIONS)
+
+
+def column_passes() -> Any:
+    """The C accelerator when it is in use (its `entry_column` and `count_into`), else None:
+    Maintainer.column and CountMaintainer.change_columns then loop in Python."""
+    if not calls.active():
+        return None
+    module = accel.active_module()
+    return module if module is not None and hasattr(module, "count_into") else None
 
 
 def plain_puts(puts: list[Any]) -> bool:
@@ -170,6 +180,8 @@ class Maintainer:
         #: index -> the compiled encoder of its entry fields, None: not all strings (the
         #: IndexSet's, kept across writes)
         self.plans: dict[Index, Callable[..., bytes] | None] = {} if plans is None else plans
+        #: the C accelerator's column passes (native/_accel/columns.c), None on the pure path
+        self.passes = column_passes()
         #: (id of a values column, id of its key column, field name) -> (the columns, the
         #: field's values): shared by one plan's maintainers (field_column)
         self.fields: dict[tuple[int, int, str], tuple[list[Any], Sequence[Any], list[Any]]] = {}
@@ -262,6 +274,12 @@ class Maintainer:
         strings = self.strings.get(name)
         if strings is None:
             strings = self.strings[name] = {}
+        passes = self.passes
+        if passes is not None and key_objs.count(None) == len(key_objs):
+            # every value a dict whose field's str is a string seen before: in one C loop
+            found_entries: list[Any] | None = passes.entry_column(values, single, strings)
+            if found_entries is not None and None not in found_entries:
+                return found_entries
         founds = self.field_column(single, key_objs, values)
         got = strings.get
         out = [got(found) if found.__class__ is str else None for found in founds]
@@ -640,7 +658,12 @@ class CountMaintainer(Maintainer):
             signed = [(added, 1)]
             if gone.count(None) != len(gone):  # new records take nothing out
                 signed.insert(0, (gone, -1))
+            passes = self.passes
             for groups, sign in signed:  # each group's records counted at once
+                if passes is not None and groups.__class__ is list and keys.__class__ is list:
+                    # record by record in one C loop: the same deltas
+                    passes.count_into(deltas, groups, keys, index, sign)
+                    continue
                 counted = Counter(groups)
                 counted.pop(None, None)
                 last = dict(zip(groups, keys, strict=True))  # its last record's key
@@ -683,7 +706,12 @@ class CountMaintainer(Maintainer):
         staged: dict[bytes, Group] = {}
         counts = _COUNT_STATES
         put_keys, put_data = self.put_keys, self.put_data
-        for group, (index, count, ints, floats, fine, key) in self.deltas.items():
+        deltas: Any = self.deltas.items()
+        if self.passes is not None and known.__class__ is dict:
+            # the known count-only groups in one C loop, then the rest
+            left = self.passes.settle_counts(self.deltas, known, counts, put_keys, put_data, staged)
+            deltas = [(group, self.deltas[group]) for group in left]
+        for group, (index, count, ints, floats, fine, key) in deltas:
             if not (count or ints or floats or fine):
                 continue
             if group in known:
