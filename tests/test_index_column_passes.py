@@ -24,6 +24,7 @@ from opendata_kv.store.indexes.maintainers import (
     column_passes,
 )
 from opendata_kv.store.indexes.sums import Sum
+from opendata_kv.store.writes import Put
 
 like = RecordType("like", 1, [("n", fields.u32)])
 by_subject = Index("by_subject", "like", [("subject", fields.string)])
@@ -193,3 +194,45 @@ def test_wrong_columns_are_refused_not_misread() -> None:
         passes.count_into({}, [b"g"], [], per_subject, 1)
     with pytest.raises(TypeError):
         passes.settle_counts({}, {}, {}, [], [], None)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    items=st.lists(
+        st.tuples(st.integers(0, 50), st.sampled_from(["a", "b", None])), min_size=1, max_size=30
+    )
+)
+def test_indexed_puts_are_the_python_triples(
+    items: list[tuple[int, str | None]], monkeypatch_store: Any
+) -> None:
+    """Batch.indexed_ops of a put_many batch: the same (key, record type, Put) triples, each
+    Put of the same class and fields, built in C as in Python."""
+    store, batch_module = monkeypatch_store
+    _passes()
+    built = []
+    for with_passes in (True, False):
+        batch = batch_module.Batch(store)
+        batch.put_all([(like, (n,), {"subject": s}) for n, s in items])
+        real = batch_module.column_passes
+        if not with_passes:
+            batch_module.column_passes = lambda: None
+        try:
+            ops = batch.indexed_ops(store._indexes)
+        finally:
+            batch_module.column_passes = real
+        built.append([(key, rt, type(op), tuple(op)) for key, rt, op in ops])
+    assert built[0] == built[1]
+    assert all(kind is Put for _, _, kind, _ in built[0])
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_store() -> Any:
+    """A store with a value and a count index on `like` (its batches keep typed values)."""
+    from opendata_kv.native import driver
+    from opendata_kv.store import batch as batch_module
+    from opendata_kv.store.writer import Store
+
+    opening = Store.open("memory://column-passes", [like], indexes=[by_subject, per_subject])
+    store = driver.run(opening.__aenter__())
+    yield store, batch_module
+    driver.run(opening.__aexit__(None, None, None))

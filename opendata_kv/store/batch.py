@@ -24,6 +24,7 @@ from opendata_kv.store.absent import exists_error
 from opendata_kv.store.deletes import MAX_KEYS
 from opendata_kv.store.indexes.known import KnownValues
 from opendata_kv.store.indexes.maintain import IndexedOp, index_ops_for
+from opendata_kv.store.indexes.maintainers import column_passes
 from opendata_kv.store.indexes.old_values import point_reads
 from opendata_kv.store.indexes.registry import IndexSet, WriteLock
 from opendata_kv.store.ranges import RangeKeywords, ScanRange, scan_range
@@ -245,8 +246,14 @@ class Batch:
             return [(keys[at], rt, self._op(at)) for at, rt in found]
         count = len(keys)
         if len(found) == count and len(self._typed) == count and None not in data:
-            # puts only, each with upkeep and its value kept (put_many's case): the Puts and
-            # the triples built by zip and map, no Python loop (0.8 -> 0.64 µs a record)
+            # puts only, each with upkeep and its value kept (put_many's case): the triples
+            # built in one C loop on the accelerator (native/_accel/columns.c), else by zip
+            # and map, no Python loop (0.64 µs a record, 0.8 with a comprehension)
+            passes = column_passes()
+            if passes is not None:
+                built = passes.indexed_puts(Put, found, keys, data, self._typed)
+                if built is not None:
+                    return built  # type: ignore[no-any-return]
             values = map(self._typed.__getitem__, range(count))
             puts = map(_new_put, zip(keys, data, repeat(None), values, repeat(None)))
             return list(zip(keys, [record_type for _, record_type in found], puts, strict=True))

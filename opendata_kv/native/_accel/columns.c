@@ -16,7 +16,10 @@
  * the groups whose change is a count only (no sum) and whose value the writer knows (`known`:
  * None or a Sum of a count only): the new count's row from `counts` (its state and bytes)
  * appended to put_keys / put_data and its state to staged; groups with no change skipped;
- * the others (not known, sums, a count `counts` lacks) returned, in order, for settle. */
+ * the others (not known, sums, a count `counts` lacks) returned, in order, for settle.
+ *
+ * indexed_puts(put_type, found, keys, data, typed): Batch.indexed_ops's triples of a batch of
+ * plain puts, each Put built as tuple.__new__(Put, ...) builds it, in one loop. */
 #include "accel.h"
 
 static PyObject *f_entry_column(PyObject *m, PyObject *const *args, Py_ssize_t n) {
@@ -194,11 +197,74 @@ fail:
     return NULL;
 }
 
+/* indexed_puts(put_type, found, keys, data, typed): Batch.indexed_ops for a batch of puts
+ * only, each with upkeep (found: (position, record type) of every op, in order) and its
+ * typed value kept (typed: position -> value): the list of (key, record type,
+ * put_type(key, data, None, value, None)), built as tuple.__new__ builds a tuple subclass;
+ * None when the columns are not that (the caller then builds them in Python) */
+static PyObject *f_indexed_puts(PyObject *m, PyObject *const *args, Py_ssize_t n) {
+    if (n != 5 || !PyType_Check(args[0]) || !PyList_CheckExact(args[1]) ||
+        !PyList_CheckExact(args[2]) || !PyList_CheckExact(args[3]) || !PyDict_CheckExact(args[4])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "indexed_puts(put_type, found: list, keys: list, data: list, typed: dict)");
+        return NULL;
+    }
+    PyTypeObject *put_type = (PyTypeObject *)args[0];
+    PyObject *found = args[1], *keys = args[2], *data = args[3], *typed = args[4];
+    Py_ssize_t count = PyList_GET_SIZE(keys);
+    if (!PyType_IsSubtype(put_type, &PyTuple_Type) ||
+        put_type->tp_basicsize != PyTuple_Type.tp_basicsize || PyList_GET_SIZE(found) != count ||
+        PyList_GET_SIZE(data) != count || PyDict_GET_SIZE(typed) != count)
+        Py_RETURN_NONE;
+    PyObject *out = PyList_New(count);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *pair = PyList_GET_ITEM(found, i);
+        PyObject *key = PyList_GET_ITEM(keys, i), *row = PyList_GET_ITEM(data, i);
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2 || !PyBytes_CheckExact(key) ||
+            !PyBytes_CheckExact(row) || !PyLong_CheckExact(PyTuple_GET_ITEM(pair, 0)) ||
+            PyLong_AsSsize_t(PyTuple_GET_ITEM(pair, 0)) != i) {
+            if (PyErr_Occurred()) goto fail;
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        PyObject *at = PyTuple_GET_ITEM(pair, 0); /* the int i itself: the dict's key */
+        PyObject *value = PyDict_GetItemWithError(typed, at); /* int keys: no Python code */
+        if (value == NULL) {
+            if (PyErr_Occurred()) goto fail;
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        PyObject *put = put_type->tp_alloc(put_type, 5);
+        if (put == NULL) goto fail;
+        PyTuple_SET_ITEM(put, 0, Py_NewRef(key));
+        PyTuple_SET_ITEM(put, 1, Py_NewRef(row));
+        PyTuple_SET_ITEM(put, 2, Py_NewRef(Py_None));
+        PyTuple_SET_ITEM(put, 3, Py_NewRef(value));
+        PyTuple_SET_ITEM(put, 4, Py_NewRef(Py_None));
+        PyObject *triple = PyTuple_New(3);
+        if (triple == NULL) {
+            Py_DECREF(put);
+            goto fail;
+        }
+        PyTuple_SET_ITEM(triple, 0, Py_NewRef(key));
+        PyTuple_SET_ITEM(triple, 1, Py_NewRef(PyTuple_GET_ITEM(pair, 1)));
+        PyTuple_SET_ITEM(triple, 2, put);
+        PyList_SET_ITEM(out, i, triple);
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef column_methods[] = {
     {"entry_column", (PyCFunction)(void (*)(void))f_entry_column, METH_FASTCALL,
      "Maintainer.column's fast path: each value's single-field entry key from `strings`."},
     {"count_into", (PyCFunction)(void (*)(void))f_count_into, METH_FASTCALL,
      "CountMaintainer.change_columns without an amount: groups added to deltas in order."},
+    {"indexed_puts", (PyCFunction)(void (*)(void))f_indexed_puts, METH_FASTCALL,
+     "Batch.indexed_ops for puts only: (key, record type, Put) of each, built in C."},
     {"settle_counts", (PyCFunction)(void (*)(void))f_settle_counts, METH_FASTCALL,
      "CountMaintainer.settle's count-only groups the writer knows; the others returned."},
     {NULL, NULL, 0, NULL},
