@@ -15,10 +15,16 @@ from test_jetstream import SCHEMA, check_holds, replay, source
 from opendata_kv import Store
 from opendata_kv.atproto import IngestState, Jetstream
 from opendata_kv.collections import BSKY_KEY_TYPES, COVERING_BACKLINKS, RecordCollection
+from opendata_kv.store.reader import Opening
 
 
 def _records(store: Store) -> RecordCollection[Store]:
     return RecordCollection(store, key_types=BSKY_KEY_TYPES, backlinks=COVERING_BACKLINKS)
+
+
+def _opened(name: str) -> Opening[Store]:
+    """A fresh in-memory store with the covering backlinks' indexes."""
+    return Store.open(f"memory://{name}", SCHEMA, indexes=COVERING_BACKLINKS.indexes)
 
 
 def test_the_next_batch_is_parsed_while_the_last_is_written() -> None:
@@ -26,9 +32,7 @@ def test_the_next_batch_is_parsed_while_the_last_is_written() -> None:
     log: list[str] = []
 
     async def main() -> None:
-        async with Store.open(
-            "memory://js-pipe", SCHEMA, indexes=COVERING_BACKLINKS.indexes
-        ) as store:
+        async with _opened("js-pipe") as store:
             ingest = Jetstream(_records(store), batch_size=10)
             real_write, real_take = store.write, ingest._take_commit
             writes = 0
@@ -64,9 +68,7 @@ def test_a_write_failing_in_flight_stops_at_the_last_stored_batch() -> None:
     written: list[IngestState] = []
 
     async def main() -> None:
-        async with Store.open(
-            "memory://js-pipe-fail", SCHEMA, indexes=COVERING_BACKLINKS.indexes
-        ) as store:
+        async with _opened("js-pipe-fail") as store:
             ingest = Jetstream(_records(store), batch_size=10, on_written=written.append)
             real_write = store.write
             calls = 0
@@ -96,9 +98,7 @@ def test_a_run_cancelled_with_a_write_in_flight_resumes_whole() -> None:
     stream = generate(5, 80)
 
     async def main() -> None:
-        async with Store.open(
-            "memory://js-pipe-cancel", SCHEMA, indexes=COVERING_BACKLINKS.indexes
-        ) as store:
+        async with _opened("js-pipe-cancel") as store:
             ingest = Jetstream(_records(store), batch_size=10)
             real_write = store.write
             calls = 0
