@@ -185,6 +185,79 @@ def test_a_closed_timed_coroutine_ends_with_generator_exit() -> None:
         steps.send(None)
 
 
+class _Holder:
+    """A bound method's instance: the Timed calls its function with the instance first."""
+
+    def __init__(self) -> None:
+        self.tag = "holder"
+
+    def nine(self, a: int, b: int, c: int, d: int, e: int, f: int, g: int, h: int, i: int) -> Any:
+        return (self.tag, a + b + c + d + e + f + g + h + i)
+
+    def pair(self, a: int, b: int = 0) -> Any:
+        return (self.tag, a, b)
+
+    async def later(self, x: int) -> Any:
+        await asyncio.sleep(0)
+        return (self.tag, x)
+
+
+def test_a_bound_method_gets_its_instance_however_it_is_called() -> None:
+    """The Timed calls a bound method's function itself, the instance put before the
+    arguments: in the caller's spare slot (a call from Python code) or in a copy (a call
+    through tp_call, and past 7 arguments a copy on the heap)."""
+    module = _module()
+    _, t = _telemetry()
+    holder = _Holder()
+    found = t.durations("get", module.Durations)
+    pair = module.Timed(holder.pair, found, print, False)
+    nine = module.Timed(holder.nine, found, print, False)
+    assert pair(1) == ("holder", 1, 0)
+    assert pair(1, b=2) == ("holder", 1, 2)
+    assert pair(*[3], **{"b": 4}) == ("holder", 3, 4)  # CALL_FUNCTION_EX: no spare slot
+    assert list(map(pair, [5, 6])) == [("holder", 5, 0), ("holder", 6, 0)]
+    assert nine(*range(9)) == ("holder", 36)  # ten with the instance: the heap copy
+    assert nine(0, 1, 2, 3, 4, 5, 6, 7, i=8) == ("holder", 36)
+    with pytest.raises(TypeError):
+        pair()
+    assert sum(found.snapshot()[: store_metrics.SUM]) == 7
+
+
+def test_an_ended_awaitable_is_reused_and_a_live_one_never() -> None:
+    """A timed coroutine's awaitable, once ended and dropped, serves the next call (no
+    allocation a get); while one is alive the next call gets its own, and every operation
+    is counted once."""
+    module = _module()
+    _, t = _telemetry()
+    errors: list[BaseException] = []
+    holder = _Holder()
+    timed = module.Timed(holder.later, t.durations("get", module.Durations), _collect(errors), True)
+
+    async def main() -> None:
+        first = timed(1)
+        second = timed(2)  # the first is alive: not reused
+        assert first is not second
+        assert await second == ("holder", 2)
+        assert await first == ("holder", 1)
+        kept = id(first)
+        del first, second
+        again = timed(3)
+        assert id(again) == kept  # a dropped one taken back
+        assert await again == ("holder", 3)
+        with pytest.raises(RuntimeError):  # ended: not awaited twice
+            await again
+        del again
+        running = timed(4).__await__()
+        running.send(None)  # suspended at the sleep
+        del running  # dropped while running: GeneratorExit, and not kept
+        results = await asyncio.gather(*(timed(n) for n in range(5, 9)))
+        assert results == [("holder", n) for n in range(5, 9)]
+
+    asyncio.run(main())
+    assert sum(t.series("get").snapshot()[: store_metrics.SUM]) == 7
+    assert [type(e) for e in errors] == [GeneratorExit]
+
+
 def _collect(errors: list[BaseException]) -> Any:
     return lambda elapsed, exc: errors.append(exc)
 
