@@ -1,20 +1,25 @@
 """What store metrics cost (opendata_kv/store/metrics.py), side by side in one process: the
 same records in two stores, one opened with an OpenTelemetry SDK meter provider (in-memory
-reader) and one without, timed in alternating rounds on the same keys, the rows in the
-memtable (the cheapest get, so the largest share).
+reader) and one without, on the same keys, the rows in the memtable (the cheapest get, so the
+largest share). Within each round the two stores take turns block by block (256 gets, a
+eighth of the round's single puts, one put_many or batch of 1,000), who goes first
+alternating: turns of a few milliseconds put both sides under the same load and clock speed,
+where whole rounds of each did not (their A/A control strayed by up to 9%).
 
     python tools/bench.py metrics [--quick]
 
 Times are the process's CPU time (slatedb's threads included), not wall time: on a shared
 machine a process waits for a core longer than it runs. Rows: per path, the median over
-rounds of µs per operation (per key for get_many, per row for
-a scan, per record for puts) without and with metrics, and the median of the rounds' ratios
-(with / without). The meter does not collect inside the timed loops (a service's reader
-collects every few seconds at most): what the caller pays is timed, and the collection is
-timed on its own after them (µs per duration replayed into the SDK histogram).
+rounds of µs per operation (per key for get_many, per row for a scan, per record for puts)
+without and with metrics, the median of the rounds' ratios (with / without) and their range,
+and the median of the blocks' ratios (each block's two turns side by side: a memtable flush
+or a compaction on slatedb's threads lands in one turn, which this median leaves aside).
+The meter does not collect inside the timed loops (a service's reader collects every few
+seconds at most): what the caller pays is timed, and the collection is timed on its own after
+them (µs per duration replayed into the SDK histogram).
 
-Then the control: the same rounds of the gets over two stores neither of which has metrics
-(A/A), whose ratios are what the machine's noise alone makes of the comparison.
+Then the control: the same rounds over two stores neither of which has metrics (A/A), whose
+ratios are what the machine's noise alone makes of the comparison.
 
 Then the floor of the design: the pure path's wrapper (two clock reads and one aggregation
 step) and the C accelerator's Timed around a function that does nothing, against the bare
@@ -33,7 +38,7 @@ import time
 from bisect import bisect_left
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -48,77 +53,125 @@ SCHEMA = Schema(REC)
 VALUE = {"name": "x" * 80}
 MANY = 64  # keys per get_many
 PUTS = 1000  # records per put_many / batch round
-CONTROLLED = ("SyncStore.get", "Store.get")  # the paths of the A/A control
 
 
-def _timed(fn: Callable[[], int]) -> float:
-    """µs of the process's CPU time per item of one run of `fn` (CPU time, not wall: on the
-    shared machine a process waits for a core longer than it runs)."""
-    start = time.process_time()
-    n = fn()
-    return (time.process_time() - start) / n * 1e6
+BLOCK = 256  # keys per block of the gets: the two stores take turns block by block
 
 
-def _paths(keys: list[int], next_id: list[int], singles: int) -> dict[str, Callable[..., int]]:
-    """path name -> a function of a store running one round and returning its count."""
+class Workload(NamedTuple):
+    """One path: `run(store, block)` does block `block` of a round (a coroutine function for
+    the async face) and returns its count; a round is `blocks` blocks."""
 
-    def get(store: SyncStore) -> int:
-        for i in keys:
+    run: Callable[..., Any]
+    blocks: int
+    is_async: bool = False
+
+
+def _paths(keys: list[int], next_id: list[int], singles: int) -> dict[str, Workload]:
+    """path name -> how one round of it runs, block by block."""
+    blocks = [keys[at : at + BLOCK] for at in range(0, len(keys) - BLOCK + 1, BLOCK)]
+    put_blocks = 8  # a round's single puts in 8 blocks; put_many and batch(): 8 of PUTS each
+
+    def get(store: SyncStore, b: int) -> int:
+        for i in blocks[b]:
             store.get(REC, (i,))
-        return len(keys)
+        return BLOCK
 
-    def aget(store: SyncStore) -> int:
+    async def aget(store: SyncStore, b: int) -> int:
         inner = store.store
+        for i in blocks[b]:
+            await inner.get(REC, (i,))
+        return BLOCK
 
-        async def run() -> int:
-            for i in keys:
-                await inner.get(REC, (i,))
-            return len(keys)
+    def get_many(store: SyncStore, b: int) -> int:
+        block = blocks[b]
+        for at in range(0, BLOCK, MANY):
+            store.get_many(REC, [(i,) for i in block[at : at + MANY]])
+        return BLOCK
 
-        return asyncio.run(run())
+    def ids(b: int, count: int) -> range:
+        start = next_id[0] + b * count
+        return range(start, start + count)
 
-    def get_many(store: SyncStore) -> int:
-        for at in range(0, len(keys) - MANY + 1, MANY):
-            store.get_many(REC, [(i,) for i in keys[at : at + MANY]])
-        return len(keys) // MANY * MANY
-
-    def put(store: SyncStore) -> int:
-        start = next_id[0]
-        for i in range(start, start + singles):
+    def put(store: SyncStore, b: int) -> int:
+        for i in ids(b, singles // put_blocks):
             store.put(REC, (i,), VALUE)
-        return singles
+        return singles // put_blocks
 
-    def put_many(store: SyncStore) -> int:
-        start = next_id[0]
-        return store.put_many((REC, (i,), VALUE) for i in range(start, start + PUTS))
+    def put_many(store: SyncStore, b: int) -> int:
+        return store.put_many((REC, (i,), VALUE) for i in ids(b, PUTS))
 
-    def batch(store: SyncStore) -> int:
-        start = next_id[0]
-        with store.batch() as b:
-            for i in range(start, start + PUTS):
-                b.put(REC, (i,), VALUE)
+    def batch(store: SyncStore, b: int) -> int:
+        with store.batch() as writes:
+            for i in ids(b, PUTS):
+                writes.put(REC, (i,), VALUE)
         return PUTS
 
-    def scan(store: SyncStore) -> int:
+    def scan(store: SyncStore, b: int) -> int:
         return sum(1 for _ in store.scan(REC))
 
     return {
-        "SyncStore.get": get,
-        "Store.get": aget,
-        "get_many (per key)": get_many,
-        "put (single)": put,
-        "put_many (per record)": put_many,
-        "batch() put (per record)": batch,
-        "scan (per row)": scan,
+        "SyncStore.get": Workload(get, len(blocks)),
+        "Store.get": Workload(aget, len(blocks), is_async=True),
+        "get_many (per key)": Workload(get_many, len(blocks)),
+        "put (single)": Workload(put, put_blocks),
+        "put_many (per record)": Workload(put_many, put_blocks),
+        "batch() put (per record)": Workload(batch, put_blocks),
+        "scan (per row)": Workload(scan, 1),
     }
+
+
+def _round(
+    path: Workload, stores: dict[str, SyncStore], first: str
+) -> tuple[dict[str, float], list[float]]:
+    """One round of `path`, the stores taking turns block by block (who goes first alternating
+    too): ({side: µs of the process's CPU time per item}, each block's ratio with / without).
+    Turns of a few ms put both sides under the same load and clock speed, which whole rounds
+    of each (tens of ms) did not."""
+    sides = (first, "on" if first == "off" else "off")
+    spent = {side: 0.0 for side in sides}
+    count = {side: 0 for side in sides}
+    blocks: list[dict[str, float]] = []
+    clock = time.process_time
+
+    def turns(b: int) -> tuple[str, ...]:
+        return sides if b % 2 == 0 else sides[::-1]
+
+    def took(side: str, n: int, seconds: float) -> None:
+        count[side] += n
+        spent[side] += seconds
+        if not blocks or len(blocks[-1]) == 2:  # a block's first turn
+            blocks.append({})
+        blocks[-1][side] = seconds / n
+
+    if path.is_async:
+
+        async def run() -> None:
+            for b in range(path.blocks):
+                for side in turns(b):
+                    start = clock()
+                    n = await path.run(stores[side], b)
+                    took(side, n, clock() - start)
+
+        asyncio.run(run())
+    else:
+        for b in range(path.blocks):
+            for side in turns(b):
+                start = clock()
+                n = path.run(stores[side], b)
+                took(side, n, clock() - start)
+    per_item = {side: spent[side] / count[side] * 1e6 for side in sides}
+    return per_item, [block["on"] / block["off"] for block in blocks]
 
 
 def measure(
     records: int, gets: int, rounds: int, root: Path, control: bool = False
-) -> tuple[dict[str, tuple[float, float, float]], float]:
-    """({path: (median µs without, median µs with, median ratio)}, µs per duration replayed
-    at a collection). `control`: the A/A run, both stores without metrics and only the gets,
-    so the ratios show what two like stores differ by in the same rounds (the noise)."""
+) -> tuple[dict[str, tuple[float, ...]], float]:
+    """({path: (median µs without, median µs with, median of the rounds' ratios, the least
+    and greatest of them, median of the blocks' ratios)}, µs per duration replayed at a
+    collection). `control`: the A/A run,
+    both stores without metrics, so the ratios show what two like stores differ by in the
+    same turns (the noise)."""
     reader = InMemoryMetricReader()
     options = OpenOptions(meter_provider=MeterProvider(metric_readers=[reader]))
     stores = {
@@ -129,21 +182,20 @@ def measure(
         store.put_many(((REC, (i,), VALUE) for i in range(records)), batch_size=1000)
     keys = random.Random(7).sample(range(records), gets)
     next_id = [records]
-    paths = _paths(keys, next_id, singles=max(50, gets // 10))
-    if control:
-        paths = {name: paths[name] for name in CONTROLLED}
+    paths = _paths(keys, next_id, singles=max(64, gets // 10))
     samples: dict[str, dict[str, list[float]]] = {p: {"off": [], "on": []} for p in paths}
-    for fn in paths.values():  # warm-up
-        for store in stores.values():
-            fn(store)
+    ratios: dict[str, list[float]] = {p: [] for p in paths}
+    for path in paths.values():  # warm-up
+        _round(path, stores, "off")
         next_id[0] += 10 * PUTS
     reader.get_metrics_data()  # replays the warm-up's durations
     collect_us: list[float] = []
     for r in range(rounds):
-        order = ("off", "on") if r % 2 == 0 else ("on", "off")
-        for name, fn in paths.items():
-            for side in order:
-                samples[name][side].append(_timed(lambda s=stores[side], f=fn: f(s)))  # type: ignore[misc]
+        for name, path in paths.items():
+            per_item, blocks = _round(path, stores, "off" if r % 2 == 0 else "on")
+            for side, us in per_item.items():
+                samples[name][side].append(us)
+            ratios[name] += blocks
             next_id[0] += 10 * PUTS
         telemetry: Any = stores["on"].store._telemetry
         if telemetry is None:  # the A/A control: both stores without metrics
@@ -160,13 +212,16 @@ def measure(
         collect_us.append((time.process_time() - start) / max(1, pending) * 1e6)
     for store in stores.values():
         store.close()
-    out = {}
+    out: dict[str, tuple[float, ...]] = {}
     for name, got in samples.items():
-        ratios = [on / off for on, off in zip(got["on"], got["off"], strict=True)]
+        per_round = [on / off for on, off in zip(got["on"], got["off"], strict=True)]
         out[name] = (
             statistics.median(got["off"]),
             statistics.median(got["on"]),
-            statistics.median(ratios),
+            statistics.median(per_round),
+            min(per_round),
+            max(per_round),
+            statistics.median(ratios[name]),
         )
     return out, statistics.median(collect_us)
 
@@ -235,7 +290,7 @@ def floor_ns(calls: int, rounds: int) -> dict[str, float]:
 
 
 def run(quick: bool) -> None:
-    records, gets, rounds = (2_000, 640, 3) if quick else (20_000, 6_400, 9)
+    records, gets, rounds = (2_000, 640, 3) if quick else (20_000, 6_400, 15)
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench-metrics-") as tmp:
         result, collect_us = measure(records, gets, rounds, Path(tmp))
@@ -247,13 +302,17 @@ def run(quick: bool) -> None:
         f"alternating order (load {load:.2f} -> {os.getloadavg()[0]:.2f}); timing: "
         + ("C accelerator" if store_metrics._c_timing() is not None else "pure Python")
     )
-    print("| path | without metrics µs | with metrics µs | with / without (median of rounds) |")
-    print("|---|---|---|---|")
-    for name, (off, on, ratio) in result.items():
-        print(f"| {name} | {off:.2f} | {on:.2f} | {ratio:.3f} |")
-    for name, (off, on, ratio) in control.items():
+    print(
+        "| path | without metrics µs | with metrics µs | with / without (median of the "
+        "rounds) | rounds' range | median of the blocks' ratios |"
+    )
+    print("|---|---|---|---|---|---|")
+    rows = [*result.items()]
+    rows += [(f"control (A/A, no metrics on either): {name}", row) for name, row in control.items()]
+    for name, (off, on, ratio, least, most, blocks) in rows:
         print(
-            f"| control (A/A, no metrics on either): {name} | {off:.2f} | {on:.2f} | {ratio:.3f} |"
+            f"| {name} | {off:.2f} | {on:.2f} | {ratio:.3f} | {least:.3f}-{most:.3f} "
+            f"| {blocks:.3f} |"
         )
     get_ns = result["SyncStore.get"][0] * 1000
     print(f"collection: {collect_us:.2f} µs per duration replayed into the SDK histogram")
