@@ -121,47 +121,55 @@ def _paths(keys: list[int], next_id: list[int], singles: int) -> dict[str, Workl
     }
 
 
+#: the stores, in the order they are opened and loaded: two with metrics between two without
+#: (a palindrome, so a trend along the order, as the A/A control of two stores showed, -1.5%
+#: for the second, weighs both sides alike); each one's side
+STORES: dict[str, str] = {"off": "off", "on": "on", "on2": "on", "off2": "off"}
+
+
 def _round(
-    path: Workload, stores: dict[str, SyncStore], first: str
+    path: Workload, stores: dict[str, SyncStore], r: int
 ) -> tuple[dict[str, float], list[float]]:
-    """One round of `path`, the stores taking turns block by block (who goes first alternating
-    too): ({side: µs of the process's CPU time per item}, each block's ratio with / without).
-    Turns of a few ms put both sides under the same load and clock speed, which whole rounds
-    of each (tens of ms) did not."""
-    sides = (first, "on" if first == "off" else "off")
-    spent = {side: 0.0 for side in sides}
-    count = {side: 0 for side in sides}
-    blocks: list[dict[str, float]] = []
+    """Round `r` of `path`, the stores taking turns block by block (who goes first rotating
+    with the block and the round): ({side: µs of the process's CPU time per item}, each
+    block's ratio with / without). Turns of a few ms put both sides under the same load and
+    clock speed, which whole rounds of each (tens of ms) did not."""
+    names = list(STORES)
+    spent = {side: 0.0 for side in ("off", "on")}
+    count = {side: 0 for side in ("off", "on")}
+    blocks: list[dict[str, list[float]]] = []
     clock = time.process_time
 
-    def turns(b: int) -> tuple[str, ...]:
-        return sides if b % 2 == 0 else sides[::-1]
+    def turns(b: int) -> list[str]:
+        k = (r + b) % len(names)
+        return names[k:] + names[:k]
 
-    def took(side: str, n: int, seconds: float) -> None:
+    def took(name: str, n: int, seconds: float) -> None:
+        side = STORES[name]
         count[side] += n
         spent[side] += seconds
-        if not blocks or len(blocks[-1]) == 2:  # a block's first turn
-            blocks.append({})
-        blocks[-1][side] = seconds / n
+        if not blocks or sum(len(turn) for turn in blocks[-1].values()) == len(names):
+            blocks.append({"off": [], "on": []})  # a block's first turn
+        blocks[-1][side].append(seconds / n)
 
     if path.is_async:
 
         async def run() -> None:
             for b in range(path.blocks):
-                for side in turns(b):
+                for name in turns(b):
                     start = clock()
-                    n = await path.run(stores[side], b)
-                    took(side, n, clock() - start)
+                    n = await path.run(stores[name], b)
+                    took(name, n, clock() - start)
 
         asyncio.run(run())
     else:
         for b in range(path.blocks):
-            for side in turns(b):
+            for name in turns(b):
                 start = clock()
-                n = path.run(stores[side], b)
-                took(side, n, clock() - start)
-    per_item = {side: spent[side] / count[side] * 1e6 for side in sides}
-    return per_item, [block["on"] / block["off"] for block in blocks]
+                n = path.run(stores[name], b)
+                took(name, n, clock() - start)
+    per_item = {side: spent[side] / count[side] * 1e6 for side in spent}
+    return per_item, [sum(block["on"]) / sum(block["off"]) for block in blocks]
 
 
 def measure(
@@ -169,14 +177,15 @@ def measure(
 ) -> tuple[dict[str, tuple[float, ...]], float]:
     """({path: (median µs without, median µs with, median of the rounds' ratios, the least
     and greatest of them, median of the blocks' ratios)}, µs per duration replayed at a
-    collection). `control`: the A/A run,
-    both stores without metrics, so the ratios show what two like stores differ by in the
-    same turns (the noise)."""
+    collection). `control`: the A/A run, no store with metrics, so the ratios show what like
+    stores differ by in the same turns (the noise)."""
     reader = InMemoryMetricReader()
     options = OpenOptions(meter_provider=MeterProvider(metric_readers=[reader]))
     stores = {
-        "off": SyncStore.open(root / "off", SCHEMA),
-        "on": SyncStore.open(root / "on", SCHEMA, options=None if control else options),
+        name: SyncStore.open(
+            root / name, SCHEMA, options=options if side == "on" and not control else None
+        )
+        for name, side in STORES.items()
     }
     for store in stores.values():
         store.put_many(((REC, (i,), VALUE) for i in range(records)), batch_size=1000)
@@ -186,26 +195,24 @@ def measure(
     samples: dict[str, dict[str, list[float]]] = {p: {"off": [], "on": []} for p in paths}
     ratios: dict[str, list[float]] = {p: [] for p in paths}
     for path in paths.values():  # warm-up
-        _round(path, stores, "off")
+        _round(path, stores, 0)
         next_id[0] += 10 * PUTS
     reader.get_metrics_data()  # replays the warm-up's durations
     collect_us: list[float] = []
     for r in range(rounds):
         for name, path in paths.items():
-            per_item, blocks = _round(path, stores, "off" if r % 2 == 0 else "on")
+            per_item, blocks = _round(path, stores, r)
             for side, us in per_item.items():
                 samples[name][side].append(us)
             ratios[name] += blocks
             next_id[0] += 10 * PUTS
-        telemetry: Any = stores["on"].store._telemetry
-        if telemetry is None:  # the A/A control: both stores without metrics
+        telemetries: list[Any] = [stores[name].store._telemetry for name in ("on", "on2")]
+        if telemetries[0] is None:  # the A/A control: no store with metrics
             collect_us.append(0.0)
             continue
-        series = getattr(telemetry, "_series", None)  # None: the queue of the design before
-        pending = (
-            len(telemetry._pending)
-            if series is None
-            else sum(sum(found[: store_metrics.SUM]) for found in series.values())
+        pending = sum(
+            sum(sum(found[: store_metrics.SUM]) for found in t._series.values())
+            for t in telemetries
         )
         start = time.process_time()
         reader.get_metrics_data()  # the collection: every duration of the round replayed
